@@ -1,0 +1,14 @@
+"""graphjit: a JIT compiler for PyTorch, written in Python.
+
+    model = graphjit.compile(model)
+
+See docs/ARCHITECTURE.md for how it works.
+"""
+from . import config
+from .api import compile, explain, reset, disable, allow_in_graph, ExplainOutput
+from .backends.registry import register_backend, list_backends
+from .exc import Unsupported
+
+__version__ = "0.1.0"
+__all__ = ["compile", "explain", "reset", "disable", "allow_in_graph", "register_backend", "list_backends",
+           "Unsupported", "ExplainOutput", "config"]

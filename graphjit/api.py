@@ -1,0 +1,172 @@
+"""The public API: compile(), explain(), reset(), disable, allow_in_graph, and the nn.Module wrapper.
+
+Follow compile() down: it builds a CompiledFunction (capture/frame.py), whose first call translates the
+frame (capture/interpreter.py) into an fx graph plus guards, hands the graph to a backend, and caches the
+generated entry (capture/codegen.py) on the function's code object.
+"""
+import functools
+import types
+
+import torch
+
+from . import config
+from .capture.frame import CompiledFunction, CompileOptions, Recorder, reset_caches
+from .exc import Unsupported
+
+
+def compile(fn_or_module=None, *, backend=None, fullgraph=False, dynamic=None, mode=None, options=None):
+    """Compile a function, bound method or nn.Module; usable as a decorator with or without arguments.
+
+        model = graphjit.compile(model)
+        @graphjit.compile(fullgraph=True)
+        def f(x): ...
+    """
+    if mode is not None and options is not None:
+        raise ValueError("graphjit.compile: pass either mode= or options=, not both")
+    if dynamic not in (None, False, True):
+        raise ValueError(f"graphjit.compile: dynamic must be None, True or False, not {dynamic!r}")
+    opts = CompileOptions(backend=backend if backend is not None else config.default_backend,
+                          fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options)
+    from .backends.registry import lookup_backend
+    lookup_backend(opts.backend)   # unknown backend names fail here, not at the first call
+    if fn_or_module is None:
+        return functools.partial(_compile, options=opts)
+    return _compile(fn_or_module, opts)
+
+
+def _compile(target, options):
+    if isinstance(target, torch.nn.Module):
+        return _compile_module(target, options)
+    if isinstance(target, CompiledFunction):
+        target = target._graphjit_compiled_fn
+    if isinstance(target, types.MethodType):
+        return types.MethodType(CompiledFunction(target.__func__, options), target.__self__)
+    if isinstance(target, types.FunctionType):
+        if getattr(target, "_graphjit_disable", False):
+            return target
+        return CompiledFunction(target, options)
+    if callable(target) and isinstance(getattr(type(target), "__call__", None), types.FunctionType):
+        return types.MethodType(CompiledFunction(type(target).__call__, options), target)
+    raise TypeError(f"graphjit.compile expects a function, method or nn.Module, got {type(target).__name__}")
+
+
+# ---- nn.Module wrapper ----
+
+class CompiledModule:
+    """Mixed into a subclass of the module's own class. The wrapper shares the original's __dict__, so
+    parameters, buffers, state_dict, attributes and hooks are the original's; only forward is compiled.
+    isinstance(wrapper, OriginalClass) holds, and nn.Module.__call__ (hooks included) runs as usual."""
+    __slots__ = ("_orig_mod",)
+    _graphjit_forward = None
+
+    def forward(self, *args, **kwargs):
+        return type(self)._graphjit_forward(self, *args, **kwargs)
+
+    def __repr__(self):
+        return f"graphjit.compile({object.__getattribute__(self, '_orig_mod')!r})"
+
+
+_WRAPPER_CLASSES = {}
+
+
+def _wrapper_class(cls, options):
+    key = (cls, options.key)
+    if key not in _WRAPPER_CLASSES:
+        forward = cls.forward
+        if not isinstance(forward, types.FunctionType):
+            raise TypeError(f"graphjit.compile: {cls.__name__}.forward is not a Python function")
+        compiled = CompiledFunction(forward, options)
+        _WRAPPER_CLASSES[key] = type(f"Compiled{cls.__name__}", (CompiledModule, cls),
+                                     {"_graphjit_forward": compiled, "__module__": cls.__module__,
+                                      "__qualname__": f"Compiled{cls.__qualname__}"})
+    return _WRAPPER_CLASSES[key]
+
+
+def _compile_module(module, options):
+    if isinstance(module, CompiledModule):
+        module = object.__getattribute__(module, "_orig_mod")
+    wrapper_cls = _wrapper_class(type(module), options)
+    wrapper = object.__new__(wrapper_cls)
+    object.__setattr__(wrapper, "__dict__", module.__dict__)
+    object.__setattr__(wrapper, "_orig_mod", module)
+    return wrapper
+
+
+# ---- the rest of the API ----
+
+def reset():
+    """Forget every compiled entry (each compiled function re-translates on its next call)."""
+    reset_caches()
+    from .capture.interpreter import instructions_of
+    instructions_of.cache_clear()
+
+
+def disable(fn=None, recursive=True):
+    """Never capture `fn`: compiled code calling it runs it in CPython (today: the caller runs eagerly)."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+    fn._graphjit_disable = True
+    return fn
+
+
+def allow_in_graph(fn):
+    """Record calls to `fn` as one opaque node of the graph instead of tracing into it."""
+    fn._graphjit_allow_in_graph = True
+    return fn
+
+
+class ExplainOutput:
+    """What explain() found: graphs, breaks (reason, file:line, source line, hint), ops and guards."""
+
+    def __init__(self, records):
+        self.records = records
+        self.graphs = [r.graph for r in records if r.graph is not None]
+        self.graph_count = len(self.graphs)
+        self.break_reasons = [r.break_reason for r in records if r.break_reason is not None]
+        self.graph_break_count = len(self.break_reasons)
+        self.ops_per_graph = [[n for n in g.graph.nodes if n.op.startswith("call")] for g in self.graphs]
+        self.guards = [g for r in records for g in r.guards]
+        self.compile_times = [r.seconds for r in records]
+
+    def __str__(self):
+        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
+                 f"Op count: {sum(len(o) for o in self.ops_per_graph)}"]
+        for i, ops in enumerate(self.ops_per_graph):
+            lines.append(f"Graph {i}: {len(ops)} ops")
+        if self.break_reasons:
+            lines.append("Break reasons:")
+            for i, e in enumerate(self.break_reasons, 1):
+                lines.append(f"  {i}. {e.reason}")
+                if e.filename:
+                    lines.append(f"     at {e.filename}:{e.lineno}")
+                if e.source_line:
+                    lines.append(f"       {e.source_line}")
+                if e.hint:
+                    lines.append(f"     hint: {e.hint}")
+        lines.append(f"Guards ({len(self.guards)}):")
+        lines += [f"  {g}" for g in self.guards]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def explain(fn, *extra_args, **extra_kwargs):
+    """graphjit.explain(fn)(*args, **kwargs) -> ExplainOutput, from a fresh translation of fn."""
+    if extra_args or extra_kwargs:
+        return explain(fn)(*extra_args, **extra_kwargs)
+
+    def run(*args, **kwargs):
+        target = fn
+        if isinstance(target, CompiledModule):
+            target = object.__getattribute__(target, "_orig_mod")
+        if isinstance(target, CompiledFunction):
+            target = target._graphjit_compiled_fn
+        compiled = _compile(target, CompileOptions(backend=_explain_backend))
+        with Recorder() as recorder:
+            compiled(*args, **kwargs)
+        return ExplainOutput(recorder.records)
+    return run
+
+
+def _explain_backend(gm, example_inputs):
+    return gm.forward

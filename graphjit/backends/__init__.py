@@ -1,0 +1,1 @@
+from .registry import register_backend, lookup_backend, list_backends

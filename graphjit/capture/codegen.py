@@ -1,0 +1,155 @@
+"""The entry function of a captured frame: check guards, read graph inputs, call the compiled graph,
+rebuild the return value.
+
+It is generated as Python source with the original function's signature (plus a leading `__gj_closure`
+parameter), so the original's parameters are plain locals and guards read them directly:
+
+    def __gj_entry(__gj_closure, x, y):
+        try:
+            if not (__gj_torch.is_grad_enabled() is True and type(x) is __gj_o1 and ...):
+                return __gj_MISS
+        except Exception:
+            return __gj_MISS
+        __gj_out = __gj_graph(x, y)
+        return (__gj_out[0], 3)
+"""
+import inspect
+import math
+
+import torch
+
+from .. import logs
+from .sources import REFS
+from .variables.base import unsupported
+from .variables.objects import new_object
+from .variables.tensor import TensorVariable
+
+MISS = object()   # an entry returns this when its guards fail
+
+_LITERAL_TYPES = (int, str, bool, type(None), bytes)
+
+
+class ReturnCodegen:
+    """Turns the returned Variable into a Python expression; collects graph outputs on the way."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+        self.output_nodes = []
+        self._object_names = {}
+
+    def obj(self, value):
+        key = id(value)
+        if key not in self._object_names:
+            name = f"__gj_c{len(self._object_names)}"
+            self._object_names[key] = name
+            self.namespace[name] = value
+        return self._object_names[key]
+
+    def const(self, value):
+        if type(value) in _LITERAL_TYPES or (type(value) is float and math.isfinite(value)):
+            return repr(value)
+        return self.obj(value)
+
+    def expr(self, var):
+        return var.reconstruct(self)
+
+    def tensor(self, var: TensorVariable):
+        if var.node.op == "placeholder" and var.source is not None:
+            return var.source.expr()
+        if var.node not in self.output_nodes:
+            self.output_nodes.append(var.node)
+        return f"__gj_out[{self.output_nodes.index(var.node)}]"
+
+
+def signature_source(code, closure_param="__gj_closure"):
+    """`(__gj_closure, a, b, /, c, *args, d, **kw)` for the code object's parameters (no defaults)."""
+    names = code.co_varnames
+    nargs, nposonly, nkwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    params = [closure_param]
+    params += names[:nposonly]
+    if nposonly:
+        params.append("/")
+    params += names[nposonly:nargs]
+    index = nargs + nkwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        params.append("*" + names[index])
+        index += 1
+    elif nkwonly:
+        params.append("*")
+    params += names[nargs:nargs + nkwonly]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        params.append("**" + names[index])
+    return ", ".join(params)
+
+
+def entry_namespace(fn, guards):
+    """Names every generated entry and guard function can use."""
+    from .interpreter import autocast_state, global_module_hooks_present
+    namespace = dict(guards.objects)
+    namespace.update(REFS)
+    namespace.update({"__gj_MISS": MISS, "__gj_torch": torch, "__gj_G": fn.__globals__,
+                      "__gj_new_object": new_object, "__gj_autocast_state": autocast_state,
+                      "__gj_global_module_hooks_present": global_module_hooks_present})
+    return namespace
+
+
+def build_entry(fn, guards, body, namespace, kind="entry"):
+    """Generate and exec the entry function: the guard check, then `body` (lines of Python)."""
+    code = fn.__code__
+    check = " and\n                ".join(guards.expressions()) or "True"
+    lines = [f"def __gj_entry({signature_source(code)}):",
+             "    try:",
+             f"        if not ({check}):",
+             "            return __gj_MISS",
+             "    except Exception:",
+             "        return __gj_MISS"]
+    lines += ["    " + line for line in body]
+    source = "\n".join(lines)
+    exec(compile(source, f"<graphjit {kind} {code.co_qualname}>", "exec"), namespace)
+    entry = namespace["__gj_entry"]
+    entry.__defaults__ = fn.__defaults__
+    entry.__kwdefaults__ = fn.__kwdefaults__
+    logs.log("bytecode", f"{kind} for {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}):\n{source}")
+    return entry
+
+
+def graph_call_body(input_sources, compiled, return_expr):
+    body = []
+    if compiled is not None:
+        body.append(f"__gj_out = __gj_graph({', '.join(s.expr() for s in input_sources)})")
+    body.append(f"return {return_expr}")
+    return body
+
+
+def forward_call_body(code):
+    """`return __gj_fn(a, b, *args, k=k, **kw)`: call the original with the entry's own parameters."""
+    names = code.co_varnames
+    nargs, nkwonly = code.co_argcount, code.co_kwonlyargcount
+    out = list(names[:nargs])
+    index = nargs + nkwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        out.append("*" + names[index])
+        index += 1
+    out += [f"{n}={n}" for n in names[nargs:nargs + nkwonly]]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        out.append("**" + names[index])
+    return [f"return __gj_fn({', '.join(out)})"]
+
+
+def build_guard_reporter(fn, guards, namespace):
+    """A function with the entry's signature that returns the first failing guard's text (or None):
+    run only after a cache miss, to say which guard failed."""
+    code = fn.__code__
+    lines = [f"def __gj_failing({signature_source(code)}):"]
+    for g in guards.ordered():
+        lines += ["    try:",
+                  f"        if not ({g.expr}):",
+                  f"            return {g.reason!r}",
+                  "    except Exception:",
+                  f"        return {g.reason!r}"]
+    lines.append("    return None")
+    exec(compile("\n".join(lines), f"<graphjit guards {code.co_qualname}>", "exec"), namespace)
+    reporter = namespace["__gj_failing"]
+    reporter.__defaults__ = fn.__defaults__
+    reporter.__kwdefaults__ = fn.__kwdefaults__
+    return reporter

@@ -1,0 +1,106 @@
+"""Guards: the assumptions a trace made, compiled into one Python check per cache entry.
+
+Each guard is a boolean Python expression over sources (see sources.py) plus the objects it compares
+against, which live in the check function's namespace. Guards are ordered cheapest first: global state,
+identities and types, then constants, then tensor metadata. The check runs on every call, so its cost is
+graphjit's per-call overhead.
+
+    >>> g = GuardSet()
+    >>> g.add_type(LocalSource("x"), int); g.add_equals(LocalSource("x"), 3)
+    >>> g.expressions()
+    ['type(x) is __gj_o0', 'x == 3']
+"""
+import dataclasses
+
+import torch
+
+from .sources import Source
+
+# Cost classes: lower runs first.
+STATE, IDENTITY, TYPE, CONSTANT, LENGTH, TENSOR = range(6)
+
+_REPR_SAFE = (int, float, str, bool, type(None), bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    cost: int
+    expr: str          # the check, as Python source
+    reason: str        # human readable, e.g. "x.shape == (2, 3)"
+
+
+class GuardSet:
+    def __init__(self):
+        self.guards = {}          # expr -> Guard (dedup, insertion order)
+        self.objects = {}         # namespace name -> object referenced by guard expressions
+        self._object_names = {}   # id(obj) -> name
+
+    def obj(self, value) -> str:
+        """A name under which `value` is visible to the check function."""
+        key = id(value)
+        if key not in self._object_names:
+            name = f"__gj_o{len(self.objects)}"
+            self._object_names[key] = name
+            self.objects[name] = value
+        return self._object_names[key]
+
+    def add(self, cost, expr, reason=None):
+        if expr not in self.guards:
+            self.guards[expr] = Guard(cost, expr, reason or expr)
+
+    def add_type(self, source: Source, typ):
+        self.add(TYPE, f"type({source.expr()}) is {self.obj(typ)}",
+                 f"type({source.expr()}) is {typ.__qualname__}")
+
+    def add_id(self, source: Source, value):
+        self.add(IDENTITY, f"{source.expr()} is {self.obj(value)}", f"{source.expr()} is {_short(value)}")
+
+    def add_equals(self, source: Source, value):
+        if value is None or isinstance(value, bool):
+            self.add(IDENTITY, f"{source.expr()} is {value!r}")
+            return
+        self.add_type(source, type(value))
+        if isinstance(value, _REPR_SAFE) and not (isinstance(value, float) and value != value):
+            self.add(CONSTANT, f"{source.expr()} == {value!r}")
+        elif isinstance(value, float):  # NaN: equal to nothing, itself included
+            self.add(CONSTANT, f"{source.expr()} != {source.expr()}", f"{source.expr()} is nan")
+        else:
+            self.add(CONSTANT, f"{source.expr()} == {self.obj(value)}", f"{source.expr()} == {value!r}")
+
+    def add_len(self, source: Source, n):
+        self.add(LENGTH, f"len({source.expr()}) == {n}")
+
+    def add_keys(self, source: Source, keys):
+        self.add(LENGTH, f"tuple({source.expr()}) == {self.obj(tuple(keys))}",
+                 f"tuple({source.expr()}) == {tuple(keys)!r}")
+
+    def add_tensor(self, source: Source, t: torch.Tensor):
+        """type, dtype, device, shape, stride and requires_grad of a tensor graph input."""
+        e = source.expr()
+        self.add(TYPE, f"type({e}) is {self.obj(type(t))}", f"type({e}) is {type(t).__name__}")
+        checks = [
+            (f"{e}.dtype is {self.obj(t.dtype)}", f"{e}.dtype is {t.dtype}"),
+            (f"{e}.device == {self.obj(t.device)}", f"{e}.device == {t.device}"),
+            (f"{e}.shape == {tuple(t.shape)!r}", f"{e}.shape == {tuple(t.shape)}"),
+            (f"{e}.stride() == {t.stride()!r}", f"{e}.stride() == {t.stride()}"),
+            (f"{e}.requires_grad is {t.requires_grad!r}", None),
+        ]
+        for expr, reason in checks:
+            self.add(TENSOR, expr, reason)
+
+    def add_state(self, expr, reason):
+        self.add(STATE, expr, reason)
+
+    def ordered(self):
+        return sorted(self.guards.values(), key=lambda g: g.cost)
+
+    def expressions(self):
+        return [g.expr for g in self.ordered()]
+
+    def __len__(self):
+        return len(self.guards)
+
+
+def _short(value):
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    return name if name else f"<{type(value).__name__} at {id(value):#x}>"

@@ -1,0 +1,742 @@
+"""The symbolic interpreter: runs a frame's normalized instructions over Variables.
+
+One handler per instruction, in a table. Calls to Python functions are inlined (a new FrameState run by
+the same loop); tensor operations become graph nodes; everything else is evaluated at trace time, with a
+guard on each outside value it depended on. Anything it can't handle raises Unsupported, carrying the
+user's file:line, and the frame runs eagerly.
+
+A FrameState holds everything CPython's frame would (stack, locals, cells, instruction pointer), so the
+interpreter can stop at any instruction with its live state: that is what graph breaks build on.
+"""
+import builtins
+import dis
+import functools
+import inspect
+import sys
+
+import torch
+
+from .. import config
+from ..exc import Unsupported
+from . import bytecode
+from .graph import OutputGraph
+from .guards import GuardSet
+from .sources import LocalSource, GlobalSource, ItemSource, ObjectSource, ClosureSource
+from .variables.base import Variable, ConstantVariable, NULL, NullVariable, NotConstant, unsupported
+from .variables.builder import wrap
+from .variables.builtins import (binary_op, compare_op, is_op, contains_op, unary_op, getitem, length,
+                                 BuiltinVariable)
+from .variables.containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SliceVariable,
+                                   IteratorVariable, BaseListVariable)
+from .variables.functions import CellVariable, NestedFunctionVariable
+from .variables.objects import SuperVariable, PythonModuleVariable
+from .variables.torchvars import WithExitVariable
+
+
+@functools.lru_cache(maxsize=4096)
+def instructions_of(code):
+    return bytecode.read(code)
+
+
+class FrameState:
+    def __init__(self, code, f_globals, local_vars, cells, parent=None, generator=False):
+        self.code = code
+        self.instructions = instructions_of(code)
+        self.f_globals = f_globals
+        self.f_builtins = f_globals.get("__builtins__", builtins)
+        if isinstance(self.f_builtins, type(builtins)):
+            self.f_builtins = self.f_builtins.__dict__
+        self.locals = local_vars
+        self.cells = cells
+        self.stack = []
+        self.ip = 0
+        self.parent = parent
+        self.generator_values = [] if generator else None
+        self.current = None
+
+    def push(self, value):
+        self.stack.append(value)
+
+    def pop(self):
+        return self.stack.pop()
+
+    def popn(self, n):
+        if n == 0:
+            return []
+        values = self.stack[-n:]
+        del self.stack[-n:]
+        return values
+
+    def push_callable(self, fn):
+        """Push a callable with its NULL slot, in the order this Python version's CALL expects."""
+        if bytecode.NULL_BEFORE_CALLABLE:
+            self.stack.extend([NULL, fn])
+        else:
+            self.stack.extend([fn, NULL])
+
+    def zero_arg_super(self):
+        cell = self.cells.get("__class__")
+        if cell is None or self.code.co_argcount == 0:
+            unsupported("super() without arguments outside a method")
+        first = self.code.co_varnames[0]
+        obj = self.cells[first].contents if first in self.cells else self.locals[first]
+        return cell.load(None).as_python_constant(), obj
+
+    def location(self):
+        line = self.current.lineno if self.current is not None else self.code.co_firstlineno
+        return self.code.co_filename, line
+
+
+class _Return:
+    def __init__(self, value):
+        self.value = value
+
+
+class Tracer:
+    """One capture of one frame: the graph, the guards, and the stack of frames being interpreted."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.graph = OutputGraph()
+        self.guards = GuardSet()
+        self.tensor_vars = {}       # id(real tensor) -> TensorVariable (aliasing)
+        self.keepalive = []
+        self.frames = []
+        self.instruction_count = 0
+        self.cleanups = []
+        self._real_cells = {}
+        self._hooks_guarded = False
+        self.root_globals = fn.__globals__
+
+    # ---- entry ----
+    def trace(self, args, kwargs):
+        """Interpret the root frame with the real arguments; returns the Variable it returns."""
+        self._guard_global_state()
+        fn = self.fn
+        code = fn.__code__
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        local_vars = {name: wrap(self, value, LocalSource(name)) for name, value in bound.arguments.items()}
+        cells = {}
+        for name in code.co_cellvars:
+            cells[name] = CellVariable(local_vars.pop(name)) if name in local_vars else CellVariable()
+        for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
+            cells[name] = CellVariable(real_cell=cell, source=ClosureSource(i, name))
+        frame = FrameState(code, fn.__globals__, local_vars, cells)
+        try:
+            return self.run_frame(frame)
+        finally:
+            self.run_cleanups()
+
+    def _guard_global_state(self):
+        g = self.guards
+        g.add_state(f"__gj_torch.is_grad_enabled() is {torch.is_grad_enabled()}",
+                    f"grad mode is {'on' if torch.is_grad_enabled() else 'off'}")
+        g.add_state(f"__gj_torch.get_default_dtype() is {g.obj(torch.get_default_dtype())}",
+                    f"default dtype is {torch.get_default_dtype()}")
+        g.add_state(f"__gj_autocast_state() == {autocast_state()!r}", f"autocast state is {autocast_state()}")
+
+    def guard_no_global_module_hooks(self):
+        if self._hooks_guarded:
+            return
+        self._hooks_guarded = True
+        if global_module_hooks_present():
+            unsupported("global nn.Module hooks are registered")
+        self.guards.add_state("not __gj_global_module_hooks_present()", "no global nn.Module hooks")
+
+    # ---- global state during the trace ----
+    def set_grad_mode(self, mode):
+        self.graph.create_node("call_function", torch._C._set_grad_enabled, [mode], {}, None)
+        previous = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(mode)
+        if not any(getattr(c, "_grad_restore", False) for c in self.cleanups):
+            restore = lambda: torch._C._set_grad_enabled(previous)
+            restore._grad_restore = True
+            self.cleanups.append(restore)
+
+    def push_cleanup(self, fn):
+        self.cleanups.append(fn)
+
+    def pop_cleanup(self, fn):
+        if fn in self.cleanups:
+            self.cleanups.remove(fn)
+
+    def run_cleanups(self):
+        while self.cleanups:
+            self.cleanups.pop()()
+
+    # ---- frames ----
+    @property
+    def current_frame(self):
+        return self.frames[-1]
+
+    def closure_cell(self, real_cell, source):
+        key = id(real_cell)
+        if key not in self._real_cells:
+            self._real_cells[key] = CellVariable(real_cell=real_cell, source=source)
+            self.keepalive.append(real_cell)
+        return self._real_cells[key]
+
+    def inline_call(self, code, f_globals, closure, bound, generator=False):
+        if len(self.frames) >= config.max_inline_depth:
+            unsupported(f"call depth above {config.max_inline_depth} (recursion?)")
+        cells = {}
+        for name in code.co_cellvars:
+            cells[name] = CellVariable(bound.pop(name)) if name in bound else CellVariable()
+        for name, cell in zip(code.co_freevars, closure):
+            cells[name] = cell
+        frame = FrameState(code, f_globals, bound, cells, parent=self.current_frame, generator=generator)
+        result = self.run_frame(frame)
+        if generator:
+            return IteratorVariable(frame.generator_values)
+        return result
+
+    def run_frame(self, frame):
+        self.frames.append(frame)
+        try:
+            instructions = frame.instructions
+            while True:
+                inst = instructions[frame.ip]
+                frame.current = inst
+                frame.ip += 1
+                self.instruction_count += 1
+                if self.instruction_count > config.max_instructions:
+                    unsupported(f"more than {config.max_instructions} instructions interpreted")
+                handler = HANDLERS.get(inst.opname)
+                if handler is None:
+                    unsupported(f"instruction {inst.opname} is not supported yet")
+                result = handler(self, frame, inst)
+                if result is not None:
+                    return result.value
+        except Unsupported as e:
+            if e.filename is None:
+                e.filename, e.lineno = frame.location()
+            raise
+        except (NotConstant, KeyError, IndexError, TypeError, AttributeError, ValueError,
+                AssertionError, NotImplementedError, RuntimeError) as e:
+            filename, lineno = frame.location()
+            raise Unsupported(f"graphjit could not interpret {frame.current.opname}: "
+                              f"{type(e).__name__}: {e}", filename=filename, lineno=lineno) from e
+        finally:
+            self.frames.pop()
+
+    # ---- helpers used by handlers ----
+    def load_global(self, frame, name):
+        if name in frame.f_globals:
+            value = frame.f_globals[name]
+            if frame.f_globals is self.root_globals:
+                source = GlobalSource(name)
+            else:
+                source = ItemSource(ObjectSource(frame.f_globals), name)
+            return wrap(self, value, source)
+        if name in frame.f_builtins:
+            return wrap(self, frame.f_builtins[name], None)
+        unsupported(f"NameError: name {name!r} is not defined")
+
+    def call(self, fn, args, kwargs):
+        return fn.call(self, list(args), dict(kwargs))
+
+
+# ---- instruction handlers ----
+
+HANDLERS = {}
+
+
+def handles(*names):
+    def register(fn):
+        for name in names:
+            HANDLERS[name] = fn
+        return fn
+    return register
+
+
+@handles("LOAD_FAST")
+def _load_fast(tx, f, inst):
+    try:
+        f.push(f.locals[inst.argval])
+    except KeyError:
+        unsupported(f"UnboundLocalError: local variable {inst.argval!r} referenced before assignment")
+
+
+@handles("LOAD_FAST_AND_CLEAR")
+def _load_fast_and_clear(tx, f, inst):
+    f.push(f.locals.pop(inst.argval, NULL))
+
+
+@handles("STORE_FAST")
+def _store_fast(tx, f, inst):
+    value = f.pop()
+    if value is NULL:
+        f.locals.pop(inst.argval, None)
+    else:
+        f.locals[inst.argval] = value
+
+
+@handles("DELETE_FAST")
+def _delete_fast(tx, f, inst):
+    f.locals.pop(inst.argval, None)
+
+
+@handles("LOAD_CLOSURE")
+def _load_closure(tx, f, inst):
+    f.push(f.cells[inst.argval])
+
+
+@handles("LOAD_DEREF")
+def _load_deref(tx, f, inst):
+    f.push(f.cells[inst.argval].load(tx))
+
+
+@handles("STORE_DEREF")
+def _store_deref(tx, f, inst):
+    f.cells[inst.argval].store(tx, f.pop())
+
+
+@handles("LOAD_CONST")
+def _load_const(tx, f, inst):
+    f.push(ConstantVariable(inst.argval))
+
+
+@handles("LOAD_GLOBAL")
+def _load_global(tx, f, inst):
+    f.push(tx.load_global(f, inst.argval))
+
+
+@handles("LOAD_ATTR")
+def _load_attr(tx, f, inst):
+    f.push(f.pop().getattr(tx, inst.argval))
+
+
+@handles("LOAD_METHOD")
+def _load_method(tx, f, inst):
+    obj = f.pop()
+    f.push_callable(obj.getattr(tx, inst.argval))
+
+
+@handles("LOAD_SUPER_ATTR")
+def _load_super_attr(tx, f, inst):
+    name, is_method, _two_arg = inst.argval
+    obj, cls, _super = f.pop(), f.pop(), f.pop()
+    attr = SuperVariable(cls.as_python_constant(), obj).getattr(tx, name)
+    if is_method:
+        f.push_callable(attr)
+    else:
+        f.push(attr)
+
+
+@handles("STORE_ATTR")
+def _store_attr(tx, f, inst):
+    obj = f.pop()
+    value = f.pop()
+    obj.setattr(tx, inst.argval, value)
+
+
+@handles("PUSH_NULL")
+def _push_null(tx, f, inst):
+    f.push(NULL)
+
+
+@handles("POP_TOP")
+def _pop_top(tx, f, inst):
+    f.pop()
+
+
+@handles("COPY")
+def _copy(tx, f, inst):
+    f.push(f.stack[-inst.argval])
+
+
+@handles("SWAP")
+def _swap(tx, f, inst):
+    n = inst.argval
+    f.stack[-1], f.stack[-n] = f.stack[-n], f.stack[-1]
+
+
+def _callee(f, args):
+    """Pop the two slots below the arguments: [NULL, fn], [fn, NULL] or [method, self]."""
+    first, second = f.popn(2)
+    if first is NULL:
+        return second, args
+    if second is NULL:
+        return first, args
+    return first, [second, *args]
+
+
+@handles("CALL")
+def _call(tx, f, inst):
+    args = f.popn(inst.argval)
+    fn, args = _callee(f, args)
+    f.push(tx.call(fn, args, {}))
+
+
+@handles("CALL_KW")
+def _call_kw(tx, f, inst):
+    names = f.pop().as_python_constant()
+    values = f.popn(inst.argval)
+    split = len(values) - len(names)
+    fn, args = _callee(f, values[:split])
+    f.push(tx.call(fn, args, dict(zip(names, values[split:]))))
+
+
+@handles("CALL_FUNCTION_EX")
+def _call_function_ex(tx, f, inst):
+    kwargs = f.pop() if inst.argval else None
+    args = f.pop()
+    fn, extra = _callee(f, [])
+    kw = {}
+    if kwargs is not None:
+        if not isinstance(kwargs, DictVariable):
+            unsupported(f"**{kwargs}")
+        kw = {k.as_python_constant() if isinstance(k, Variable) else k: v for k, v in kwargs.items.items()}
+    f.push(tx.call(fn, [*extra, *args.unpack(tx)], kw))
+
+
+@handles("RETURN_VALUE")
+def _return_value(tx, f, inst):
+    return _Return(f.pop())
+
+
+@handles("BINARY_OP")
+def _binary_op(tx, f, inst):
+    b = f.pop()
+    a = f.pop()
+    f.push(binary_op(tx, inst.argval, a, b))
+
+
+@handles("BINARY_SUBSCR")
+def _binary_subscr(tx, f, inst):
+    index = f.pop()
+    obj = f.pop()
+    f.push(getitem(tx, obj, index))
+
+
+@handles("STORE_SUBSCR")
+def _store_subscr(tx, f, inst):
+    key, obj, value = f.pop(), f.pop(), f.pop()
+    obj.call_method(tx, "__setitem__", [key, value], {})
+
+
+@handles("DELETE_SUBSCR")
+def _delete_subscr(tx, f, inst):
+    key, obj = f.pop(), f.pop()
+    obj.call_method(tx, "__delitem__", [key], {})
+
+
+@handles("BUILD_SLICE")
+def _build_slice(tx, f, inst):
+    parts = f.popn(inst.argval)
+    if len(parts) == 2:
+        parts.append(ConstantVariable(None))
+    f.push(SliceVariable(*parts))
+
+
+@handles("COMPARE_OP")
+def _compare_op(tx, f, inst):
+    b, a = f.pop(), f.pop()
+    f.push(compare_op(tx, inst.argval, a, b))
+
+
+@handles("IS_OP")
+def _is_op(tx, f, inst):
+    b, a = f.pop(), f.pop()
+    f.push(is_op(tx, a, b, bool(inst.argval)))
+
+
+@handles("CONTAINS_OP")
+def _contains_op(tx, f, inst):
+    container, item = f.pop(), f.pop()
+    f.push(contains_op(tx, item, container, bool(inst.argval)))
+
+
+@handles("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT")
+def _unary(tx, f, inst):
+    f.push(unary_op(tx, inst.opname, f.pop()))
+
+
+@handles("LIST_TO_TUPLE")
+def _list_to_tuple(tx, f, inst):
+    f.push(TupleVariable(f.pop().unpack(tx)))
+
+
+@handles("BUILD_TUPLE")
+def _build_tuple(tx, f, inst):
+    f.push(TupleVariable(f.popn(inst.argval)))
+
+
+@handles("BUILD_LIST")
+def _build_list(tx, f, inst):
+    f.push(ListVariable(f.popn(inst.argval)))
+
+
+@handles("BUILD_SET")
+def _build_set(tx, f, inst):
+    result = SetVariable([])
+    result.method_update(tx, TupleVariable(f.popn(inst.argval)))
+    f.push(result)
+
+
+@handles("BUILD_MAP")
+def _build_map(tx, f, inst):
+    flat = f.popn(2 * inst.argval)
+    result = DictVariable({})
+    for k, v in zip(flat[::2], flat[1::2]):
+        result.method___setitem__(tx, k, v)
+    f.push(result)
+
+
+@handles("BUILD_CONST_KEY_MAP")
+def _build_const_key_map(tx, f, inst):
+    keys = f.pop().as_python_constant()
+    values = f.popn(inst.argval)
+    f.push(DictVariable(dict(zip(keys, values))))
+
+
+@handles("BUILD_STRING")
+def _build_string(tx, f, inst):
+    parts = f.popn(inst.argval)
+    f.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
+
+
+@handles("LIST_APPEND")
+def _list_append(tx, f, inst):
+    value = f.pop()
+    f.stack[-inst.argval].items.append(value)
+
+
+@handles("SET_ADD")
+def _set_add(tx, f, inst):
+    value = f.pop()
+    f.stack[-inst.argval].method_add(tx, value)
+
+
+@handles("MAP_ADD")
+def _map_add(tx, f, inst):
+    value = f.pop()
+    key = f.pop()
+    f.stack[-inst.argval].method___setitem__(tx, key, value)
+
+
+@handles("LIST_EXTEND")
+def _list_extend(tx, f, inst):
+    values = f.pop()
+    f.stack[-inst.argval].items.extend(values.unpack(tx))
+
+
+@handles("SET_UPDATE")
+def _set_update(tx, f, inst):
+    values = f.pop()
+    f.stack[-inst.argval].method_update(tx, values)
+
+
+@handles("DICT_UPDATE", "DICT_MERGE")
+def _dict_update(tx, f, inst):
+    other = f.pop()
+    target = f.stack[-inst.argval]
+    if inst.opname == "DICT_MERGE" and isinstance(other, DictVariable):
+        dup = set(target.items) & set(other.items)
+        if dup:
+            unsupported(f"got multiple values for keyword argument {sorted(dup)[0]!r}")
+    target.merge(tx, other)
+
+
+@handles("UNPACK_SEQUENCE")
+def _unpack_sequence(tx, f, inst):
+    items = f.pop().unpack(tx)
+    if len(items) != inst.argval:
+        unsupported(f"ValueError: expected {inst.argval} values to unpack, got {len(items)}")
+    f.stack.extend(reversed(items))
+
+
+@handles("UNPACK_EX")
+def _unpack_ex(tx, f, inst):
+    before, after = inst.argval
+    items = f.pop().unpack(tx)
+    if len(items) < before + after:
+        unsupported("ValueError: not enough values to unpack")
+    middle = ListVariable(items[before:len(items) - after])
+    result = items[:before] + [middle] + items[len(items) - after:]
+    f.stack.extend(reversed(result))
+
+
+@handles("GET_ITER")
+def _get_iter(tx, f, inst):
+    value = f.pop()
+    f.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(tx)))
+
+
+@handles("FOR_ITER")
+def _for_iter(tx, f, inst):
+    iterator = f.stack[-1]
+    if not isinstance(iterator, IteratorVariable):
+        unsupported(f"FOR_ITER over {iterator}")
+    value = iterator.next(tx)
+    if value is None:
+        f.pop()
+        f.ip = inst.target
+    else:
+        f.push(value)
+
+
+@handles("GET_LEN")
+def _get_len(tx, f, inst):
+    f.push(length(tx, f.stack[-1]))
+
+
+@handles("JUMP")
+def _jump(tx, f, inst):
+    f.ip = inst.target
+
+
+def _truth_jump(jump_if):
+    def handler(tx, f, inst):
+        if f.pop().truth(tx) == jump_if:
+            f.ip = inst.target
+    return handler
+
+
+def _none_jump(jump_if_none):
+    def handler(tx, f, inst):
+        value = f.pop()
+        is_none = isinstance(value, ConstantVariable) and value.value is None
+        if is_none == jump_if_none:
+            f.ip = inst.target
+    return handler
+
+
+def _or_pop(jump_if):
+    def handler(tx, f, inst):
+        if f.stack[-1].truth(tx) == jump_if:
+            f.ip = inst.target
+        else:
+            f.pop()
+    return handler
+
+
+HANDLERS.update({
+    "POP_JUMP_IF_TRUE": _truth_jump(True), "POP_JUMP_IF_FALSE": _truth_jump(False),
+    "POP_JUMP_IF_NONE": _none_jump(True), "POP_JUMP_IF_NOT_NONE": _none_jump(False),
+    "JUMP_IF_TRUE_OR_POP": _or_pop(True), "JUMP_IF_FALSE_OR_POP": _or_pop(False),
+})
+
+
+@handles("MAKE_FUNCTION")
+def _make_function(tx, f, inst):
+    code = f.pop().as_python_constant()
+    f.push(NestedFunctionVariable(code, f.f_globals))
+
+
+_FUNCTION_ATTRS = {8: "closure", 4: "annotations", 2: "kwdefaults", 1: "defaults"}
+
+
+@handles("SET_FUNCTION_ATTRIBUTE")
+def _set_function_attribute(tx, f, inst):
+    fn = f.pop()
+    value = f.pop()
+    setattr(fn, _FUNCTION_ATTRS[inst.argval], value)
+    f.push(fn)
+
+
+_CONVERSIONS = {"str": str, "repr": repr, "ascii": ascii, None: lambda v: v}
+
+
+@handles("CONVERT_VALUE")
+def _convert_value(tx, f, inst):
+    value = f.pop()
+    f.push(ConstantVariable(_CONVERSIONS[inst.argval](_format_operand(value))))
+
+
+@handles("FORMAT_VALUE")
+def _format_value(tx, f, inst):
+    conversion, has_spec = inst.argval
+    spec = f.pop().as_python_constant() if has_spec else ""
+    value = _format_operand(f.pop())
+    f.push(ConstantVariable(format(_CONVERSIONS[conversion](value), spec)))
+
+
+def _format_operand(value):
+    try:
+        return value.as_python_constant()
+    except NotConstant:
+        unsupported(f"formatting {value} into a string", hint="f-strings are captured on constants only")
+
+
+@handles("BEFORE_WITH")
+def _before_with(tx, f, inst):
+    ctx = f.pop()
+    if hasattr(ctx, "enter") and hasattr(ctx, "exit"):
+        result = ctx.enter(tx)
+        f.push(WithExitVariable(ctx))
+        f.push(result)
+        return
+    exit_fn = ctx.getattr(tx, "__exit__")
+    result = ctx.getattr(tx, "__enter__").call(tx, [], {})
+    f.push(exit_fn)
+    f.push(result)
+
+
+@handles("RETURN_GENERATOR")
+def _return_generator(tx, f, inst):
+    if f.generator_values is None:
+        unsupported("generator frame outside a generator call")
+    f.push(ConstantVariable(None))
+
+
+@handles("YIELD_VALUE")
+def _yield_value(tx, f, inst):
+    if f.generator_values is None:
+        unsupported("yield outside an inlined generator")
+    f.generator_values.append(f.pop())
+    f.push(ConstantVariable(None))
+
+
+@handles("IMPORT_NAME")
+def _import_name(tx, f, inst):
+    fromlist, level = f.pop().as_python_constant(), f.pop().as_python_constant()
+    module = __import__(inst.argval, f.f_globals, None, fromlist, level)
+    f.push(PythonModuleVariable(module))
+
+
+@handles("IMPORT_FROM")
+def _import_from(tx, f, inst):
+    f.push(f.stack[-1].getattr(tx, inst.argval))
+
+
+@handles("RAISE_VARARGS")
+def _raise(tx, f, inst):
+    detail = ""
+    if inst.argval and f.stack:
+        exc = f.stack[-1]
+        detail = f": {exc}"
+    unsupported(f"raise{detail} (exceptions raised in the frame run it eagerly)")
+
+
+@handles("LOAD_ASSERTION_ERROR")
+def _assertion(tx, f, inst):
+    unsupported("assertion failed while tracing")
+
+
+@handles("CALL_INTRINSIC_1")
+def _intrinsic(tx, f, inst):
+    unsupported(f"{inst.argval}")
+
+
+@handles("NOP")
+def _nop(tx, f, inst):
+    pass
+
+
+def autocast_state():
+    """Hashable summary of autocast settings (guarded per entry)."""
+    if not torch._C._is_any_autocast_enabled():
+        return None
+    state = []
+    for device in ("cpu", "cuda"):
+        if torch.is_autocast_enabled(device):
+            state.append((device, str(torch.get_autocast_dtype(device))))
+    return tuple(state)
+
+
+def global_module_hooks_present():
+    from torch.nn.modules import module as m
+    return bool(m._global_forward_hooks or m._global_forward_pre_hooks or m._global_backward_hooks or
+                m._global_backward_pre_hooks)

@@ -1,0 +1,110 @@
+"""Access paths of values that came from outside the frame.
+
+A source knows how to read its value again as a Python expression in the generated entry function, whose
+parameters are the original function's parameters (so a local `x` is read as `x`), whose globals dict is
+`__gj_G`, and whose closure cells are `__gj_closure`. Guards are written on sources; graph inputs are read
+through them on every call.
+
+    >>> AttrSource(LocalSource("self"), "eps").expr()
+    'self.eps'
+"""
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    def expr(self) -> str:
+        raise NotImplementedError
+
+    def depth(self) -> int:
+        return 0
+
+    def __str__(self):
+        return self.expr()
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSource(Source):
+    name: str
+
+    def expr(self):
+        return self.name
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalSource(Source):
+    name: str
+
+    def expr(self):
+        return f"__gj_G[{self.name!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClosureSource(Source):
+    """Cell `index` of the compiled function's own closure (its value is `.cell_contents`)."""
+    index: int
+    name: str
+
+    def expr(self):
+        return f"__gj_closure[{self.index}]"
+
+
+# Objects that sources refer to directly (e.g. the globals dict of a module whose function was inlined).
+REFS = {}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ObjectSource(Source):
+    obj: object
+
+    def expr(self):
+        name = f"__gj_ref{id(self.obj):x}"
+        REFS[name] = self.obj
+        return name
+
+    def __eq__(self, other):
+        return isinstance(other, ObjectSource) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttrSource(Source):
+    base: Source
+    attr: str
+
+    def expr(self):
+        return f"{self.base.expr()}.{self.attr}"
+
+    def depth(self):
+        return self.base.depth() + 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemSource(Source):
+    """base[key] for a constant key (int, str, or any value with a faithful repr)."""
+    base: Source
+    key: object
+
+    def expr(self):
+        return f"{self.base.expr()}[{self.key!r}]"
+
+    def depth(self):
+        return self.base.depth() + 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeSource(Source):
+    base: Source
+
+    def expr(self):
+        return f"type({self.base.expr()})"
+
+    def depth(self):
+        return self.base.depth() + 1
+
+
+def module_attr_source(base: Source, owner_dict: str, name: str) -> Source:
+    """`m._parameters['w']` instead of `m.w`: a dict read instead of nn.Module.__getattr__ (much faster)."""
+    return ItemSource(AttrSource(base, owner_dict), name)

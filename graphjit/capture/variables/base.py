@@ -1,0 +1,159 @@
+"""The Variable protocol, Python constants, and the NULL marker of call sites."""
+import operator
+
+from ...exc import Unsupported
+
+
+def unsupported(reason, hint=None):
+    raise Unsupported(reason, hint=hint)
+
+
+class NotConstant(Exception):
+    pass
+
+
+class Variable:
+    """A value during symbolic interpretation.
+
+    `source` is set when the value was read from outside the frame (see sources.py): guards and graph
+    inputs are written on it, and it is how the value is reconstructed in the entry function.
+    Subclasses override the operations they support; the defaults say "unsupported" with a reason.
+    """
+    source = None
+
+    def python_type(self):
+        unsupported(f"type() of {self}")
+
+    def as_python_constant(self):
+        raise NotConstant(self)
+
+    def is_constant(self):
+        try:
+            self.as_python_constant()
+            return True
+        except NotConstant:
+            return False
+
+    def getattr(self, tx, name):
+        if callable(getattr(self, "method_" + name, None)):
+            return MethodOf(self, name)
+        unsupported(f"attribute {name!r} of {self}")
+
+    def setattr(self, tx, name, value):
+        unsupported(f"setting attribute {name!r} on {self}")
+
+    def call(self, tx, args, kwargs):
+        unsupported(f"calling {self}")
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def unpack(self, tx):
+        """The items of an iteration over this value, as a list of Variables."""
+        unsupported(f"iterating over {self}")
+
+    def truth(self, tx):
+        try:
+            return bool(self.as_python_constant())
+        except NotConstant:
+            unsupported(f"truth value of {self}")
+
+    def reconstruct(self, cg):
+        """A Python expression that rebuilds this value in the entry function."""
+        if self.source is not None:
+            return self.source.expr()
+        try:
+            return cg.const(self.as_python_constant())
+        except NotConstant:
+            unsupported(f"returning {self} from a compiled frame")
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class MethodOf(Variable):
+    """`obj.name` for a method the Variable implements itself (`method_<name>`), before the call."""
+
+    def __init__(self, obj, name):
+        self.obj, self.name = obj, name
+
+    def call(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def __repr__(self):
+        return f"{self.obj!r}.{self.name}"
+
+
+class NullVariable(Variable):
+    """The NULL slot CPython pushes beside a callable."""
+
+    def __repr__(self):
+        return "NULL"
+
+
+NULL = NullVariable()
+
+_SAFE_CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis),
+                        type(NotImplemented), range, slice)
+
+
+class ConstantVariable(Variable):
+    """A Python value known at trace time: numbers, strings, None, dtypes, devices, types ..."""
+
+    def __init__(self, value, source=None):
+        self.value = value
+        self.source = source
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def getattr(self, tx, name):
+        from .builder import wrap_constant_result
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"{type(self.value).__name__} has no attribute {name!r}") from e
+        return wrap_constant_result(tx, attr)
+
+    def call_method(self, tx, name, args, kwargs):
+        from .builder import wrap_constant_result
+        if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
+            method = getattr(self.value, name)
+            cargs = [a.as_python_constant() for a in args]
+            ckw = {k: v.as_python_constant() for k, v in kwargs.items()}
+            return wrap_constant_result(tx, method(*cargs, **ckw))
+        # e.g. 2 * tensor via int.__mul__: defer to the generic binary-op path
+        return super().call_method(tx, name, args, kwargs)
+
+    def unpack(self, tx):
+        try:
+            items = list(self.value)
+        except TypeError:
+            unsupported(f"iterating over {type(self.value).__name__}")
+        return [ConstantVariable(v) for v in items]
+
+    def truth(self, tx):
+        return bool(self.value)
+
+    def __repr__(self):
+        return f"Const({self.value!r})"
+
+
+BINARY_OPS = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
+    "<<": operator.lshift, ">>": operator.rshift, "&": operator.and_, "|": operator.or_,
+    "^": operator.xor,
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
+    "<<=": operator.ilshift, ">>=": operator.irshift, "&=": operator.iand, "|=": operator.ior,
+    "^=": operator.ixor,
+}
+
+COMPARE_OPS = {
+    "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+    ">=": operator.ge,
+}

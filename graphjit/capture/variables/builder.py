@@ -1,0 +1,256 @@
+"""wrap(): a real Python value read from `source` -> the Variable that stands for it, plus its guards.
+
+The type of the value picks the family (a table of checks, first match wins); the guard installed is the
+weakest one that keeps the trace valid: tensors by metadata, constants by value, functions and Python
+modules by identity, nn.Modules and user objects by type (so identical blocks share one compiled entry).
+"""
+import builtins
+import collections
+import dataclasses
+import enum
+import functools
+import inspect
+import math
+import operator
+import types
+
+import torch
+
+from ..sources import AttrSource, ItemSource, module_attr_source
+from .base import Variable, ConstantVariable, unsupported
+from .containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SizeVariable,
+                         NamedTupleVariable)
+from .tensor import TensorVariable
+
+_CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
+_TORCH_CONSTANT_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+# Python modules whose attributes never change: reading torch.cat or math.pi needs no guard.
+_FROZEN_MODULE_PREFIXES = ("torch", "math", "operator", "functools", "itertools", "collections", "typing",
+                           "builtins", "dataclasses", "numbers", "enum", "abc", "inspect", "types",
+                           "warnings", "logging", "copy", "contextlib", "transformers.utils")
+
+
+def is_frozen_module(module):
+    name = getattr(module, "__name__", "")
+    return any(name == p or name.startswith(p + ".") for p in _FROZEN_MODULE_PREFIXES)
+
+
+def is_namedtuple_class(cls):
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+def is_structseq_class(cls):
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
+
+
+def wrap(tx, value, source):
+    """The Variable for `value` read from `source` (guards added to tx.guards)."""
+    if isinstance(value, torch.Tensor):
+        return wrap_tensor(tx, value, source)
+    if type(value) in _CONSTANT_TYPES:
+        if source is not None:
+            tx.guards.add_equals(source, value)
+        return ConstantVariable(value, source)
+    if isinstance(value, _TORCH_CONSTANT_TYPES):
+        if source is not None:
+            tx.guards.add_equals(source, value)
+        return ConstantVariable(value, source)
+    if isinstance(value, torch.Size):
+        if source is not None:
+            tx.guards.add_equals(source, value)
+        return SizeVariable([ConstantVariable(v) for v in value], source)
+    if isinstance(value, (tuple, list)):
+        return wrap_sequence(tx, value, source)
+    if type(value) in (dict, collections.OrderedDict):
+        return wrap_dict(tx, value, source)
+    if type(value) in (set, frozenset):
+        if source is not None:
+            tx.guards.add_equals(source, value)
+        return ConstantVariable(value, source)
+    if isinstance(value, (range, slice)):
+        if source is not None:
+            tx.guards.add_equals(source, value)
+        return ConstantVariable(value, source)
+    if isinstance(value, enum.Enum):
+        if source is not None:
+            tx.guards.add_id(source, value)
+        return ConstantVariable(value, source)
+    if isinstance(value, torch.nn.Module):
+        from .objects import NNModuleVariable
+        if source is not None:
+            tx.guards.add_type(source, type(value))
+        return NNModuleVariable(value, source)
+    return wrap_callable_or_object(tx, value, source)
+
+
+def wrap_tensor(tx, value, source):
+    if source is None:
+        unsupported("a tensor constant created outside the graph (no source to read it from)")
+    known = tx.tensor_vars.get(id(value))
+    if known is not None:
+        if known.source != source:
+            tx.guards.add(2, f"{source.expr()} is {known.source.expr()}")
+        return known
+    if type(value) not in (torch.Tensor, torch.nn.Parameter, torch.nn.parameter.Buffer) and \
+            not isinstance(value, torch.nn.Parameter):
+        unsupported(f"tensor subclass {type(value).__name__}")
+    if value.is_sparse or value.layout != torch.strided:
+        unsupported(f"tensor with layout {value.layout}")
+    tx.guards.add_tensor(source, value)
+    node, fake = tx.graph.add_input(source, value)
+    var = TensorVariable(node, fake, source)
+    tx.tensor_vars[id(value)] = var
+    tx.keepalive.append(value)
+    return var
+
+
+def wrap_sequence(tx, value, source):
+    cls = type(value)
+    if source is not None:
+        tx.guards.add_type(source, cls)
+        tx.guards.add_len(source, len(value))
+    items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+    if cls is tuple:
+        return TupleVariable(items, source)
+    if cls is list:
+        return ListVariable(items, source)
+    if is_namedtuple_class(cls) or is_structseq_class(cls):
+        return NamedTupleVariable(items, cls, source)
+    unsupported(f"sequence of type {cls.__name__}")
+
+
+def wrap_dict(tx, value, source):
+    keys = list(value.keys())
+    for k in keys:
+        if type(k) not in (str, int, bool, float, type(None)) and not isinstance(k, enum.Enum):
+            unsupported(f"dict with key of type {type(k).__name__}")
+    if source is not None:
+        tx.guards.add_type(source, type(value))
+        tx.guards.add_keys(source, keys)
+    items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
+    return DictVariable(items, source, python_cls=type(value))
+
+
+def wrap_callable_or_object(tx, value, source):
+    from . import functions, objects, torchvars, builtins as bvars
+    for check, make, guard in _CALLABLE_TABLE:
+        if check(value):
+            if source is not None and guard == "id":
+                tx.guards.add_id(source, value)
+            elif source is not None and guard == "type":
+                tx.guards.add_type(source, type(value))
+            return make(tx, value, source)
+    # any other Python object: attributes read through its source, guarded by type
+    if source is not None:
+        tx.guards.add_type(source, type(value))
+    return objects.UserObjectVariable(value, source)
+
+
+def _is_torch_op(value):
+    from .torchvars import is_torch_op
+    return is_torch_op(value)
+
+
+def _make(name):
+    def make(tx, value, source):
+        from . import functions, objects, torchvars, builtins as bvars
+        modules = {"functions": functions, "objects": objects, "torchvars": torchvars, "builtins": bvars}
+        mod, cls = name.split(".")
+        return getattr(modules[mod], cls).create(tx, value, source)
+    return make
+
+
+def _marked(attr):
+    return lambda v: getattr(v, attr, False) is True if callable(v) else False
+
+
+_CALLABLE_TABLE = [
+    # (check, factory, guard)
+    (lambda v: getattr(v, "_graphjit_compiled_fn", None) is not None, _make("functions.CompiledWrapperVariable"), "id"),
+    (_marked("_graphjit_disable"), _make("functions.DisabledFunctionVariable"), "id"),
+    (_marked("_graphjit_allow_in_graph"), _make("torchvars.TorchOpVariable"), "id"),
+    (lambda v: isinstance(v, types.ModuleType), _make("objects.PythonModuleVariable"), "id"),
+    (lambda v: v is super, _make("builtins.BuiltinVariable"), "id"),
+    (_is_torch_op, _make("torchvars.TorchOpVariable"), "id"),
+    (lambda v: isinstance(v, types.FunctionType), _make("functions.UserFunctionVariable"), "id"),
+    (lambda v: isinstance(v, types.MethodType), _make("functions.BoundMethodVariable"), None),
+    (lambda v: isinstance(v, functools.partial), _make("functions.PartialVariable"), "type"),
+    (lambda v: isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)) and
+     getattr(v, "__self__", None) in (None, builtins, math, operator) or
+     isinstance(v, (operator.itemgetter, operator.attrgetter)), _make("builtins.BuiltinVariable"), "id"),
+    (lambda v: isinstance(v, type), _make("objects.ClassVariable"), "id"),
+    (lambda v: isinstance(v, (torch.no_grad, torch.enable_grad)),
+     lambda tx, v, s: __import__("graphjit.capture.variables.torchvars", fromlist=["x"]).wrap_context_object(tx, v, s),
+     "type"),
+    (lambda v: isinstance(v, (staticmethod, classmethod)), _make("functions.DescriptorVariable"), None),
+]
+
+
+def wrap_fake_result(tx, node, example):
+    """The result of a graph node: a tensor, or a tuple/structseq of tensors (one getitem node each)."""
+    if isinstance(example, torch.Tensor):
+        return TensorVariable(node, example)
+    if isinstance(example, (tuple, list)):
+        items = []
+        for i, item in enumerate(example):
+            if isinstance(item, torch.Tensor):
+                getitem = tx.graph.create_node("call_function", operator.getitem, [node, i], {}, item)
+                items.append(TensorVariable(getitem, item))
+            else:
+                items.append(wrap_constant_result(tx, item))
+        cls = type(example)
+        if cls is tuple:
+            return TupleVariable(items)
+        if cls is list:
+            return ListVariable(items)
+        return NamedTupleVariable(items, cls)
+    return wrap_constant_result(tx, example)
+
+
+def wrap_constant_result(tx, value):
+    """A value computed at trace time from constants: no source, no guard."""
+    if isinstance(value, torch.Tensor):
+        unsupported("a tensor computed outside the graph")
+    if type(value) in _CONSTANT_TYPES or isinstance(value, _TORCH_CONSTANT_TYPES):
+        return ConstantVariable(value)
+    if isinstance(value, torch.Size):
+        return SizeVariable([ConstantVariable(v) for v in value])
+    if type(value) is tuple:
+        return TupleVariable([wrap_constant_result(tx, v) for v in value])
+    if type(value) is list:
+        return ListVariable([wrap_constant_result(tx, v) for v in value])
+    if type(value) is dict:
+        return DictVariable({k: wrap_constant_result(tx, v) for k, v in value.items()})
+    if is_namedtuple_class(type(value)) or is_structseq_class(type(value)):
+        return NamedTupleVariable([wrap_constant_result(tx, v) for v in value], type(value))
+    return wrap(tx, value, None)
+
+
+def wrap_class_attribute(tx, obj_var, cls, name, source=None):
+    """Look `name` up on `cls`'s MRO, binding functions and properties to `obj_var`."""
+    from .functions import UserFunctionVariable, BoundMethodVariable
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            break
+    else:
+        unsupported(f"{cls.__name__} has no attribute {name!r}")
+    if isinstance(attr, staticmethod):
+        return wrap(tx, attr.__func__, None)
+    if isinstance(attr, classmethod):
+        return BoundMethodVariable(wrap(tx, attr.__func__, None), wrap(tx, cls, None))
+    if isinstance(attr, property):
+        if attr.fget is None:
+            unsupported(f"property {name!r} has no getter")
+        return wrap(tx, attr.fget, None).call(tx, [obj_var], {})
+    if isinstance(attr, functools.cached_property):
+        unsupported(f"cached_property {name!r}")
+    if isinstance(attr, types.FunctionType):
+        return BoundMethodVariable(UserFunctionVariable(attr), obj_var)
+    if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+        from .builtins import SlotMethodVariable
+        return SlotMethodVariable(obj_var, name, attr)
+    if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, tuple, type)):
+        unsupported(f"descriptor {name!r} of type {type(attr).__name__}")
+    return wrap(tx, attr, source)

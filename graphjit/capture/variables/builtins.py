@@ -1,0 +1,529 @@
+"""Builtins, the math and operator modules, and the generic binary/compare/unary operations.
+
+One table maps each builtin to its handler; pure functions applied to constants are simply evaluated.
+"""
+import builtins
+import math
+import operator
+
+import torch
+
+from ...exc import Unsupported
+from .base import Variable, ConstantVariable, NotConstant, unsupported, BINARY_OPS, COMPARE_OPS
+from .containers import (BaseListVariable, TupleVariable, ListVariable, DictVariable, SetVariable,
+                         ListIteratorLike, IteratorVariable, SliceVariable, SizeVariable, NamedTupleVariable)
+from .tensor import TensorVariable, record
+
+
+class AttributeMissing(Unsupported):
+    """The attribute really does not exist (getattr with a default / hasattr may catch this)."""
+
+
+def constants(*vars_):
+    return [v.as_python_constant() for v in vars_]
+
+
+def all_constant(args, kwargs=None):
+    return all(a.is_constant() for a in args) and all(v.is_constant() for v in (kwargs or {}).values())
+
+
+def identity(var):
+    """The Python object whose identity `is` compares."""
+    if isinstance(var, ConstantVariable):
+        return var.value
+    if isinstance(var, TensorVariable):
+        return var.node
+    for attr in ("value", "module", "fn", "cls"):
+        if hasattr(var, attr):
+            return getattr(var, attr)
+    return var
+
+
+def values_equal(tx, a, b):
+    result = compare_op(tx, "==", a, b)
+    return result.truth(tx)
+
+
+# ---- binary / compare / unary ----
+
+def _is_tensor(v):
+    return isinstance(v, TensorVariable)
+
+
+def binary_op(tx, op, a, b):
+    fn = BINARY_OPS[op]
+    inplace = op.endswith("=")
+    if _is_tensor(a) or _is_tensor(b):
+        if inplace and _is_tensor(a):
+            return record(tx, "call_function", fn, [a, b], {}, mutates=True)
+        return record(tx, "call_function", fn, [a, b], {})
+    if isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
+        return _fold(tx, fn, a.value, b.value)
+    if isinstance(a, BaseListVariable) and op in ("+", "+="):
+        if isinstance(a, ListVariable) and inplace:
+            return a.method___iadd__(tx, b)
+        if isinstance(b, BaseListVariable) or isinstance(b, ConstantVariable):
+            return a.new(a.items + b.unpack(tx)) if not isinstance(a, NamedTupleVariable) \
+                else TupleVariable(a.items + b.unpack(tx))
+    if isinstance(a, BaseListVariable) and op in ("*", "*=") and b.is_constant():
+        return a.new(a.items * b.as_python_constant())
+    if isinstance(b, BaseListVariable) and op == "*" and a.is_constant():
+        return b.new(b.items * a.as_python_constant())
+    if isinstance(a, ConstantVariable) and isinstance(b, BaseListVariable) and op == "+":
+        return wrap_result(tx, a.value + b.as_python_constant())
+    if isinstance(a, DictVariable) and op in ("|", "|="):
+        if inplace:
+            a.method_update(tx, b)
+            return a
+        merged = a.method_copy(tx)
+        merged.merge(tx, b)
+        return merged
+    # user objects: their dunder methods
+    dunder = _DUNDERS.get(op)
+    if dunder and hasattr(a, "call_dunder"):
+        return a.call_dunder(tx, dunder[0], [b])
+    if dunder and hasattr(b, "call_dunder"):
+        return b.call_dunder(tx, dunder[1], [a])
+    if all_constant([a, b]):
+        return _fold(tx, fn, a.as_python_constant(), b.as_python_constant())
+    unsupported(f"operator {op} on {a} and {b}")
+
+
+_DUNDERS = {"+": ("__add__", "__radd__"), "-": ("__sub__", "__rsub__"), "*": ("__mul__", "__rmul__"),
+            "/": ("__truediv__", "__rtruediv__"), "@": ("__matmul__", "__rmatmul__")}
+
+
+def _fold(tx, fn, *values):
+    try:
+        return wrap_result(tx, fn(*values))
+    except Exception as e:
+        raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
+
+
+def wrap_result(tx, value):
+    from .builder import wrap_constant_result
+    return wrap_constant_result(tx, value)
+
+
+def compare_op(tx, op, a, b):
+    fn = COMPARE_OPS[op]
+    if _is_tensor(a) or _is_tensor(b):
+        if (a.is_constant() and a.as_python_constant() is None) or (b.is_constant() and b.as_python_constant() is None):
+            return ConstantVariable(op == "!=")
+        return record(tx, "call_function", fn, [a, b], {})
+    if all_constant([a, b]):
+        return _fold(tx, fn, a.as_python_constant(), b.as_python_constant())
+    if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable) and op in ("==", "!="):
+        same = len(a.items) == len(b.items) and all(values_equal(tx, x, y) for x, y in zip(a.items, b.items))
+        return ConstantVariable(same == (op == "=="))
+    if op in ("==", "!="):
+        if hasattr(a, "call_dunder") and a.has_dunder("__eq__"):
+            result = a.call_dunder(tx, "__eq__", [b])
+            return result if op == "==" else ConstantVariable(not result.truth(tx))
+        same = identity(a) is identity(b)
+        return ConstantVariable(same == (op == "=="))
+    unsupported(f"comparison {op} between {a} and {b}")
+
+
+def is_op(tx, a, b, invert):
+    if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
+        same = a.node is b.node
+    else:
+        same = identity(a) is identity(b)
+    return ConstantVariable(same != invert)
+
+
+def contains_op(tx, item, container, invert):
+    if isinstance(container, TensorVariable):
+        unsupported("`in` on a tensor", hint="use (tensor == value).any()")
+    if isinstance(container, ConstantVariable) and item.is_constant():
+        return ConstantVariable((item.as_python_constant() in container.value) != invert)
+    if hasattr(container, "method___contains__"):
+        result = container.method___contains__(tx, item)
+        return ConstantVariable(result.value != invert)
+    found = any(values_equal(tx, v, item) for v in container.unpack(tx))
+    return ConstantVariable(found != invert)
+
+
+UNARY_OPS = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos, "UNARY_INVERT": operator.invert}
+
+
+def unary_op(tx, opname, value):
+    if opname == "UNARY_NOT":
+        return ConstantVariable(not value.truth(tx))
+    fn = UNARY_OPS[opname]
+    if _is_tensor(value):
+        return record(tx, "call_function", fn, [value], {})
+    if value.is_constant():
+        return _fold(tx, fn, value.as_python_constant())
+    unsupported(f"{opname} on {value}")
+
+
+def getitem(tx, obj, index):
+    if _is_tensor(obj):
+        return record(tx, "call_function", operator.getitem, [obj, index], {})
+    if isinstance(obj, (BaseListVariable, DictVariable)):
+        return obj.getitem(tx, index)
+    if hasattr(obj, "getitem"):
+        return obj.getitem(tx, index)
+    if isinstance(obj, ConstantVariable) and index.is_constant():
+        return _fold(tx, operator.getitem, obj.value, index.as_python_constant())
+    return obj.call_method(tx, "__getitem__", [index], {})
+
+
+def length(tx, obj):
+    if _is_tensor(obj):
+        if obj.fake.dim() == 0:
+            unsupported("len() of a 0-d tensor")
+        return ConstantVariable(obj.fake.shape[0])
+    if isinstance(obj, ConstantVariable):
+        return _fold(tx, len, obj.value)
+    if isinstance(obj, (BaseListVariable, DictVariable)):
+        return ConstantVariable(len(obj.items))
+    return obj.call_method(tx, "__len__", [], {})
+
+
+def sorted_items(tx, items, key=None, reverse=None):
+    keyed = [(key.call(tx, [v], {}) if key is not None and not (key.is_constant() and key.as_python_constant() is None) else v)
+             for v in items]
+    try:
+        keys = [k.as_python_constant() for k in keyed]
+    except NotConstant:
+        unsupported("sorting values that aren't constants")
+    order = sorted(range(len(items)), key=lambda i: keys[i],
+                   reverse=bool(reverse.as_python_constant()) if reverse is not None else False)
+    return [items[i] for i in order]
+
+
+# ---- the builtin table ----
+
+def _iterate(tx, value):
+    return value.unpack(tx)
+
+
+def b_len(tx, obj):
+    return length(tx, obj)
+
+
+def b_isinstance(tx, obj, classes):
+    cls = classes.as_python_constant()
+    return ConstantVariable(_is_instance(obj, cls))
+
+
+def _is_instance(obj, cls):
+    if isinstance(cls, tuple):
+        return any(_is_instance(obj, c) for c in cls)
+    typ = obj.python_type()
+    try:
+        return issubclass(typ, cls)
+    except TypeError:
+        return isinstance(obj.as_python_constant(), cls)
+
+
+def b_issubclass(tx, a, b):
+    return ConstantVariable(issubclass(a.as_python_constant(), b.as_python_constant()))
+
+
+def b_getattr(tx, obj, name, default=None):
+    name = name.as_python_constant()
+    if default is None:
+        return obj.getattr(tx, name)
+    try:
+        return obj.getattr(tx, name)
+    except AttributeMissing:
+        return default
+
+
+def b_hasattr(tx, obj, name):
+    try:
+        obj.getattr(tx, name.as_python_constant())
+        return ConstantVariable(True)
+    except AttributeMissing:
+        return ConstantVariable(False)
+
+
+def b_setattr(tx, obj, name, value):
+    obj.setattr(tx, name.as_python_constant(), value)
+    return ConstantVariable(None)
+
+
+def b_range(tx, *args):
+    return ConstantVariable(range(*constants(*args)))
+
+
+def b_enumerate(tx, iterable, start=None):
+    begin = start.as_python_constant() if start is not None else 0
+    return ListIteratorLike([TupleVariable([ConstantVariable(begin + i), v])
+                             for i, v in enumerate(iterable.unpack(tx))])
+
+
+def b_zip(tx, *iterables, strict=None):
+    columns = [it.unpack(tx) for it in iterables]
+    if strict is not None and strict.as_python_constant() and len({len(c) for c in columns}) > 1:
+        unsupported("zip(strict=True) with iterables of different lengths")
+    return ListIteratorLike([TupleVariable(list(row)) for row in zip(*columns)])
+
+
+def b_map(tx, fn, *iterables):
+    columns = [it.unpack(tx) for it in iterables]
+    return ListIteratorLike([fn.call(tx, list(row), {}) for row in zip(*columns)])
+
+
+def b_filter(tx, fn, iterable):
+    items = iterable.unpack(tx)
+    if fn.is_constant() and fn.as_python_constant() is None:
+        return ListIteratorLike([v for v in items if v.truth(tx)])
+    return ListIteratorLike([v for v in items if fn.call(tx, [v], {}).truth(tx)])
+
+
+def _min_max(name):
+    def handler(tx, *args, key=None, default=None):
+        items = args[0].unpack(tx) if len(args) == 1 else list(args)
+        if not items:
+            if default is not None:
+                return default
+            unsupported(f"{name}() of an empty sequence")
+        if any(_is_tensor(v) for v in items):
+            if len(items) == 2 and key is None:
+                # Python's max(a, b) on tensors compares values: data-dependent
+                pass
+            unsupported(f"{name}() over tensors compares their values", hint="use torch.maximum / torch.max")
+        keyed = [key.call(tx, [v], {}) if key is not None else v for v in items]
+        values = [k.as_python_constant() for k in keyed]
+        best = (min if name == "min" else max)(range(len(items)), key=lambda i: values[i])
+        return items[best]
+    return handler
+
+
+def b_sum(tx, iterable, start=None):
+    total = start if start is not None else ConstantVariable(0)
+    for v in iterable.unpack(tx):
+        total = binary_op(tx, "+", total, v)
+    return total
+
+
+def b_any(tx, iterable):
+    return ConstantVariable(any(v.truth(tx) for v in iterable.unpack(tx)))
+
+
+def b_all(tx, iterable):
+    return ConstantVariable(all(v.truth(tx) for v in iterable.unpack(tx)))
+
+
+def b_sorted(tx, iterable, key=None, reverse=None):
+    return ListVariable(sorted_items(tx, iterable.unpack(tx), key, reverse))
+
+
+def b_reversed(tx, seq):
+    return ListIteratorLike(list(reversed(seq.unpack(tx))))
+
+
+def b_abs(tx, value):
+    if _is_tensor(value):
+        return record(tx, "call_function", torch.abs, [value], {})
+    return value.call_method(tx, "__abs__", [], {}) if not value.is_constant() else _fold(tx, abs, value.value)
+
+
+def _scalar_conversion(fn):
+    def handler(tx, *args, **kwargs):
+        if args and _is_tensor(args[0]):
+            unsupported(f"{fn.__name__}() of a tensor needs its value", hint="keep the value as a tensor")
+        if all_constant(args, kwargs):
+            return _fold(tx, lambda *a: fn(*a, **{k: v.as_python_constant() for k, v in kwargs.items()}),
+                         *constants(*args))
+        unsupported(f"{fn.__name__}() of {args}")
+    return handler
+
+
+def b_bool(tx, value=None):
+    return ConstantVariable(False if value is None else value.truth(tx))
+
+
+def b_tuple(tx, iterable=None):
+    return TupleVariable(iterable.unpack(tx) if iterable is not None else [])
+
+
+def b_list(tx, iterable=None):
+    return ListVariable(iterable.unpack(tx) if iterable is not None else [])
+
+
+def b_dict(tx, mapping=None, **kwargs):
+    result = DictVariable({})
+    if mapping is not None:
+        result.merge(tx, mapping)
+    for k, v in kwargs.items():
+        result.items[k] = v
+    return result
+
+
+def b_set(tx, iterable=None):
+    result = SetVariable([])
+    if iterable is not None:
+        result.method_update(tx, iterable)
+    return result
+
+
+def b_iter(tx, iterable):
+    if isinstance(iterable, IteratorVariable):
+        return iterable
+    return IteratorVariable(iterable.unpack(tx))
+
+
+def b_next(tx, iterator, default=None):
+    if not isinstance(iterator, IteratorVariable):
+        unsupported(f"next() on {iterator}")
+    value = iterator.next(tx)
+    if value is None:
+        if default is None:
+            unsupported("StopIteration raised by next()")
+        return default
+    return value
+
+
+def b_type(tx, obj):
+    from .objects import ClassVariable
+    return ClassVariable(obj.python_type())
+
+
+def b_callable(tx, obj):
+    from .functions import BaseFunctionVariable, BoundMethodVariable
+    if obj.is_constant():
+        return ConstantVariable(callable(obj.as_python_constant()))
+    return ConstantVariable(not isinstance(obj, (TensorVariable, BaseListVariable, DictVariable)))
+
+
+def b_slice(tx, *args):
+    parts = list(args) + [ConstantVariable(None)] * (3 - len(args))
+    if len(args) == 1:
+        parts = [ConstantVariable(None), args[0], ConstantVariable(None)]
+    return SliceVariable(*parts)
+
+
+def b_super(tx, *args):
+    from .objects import SuperVariable
+    if args:
+        return SuperVariable(args[0].as_python_constant(), args[1])
+    cls, obj = tx.current_frame.zero_arg_super()
+    return SuperVariable(cls, obj)
+
+
+def b_print(tx, *args, **kwargs):
+    unsupported("print() writes to stdout: a side effect outside the graph",
+                hint="graph breaks (a later feature) will run it in CPython; remove it to capture this frame")
+
+
+def b_object_setattr(tx, obj, name, value):
+    return b_setattr(tx, obj, name, value)
+
+
+BUILTIN_HANDLERS = {
+    len: b_len, isinstance: b_isinstance, issubclass: b_issubclass, getattr: b_getattr,
+    hasattr: b_hasattr, setattr: b_setattr, range: b_range, enumerate: b_enumerate, zip: b_zip,
+    map: b_map, filter: b_filter, min: _min_max("min"), max: _min_max("max"), sum: b_sum, any: b_any,
+    all: b_all, sorted: b_sorted, reversed: b_reversed, abs: b_abs, bool: b_bool, tuple: b_tuple,
+    list: b_list, dict: b_dict, set: b_set, iter: b_iter, next: b_next, type: b_type,
+    callable: b_callable, slice: b_slice, super: b_super, print: b_print,
+    int: _scalar_conversion(int), float: _scalar_conversion(float), str: _scalar_conversion(str),
+    round: _scalar_conversion(round), divmod: _scalar_conversion(divmod), pow: _scalar_conversion(pow),
+    repr: _scalar_conversion(repr), format: _scalar_conversion(format), chr: _scalar_conversion(chr),
+    ord: _scalar_conversion(ord), hash: _scalar_conversion(hash), frozenset: _scalar_conversion(frozenset),
+    complex: _scalar_conversion(complex),
+    object.__setattr__: b_object_setattr,
+}
+
+# operator module functions on Variables, by the interpreter's own generic operations
+for _sym, _fn in BINARY_OPS.items():
+    BUILTIN_HANDLERS.setdefault(_fn, (lambda sym: lambda tx, a, b: binary_op(tx, sym, a, b))(_sym))
+for _sym, _fn in COMPARE_OPS.items():
+    BUILTIN_HANDLERS[_fn] = (lambda sym: lambda tx, a, b: compare_op(tx, sym, a, b))(_sym)
+BUILTIN_HANDLERS.update({
+    operator.getitem: getitem,
+    operator.neg: lambda tx, a: unary_op(tx, "UNARY_NEGATIVE", a),
+    operator.pos: lambda tx, a: unary_op(tx, "UNARY_POSITIVE", a),
+    operator.invert: lambda tx, a: unary_op(tx, "UNARY_INVERT", a),
+    operator.not_: lambda tx, a: ConstantVariable(not a.truth(tx)),
+    operator.truth: lambda tx, a: ConstantVariable(a.truth(tx)),
+    operator.is_: lambda tx, a, b: is_op(tx, a, b, False),
+    operator.is_not: lambda tx, a, b: is_op(tx, a, b, True),
+    operator.contains: lambda tx, a, b: contains_op(tx, b, a, False),
+    operator.index: lambda tx, a: ConstantVariable(operator.index(a.as_python_constant())),
+    operator.setitem: lambda tx, a, k, v: a.call_method(tx, "__setitem__", [k, v], {}),
+    operator.delitem: lambda tx, a, k: a.call_method(tx, "__delitem__", [k], {}),
+    math.floor: lambda tx, a: _fold(tx, math.floor, a.as_python_constant()),
+})
+
+# pure functions evaluated directly when every argument is a constant
+PURE_ON_CONSTANTS = {getattr(math, n) for n in dir(math) if callable(getattr(math, n))}
+PURE_ON_CONSTANTS |= {v for v in vars(operator).values() if callable(v)} - {operator.setitem, operator.delitem,
+                                                                            operator.iadd, operator.iconcat}
+PURE_ON_CONSTANTS |= {len, isinstance, issubclass, min, max, abs, round, divmod, pow, int, float, str, bool,
+                      repr, format, chr, ord, hash, sorted, tuple, frozenset, complex}
+
+
+class BuiltinVariable(Variable):
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value, source)
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        handler = BUILTIN_HANDLERS.get(self.fn)
+        if isinstance(self.fn, (operator.itemgetter, operator.attrgetter)):
+            return self._call_getter(tx, args)
+        if handler is not None:
+            try:
+                return handler(tx, *args, **kwargs)
+            except TypeError as e:
+                if "argument" not in str(e):
+                    raise
+                raise Unsupported(f"{self.fn.__name__}() called with unsupported arguments: {e}") from e
+        if self.fn in PURE_ON_CONSTANTS and all_constant(args, kwargs):
+            return _fold(tx, lambda *a: self.fn(*a, **{k: v.as_python_constant() for k, v in kwargs.items()}),
+                         *constants(*args))
+        if self.fn in PURE_ON_CONSTANTS and any(_is_tensor(a) for a in args):
+            unsupported(f"{self.name()}() on a tensor needs its value", hint="use the torch equivalent")
+        unsupported(f"builtin {self.name()}() with arguments {args}")
+
+    def _call_getter(self, tx, args):
+        (obj,) = args
+        fn = self.fn
+        keys = fn.__reduce__()[1]
+        if isinstance(fn, operator.itemgetter):
+            items = [getitem(tx, obj, ConstantVariable(k)) for k in keys]
+        else:
+            items = []
+            for path in keys:
+                value = obj
+                for part in path.split("."):
+                    value = value.getattr(tx, part)
+                items.append(value)
+        return items[0] if len(items) == 1 else TupleVariable(items)
+
+    def name(self):
+        return getattr(self.fn, "__name__", repr(self.fn))
+
+    def __repr__(self):
+        return f"Builtin({self.name()})"
+
+
+class SlotMethodVariable(Variable):
+    """A C-level method found on a class (e.g. `object.__init__`, `dict.__getitem__`), bound to obj."""
+
+    def __init__(self, obj, name, descriptor):
+        self.obj, self.name, self.descriptor = obj, name, descriptor
+
+    def call(self, tx, args, kwargs):
+        if self.name == "__init__" and getattr(self.descriptor, "__objclass__", None) is object:
+            return ConstantVariable(None)
+        if self.name == "__setattr__":
+            return b_setattr(tx, self.obj, *args)
+        return self.obj.call_method(tx, self.name, args, kwargs)

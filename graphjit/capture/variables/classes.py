@@ -1,0 +1,98 @@
+"""Calling a class in traced code: builtin types, namedtuples, torch context managers, and user classes
+(a new object whose __init__ is inlined; dataclasses included, since their __init__ is Python code)."""
+import collections
+import functools
+import types
+
+import torch
+
+from .base import ConstantVariable, unsupported
+from .builtins import BUILTIN_HANDLERS, BuiltinVariable, all_constant, constants, _fold
+from .containers import NamedTupleVariable, SizeVariable, DictVariable, SliceVariable
+from .objects import UserObjectVariable, ClassVariable, _class_lookup, _MISSING
+from .torchvars import make_context_manager
+
+
+def construct(tx, class_var, args, kwargs):
+    cls = class_var.cls
+    for check, handler in _CONSTRUCTORS:
+        if check(cls):
+            result = handler(tx, cls, list(args), dict(kwargs))
+            if result is not None:
+                return result
+    unsupported(f"creating an instance of {getattr(cls, '__qualname__', cls)}")
+
+
+def _builtin(tx, cls, args, kwargs):
+    return BuiltinVariable(cls).call(tx, args, kwargs)
+
+
+def _namedtuple(tx, cls, args, kwargs):
+    fields = cls._fields
+    values = list(args) + [None] * (len(fields) - len(args))
+    defaults = getattr(cls, "_field_defaults", {})
+    for i, name in enumerate(fields):
+        if name in kwargs:
+            values[i] = kwargs[name]
+        elif values[i] is None:
+            if name not in defaults:
+                unsupported(f"{cls.__name__}() missing argument {name!r}")
+            from .builder import wrap_constant_result
+            values[i] = wrap_constant_result(tx, defaults[name])
+    return NamedTupleVariable(values, cls)
+
+
+def _size(tx, cls, args, kwargs):
+    items = args[0].unpack(tx) if args else []
+    return SizeVariable(items)
+
+
+def _ordered_dict(tx, cls, args, kwargs):
+    result = BuiltinVariable(dict).call(tx, args, kwargs)
+    result.python_cls = cls
+    return result
+
+
+def _torch_class(tx, cls, args, kwargs):
+    ctx = make_context_manager(tx, cls, args, kwargs)
+    if ctx is not None:
+        return ctx
+    if all_constant(args, kwargs) and cls in (torch.device, torch.Generator.__class__):
+        return _fold(tx, lambda *a: cls(*a, **{k: v.as_python_constant() for k, v in kwargs.items()}),
+                     *constants(*args))
+    return None
+
+
+def _user_class(tx, cls, args, kwargs):
+    if issubclass(cls, torch.nn.Module):
+        unsupported(f"creating an nn.Module ({cls.__name__}) inside a compiled frame")
+    if issubclass(cls, BaseException):
+        unsupported(f"creating exception {cls.__name__}")
+    new = _class_lookup(cls, "__new__")
+    if new is not _MISSING and new is not object.__new__ and not isinstance(new, staticmethod):
+        unsupported(f"{cls.__name__} defines __new__")
+    if isinstance(new, staticmethod) and new.__func__ is not object.__new__:
+        unsupported(f"{cls.__name__} defines __new__")
+    for base in cls.__mro__[1:-1]:
+        if base.__module__ == "builtins":
+            unsupported(f"{cls.__name__} subclasses builtin {base.__name__}")
+    obj = UserObjectVariable(cls=cls)
+    init = obj.class_attribute(tx, "__init__")
+    init.call(tx, args, kwargs)
+    return obj
+
+
+def _partial(tx, cls, args, kwargs):
+    from .functions import PartialVariable
+    return PartialVariable(args[0], args[1:], kwargs)
+
+
+_CONSTRUCTORS = [
+    (lambda c: c is functools.partial, _partial),
+    (lambda c: c in BUILTIN_HANDLERS, _builtin),
+    (lambda c: c is torch.Size, _size),
+    (lambda c: isinstance(c, type) and issubclass(c, tuple) and hasattr(c, "_fields"), _namedtuple),
+    (lambda c: c is collections.OrderedDict, _ordered_dict),
+    (lambda c: getattr(c, "__module__", "").startswith("torch"), _torch_class),
+    (lambda c: isinstance(c, type) and c.__module__ != "builtins", _user_class),
+]

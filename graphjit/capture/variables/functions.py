@@ -1,0 +1,283 @@
+"""Functions and closures (inlined), bound methods, functools.partial, and cells."""
+import inspect
+
+from ...exc import Unsupported
+from ..sources import AttrSource, ItemSource
+from .base import Variable, ConstantVariable, unsupported
+from .containers import TupleVariable, DictVariable
+
+CO_VARARGS, CO_VARKEYWORDS, CO_GENERATOR = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS, inspect.CO_GENERATOR
+CO_COROUTINE, CO_ASYNC_GENERATOR = inspect.CO_COROUTINE, inspect.CO_ASYNC_GENERATOR
+
+
+def bind_arguments(code, name, args, kwargs, defaults, kwdefaults):
+    """Python's own argument binding, over Variables: returns {local name: Variable}."""
+    nargs, nposonly, nkwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    positional, kwonly = names[:nargs], names[nargs:nargs + nkwonly]
+    has_varargs, has_varkw = code.co_flags & CO_VARARGS, code.co_flags & CO_VARKEYWORDS
+    bound = {}
+    if len(args) > nargs and not has_varargs:
+        unsupported(f"{name}() takes {nargs} positional arguments but {len(args)} were given")
+    for pname, value in zip(positional, args):
+        bound[pname] = value
+    extra_kw = {}
+    for key, value in kwargs.items():
+        if key in positional[nposonly:] or key in kwonly:
+            if key in bound:
+                unsupported(f"{name}() got multiple values for argument {key!r}")
+            bound[key] = value
+        elif has_varkw:
+            extra_kw[key] = value
+        else:
+            unsupported(f"{name}() got an unexpected keyword argument {key!r}")
+    ndefaults = len(defaults)
+    for i, pname in enumerate(positional):
+        if pname not in bound:
+            j = i - (nargs - ndefaults)
+            if j < 0:
+                unsupported(f"{name}() missing required argument {pname!r}")
+            bound[pname] = defaults[j]
+    for pname in kwonly:
+        if pname not in bound:
+            if pname not in kwdefaults:
+                unsupported(f"{name}() missing required keyword-only argument {pname!r}")
+            bound[pname] = kwdefaults[pname]
+    index = nargs + nkwonly
+    if has_varargs:
+        bound[names[index]] = TupleVariable(args[nargs:])
+        index += 1
+    if has_varkw:
+        bound[names[index]] = DictVariable(extra_kw)
+    return bound
+
+
+class CellVariable(Variable):
+    """A closure cell. In-frame cells hold a Variable; cells of real functions read through a source."""
+    EMPTY = object()
+
+    def __init__(self, contents=EMPTY, real_cell=None, source=None):
+        self.contents = contents
+        self.real_cell = real_cell
+        self.source = source
+
+    def load(self, tx):
+        if self.contents is CellVariable.EMPTY and self.real_cell is not None:
+            from .builder import wrap
+            try:
+                value = self.real_cell.cell_contents
+            except ValueError:
+                unsupported("reading an empty closure cell")
+            src = AttrSource(self.source, "cell_contents") if self.source is not None else None
+            self.contents = wrap(tx, value, src)
+        if self.contents is CellVariable.EMPTY:
+            unsupported("reading a free variable before assignment")
+        return self.contents
+
+    def store(self, tx, value):
+        if self.real_cell is not None:
+            unsupported("assigning to a nonlocal variable of a function outside the compiled frame",
+                        hint="side effects on closures are captured once graph breaks land")
+        self.contents = value
+
+
+class BaseFunctionVariable(Variable):
+    """Shared by real functions and functions made in the frame: inlined on call."""
+
+    def call(self, tx, args, kwargs):
+        code = self.get_code()
+        if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
+            unsupported(f"calling async function {code.co_name}")
+        bound = bind_arguments(code, code.co_name, list(args), dict(kwargs),
+                               self.get_defaults(tx), self.get_kwdefaults(tx))
+        return tx.inline_call(code, self.get_globals(), self.get_closure(tx), bound,
+                              generator=bool(code.co_flags & CO_GENERATOR))
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.get_function_like(), name, None))
+        if name == "__get__":
+            return _GetMethod(self)
+        unsupported(f"attribute {name!r} of a function")
+
+
+class _GetMethod(Variable):
+    def __init__(self, fn):
+        self.fn = fn
+
+    def call(self, tx, args, kwargs):
+        return BoundMethodVariable(self.fn, args[0])
+
+
+class UserFunctionVariable(BaseFunctionVariable):
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value, source)
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def get_function_like(self):
+        return self.fn
+
+    def get_code(self):
+        return self.fn.__code__
+
+    def get_globals(self):
+        return self.fn.__globals__
+
+    def get_defaults(self, tx):
+        from .builder import wrap
+        values = self.fn.__defaults__ or ()
+        src = AttrSource(self.source, "__defaults__") if self.source is not None else None
+        return [wrap(tx, v, ItemSource(src, i) if src else None) for i, v in enumerate(values)]
+
+    def get_kwdefaults(self, tx):
+        from .builder import wrap
+        values = self.fn.__kwdefaults__ or {}
+        src = AttrSource(self.source, "__kwdefaults__") if self.source is not None else None
+        return {k: wrap(tx, v, ItemSource(src, k) if src else None) for k, v in values.items()}
+
+    def get_closure(self, tx):
+        cells = self.fn.__closure__ or ()
+        src = AttrSource(self.source, "__closure__") if self.source is not None else None
+        return [tx.closure_cell(c, ItemSource(src, i) if src else None) for i, c in enumerate(cells)]
+
+    def __repr__(self):
+        return f"Function({self.fn.__qualname__})"
+
+
+class NestedFunctionVariable(BaseFunctionVariable):
+    """A function made by MAKE_FUNCTION during the trace (closures, lambdas, inner defs)."""
+
+    def __init__(self, code, f_globals):
+        self.code = code
+        self.f_globals = f_globals
+        self.defaults = None       # TupleVariable
+        self.kwdefaults = None     # DictVariable
+        self.closure = None        # TupleVariable of CellVariables
+        self.annotations = None
+
+    def get_function_like(self):
+        return self.code
+
+    def get_code(self):
+        return self.code
+
+    def get_globals(self):
+        return self.f_globals
+
+    def get_defaults(self, tx):
+        return list(self.defaults.items) if self.defaults is not None else []
+
+    def get_kwdefaults(self, tx):
+        return dict(self.kwdefaults.items) if self.kwdefaults is not None else {}
+
+    def get_closure(self, tx):
+        return list(self.closure.items) if self.closure is not None else []
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__"):
+            return ConstantVariable(self.code.co_name if name == "__name__" else self.code.co_qualname)
+        return super().getattr(tx, name)
+
+    def __repr__(self):
+        return f"NestedFunction({self.code.co_qualname})"
+
+
+class BoundMethodVariable(Variable):
+    def __init__(self, fn, obj, source=None):
+        self.fn = fn
+        self.obj = obj
+        self.source = source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        from .builder import wrap
+        fn = wrap(tx, value.__func__, AttrSource(source, "__func__") if source is not None else None)
+        obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
+        return cls(fn, obj, source)
+
+    def call(self, tx, args, kwargs):
+        return self.fn.call(tx, [self.obj, *args], kwargs)
+
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return self.obj
+        if name == "__func__":
+            return self.fn
+        return self.fn.getattr(tx, name)
+
+    def __repr__(self):
+        return f"BoundMethod({self.fn!r}, {self.obj!r})"
+
+
+class PartialVariable(Variable):
+    def __init__(self, func, args, keywords, source=None):
+        self.func, self.args, self.keywords, self.source = func, list(args), dict(keywords), source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        from .builder import wrap
+        src = (lambda a: AttrSource(source, a)) if source is not None else (lambda a: None)
+        func = wrap(tx, value.func, src("func"))
+        args = [wrap(tx, v, ItemSource(src("args"), i) if source else None) for i, v in enumerate(value.args)]
+        kws = {k: wrap(tx, v, ItemSource(src("keywords"), k) if source else None)
+               for k, v in value.keywords.items()}
+        return cls(func, args, kws, source)
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, [*self.args, *args], {**self.keywords, **kwargs})
+
+
+class DescriptorVariable(Variable):
+    """A bare staticmethod/classmethod object (e.g. read from a class __dict__)."""
+
+    def __init__(self, value, source=None):
+        self.value, self.source = value, source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value, source)
+
+    def call(self, tx, args, kwargs):
+        from .builder import wrap
+        return wrap(tx, self.value.__func__, None).call(tx, args, kwargs)
+
+
+class DisabledFunctionVariable(Variable):
+    def __init__(self, fn, source=None):
+        self.fn, self.source = fn, source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value, source)
+
+    def call(self, tx, args, kwargs):
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        unsupported(f"call to {name}, which is marked graphjit.disable",
+                    hint="graphjit.disable functions always run in CPython")
+
+
+class CompiledWrapperVariable(Variable):
+    """A graphjit.compile'd function called from traced code: trace the original function inline."""
+
+    def __init__(self, wrapper, source=None):
+        self.wrapper, self.source = wrapper, source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value, source)
+
+    def call(self, tx, args, kwargs):
+        from .builder import wrap
+        fn = self.wrapper._graphjit_compiled_fn
+        src = AttrSource(self.source, "_graphjit_compiled_fn") if self.source is not None else None
+        return wrap(tx, fn, src).call(tx, args, kwargs)

@@ -1,0 +1,368 @@
+"""nn.Modules, Python modules, classes, user objects and super()."""
+import dataclasses
+import types
+
+import torch
+
+from ..sources import AttrSource, ItemSource, module_attr_source
+from .base import Variable, ConstantVariable, unsupported
+from .builtins import AttributeMissing
+from .containers import TupleVariable, ListVariable, DictVariable, NamedTupleVariable, ListIteratorLike
+
+_MISSING = object()
+
+
+def _instance_dict(obj):
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return {}
+
+
+def _class_lookup(cls, name):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+class ObjectLikeVariable(Variable):
+    """Shared attribute logic for things with an instance dict and a class."""
+
+    def has_dunder(self, name):
+        return _class_lookup(self.python_type(), name) is not _MISSING and \
+            _class_lookup(self.python_type(), name) is not _class_lookup(object, name)
+
+    def call_dunder(self, tx, name, args):
+        if not self.has_dunder(name):
+            unsupported(f"{self.python_type().__name__} has no {name}")
+        return self.getattr(tx, name).call(tx, args, {})
+
+    def class_attribute(self, tx, name):
+        from .builder import wrap_class_attribute
+        cls = self.python_type()
+        src = AttrSource(self.source, name) if self.source is not None else None
+        if _class_lookup(cls, name) is _MISSING:
+            getattr_hook = _class_lookup(cls, "__getattr__")
+            if getattr_hook is not _MISSING and not isinstance(self, NNModuleVariable):
+                return wrap_class_attribute(tx, self, cls, "__getattr__").call(tx, [ConstantVariable(name)], {})
+            raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
+        return wrap_class_attribute(tx, self, cls, name, src)
+
+
+class NNModuleVariable(ObjectLikeVariable):
+    """An nn.Module read through a source, guarded by type: parameters and buffers become graph inputs."""
+
+    def __init__(self, module, source=None):
+        self.module = module
+        self.source = source
+
+    def python_type(self):
+        return type(self.module)
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+        m = self.module
+        d = _instance_dict(m)
+        for owner in ("_parameters", "_buffers", "_modules"):
+            table = d.get(owner, {})
+            if name in table:
+                src = module_attr_source(self.source, owner, name) if self.source is not None else None
+                if src is not None:
+                    tx.guards.add_keys(AttrSource(self.source, owner), tuple(table.keys()))
+                value = table[name]
+                return ConstantVariable(None, src) if value is None else wrap(tx, value, src)
+        if name in d:
+            return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
+        if name == "__class__":
+            return ClassVariable(type(m))
+        return self.class_attribute(tx, name)
+
+    def setattr(self, tx, name, value):
+        unsupported(f"assigning attribute {name!r} of an nn.Module inside the compiled frame",
+                    hint="module state changes are captured once side effects land (graph-break issue)")
+
+    def call(self, tx, args, kwargs):
+        self.guard_no_hooks(tx)
+        forward = self.getattr(tx, "forward")
+        return forward.call(tx, args, kwargs)
+
+    def guard_no_hooks(self, tx):
+        m = self.module
+        hook_dicts = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+        if any(getattr(m, h, None) for h in hook_dicts):
+            unsupported(f"{type(m).__name__} has hooks registered",
+                        hint="compile the module whose hooks you want run (graphjit.compile keeps top-level hooks)")
+        if self.source is not None:
+            checks = " or ".join(f"{self.source.expr()}.{h}" for h in hook_dicts)
+            tx.guards.add(3, f"not ({checks})", f"{self.source.expr()} has no hooks")
+        tx.guard_no_global_module_hooks()
+
+    # containers: ModuleList, Sequential, ModuleDict
+    def _children(self, tx):
+        mods = self.module._modules
+        if self.source is not None:
+            tx.guards.add_keys(AttrSource(self.source, "_modules"), tuple(mods.keys()))
+        return list(mods.keys())
+
+    def _child(self, tx, key):
+        from .builder import wrap
+        src = module_attr_source(self.source, "_modules", key) if self.source is not None else None
+        return wrap(tx, self.module._modules[key], src)
+
+    def unpack(self, tx):
+        if isinstance(self.module, torch.nn.ModuleDict):
+            return [ConstantVariable(k) for k in self._children(tx)]
+        if isinstance(self.module, (torch.nn.ModuleList, torch.nn.Sequential)):
+            return [self._child(tx, k) for k in self._children(tx)]
+        if isinstance(self.module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
+            unsupported("iterating a ParameterList/ParameterDict")
+        return super().unpack(tx)
+
+    def getitem(self, tx, index):
+        idx = index.as_python_constant()
+        keys = self._children(tx)
+        if isinstance(self.module, torch.nn.ModuleDict):
+            return self._child(tx, idx)
+        if isinstance(idx, slice):
+            unsupported("slicing a ModuleList/Sequential")
+        return self._child(tx, keys[idx])
+
+    def call_method(self, tx, name, args, kwargs):
+        m = self.module
+        if name == "__len__" or (name == "__getitem__"):
+            if name == "__len__":
+                return ConstantVariable(len(self._children(tx)))
+            return self.getitem(tx, args[0])
+        if isinstance(m, torch.nn.ModuleDict) and name in ("keys", "values", "items"):
+            keys = self._children(tx)
+            if name == "keys":
+                return ListIteratorLike([ConstantVariable(k) for k in keys])
+            if name == "values":
+                return ListIteratorLike([self._child(tx, k) for k in keys])
+            return ListIteratorLike([TupleVariable([ConstantVariable(k), self._child(tx, k)]) for k in keys])
+        if name in ("children", "modules", "parameters", "named_parameters", "buffers", "named_children",
+                    "named_modules", "named_buffers") and _class_lookup(type(m), name) is \
+                _class_lookup(torch.nn.Module, name):
+            return self._module_iterator(tx, name, args, kwargs)
+        if name == "__call__":
+            return self.call(tx, args, kwargs)
+        return super().call_method(tx, name, args, kwargs)
+
+    def _module_iterator(self, tx, name, args, kwargs):
+        from .builder import wrap
+        if self.source is None:
+            unsupported(f"{name}() of a module without a source")
+        if name in ("children", "named_children"):
+            keys = self._children(tx)
+            items = [self._child(tx, k) for k in keys]
+            if name == "named_children":
+                items = [TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, items)]
+            return ListIteratorLike(items)
+        # parameters()/buffers()/modules(): walk the real module, each reached through a source path
+        kind = {"parameters": "_parameters", "named_parameters": "_parameters", "buffers": "_buffers",
+                "named_buffers": "_buffers", "modules": None, "named_modules": None}[name]
+        items = []
+        for path, mod in self.module.named_modules():
+            src = self.source
+            for part in path.split(".") if path else []:
+                src = module_attr_source(src, "_modules", part)
+            tx.guards.add_keys(AttrSource(src, "_modules"), tuple(mod._modules.keys()))
+            if kind is None:
+                var = wrap(tx, mod, src)
+                items.append(TupleVariable([ConstantVariable(path), var]) if name.startswith("named") else var)
+                continue
+            tx.guards.add_keys(AttrSource(src, kind), tuple(getattr(mod, kind).keys()))
+            for pname, p in getattr(mod, kind).items():
+                if p is None:
+                    continue
+                var = wrap(tx, p, module_attr_source(src, kind, pname))
+                full = f"{path}.{pname}" if path else pname
+                items.append(TupleVariable([ConstantVariable(full), var]) if name.startswith("named") else var)
+        return ListIteratorLike(items)
+
+    def __repr__(self):
+        return f"Module({type(self.module).__name__})"
+
+
+class UserObjectVariable(ObjectLikeVariable):
+    """A Python object: read from outside (value, source) or made in the frame (cls, attrs)."""
+
+    def __init__(self, value=None, source=None, cls=None):
+        self.value = value
+        self.source = source
+        self.cls = cls if cls is not None else type(value)
+        self.attrs = {}          # attributes stored during the trace (objects made in the frame)
+        self.is_new = value is None
+
+    def python_type(self):
+        return self.cls
+
+    def as_python_constant(self):
+        from .base import NotConstant
+        if self.value is not None and isinstance(self.value, (types.BuiltinFunctionType,)):
+            return self.value
+        raise NotConstant(self)
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            return ClassVariable(self.cls)
+        if name == "__dict__" and self.is_new:
+            return DictVariable(self.attrs)
+        if not self.is_new:
+            d = _instance_dict(self.value)
+            descriptor = _class_lookup(self.cls, name)
+            is_data_descriptor = hasattr(descriptor, "__set__") or isinstance(descriptor, property)
+            if name in d and not is_data_descriptor:
+                return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
+            if descriptor is _MISSING and name not in d and self.source is not None:
+                tx.guards.add(3, f"not hasattr({self.source.expr()}, {name!r})")
+        return self.class_attribute(tx, name)
+
+    def setattr(self, tx, name, value):
+        if not self.is_new:
+            unsupported(f"assigning attribute {name!r} of an object from outside the compiled frame",
+                        hint="side effects on inputs are captured once graph breaks land")
+        descriptor = _class_lookup(self.cls, name)
+        if isinstance(descriptor, property) and descriptor.fset is not None:
+            from .builder import wrap
+            wrap(tx, descriptor.fset, None).call(tx, [self, value], {})
+            return
+        self.attrs[name] = value
+
+    def call(self, tx, args, kwargs):
+        return self.call_dunder(tx, "__call__", list(args)) if not kwargs else \
+            self.getattr(tx, "__call__").call(tx, args, kwargs)
+
+    def unpack(self, tx):
+        if self.has_dunder("__iter__"):
+            return self.call_dunder(tx, "__iter__", []).unpack(tx)
+        unsupported(f"iterating over {self.cls.__name__}")
+
+    def getitem(self, tx, index):
+        return self.call_dunder(tx, "__getitem__", [index])
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def truth(self, tx):
+        if self.has_dunder("__bool__"):
+            return self.call_dunder(tx, "__bool__", []).truth(tx)
+        if self.has_dunder("__len__"):
+            return self.call_dunder(tx, "__len__", []).truth(tx)
+        return True
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return self.source.expr()
+        fields = ", ".join(f"{k!r}: {cg.expr(v)}" for k, v in self.attrs.items())
+        return f"__gj_new_object({cg.obj(self.cls)}, {{{fields}}})"
+
+    def __repr__(self):
+        return f"Object({self.cls.__name__})"
+
+
+def new_object(cls, attrs):
+    """Rebuild an object made in the frame: allocate without __init__, then set its attributes."""
+    obj = cls.__new__(cls)
+    for k, v in attrs.items():
+        object.__setattr__(obj, k, v)
+    return obj
+
+
+class ClassVariable(ObjectLikeVariable):
+    def __init__(self, cls, source=None):
+        self.cls = cls
+        self.source = source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value, source)
+
+    def python_type(self):
+        return type(self.cls)
+
+    def as_python_constant(self):
+        return self.cls
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+        attr = _class_lookup(self.cls, name) if isinstance(self.cls, type) else _MISSING
+        if attr is _MISSING:
+            try:
+                value = getattr(self.cls, name)
+            except AttributeError:
+                raise AttributeMissing(f"type object {self.cls.__name__!r} has no attribute {name!r}")
+            return wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
+        if isinstance(attr, classmethod):
+            from .functions import BoundMethodVariable
+            return BoundMethodVariable(wrap(tx, attr.__func__, None), self)
+        if isinstance(attr, staticmethod):
+            return wrap(tx, attr.__func__, None)
+        return wrap(tx, getattr(self.cls, name), AttrSource(self.source, name) if self.source is not None else None)
+
+    def call(self, tx, args, kwargs):
+        from .classes import construct
+        return construct(tx, self, args, kwargs)
+
+    def __repr__(self):
+        return f"Class({getattr(self.cls, '__qualname__', self.cls)})"
+
+
+class PythonModuleVariable(Variable):
+    def __init__(self, module, source=None):
+        self.value = module
+        self.source = source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value, source)
+
+    def python_type(self):
+        return types.ModuleType
+
+    def as_python_constant(self):
+        return self.value
+
+    def getattr(self, tx, name):
+        from .builder import wrap, is_frozen_module
+        try:
+            value = getattr(self.value, name)
+        except AttributeError:
+            raise AttributeMissing(f"module {self.value.__name__!r} has no attribute {name!r}")
+        frozen = is_frozen_module(self.value)
+        return wrap(tx, value, None if frozen or self.source is None else AttrSource(self.source, name))
+
+    def __repr__(self):
+        return f"PyModule({self.value.__name__})"
+
+
+class SuperVariable(Variable):
+    def __init__(self, cls, obj):
+        self.cls = cls
+        self.obj = obj
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+        from .functions import BoundMethodVariable, UserFunctionVariable
+        from .builtins import SlotMethodVariable
+        mro = self.obj.python_type().__mro__ if not isinstance(self.obj, ClassVariable) else self.obj.cls.__mro__
+        start = mro.index(self.cls) + 1
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    return BoundMethodVariable(UserFunctionVariable(attr), self.obj)
+                if isinstance(attr, classmethod):
+                    return BoundMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(self.obj.python_type()))
+                if isinstance(attr, staticmethod):
+                    return wrap(tx, attr.__func__, None)
+                if isinstance(attr, property):
+                    return wrap(tx, attr.fget, None).call(tx, [self.obj], {})
+                if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+                    return SlotMethodVariable(self.obj, name, attr)
+                unsupported(f"super().{name} of type {type(attr).__name__}")
+        raise AttributeMissing(f"'super' object has no attribute {name!r}")

@@ -1,0 +1,181 @@
+"""Tensors: a node of the fx graph plus its fake tensor. Operations on them become graph nodes."""
+import operator
+
+import torch
+
+from ...exc import Unsupported
+from .base import Variable, ConstantVariable, NotConstant, unsupported
+
+DATA_DEPENDENT_HINT = ("the value of a tensor is not known while tracing: use torch.where / tensor ops "
+                       "instead of Python control flow, or mark the function graphjit.disable")
+
+# Tensor attributes that are plain metadata: answered from the fake tensor, no graph node.
+METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
+                  "layout", "is_leaf", "is_meta", "is_nested", "is_mps", "is_cpu", "itemsize", "nbytes"}
+
+# Methods whose result is a Python value that depends only on metadata.
+METADATA_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
+                    "is_floating_point", "is_complex", "stride", "storage_offset", "get_device",
+                    "is_signed", "is_inference", "has_names"}
+
+# Methods that need the data: a graph can't answer them.
+DATA_METHODS = {"item", "tolist", "numpy", "data_ptr", "__bool__", "__index__", "__int__", "__float__",
+                "nonzero_static", "untyped_storage"}
+
+
+class TensorVariable(Variable):
+    def __init__(self, node, fake, source=None):
+        self.node = node
+        self.fake = fake
+        self.source = source
+
+    def python_type(self):
+        return type(self.fake) if not isinstance(self.fake, torch._subclasses.FakeTensor) else torch.Tensor
+
+    def identity_key(self):
+        return ("tensor", id(self.node))
+
+    def getattr(self, tx, name):
+        from .containers import SizeVariable
+        from .builder import wrap_fake_result
+        if name == "shape":
+            return SizeVariable([ConstantVariable(s) for s in self.fake.shape])
+        if name in METADATA_ATTRS:
+            return ConstantVariable(getattr(self.fake, name))
+        if name in ("grad", "_base", "grad_fn"):
+            unsupported(f"tensor attribute {name!r}")
+        if name in DATA_METHODS:
+            return TensorMethodVariable(self, name)
+        attr = getattr(type(self.fake), name, None)
+        if callable(attr) and not isinstance(attr, property):
+            return TensorMethodVariable(self, name)
+        # properties recorded as getattr nodes: .T, .mT, .H, .real, .imag, .data
+        return record(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
+
+    def call_method(self, tx, name, args, kwargs):
+        return TensorMethodVariable(self, name).call(tx, args, kwargs)
+
+    def unpack(self, tx):
+        if self.fake.dim() == 0:
+            unsupported("iterating over a 0-d tensor")
+        return [record(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
+                for i in range(self.fake.shape[0])]
+
+    def truth(self, tx):
+        unsupported("branching on a tensor value (data-dependent control flow)", hint=DATA_DEPENDENT_HINT)
+
+    def reconstruct(self, cg):
+        return cg.tensor(self)
+
+    def __repr__(self):
+        return f"Tensor({self.node.name}: {tuple(self.fake.shape)} {self.fake.dtype})"
+
+
+class TensorMethodVariable(Variable):
+    """`x.view` before it is called."""
+
+    def __init__(self, tensor, name):
+        self.tensor = tensor
+        self.name = name
+
+    def call(self, tx, args, kwargs):
+        name, fake = self.name, self.tensor.fake
+        if name in DATA_METHODS:
+            unsupported(f"Tensor.{name}() needs the tensor's data", hint=DATA_DEPENDENT_HINT)
+        if name in ("size", "stride") or name in METADATA_METHODS:
+            from .builder import wrap_constant_result
+            cargs = [a.as_python_constant() for a in args]
+            ckw = {k: v.as_python_constant() for k, v in kwargs.items()}
+            result = getattr(fake, name)(*cargs, **ckw)
+            if isinstance(result, torch.Size):
+                from .containers import SizeVariable
+                return SizeVariable([ConstantVariable(s) for s in result])
+            return wrap_constant_result(tx, result)
+        if name == "__setitem__":
+            return record(tx, "call_function", operator.setitem, [self.tensor, *args], kwargs, mutates=True)
+        if name == "__getitem__":
+            return record(tx, "call_function", operator.getitem, [self.tensor, *args], kwargs)
+        return record(tx, "call_method", name, [self.tensor, *args], kwargs, mutates=name.endswith("_"))
+
+    def __repr__(self):
+        return f"{self.tensor!r}.{self.name}"
+
+
+# ---- recording ops ----
+
+def to_node_args(value):
+    """Variables -> what an fx node holds as an argument (nodes, constants, nested containers)."""
+    from .containers import BaseListVariable, SliceVariable, DictVariable
+    if isinstance(value, TensorVariable):
+        return value.node
+    if isinstance(value, SliceVariable):
+        return slice(*(to_node_args(p) for p in value.parts))
+    if isinstance(value, BaseListVariable):
+        items = [to_node_args(v) for v in value.items]
+        return list(items) if value.python_cls is list else tuple(items)
+    if isinstance(value, DictVariable):
+        return {k: to_node_args(v) for k, v in value.items.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_node_args(v) for v in value)
+    try:
+        return value.as_python_constant()
+    except NotConstant:
+        unsupported(f"passing {value} to a tensor operation")
+
+
+def to_fake_args(value):
+    from .containers import BaseListVariable, SliceVariable, DictVariable
+    if isinstance(value, TensorVariable):
+        return value.fake
+    if isinstance(value, SliceVariable):
+        return slice(*(to_fake_args(p) for p in value.parts))
+    if isinstance(value, BaseListVariable):
+        items = [to_fake_args(v) for v in value.items]
+        return list(items) if value.python_cls is list else tuple(items)
+    if isinstance(value, DictVariable):
+        return {k: to_fake_args(v) for k, v in value.items.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_fake_args(v) for v in value)
+    return value.as_python_constant()
+
+
+def _contains_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_contains_tensor(v) for v in value)
+    return False
+
+
+def record(tx, kind, target, args, kwargs, mutates=False):
+    """Add one op to the graph: propagate fake tensors, create the node, wrap the result."""
+    from .builder import wrap_fake_result, wrap_constant_result
+    node_args = [to_node_args(a) for a in args]
+    node_kwargs = {k: to_node_args(v) for k, v in kwargs.items()}
+    fake_args = [to_fake_args(a) for a in args]
+    fake_kwargs = {k: to_fake_args(v) for k, v in kwargs.items()}
+    if kind == "call_method":
+        def fn(self, *a, **k):
+            return getattr(self, target)(*a, **k)
+    else:
+        fn = target
+    try:
+        example = tx.graph.run_fake(fn, fake_args, fake_kwargs)
+    except Unsupported:
+        raise
+    except (torch._subclasses.fake_tensor.DataDependentOutputException,
+            torch._subclasses.fake_tensor.DynamicOutputShapeException) as e:
+        unsupported(f"{_target_name(target)} has a data-dependent output ({type(e).__name__})",
+                    hint=DATA_DEPENDENT_HINT)
+    except Exception as e:
+        # The op would raise in eager too (wrong shapes ...): run the frame eagerly so the user sees
+        # torch's own error, with its own message.
+        raise Unsupported(f"{_target_name(target)} raised {type(e).__name__} while tracing: {e}") from e
+    if not _contains_tensor(example) and not mutates:
+        return wrap_constant_result(tx, example)
+    node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
+    return wrap_fake_result(tx, node, example)
+
+
+def _target_name(target):
+    return target if isinstance(target, str) else getattr(target, "__name__", repr(target))

@@ -1,0 +1,219 @@
+"""torch functions and Tensor methods called as functions (recorded as graph ops), and the global-state
+context managers: no_grad, enable_grad, set_grad_enabled, autocast."""
+import types
+
+import torch
+
+from .base import Variable, ConstantVariable, unsupported
+from .tensor import record
+
+# Python-level torch modules whose functions are ops to record whole (the rest of torch is inlined).
+_OP_MODULES = {"torch.nn.functional", "torch.functional", "torch._tensor", "torch.fft", "torch.linalg",
+               "torch.special", "torch.nn.modules.utils"}
+
+# Functions that change global state or need real data: never recorded, never folded.
+_REFUSED = {torch.manual_seed: "torch.manual_seed() changes the global RNG state",
+            torch.set_default_dtype: "torch.set_default_dtype() changes global state",
+            torch.use_deterministic_algorithms: "changes global state",
+            torch.set_printoptions: "changes global state"}
+
+# Asked while tracing: "am I being compiled?" -- yes.
+_COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling}
+
+
+def is_torch_op(value):
+    if isinstance(value, type):
+        return False
+    if isinstance(value, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+        return True
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        module = getattr(value, "__module__", None) or ""
+        if module == "torch" or module.startswith("torch."):
+            return True
+        owner = getattr(value, "__self__", None)
+        return isinstance(owner, types.ModuleType) and owner.__name__.startswith("torch")
+    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType,
+                          types.MethodWrapperType, types.ClassMethodDescriptorType)):
+        owner = getattr(value, "__objclass__", None)
+        return owner is not None and issubclass(owner, torch._C.TensorBase)
+    if isinstance(value, types.FunctionType):
+        return value.__module__ in _OP_MODULES
+    return False
+
+
+class TorchOpVariable(Variable):
+    """torch.cat, F.linear, torch.Tensor.add, torch.ops.aten.*, and graphjit.allow_in_graph functions."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value, source)
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        fn = self.fn
+        if fn in _REFUSED:
+            unsupported(_REFUSED[fn])
+        if fn in _COMPILING_QUERIES:
+            return ConstantVariable(True)
+        name = getattr(fn, "__name__", "")
+        mutates = name.endswith("_") and not name.endswith("__") or "out" in kwargs
+        return record(tx, "call_function", fn, list(args), dict(kwargs), mutates=mutates)
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__"):
+            return ConstantVariable(getattr(self.fn, name))
+        unsupported(f"attribute {name!r} of {self.fn}")
+
+    def __repr__(self):
+        return f"TorchOp({getattr(self.fn, '__name__', self.fn)})"
+
+
+# ---- context managers ----
+
+class GradModeVariable(Variable):
+    """no_grad / enable_grad / set_grad_enabled(mode): a _set_grad_enabled node on enter and exit."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.previous = None
+        self.applied = False     # set_grad_enabled(m) applies at construction; __enter__ is then a no-op
+
+    def python_type(self):
+        return torch.no_grad if not self.mode else torch.enable_grad
+
+    def enter(self, tx):
+        if not self.applied:
+            self.previous = torch.is_grad_enabled()
+            tx.set_grad_mode(self.mode)
+            self.applied = True
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        tx.set_grad_mode(self.previous)
+        self.applied = False
+        return ConstantVariable(None)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "clone":
+            return GradModeVariable(self.mode)
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        unsupported(f"method {name!r} of a grad-mode context manager")
+
+    def call(self, tx, args, kwargs):
+        # used as a decorator: @torch.no_grad() def f(...)
+        (fn,) = args
+        return _DecoratedVariable(self, fn)
+
+
+class _DecoratedVariable(Variable):
+    def __init__(self, ctx, fn):
+        self.ctx, self.fn = ctx, fn
+
+    def call(self, tx, args, kwargs):
+        ctx = GradModeVariable(self.ctx.mode) if isinstance(self.ctx, GradModeVariable) else self.ctx
+        ctx.enter(tx)
+        result = self.fn.call(tx, args, kwargs)
+        ctx.exit(tx)
+        return result
+
+
+class AutocastVariable(Variable):
+    """torch.autocast(...): _enter_autocast/_exit_autocast nodes, and the real mode entered while tracing
+    so fake tensors see the same dtypes."""
+
+    def __init__(self, args, kwargs):
+        self.args = args
+        self.kwargs = kwargs
+        self.node = None
+        self.real = None
+
+    def python_type(self):
+        return torch.autocast
+
+    def enter(self, tx):
+        from torch.amp.autocast_mode import _enter_autocast
+        cargs = [a.as_python_constant() for a in self.args]
+        ckw = {k: v.as_python_constant() for k, v in self.kwargs.items()}
+        self.real = torch.autocast(*cargs, **ckw)
+        # _enter_autocast takes torch.autocast's arguments positionally
+        cargs = [self.real.device, self.real.fast_dtype, self.real._enabled, self.real._cache_enabled]
+        self.real.__enter__()
+        tx.push_cleanup(self._real_exit)
+        self.node = tx.graph.create_node("call_function", _enter_autocast, cargs, {}, None)
+        return ConstantVariable(None)
+
+    def _real_exit(self):
+        if self.real is not None:
+            self.real.__exit__(None, None, None)
+            self.real = None
+
+    def exit(self, tx):
+        from torch.amp.autocast_mode import _exit_autocast
+        tx.graph.create_node("call_function", _exit_autocast, [self.node], {}, None)
+        tx.pop_cleanup(self._real_exit)
+        self._real_exit()
+        return ConstantVariable(None)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        unsupported(f"method {name!r} of autocast")
+
+    def call(self, tx, args, kwargs):
+        (fn,) = args
+        return _DecoratedVariable(self, fn)
+
+
+class WithExitVariable(Variable):
+    """What BEFORE_WITH pushes as the `__exit__` callable."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def call(self, tx, args, kwargs):
+        return self.ctx.exit(tx)
+
+
+def make_context_manager(tx, cls, args, kwargs):
+    """torch.no_grad() and friends called in the frame; None when `cls` isn't one of them."""
+    if cls is torch.no_grad:
+        return GradModeVariable(False)
+    if cls is torch.enable_grad:
+        return GradModeVariable(True)
+    if cls is torch.set_grad_enabled:
+        (mode,) = args
+        var = GradModeVariable(bool(mode.as_python_constant()))
+        # set_grad_enabled(False) as a plain call takes effect at once
+        var.enter(tx)
+        return var
+    if cls in (torch.autocast, torch.amp.autocast) or cls is getattr(torch.cpu.amp, "autocast", None):
+        if cls is not torch.autocast and cls is not torch.amp.autocast:
+            args = [ConstantVariable("cpu"), *args]
+        return AutocastVariable(list(args), dict(kwargs))
+    if cls is torch.inference_mode:
+        unsupported("torch.inference_mode() inside a compiled frame",
+                    hint="call the compiled function inside inference_mode instead")
+    return None
+
+
+def wrap_context_object(tx, value, source):
+    """A real no_grad()/enable_grad() object read from outside (e.g. a decorator's closure)."""
+    if isinstance(value, torch.no_grad):
+        return GradModeVariable(False)
+    if isinstance(value, torch.enable_grad):
+        return GradModeVariable(True)
+    return None

@@ -1,0 +1,1 @@
+"""Small models used by the demo, the tests and the benchmarks (random weights, no downloads)."""

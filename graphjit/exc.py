@@ -1,0 +1,37 @@
+"""Errors graphjit raises, each carrying the reason string users see in explain() and the logs."""
+
+
+class Unsupported(RuntimeError):
+    """Something in the traced code can't be captured (yet).
+
+    Carries the reason, the user's file:line where it happened, the source line and a hint. With
+    fullgraph=True it reaches the user; otherwise the frame runs eagerly and explain() reports it.
+    """
+
+    def __init__(self, reason, *, hint=None, filename=None, lineno=None):
+        self.reason = reason
+        self.hint = hint
+        self.filename = filename
+        self.lineno = lineno
+        super().__init__(reason)
+
+    @property
+    def source_line(self):
+        if not (self.filename and self.lineno):
+            return None
+        import linecache
+        return linecache.getline(self.filename, self.lineno).strip() or None
+
+    def __str__(self):
+        parts = [self.reason]
+        if self.filename:
+            parts.append(f"  at {self.filename}:{self.lineno}")
+            if self.source_line:
+                parts.append(f"    {self.source_line}")
+        if self.hint:
+            parts.append(f"  hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class RecompileLimitExceeded(RuntimeError):
+    pass

@@ -1,0 +1,26 @@
+"""GRAPHJIT_LOGS=graph_breaks,recompiles,guards,bytecode,graph prints those artifacts to stderr.
+
+Each artifact is a name; `enabled(name)` is cheap, so call sites check it before building a long string.
+"""
+import sys
+
+from . import config
+
+ARTIFACTS = ("graph_breaks", "recompiles", "guards", "bytecode", "graph", "output_code", "fusion")
+
+
+def enabled_set():
+    names = {n.strip() for n in config.logs.split(",") if n.strip()}
+    if "all" in names:
+        return set(ARTIFACTS)
+    return names
+
+
+def enabled(artifact):
+    return artifact in enabled_set()
+
+
+def log(artifact, text):
+    """Print `text` under a header naming the artifact, if that artifact is enabled."""
+    if enabled(artifact):
+        print(f"[graphjit:{artifact}] {text}", file=sys.stderr)
