@@ -33,5 +33,13 @@ class Unsupported(RuntimeError):
         return "\n".join(parts)
 
 
-class RecompileLimitExceeded(RuntimeError):
-    pass
+class UserError(Unsupported):
+    """A Python exception the traced code itself raises (KeyError from a dict, AttributeError, raise ...).
+
+    The interpreter delivers it to the frame's own except/finally handlers; if none catches it, the
+    frame runs eagerly, where CPython raises it for real.
+    """
+
+    def __init__(self, exc, hint=None):
+        self.exc = exc
+        super().__init__(f"{type(exc).__name__}: {exc}", hint=hint)

@@ -113,11 +113,18 @@ def build_entry(fn, guards, body, namespace, kind="entry"):
     return entry
 
 
-def graph_call_body(input_sources, compiled, return_expr):
+def graph_call_body(input_sources, compiled, replay, return_expr):
+    """Call the graph, apply the recorded side effects, return. The return value is built before the
+    effects are applied when it reads state they change (it was computed from the traced values)."""
     body = []
     if compiled is not None:
         body.append(f"__gj_out = __gj_graph({', '.join(s.expr() for s in input_sources)})")
-    body.append(f"return {return_expr}")
+    if replay:
+        body.append(f"__gj_ret = {return_expr}")
+        body += replay
+        body.append("return __gj_ret")
+    else:
+        body.append(f"return {return_expr}")
     return body
 
 

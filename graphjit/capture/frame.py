@@ -157,6 +157,7 @@ def translate(fn, options, args, kwargs):
         result = tracer.trace(args, kwargs)
         cg = ReturnCodegen(namespace)
         return_expr = cg.expr(result)
+        replay = tracer.side_effects.replay_lines(cg)
         gm, sources, example_inputs = tracer.graph.finish(cg.output_nodes)
         record.op_count = tracer.graph.op_count()
         compiled = None
@@ -177,7 +178,7 @@ def translate(fn, options, args, kwargs):
     logs.log("guards", f"guards of {fn.__code__.co_qualname}:\n  " + "\n  ".join(record.guards))
     namespace.update(entry_namespace(fn, tracer.guards))
     namespace["__gj_graph"] = compiled
-    entry = build_entry(fn, tracer.guards, graph_call_body(sources, compiled, return_expr), namespace)
+    entry = build_entry(fn, tracer.guards, graph_call_body(sources, compiled, replay, return_expr), namespace)
     reporter = build_guard_reporter(fn, tracer.guards, dict(namespace))
     record.seconds = time.perf_counter() - start
     _record(record)

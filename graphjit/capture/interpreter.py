@@ -17,10 +17,11 @@ import sys
 import torch
 
 from .. import config
-from ..exc import Unsupported
-from . import bytecode
+from ..exc import Unsupported, UserError
+from .bytecode import reader as bytecode  # TODO: use the package API once it re-exports
 from .graph import OutputGraph
 from .guards import GuardSet
+from .side_effects import SideEffects
 from .sources import LocalSource, GlobalSource, ItemSource, ObjectSource, ClosureSource
 from .variables.base import Variable, ConstantVariable, NULL, NullVariable, NotConstant, unsupported
 from .variables.builder import wrap
@@ -74,13 +75,13 @@ class FrameState:
         else:
             self.stack.extend([fn, NULL])
 
-    def zero_arg_super(self):
+    def zero_arg_super(self, tx):
         cell = self.cells.get("__class__")
         if cell is None or self.code.co_argcount == 0:
             unsupported("super() without arguments outside a method")
         first = self.code.co_varnames[0]
         obj = self.cells[first].contents if first in self.cells else self.locals[first]
-        return cell.load(None).as_python_constant(), obj
+        return cell.load(tx).as_python_constant(), obj
 
     def location(self):
         line = self.current.lineno if self.current is not None else self.code.co_firstlineno
@@ -92,6 +93,64 @@ class _Return:
         self.value = value
 
 
+class _Yield(_Return):
+    pass
+
+
+@functools.lru_cache(maxsize=4096)
+def exception_table_of(code):
+    return bytecode.exception_table(code)
+
+
+class GeneratorVariable(Variable):
+    """A generator made in the trace: its frame is resumed on each next(), so code after a yield runs
+    when the consumer asks for the next value, exactly as in CPython."""
+
+    def __init__(self, frame):
+        self.frame = frame
+        self.started = False
+        self.done = False
+
+    def python_type(self):
+        import types
+        return types.GeneratorType
+
+    def next(self, tx):
+        if self.done:
+            return None
+        if self.started:
+            self.frame.push(ConstantVariable(None))   # the value of the `yield` expression
+        self.started = True
+        result = tx.run_frame(self.frame)
+        if isinstance(result, _Yield):
+            return result.value
+        self.done = True
+        return None
+
+    def unpack(self, tx):
+        items = []
+        while (value := self.next(tx)) is not None:
+            items.append(value)
+        return items
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "close":
+            self.done = True
+            return ConstantVariable(None)
+        if name == "__next__":
+            value = self.next(tx)
+            if value is None:
+                raise UserError(StopIteration())
+            return value
+        if name == "__iter__":
+            return self
+        unsupported(f"generator.{name}()")
+
+    def getattr(self, tx, name):
+        from .variables.base import MethodOf
+        return MethodOf(self, name)
+
+
 class Tracer:
     """One capture of one frame: the graph, the guards, and the stack of frames being interpreted."""
 
@@ -100,6 +159,8 @@ class Tracer:
         self.graph = OutputGraph()
         self.guards = GuardSet()
         self.tensor_vars = {}       # id(real tensor) -> TensorVariable (aliasing)
+        self.object_vars = {}       # id(real mutable object) -> its Variable, so mutations are shared
+        self.side_effects = SideEffects()
         self.keepalive = []
         self.frames = []
         self.instruction_count = 0
@@ -114,9 +175,14 @@ class Tracer:
         self._guard_global_state()
         fn = self.fn
         code = fn.__code__
-        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
         bound.apply_defaults()
         local_vars = {name: wrap(self, value, LocalSource(name)) for name, value in bound.arguments.items()}
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            # **kwargs is a new dict made by the call: the frame may mutate it freely
+            varkw = code.co_varnames[code.co_argcount + code.co_kwonlyargcount +
+                                     bool(code.co_flags & inspect.CO_VARARGS)]
+            local_vars[varkw].source = None
         cells = {}
         for name in code.co_cellvars:
             cells[name] = CellVariable(local_vars.pop(name)) if name in local_vars else CellVariable()
@@ -124,7 +190,10 @@ class Tracer:
             cells[name] = CellVariable(real_cell=cell, source=ClosureSource(i, name))
         frame = FrameState(code, fn.__globals__, local_vars, cells)
         try:
-            return self.run_frame(frame)
+            result = self.run_frame(frame)
+            if isinstance(result, _Yield):
+                unsupported("compiling a generator function")
+            return result.value
         finally:
             self.run_cleanups()
 
@@ -186,12 +255,12 @@ class Tracer:
         for name, cell in zip(code.co_freevars, closure):
             cells[name] = cell
         frame = FrameState(code, f_globals, bound, cells, parent=self.current_frame, generator=generator)
-        result = self.run_frame(frame)
         if generator:
-            return IteratorVariable(frame.generator_values)
-        return result
+            return GeneratorVariable(frame)
+        return self.run_frame(frame).value
 
     def run_frame(self, frame):
+        """Run until RETURN_VALUE (returns _Return) or, in a generator, YIELD_VALUE (returns _Yield)."""
         self.frames.append(frame)
         try:
             instructions = frame.instructions
@@ -205,9 +274,14 @@ class Tracer:
                 handler = HANDLERS.get(inst.opname)
                 if handler is None:
                     unsupported(f"instruction {inst.opname} is not supported yet")
-                result = handler(self, frame, inst)
+                try:
+                    result = handler(self, frame, inst)
+                except UserError as e:
+                    if not self.deliver_exception(frame, e):
+                        raise
+                    continue
                 if result is not None:
-                    return result.value
+                    return result
         except Unsupported as e:
             if e.filename is None:
                 e.filename, e.lineno = frame.location()
@@ -220,8 +294,25 @@ class Tracer:
         finally:
             self.frames.pop()
 
+    def deliver_exception(self, frame, error):
+        """Jump to the frame's handler for the instruction that raised, as CPython's exception table says."""
+        index = frame.ip - 1
+        for entry in exception_table_of(frame.code):
+            if entry.start <= index < entry.end:
+                del frame.stack[entry.depth:]
+                if entry.lasti:
+                    frame.push(ConstantVariable(index))
+                frame.push(ConstantVariable(error.exc))
+                frame.ip = entry.target
+                return True
+        return False
+
     # ---- helpers used by handlers ----
     def load_global(self, frame, name):
+        if frame.f_globals is self.root_globals:
+            pending = self.side_effects.pending_global(name)
+            if pending is not None:
+                return pending
         if name in frame.f_globals:
             value = frame.f_globals[name]
             if frame.f_globals is self.root_globals:
@@ -329,6 +420,21 @@ def _store_attr(tx, f, inst):
     obj = f.pop()
     value = f.pop()
     obj.setattr(tx, inst.argval, value)
+
+
+@handles("DELETE_ATTR")
+def _delete_attr(tx, f, inst):
+    obj = f.pop()
+    if not hasattr(obj, "delattr"):
+        unsupported(f"deleting attribute {inst.argval!r} of {obj}")
+    obj.delattr(tx, inst.argval)
+
+
+@handles("STORE_GLOBAL")
+def _store_global(tx, f, inst):
+    if f.f_globals is not tx.root_globals:
+        unsupported(f"assigning global {inst.argval!r} of another module")
+    tx.side_effects.store_global(inst.argval, f.pop())
 
 
 @handles("PUSH_NULL")
@@ -561,13 +667,13 @@ def _unpack_ex(tx, f, inst):
 @handles("GET_ITER")
 def _get_iter(tx, f, inst):
     value = f.pop()
-    f.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(tx)))
+    f.push(value if hasattr(value, "next") else IteratorVariable(value.unpack(tx)))
 
 
 @handles("FOR_ITER")
 def _for_iter(tx, f, inst):
     iterator = f.stack[-1]
-    if not isinstance(iterator, IteratorVariable):
+    if not hasattr(iterator, "next"):
         unsupported(f"FOR_ITER over {iterator}")
     value = iterator.next(tx)
     if value is None:
@@ -685,8 +791,12 @@ def _return_generator(tx, f, inst):
 def _yield_value(tx, f, inst):
     if f.generator_values is None:
         unsupported("yield outside an inlined generator")
-    f.generator_values.append(f.pop())
-    f.push(ConstantVariable(None))
+    return _Yield(f.pop())
+
+
+@handles("GET_YIELD_FROM_ITER")
+def _get_yield_from_iter(tx, f, inst):
+    unsupported("`yield from` is not supported yet", hint="use `for v in it: yield v`")
 
 
 @handles("IMPORT_NAME")
@@ -703,16 +813,59 @@ def _import_from(tx, f, inst):
 
 @handles("RAISE_VARARGS")
 def _raise(tx, f, inst):
-    detail = ""
-    if inst.argval and f.stack:
-        exc = f.stack[-1]
-        detail = f": {exc}"
-    unsupported(f"raise{detail} (exceptions raised in the frame run it eagerly)")
+    if inst.argval == 0:
+        unsupported("bare `raise` re-raising the current exception")
+    if inst.argval == 2:
+        f.pop()   # the cause of `raise X from Y`
+    exc = f.pop()
+    try:
+        value = exc.as_python_constant()
+    except NotConstant:
+        unsupported(f"raising {exc}")
+    if isinstance(value, type) and issubclass(value, BaseException):
+        value = value()
+    if not isinstance(value, BaseException):
+        unsupported(f"raising a non-exception {value!r}")
+    raise UserError(value)
 
 
 @handles("LOAD_ASSERTION_ERROR")
 def _assertion(tx, f, inst):
-    unsupported("assertion failed while tracing")
+    f.push(ConstantVariable(AssertionError))
+
+
+@handles("PUSH_EXC_INFO")
+def _push_exc_info(tx, f, inst):
+    exc = f.pop()
+    f.push(ConstantVariable(None))    # the previously handled exception (none while tracing)
+    f.push(exc)
+
+
+@handles("POP_EXCEPT")
+def _pop_except(tx, f, inst):
+    f.pop()
+
+
+@handles("CHECK_EXC_MATCH")
+def _check_exc_match(tx, f, inst):
+    types_ = f.pop().as_python_constant()
+    exc = f.stack[-1].as_python_constant()
+    f.push(ConstantVariable(isinstance(exc, types_)))
+
+
+@handles("RERAISE")
+def _reraise(tx, f, inst):
+    exc = f.pop()
+    if inst.argval:
+        f.pop()
+    raise UserError(exc.as_python_constant())
+
+
+@handles("WITH_EXCEPT_START")
+def _with_except_start(tx, f, inst):
+    exc = f.stack[-1].as_python_constant()
+    exit_fn = f.stack[-4]
+    f.push(exit_fn.call(tx, [ConstantVariable(type(exc)), ConstantVariable(exc), ConstantVariable(None)], {}))
 
 
 @handles("CALL_INTRINSIC_1")

@@ -112,10 +112,13 @@ class ConstantVariable(Variable):
 
     def getattr(self, tx, name):
         from .builder import wrap_constant_result
+        from .builtins import AttributeMissing
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
-            raise Unsupported(f"{type(self.value).__name__} has no attribute {name!r}") from e
+            raise AttributeMissing(str(e)) from e
+        if callable(attr) and getattr(attr, "__self__", None) is self.value and not isinstance(self.value, type):
+            return MethodOf(self, name)      # e.g. "abc".upper: folded when called on constants
         return wrap_constant_result(tx, attr)
 
     def call_method(self, tx, name, args, kwargs):

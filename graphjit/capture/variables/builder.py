@@ -48,6 +48,23 @@ def wrap(tx, value, source):
     """The Variable for `value` read from `source` (guards added to tx.guards)."""
     if isinstance(value, torch.Tensor):
         return wrap_tensor(tx, value, source)
+    if type(value) in _CONSTANT_TYPES or isinstance(value, _TORCH_CONSTANT_TYPES):
+        return _wrap_uncached(tx, value, source)
+    # one Variable per mutable object, so a mutation made through one path is seen through all
+    known = tx.object_vars.get(id(value))
+    if known is not None and source is not None:
+        if known.source is not None and known.source != source:
+            tx.guards.add(2, f"{source.expr()} is {known.source.expr()}")
+        return known
+    var = _wrap_uncached(tx, value, source)
+    if source is not None and isinstance(value, (list, dict, torch.nn.Module)) or \
+            type(var).__name__ == "UserObjectVariable" and source is not None:
+        tx.object_vars[id(value)] = var
+        tx.keepalive.append(value)
+    return var
+
+
+def _wrap_uncached(tx, value, source):
     if type(value) in _CONSTANT_TYPES:
         if source is not None:
             tx.guards.add_equals(source, value)
@@ -176,9 +193,10 @@ _CALLABLE_TABLE = [
     (lambda v: isinstance(v, types.FunctionType), _make("functions.UserFunctionVariable"), "id"),
     (lambda v: isinstance(v, types.MethodType), _make("functions.BoundMethodVariable"), None),
     (lambda v: isinstance(v, functools.partial), _make("functions.PartialVariable"), "type"),
-    (lambda v: isinstance(v, (types.BuiltinFunctionType, types.BuiltinMethodType)) and
-     getattr(v, "__self__", None) in (None, builtins, math, operator) or
-     isinstance(v, (operator.itemgetter, operator.attrgetter)), _make("builtins.BuiltinVariable"), "id"),
+    (lambda v: isinstance(v, types.BuiltinFunctionType) and
+     (getattr(v, "__self__", None) is None or isinstance(v.__self__, types.ModuleType)) or
+     isinstance(v, (operator.itemgetter, operator.attrgetter, operator.methodcaller)),
+     _make("builtins.BuiltinVariable"), "id"),
     (lambda v: isinstance(v, type), _make("objects.ClassVariable"), "id"),
     (lambda v: isinstance(v, (torch.no_grad, torch.enable_grad)),
      lambda tx, v, s: __import__("graphjit.capture.variables.torchvars", fromlist=["x"]).wrap_context_object(tx, v, s),

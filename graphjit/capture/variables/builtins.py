@@ -3,20 +3,24 @@
 One table maps each builtin to its handler; pure functions applied to constants are simply evaluated.
 """
 import builtins
+import functools
 import math
 import operator
 
 import torch
 
-from ...exc import Unsupported
+from ...exc import Unsupported, UserError
 from .base import Variable, ConstantVariable, NotConstant, unsupported, BINARY_OPS, COMPARE_OPS
 from .containers import (BaseListVariable, TupleVariable, ListVariable, DictVariable, SetVariable,
                          ListIteratorLike, IteratorVariable, SliceVariable, SizeVariable, NamedTupleVariable)
 from .tensor import TensorVariable, record
 
 
-class AttributeMissing(Unsupported):
-    """The attribute really does not exist (getattr with a default / hasattr may catch this)."""
+class AttributeMissing(UserError):
+    """The attribute really does not exist (getattr with a default / hasattr / except may catch it)."""
+
+    def __init__(self, message):
+        super().__init__(AttributeError(message))
 
 
 def constants(*vars_):
@@ -364,18 +368,18 @@ def b_set(tx, iterable=None):
 
 
 def b_iter(tx, iterable):
-    if isinstance(iterable, IteratorVariable):
+    if hasattr(iterable, "next"):
         return iterable
     return IteratorVariable(iterable.unpack(tx))
 
 
 def b_next(tx, iterator, default=None):
-    if not isinstance(iterator, IteratorVariable):
+    if not hasattr(iterator, "next"):
         unsupported(f"next() on {iterator}")
     value = iterator.next(tx)
     if value is None:
         if default is None:
-            unsupported("StopIteration raised by next()")
+            raise UserError(StopIteration())
         return default
     return value
 
@@ -403,7 +407,7 @@ def b_super(tx, *args):
     from .objects import SuperVariable
     if args:
         return SuperVariable(args[0].as_python_constant(), args[1])
-    cls, obj = tx.current_frame.zero_arg_super()
+    cls, obj = tx.current_frame.zero_arg_super(tx)
     return SuperVariable(cls, obj)
 
 
@@ -479,6 +483,16 @@ class BuiltinVariable(Variable):
         handler = BUILTIN_HANDLERS.get(self.fn)
         if isinstance(self.fn, (operator.itemgetter, operator.attrgetter)):
             return self._call_getter(tx, args)
+        if isinstance(self.fn, operator.methodcaller):
+            ctor, rargs = self.fn.__reduce__()[:2]
+            if isinstance(ctor, functools.partial):   # methodcaller with keywords
+                name, margs, mkw = ctor.args[0], rargs, ctor.keywords
+            else:
+                name, *margs = rargs
+                mkw = {}
+            from .builder import wrap_constant_result
+            return args[0].call_method(tx, name, [wrap_constant_result(tx, a) for a in margs],
+                                       {k: wrap_constant_result(tx, v) for k, v in (mkw or {}).items()})
         if handler is not None:
             try:
                 return handler(tx, *args, **kwargs)
@@ -526,4 +540,7 @@ class SlotMethodVariable(Variable):
             return ConstantVariable(None)
         if self.name == "__setattr__":
             return b_setattr(tx, self.obj, *args)
-        return self.obj.call_method(tx, self.name, args, kwargs)
+        if self.name in ("__getattribute__", "__getattr__"):
+            return self.obj.getattr(tx, args[0].as_python_constant())
+        owner = getattr(self.descriptor, "__objclass__", object)
+        unsupported(f"C method {owner.__name__}.{self.name} on {self.obj}")

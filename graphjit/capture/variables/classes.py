@@ -67,7 +67,9 @@ def _user_class(tx, cls, args, kwargs):
     if issubclass(cls, torch.nn.Module):
         unsupported(f"creating an nn.Module ({cls.__name__}) inside a compiled frame")
     if issubclass(cls, BaseException):
-        unsupported(f"creating exception {cls.__name__}")
+        if all_constant(args, kwargs):
+            return ConstantVariable(cls(*constants(*args)))
+        unsupported(f"creating exception {cls.__name__} from non-constant arguments")
     new = _class_lookup(cls, "__new__")
     if new is not _MISSING and new is not object.__new__ and not isinstance(new, staticmethod):
         unsupported(f"{cls.__name__} defines __new__")
@@ -87,7 +89,19 @@ def _partial(tx, cls, args, kwargs):
     return PartialVariable(args[0], args[1:], kwargs)
 
 
+def _fold_constructor(tx, cls, args, kwargs):
+    """C classes with only constant arguments (operator.itemgetter('a'), exceptions ...): build them now."""
+    if not all_constant(args, kwargs):
+        return None
+    from .builder import wrap
+    value = cls(*constants(*args), **{k: v.as_python_constant() for k, v in kwargs.items()})
+    return wrap(tx, value, None)
+
+
 _CONSTRUCTORS = [
+    (lambda c: getattr(c, "__module__", None) in ("operator", "builtins") and issubclass(c, BaseException)
+     if isinstance(c, type) else False, lambda tx, c, a, k: ConstantVariable(c(*constants(*a)))),
+    (lambda c: getattr(c, "__module__", None) == "operator", _fold_constructor),
     (lambda c: c is functools.partial, _partial),
     (lambda c: c in BUILTIN_HANDLERS, _builtin),
     (lambda c: c is torch.Size, _size),

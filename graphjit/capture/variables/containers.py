@@ -43,8 +43,9 @@ class BaseListVariable(Variable):
             return self.new(self.items[idx])
         try:
             return self.items[idx]
-        except IndexError:
-            unsupported(f"index {idx} out of range for {self}")
+        except IndexError as e:
+            from ...exc import UserError
+            raise UserError(e)
 
     def new(self, items):
         """A value of the same kind, built in the frame (no source)."""
@@ -164,42 +165,40 @@ class ListVariable(BaseListVariable):
     python_cls = list
     mutable = True
 
-    def _check_mutable(self):
-        if self.source is not None:
-            unsupported("mutating a list that came from outside the compiled frame",
-                        hint="side effects on inputs are captured once graph breaks land; copy the list first")
+    def _check_mutable(self, tx):
+        tx.side_effects.mark_mutated(self)
 
     def method_append(self, tx, value):
-        self._check_mutable()
+        self._check_mutable(tx)
         self.items.append(value)
         return ConstantVariable(None)
 
     def method_extend(self, tx, values):
-        self._check_mutable()
+        self._check_mutable(tx)
         self.items.extend(values.unpack(tx))
         return ConstantVariable(None)
 
     def method_insert(self, tx, index, value):
-        self._check_mutable()
+        self._check_mutable(tx)
         self.items.insert(index.as_python_constant(), value)
         return ConstantVariable(None)
 
     def method_pop(self, tx, index=None):
-        self._check_mutable()
+        self._check_mutable(tx)
         return self.items.pop(-1 if index is None else index.as_python_constant())
 
     def method_remove(self, tx, value):
-        self._check_mutable()
+        self._check_mutable(tx)
         self.items.pop(self.method_index(tx, value).value)
         return ConstantVariable(None)
 
     def method_clear(self, tx):
-        self._check_mutable()
+        self._check_mutable(tx)
         self.items.clear()
         return ConstantVariable(None)
 
     def method_reverse(self, tx):
-        self._check_mutable()
+        self._check_mutable(tx)
         self.items.reverse()
         return ConstantVariable(None)
 
@@ -207,13 +206,13 @@ class ListVariable(BaseListVariable):
         return ListVariable(self.items)
 
     def method_sort(self, tx, key=None, reverse=None):
-        self._check_mutable()
+        self._check_mutable(tx)
         from .builtins import sorted_items
         self.items[:] = sorted_items(tx, self.items, key, reverse)
         return ConstantVariable(None)
 
     def method___setitem__(self, tx, index, value):
-        self._check_mutable()
+        self._check_mutable(tx)
         idx = index.as_python_constant()
         if isinstance(idx, slice):
             self.items[idx] = value.unpack(tx)
@@ -222,13 +221,18 @@ class ListVariable(BaseListVariable):
         return ConstantVariable(None)
 
     def method___delitem__(self, tx, index):
-        self._check_mutable()
+        self._check_mutable(tx)
         del self.items[index.as_python_constant()]
         return ConstantVariable(None)
 
     def method___iadd__(self, tx, other):
         self.method_extend(tx, other)
         return self
+
+    def reconstruct(self, cg):
+        if self.source is not None:   # mutations (if any) are replayed on the real list first
+            return self.source.expr()
+        return super().reconstruct(cg)
 
 
 class DictVariable(Variable):
@@ -255,15 +259,14 @@ class DictVariable(Variable):
     def truth(self, tx):
         return bool(self.items)
 
-    def _check_mutable(self):
-        if self.source is not None:
-            unsupported("mutating a dict that came from outside the compiled frame",
-                        hint="side effects on inputs are captured once graph breaks land; copy the dict first")
+    def _check_mutable(self, tx):
+        tx.side_effects.mark_mutated(self)
 
     def getitem(self, tx, key):
         k = constant_key(tx, key)
         if k not in self.items:
-            unsupported(f"KeyError: {k!r}")
+            from ...exc import UserError
+            raise UserError(KeyError(k))
         return self.items[k]
 
     def call_method(self, tx, name, args, kwargs):
@@ -298,26 +301,26 @@ class DictVariable(Variable):
                                 "dict_items")
 
     def method___setitem__(self, tx, key, value):
-        self._check_mutable()
+        self._check_mutable(tx)
         k = constant_key(tx, key)
         self.items[k] = value
         self.key_vars[k] = key
         return ConstantVariable(None)
 
     def method___delitem__(self, tx, key):
-        self._check_mutable()
+        self._check_mutable(tx)
         del self.items[constant_key(tx, key)]
         return ConstantVariable(None)
 
     def method_setdefault(self, tx, key, default=None):
-        self._check_mutable()
+        self._check_mutable(tx)
         k = constant_key(tx, key)
         if k not in self.items:
             self.items[k] = default if default is not None else ConstantVariable(None)
         return self.items[k]
 
     def method_pop(self, tx, key, default=None):
-        self._check_mutable()
+        self._check_mutable(tx)
         k = constant_key(tx, key)
         if k in self.items:
             return self.items.pop(k)
@@ -326,7 +329,7 @@ class DictVariable(Variable):
         return default
 
     def method_update(self, tx, other=None, **kwargs):
-        self._check_mutable()
+        self._check_mutable(tx)
         if other is not None:
             self.merge(tx, other)
         for k, v in kwargs.items():
@@ -334,7 +337,10 @@ class DictVariable(Variable):
         return ConstantVariable(None)
 
     def merge(self, tx, other):
-        if isinstance(other, DictVariable):
+        if isinstance(other, ConstantVariable) and isinstance(other.value, dict):
+            for k, v in other.value.items():
+                self.items[k] = ConstantVariable(v)
+        elif isinstance(other, DictVariable):
             self.items.update(other.items)
             self.key_vars.update(other.key_vars)
         else:
@@ -346,7 +352,7 @@ class DictVariable(Variable):
         return DictVariable(self.items, python_cls=self.python_cls)
 
     def method_clear(self, tx):
-        self._check_mutable()
+        self._check_mutable(tx)
         self.items.clear()
         return ConstantVariable(None)
 
@@ -372,17 +378,17 @@ class SetVariable(DictVariable):
         return set(self.items)
 
     def method_add(self, tx, value):
-        self._check_mutable()
+        self._check_mutable(tx)
         self.items[constant_key(tx, value)] = ConstantVariable(None)
         return ConstantVariable(None)
 
     def method_discard(self, tx, value):
-        self._check_mutable()
+        self._check_mutable(tx)
         self.items.pop(constant_key(tx, value), None)
         return ConstantVariable(None)
 
     def method_update(self, tx, *others):
-        self._check_mutable()
+        self._check_mutable(tx)
         for other in others:
             for v in other.unpack(tx):
                 self.items[constant_key(tx, v)] = ConstantVariable(None)

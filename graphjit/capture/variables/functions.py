@@ -1,5 +1,6 @@
 """Functions and closures (inlined), bound methods, functools.partial, and cells."""
 import inspect
+import types
 
 from ...exc import Unsupported
 from ..sources import AttrSource, ItemSource
@@ -76,8 +77,9 @@ class CellVariable(Variable):
 
     def store(self, tx, value):
         if self.real_cell is not None:
-            unsupported("assigning to a nonlocal variable of a function outside the compiled frame",
-                        hint="side effects on closures are captured once graph breaks land")
+            if self.source is None:
+                unsupported("assigning to a nonlocal variable of a function with no source")
+            tx.side_effects.store_cell(self, value)
         self.contents = value
 
 
@@ -96,8 +98,17 @@ class BaseFunctionVariable(Variable):
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.get_function_like(), name, None))
+        if name == "__code__":
+            return ConstantVariable(self.get_code())
         if name == "__get__":
             return _GetMethod(self)
+        fn = self.get_function_like()
+        if isinstance(fn, types.FunctionType) and name in getattr(fn, "__dict__", {}):
+            from .builder import wrap
+            return wrap(tx, fn.__dict__[name], AttrSource(self.source, name) if self.source is not None else None)
+        from .builtins import AttributeMissing
+        if isinstance(fn, types.FunctionType) and not hasattr(fn, name):
+            raise AttributeMissing(f"function {fn.__qualname__!r} has no attribute {name!r}")
         unsupported(f"attribute {name!r} of a function")
 
 

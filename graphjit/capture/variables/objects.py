@@ -63,6 +63,9 @@ class NNModuleVariable(ObjectLikeVariable):
     def getattr(self, tx, name):
         from .builder import wrap
         m = self.module
+        found, value = tx.side_effects.pending_attr(m, name)
+        if found:
+            return value
         d = _instance_dict(m)
         for owner in ("_parameters", "_buffers", "_modules"):
             table = d.get(owner, {})
@@ -79,8 +82,17 @@ class NNModuleVariable(ObjectLikeVariable):
         return self.class_attribute(tx, name)
 
     def setattr(self, tx, name, value):
-        unsupported(f"assigning attribute {name!r} of an nn.Module inside the compiled frame",
-                    hint="module state changes are captured once side effects land (graph-break issue)")
+        if isinstance(value, NNModuleVariable) or name in self.module._modules:
+            unsupported(f"assigning submodule {name!r} inside the compiled frame")
+        if self.source is None:
+            unsupported(f"assigning attribute {name!r} of a module with no source")
+        tx.side_effects.store_attr(self, self.module, name, value)
+
+    def delattr(self, tx, name):
+        tx.side_effects.delete_attr(self, self.module, name)
+
+    def identity_key(self):
+        return ("object", id(self.module))
 
     def call(self, tx, args, kwargs):
         self.guard_no_hooks(tx)
@@ -208,6 +220,10 @@ class UserObjectVariable(ObjectLikeVariable):
         from .builder import wrap
         if name in self.attrs:
             return self.attrs[name]
+        if not self.is_new:
+            found, value = tx.side_effects.pending_attr(self.value, name)
+            if found:
+                return value
         if name == "__class__":
             return ClassVariable(self.cls)
         if name == "__dict__" and self.is_new:
@@ -222,11 +238,26 @@ class UserObjectVariable(ObjectLikeVariable):
                 tx.guards.add(3, f"not hasattr({self.source.expr()}, {name!r})")
         return self.class_attribute(tx, name)
 
+    def identity_key(self):
+        return ("object", id(self.value) if not self.is_new else id(self))
+
+    def delattr(self, tx, name):
+        if self.is_new:
+            if name not in self.attrs:
+                raise AttributeMissing(name)
+            del self.attrs[name]
+        else:
+            tx.side_effects.delete_attr(self, self.value, name)
+
     def setattr(self, tx, name, value):
-        if not self.is_new:
-            unsupported(f"assigning attribute {name!r} of an object from outside the compiled frame",
-                        hint="side effects on inputs are captured once graph breaks land")
         descriptor = _class_lookup(self.cls, name)
+        if not self.is_new and not (isinstance(descriptor, property) and descriptor.fset is not None):
+            if descriptor is not _MISSING and hasattr(descriptor, "__set__"):
+                unsupported(f"assigning {name!r} through a {type(descriptor).__name__} descriptor")
+            if self.source is None:
+                unsupported(f"assigning attribute {name!r} of an object with no source")
+            tx.side_effects.store_attr(self, self.value, name, value)
+            return
         if isinstance(descriptor, property) and descriptor.fset is not None:
             from .builder import wrap
             wrap(tx, descriptor.fset, None).call(tx, [self, value], {})

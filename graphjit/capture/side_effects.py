@@ -1,0 +1,85 @@
+"""Mutations of Python state made during a captured region, replayed after the graph runs.
+
+Reads during the trace see the pending values; the entry function applies the final values after the
+graph call, in the order they were first made. If the graph raises, nothing has been applied yet, so a
+failure never leaves state half-applied.
+
+    self.calls += 1          ->  setattr(self, 'calls', 4)            (attribute store on an input object)
+    cfg_list.append(t)       ->  cfg_list[:] = [..., __gj_out[0]]     (outside list mutated in place)
+    global STEP; STEP += 1   ->  __gj_G['STEP'] = 8
+"""
+from .variables.base import unsupported
+
+_DELETED = object()
+
+
+class SideEffects:
+    def __init__(self):
+        self.attr_stores = {}        # (id(obj), name) -> (obj_var, value_var or _DELETED)
+        self.global_stores = {}      # name -> value_var
+        self.cell_stores = {}        # id(cell) -> (cell_var, value_var)
+        self.mutated = {}            # id(var) -> container Variable with a source, mutated in place
+        self.keepalive = []
+
+    # ---- attributes of objects that came from outside ----
+    def store_attr(self, obj_var, real_obj, name, value):
+        self.keepalive.append(real_obj)
+        self.attr_stores[(id(real_obj), name)] = (obj_var, value)
+
+    def delete_attr(self, obj_var, real_obj, name):
+        self.attr_stores[(id(real_obj), name)] = (obj_var, _DELETED)
+
+    def pending_attr(self, real_obj, name):
+        """(found, value Variable) for an attribute stored earlier in the trace."""
+        hit = self.attr_stores.get((id(real_obj), name))
+        if hit is None:
+            return False, None
+        if hit[1] is _DELETED:
+            from .variables.builtins import AttributeMissing
+            raise AttributeMissing(f"attribute {name!r} was deleted")
+        return True, hit[1]
+
+    # ---- globals and closure cells ----
+    def store_global(self, name, value):
+        self.global_stores[name] = value
+
+    def pending_global(self, name):
+        return self.global_stores.get(name)
+
+    def store_cell(self, cell_var, value):
+        self.cell_stores[id(cell_var)] = (cell_var, value)
+
+    # ---- containers read from outside, mutated in place ----
+    def mark_mutated(self, container_var):
+        if container_var.source is None:
+            return
+        self.mutated[id(container_var)] = container_var
+
+    def is_empty(self):
+        return not (self.attr_stores or self.global_stores or self.cell_stores or self.mutated)
+
+    # ---- codegen ----
+    def replay_lines(self, cg):
+        """Python lines applying every effect, values reconstructed through `cg` (tensors -> outputs)."""
+        lines = []
+        for var in self.mutated.values():
+            target = var.source.expr()
+            if var.python_type() in (list,):
+                lines.append(f"{target}[:] = [{', '.join(cg.expr(v) for v in var.items)}]")
+            elif issubclass(var.python_type(), dict):
+                items = ", ".join(f"{cg.expr(var.key_var(k))}: {cg.expr(v)}" for k, v in var.items.items())
+                lines.append(f"{target}.clear()")
+                lines.append(f"{target}.update({{{items}}})")
+            else:
+                unsupported(f"replaying a mutation of {var}")
+        for (_, name), (obj_var, value) in self.attr_stores.items():
+            target = obj_var.reconstruct(cg)
+            if value is _DELETED:
+                lines.append(f"delattr({target}, {name!r})")
+            else:
+                lines.append(f"setattr({target}, {name!r}, {cg.expr(value)})")
+        for name, value in self.global_stores.items():
+            lines.append(f"__gj_G[{name!r}] = {cg.expr(value)}")
+        for cell_var, value in self.cell_stores.values():
+            lines.append(f"{cell_var.source.expr()}.cell_contents = {cg.expr(value)}")
+        return lines
