@@ -182,8 +182,17 @@ def _marked(attr):
     return lambda v: getattr(v, attr, False) is True if callable(v) else False
 
 
+def _is_handled_builtin(v):
+    from .builtins import BUILTIN_HANDLERS
+    try:
+        return v in BUILTIN_HANDLERS
+    except TypeError:
+        return False
+
+
 _CALLABLE_TABLE = [
     # (check, factory, guard)
+    (_is_handled_builtin, _make("builtins.BuiltinVariable"), "id"),
     (lambda v: getattr(v, "_graphjit_compiled_fn", None) is not None, _make("functions.CompiledWrapperVariable"), "id"),
     (_marked("_graphjit_disable"), _make("functions.DisabledFunctionVariable"), "id"),
     (_marked("_graphjit_allow_in_graph"), _make("torchvars.TorchOpVariable"), "id"),
@@ -269,6 +278,16 @@ def wrap_class_attribute(tx, obj_var, cls, name, source=None):
     if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
         from .builtins import SlotMethodVariable
         return SlotMethodVariable(obj_var, name, attr)
+    if isinstance(attr, types.MemberDescriptorType):      # __slots__ attributes
+        real = getattr(obj_var, "value", None)
+        if real is None or getattr(obj_var, "is_new", False):
+            unsupported(f"slot attribute {name!r} of an object made in the frame")
+        try:
+            value = attr.__get__(real, cls)
+        except AttributeError as e:
+            from .builtins import AttributeMissing
+            raise AttributeMissing(str(e))
+        return wrap(tx, value, source)
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, tuple, type)):
         unsupported(f"descriptor {name!r} of type {type(attr).__name__}")
     return wrap(tx, attr, source)

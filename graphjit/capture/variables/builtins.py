@@ -145,6 +145,8 @@ def contains_op(tx, item, container, invert):
     if hasattr(container, "method___contains__"):
         result = container.method___contains__(tx, item)
         return ConstantVariable(result.value != invert)
+    if hasattr(container, "has_dunder") and container.has_dunder("__contains__"):
+        return ConstantVariable(container.call_dunder(tx, "__contains__", [item]).truth(tx) != invert)
     found = any(values_equal(tx, v, item) for v in container.unpack(tx))
     return ConstantVariable(found != invert)
 

@@ -63,9 +63,24 @@ def _torch_class(tx, cls, args, kwargs):
     return None
 
 
+def _module_in_frame(tx, cls, args, kwargs):
+    """nn.ReLU() and other modules without parameters or buffers, from constant arguments: built now,
+    once, and used as a constant (it behaves the same on every call)."""
+    if not all_constant(args, kwargs):
+        unsupported(f"creating {cls.__name__} inside a compiled frame from non-constant arguments")
+    module = cls(*constants(*args), **{k: v.as_python_constant() for k, v in kwargs.items()})
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        unsupported(f"creating {cls.__name__} (a module with parameters) inside a compiled frame",
+                    hint="create the module once outside the compiled function")
+    from ..sources import ObjectSource
+    from .objects import NNModuleVariable
+    tx.keepalive.append(module)
+    return NNModuleVariable(module, ObjectSource(module))
+
+
 def _user_class(tx, cls, args, kwargs):
     if issubclass(cls, torch.nn.Module):
-        unsupported(f"creating an nn.Module ({cls.__name__}) inside a compiled frame")
+        return _module_in_frame(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):
         if all_constant(args, kwargs):
             return ConstantVariable(cls(*constants(*args)))

@@ -137,6 +137,9 @@ class NamedTupleVariable(TupleVariable):
             return self.items[fields.index(name)]
         if name == "_fields":
             return ConstantVariable(fields)
+        if name in ("_replace", "_asdict", "index", "count"):
+            from .base import MethodOf
+            return MethodOf(self, name)
         from .builder import wrap_class_attribute
         return wrap_class_attribute(tx, self, self.python_cls, name)
 

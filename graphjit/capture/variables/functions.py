@@ -100,6 +100,12 @@ class BaseFunctionVariable(Variable):
             return ConstantVariable(getattr(self.get_function_like(), name, None))
         if name == "__code__":
             return ConstantVariable(self.get_code())
+        if name in ("__defaults__", "__kwdefaults__", "__wrapped__", "__dict__", "__closure__",
+                    "__annotations__", "__type_params__") and \
+                isinstance(self.get_function_like(), types.FunctionType):
+            from .builder import wrap
+            return wrap(tx, getattr(self.get_function_like(), name),
+                        AttrSource(self.source, name) if self.source is not None else None)
         if name == "__get__":
             return _GetMethod(self)
         fn = self.get_function_like()
@@ -175,6 +181,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.kwdefaults = None     # DictVariable
         self.closure = None        # TupleVariable of CellVariables
         self.annotations = None
+        self.attrs = {}            # attributes set during the trace (functools.wraps ...)
 
     def get_function_like(self):
         return self.code
@@ -186,18 +193,36 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return self.f_globals
 
     def get_defaults(self, tx):
-        return list(self.defaults.items) if self.defaults is not None else []
+        return self.defaults.unpack(tx) if self.defaults is not None else []
 
     def get_kwdefaults(self, tx):
-        return dict(self.kwdefaults.items) if self.kwdefaults is not None else {}
+        if self.kwdefaults is None:
+            return {}
+        if isinstance(self.kwdefaults, ConstantVariable):
+            return {k: ConstantVariable(v) for k, v in self.kwdefaults.value.items()}
+        return dict(self.kwdefaults.items)
 
     def get_closure(self, tx):
-        return list(self.closure.items) if self.closure is not None else []
+        return self.closure.unpack(tx) if self.closure is not None else []
 
     def getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(self.code.co_name if name == "__name__" else self.code.co_qualname)
+        if name == "__defaults__":
+            return self.defaults if self.defaults is not None else ConstantVariable(None)
+        if name == "__dict__":
+            return DictVariable(self.attrs)
+        if name == "__annotations__":
+            return self.annotations if self.annotations is not None else DictVariable({})
+        if name == "__type_params__":
+            return TupleVariable([])
         return super().getattr(tx, name)
+
+    def setattr(self, tx, name, value):
+        # functools.wraps sets __module__, __name__, __doc__, __wrapped__ ... on functions made here
+        self.attrs[name] = value
 
     def __repr__(self):
         return f"NestedFunction({self.code.co_qualname})"

@@ -127,23 +127,39 @@ class NNModuleVariable(ObjectLikeVariable):
             return [ConstantVariable(k) for k in self._children(tx)]
         if isinstance(self.module, (torch.nn.ModuleList, torch.nn.Sequential)):
             return [self._child(tx, k) for k in self._children(tx)]
-        if isinstance(self.module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
-            unsupported("iterating a ParameterList/ParameterDict")
+        if isinstance(self.module, torch.nn.ParameterList):
+            return [self.getattr(tx, k) for k in self._parameter_keys(tx)]
+        if isinstance(self.module, torch.nn.ParameterDict):
+            return [ConstantVariable(k) for k in self._parameter_keys(tx)]
         return super().unpack(tx)
+
+    def _parameter_keys(self, tx):
+        keys = tuple(self.module._parameters.keys())
+        if self.source is not None:
+            tx.guards.add_keys(AttrSource(self.source, "_parameters"), keys)
+        return keys
 
     def getitem(self, tx, index):
         idx = index.as_python_constant()
+        if isinstance(self.module, torch.nn.ParameterDict):
+            return self.getattr(tx, idx)
+        if isinstance(self.module, torch.nn.ParameterList):
+            return self.getattr(tx, self._parameter_keys(tx)[idx])
         keys = self._children(tx)
         if isinstance(self.module, torch.nn.ModuleDict):
             return self._child(tx, idx)
         if isinstance(idx, slice):
-            unsupported("slicing a ModuleList/Sequential")
+            if isinstance(self.module, torch.nn.Sequential):
+                unsupported("slicing an nn.Sequential (a new module)")
+            return TupleVariable([self._child(tx, k) for k in keys[idx]])
         return self._child(tx, keys[idx])
 
     def call_method(self, tx, name, args, kwargs):
         m = self.module
         if name == "__len__" or (name == "__getitem__"):
             if name == "__len__":
+                if isinstance(m, (torch.nn.ParameterList, torch.nn.ParameterDict)):
+                    return ConstantVariable(len(self._parameter_keys(tx)))
                 return ConstantVariable(len(self._children(tx)))
             return self.getitem(tx, args[0])
         if isinstance(m, torch.nn.ModuleDict) and name in ("keys", "values", "items"):

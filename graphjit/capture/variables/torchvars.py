@@ -205,8 +205,9 @@ def make_context_manager(tx, cls, args, kwargs):
             args = [ConstantVariable("cpu"), *args]
         return AutocastVariable(list(args), dict(kwargs))
     if cls is torch.inference_mode:
-        unsupported("torch.inference_mode() inside a compiled frame",
-                    hint="call the compiled function inside inference_mode instead")
+        # captured as no_grad: same values; the outputs are ordinary (not inference) tensors
+        mode = args[0].as_python_constant() if args else kwargs.get("mode", ConstantVariable(True)).value
+        return GradModeVariable(not mode)
     return None
 
 
