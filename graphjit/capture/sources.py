@@ -95,6 +95,19 @@ class ItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class DictItemSource(Source):
+    """dict.__getitem__(base, key): an item of a dict subclass, bypassing its own __getitem__."""
+    base: Source
+    key: object
+
+    def expr(self):
+        return f"dict.__getitem__({self.base.expr()}, {self.key!r})"
+
+    def depth(self):
+        return self.base.depth() + 1
+
+
+@dataclasses.dataclass(frozen=True)
 class TypeSource(Source):
     base: Source
 

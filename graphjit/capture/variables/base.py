@@ -12,6 +12,13 @@ class NotConstant(Exception):
     pass
 
 
+import inspect as _inspect
+import types as _types
+
+# Values computed at trace time from other constants and used read-only (results of inspect.signature ...)
+OPAQUE_CONSTANT_TYPES = (_inspect.Signature, _inspect.Parameter, _types.MappingProxyType, _types.CodeType)
+
+
 class Variable:
     """A value during symbolic interpretation.
 
@@ -119,6 +126,8 @@ class ConstantVariable(Variable):
             raise AttributeMissing(str(e)) from e
         if callable(attr) and getattr(attr, "__self__", None) is self.value and not isinstance(self.value, type):
             return MethodOf(self, name)      # e.g. "abc".upper: folded when called on constants
+        if isinstance(attr, OPAQUE_CONSTANT_TYPES):
+            return ConstantVariable(attr)
         return wrap_constant_result(tx, attr)
 
     def call_method(self, tx, name, args, kwargs):

@@ -3,6 +3,8 @@
 One table maps each builtin to its handler; pure functions applied to constants are simply evaluated.
 """
 import builtins
+import collections
+import inspect
 import functools
 import math
 import operator
@@ -419,7 +421,37 @@ def b_print(tx, *args, **kwargs):
 
 
 def b_object_setattr(tx, obj, name, value):
+    if hasattr(obj, "raw_setattr"):
+        obj.raw_setattr(tx, name.as_python_constant(), value)
+        return ConstantVariable(None)
     return b_setattr(tx, obj, name, value)
+
+
+def real_value(var):
+    """The real Python object behind a Variable, where one exists (constants, functions, modules ...)."""
+    from .functions import UserFunctionVariable, BoundMethodVariable
+    if isinstance(var, BoundMethodVariable):
+        import types
+        return types.MethodType(real_value(var.fn), real_value(var.obj))
+    if isinstance(var, UserFunctionVariable):
+        return var.fn
+    for attr in ("value", "module", "cls", "fn"):
+        value = getattr(var, attr, None)
+        if value is not None:
+            return value
+    return var.as_python_constant()
+
+
+def _introspection(fn):
+    """inspect.signature() and friends: evaluated on the real objects; the result is an opaque constant."""
+    def handler(tx, *args, **kwargs):
+        try:
+            real_args = [real_value(a) for a in args]
+            real_kwargs = {k: real_value(v) for k, v in kwargs.items()}
+        except NotConstant:
+            unsupported(f"{fn.__name__}() of a value only known while tracing")
+        return ConstantVariable(fn(*real_args, **real_kwargs))
+    return handler
 
 
 BUILTIN_HANDLERS = {
@@ -436,6 +468,9 @@ BUILTIN_HANDLERS = {
     complex: _scalar_conversion(complex),
     object.__setattr__: b_object_setattr,
 }
+for _fn in (inspect.signature, inspect.getfullargspec, inspect.isclass, inspect.isfunction, inspect.ismethod,
+            inspect.iscoroutinefunction, inspect.isgeneratorfunction, inspect.getmodule, inspect.unwrap):
+    BUILTIN_HANDLERS[_fn] = _introspection(_fn)
 
 # operator module functions on Variables, by the interpreter's own generic operations
 for _sym, _fn in BINARY_OPS.items():
@@ -538,11 +573,17 @@ class SlotMethodVariable(Variable):
         self.obj, self.name, self.descriptor = obj, name, descriptor
 
     def call(self, tx, args, kwargs):
-        if self.name == "__init__" and getattr(self.descriptor, "__objclass__", None) is object:
+        owner = getattr(self.descriptor, "__objclass__", object)
+        if owner in (dict, collections.OrderedDict) and hasattr(self.obj, "call_dict_method"):
+            return self.obj.call_dict_method(tx, self.name, args, kwargs)
+        if self.name == "__init__" and owner is object:
             return ConstantVariable(None)
         if self.name == "__setattr__":
+            name, value = args
+            if hasattr(self.obj, "raw_setattr"):
+                self.obj.raw_setattr(tx, name.as_python_constant(), value)
+                return ConstantVariable(None)
             return b_setattr(tx, self.obj, *args)
         if self.name in ("__getattribute__", "__getattr__"):
             return self.obj.getattr(tx, args[0].as_python_constant())
-        owner = getattr(self.descriptor, "__objclass__", object)
         unsupported(f"C method {owner.__name__}.{self.name} on {self.obj}")

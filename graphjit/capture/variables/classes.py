@@ -86,12 +86,14 @@ def _user_class(tx, cls, args, kwargs):
             return ConstantVariable(cls(*constants(*args)))
         unsupported(f"creating exception {cls.__name__} from non-constant arguments")
     new = _class_lookup(cls, "__new__")
+    if new in (dict.__new__, collections.OrderedDict.__new__):
+        new = object.__new__
     if new is not _MISSING and new is not object.__new__ and not isinstance(new, staticmethod):
         unsupported(f"{cls.__name__} defines __new__")
     if isinstance(new, staticmethod) and new.__func__ is not object.__new__:
         unsupported(f"{cls.__name__} defines __new__")
     for base in cls.__mro__[1:-1]:
-        if base.__module__ == "builtins":
+        if base.__module__ == "builtins" and base is not dict:
             unsupported(f"{cls.__name__} subclasses builtin {base.__name__}")
     obj = UserObjectVariable(cls=cls)
     init = obj.class_attribute(tx, "__init__")

@@ -1,4 +1,5 @@
 """nn.Modules, Python modules, classes, user objects and super()."""
+import collections
 import dataclasses
 import types
 
@@ -222,6 +223,41 @@ class UserObjectVariable(ObjectLikeVariable):
         self.cls = cls if cls is not None else type(value)
         self.attrs = {}          # attributes stored during the trace (objects made in the frame)
         self.is_new = value is None
+        self._dict_part = DictVariable({}) if self.is_new and issubclass(self.cls, dict) else None
+
+    def dict_part(self, tx):
+        """The dict contents of an instance of a dict subclass (ModelOutput, registries ...)."""
+        if self._dict_part is None:
+            if not isinstance(self.value, dict):
+                unsupported(f"{self.cls.__name__} is not a dict")
+            from .builder import wrap
+            from ..sources import DictItemSource
+            keys = tuple(dict.keys(self.value))
+            if self.source is not None:
+                tx.guards.add(4, f"tuple(dict.keys({self.source.expr()})) == {tx.guards.obj(keys)}",
+                              f"keys of {self.source.expr()} == {keys!r}")
+            items = {k: wrap(tx, dict.__getitem__(self.value, k),
+                             DictItemSource(self.source, k) if self.source is not None else None) for k in keys}
+            self._dict_part = DictVariable(items)
+        return self._dict_part
+
+    def call_dict_method(self, tx, name, args, kwargs):
+        """A C method of dict/OrderedDict applied to this object's dict contents."""
+        part = self.dict_part(tx)
+        if name == "__init__":
+            if args:
+                part.merge(tx, args[0])
+            for k, v in kwargs.items():
+                part.items[k] = v
+            return ConstantVariable(None)
+        if name == "__iter__":
+            from .containers import IteratorVariable
+            return IteratorVariable(part.unpack(tx))
+        if name in _DICT_MUTATORS and not self.is_new:
+            unsupported(f"mutating the dict contents of a {self.cls.__name__} from outside the frame")
+        if name in _DICT_MUTATORS:
+            part.source = None
+        return part.call_method(tx, name, args, kwargs)
 
     def python_type(self):
         return self.cls
@@ -244,6 +280,15 @@ class UserObjectVariable(ObjectLikeVariable):
             return ClassVariable(self.cls)
         if name == "__dict__" and self.is_new:
             return DictVariable(self.attrs)
+        if not self.is_new and self.source is not None and \
+                isinstance(_class_lookup(self.cls, "__getattribute__"), types.FunctionType):
+            # a Python __getattribute__ (e.g. transformers' configs): read the real attribute, guard it
+            try:
+                value = getattr(self.value, name)
+            except AttributeError as e:
+                tx.guards.add(3, f"not hasattr({self.source.expr()}, {name!r})")
+                raise AttributeMissing(str(e))
+            return wrap(tx, value, AttrSource(self.source, name))
         if not self.is_new:
             d = _instance_dict(self.value)
             descriptor = _class_lookup(self.cls, name)
@@ -266,6 +311,14 @@ class UserObjectVariable(ObjectLikeVariable):
             tx.side_effects.delete_attr(self, self.value, name)
 
     def setattr(self, tx, name, value):
+        hook = _class_lookup(self.cls, "__setattr__")
+        if isinstance(hook, types.FunctionType):
+            self.call_dunder(tx, "__setattr__", [ConstantVariable(name), value])
+            return
+        self.raw_setattr(tx, name, value)
+
+    def raw_setattr(self, tx, name, value):
+        """object.__setattr__ semantics: data descriptors, else the instance dict."""
         descriptor = _class_lookup(self.cls, name)
         if not self.is_new and not (isinstance(descriptor, property) and descriptor.fset is not None):
             if descriptor is not _MISSING and hasattr(descriptor, "__set__"):
@@ -306,15 +359,29 @@ class UserObjectVariable(ObjectLikeVariable):
         if self.source is not None:
             return self.source.expr()
         fields = ", ".join(f"{k!r}: {cg.expr(v)}" for k, v in self.attrs.items())
+        if self._dict_part is not None:
+            items = ", ".join(f"{cg.expr(self._dict_part.key_var(k))}: {cg.expr(v)}"
+                              for k, v in self._dict_part.items.items())
+            return f"__gj_new_object({cg.obj(self.cls)}, {{{fields}}}, {{{items}}})"
         return f"__gj_new_object({cg.obj(self.cls)}, {{{fields}}})"
 
     def __repr__(self):
         return f"Object({self.cls.__name__})"
 
 
-def new_object(cls, attrs):
-    """Rebuild an object made in the frame: allocate without __init__, then set its attributes."""
+_DICT_MUTATORS = {"__setitem__", "__delitem__", "update", "pop", "popitem", "setdefault", "clear",
+                  "move_to_end"}
+
+
+def new_object(cls, attrs, dict_items=None):
+    """Rebuild an object made in the frame: allocate without __init__, then set its attributes (and, for
+    dict subclasses, its dict contents)."""
     obj = cls.__new__(cls)
+    if dict_items:
+        # the C base's __setitem__: dict.update would bypass OrderedDict's own bookkeeping
+        base = next(b for b in cls.__mro__ if b in (collections.OrderedDict, dict))
+        for k, v in dict_items.items():
+            base.__setitem__(obj, k, v)
     for k, v in attrs.items():
         object.__setattr__(obj, k, v)
     return obj

@@ -47,6 +47,9 @@ class TensorVariable(Variable):
         if name in DATA_METHODS:
             return TensorMethodVariable(self, name)
         attr = getattr(type(self.fake), name, None)
+        if attr is None and not hasattr(self.fake, name):
+            from .builtins import AttributeMissing
+            raise AttributeMissing(f"'Tensor' object has no attribute {name!r}")
         if callable(attr) and not isinstance(attr, property):
             return TensorMethodVariable(self, name)
         # properties recorded as getattr nodes: .T, .mT, .H, .real, .imag, .data

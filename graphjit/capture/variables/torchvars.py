@@ -18,12 +18,15 @@ _REFUSED = {torch.manual_seed: "torch.manual_seed() changes the global RNG state
             torch.set_printoptions: "changes global state"}
 
 # Asked while tracing: "am I being compiled?" -- yes.
-_COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling}
+_COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling,
+                      torch._utils.is_compiling}
 
 
 def is_torch_op(value):
     if isinstance(value, type):
         return False
+    if any(value is q for q in _COMPILING_QUERIES):
+        return True
     if isinstance(value, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
         return True
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
