@@ -2,7 +2,7 @@
 
     >>> counter = CompileCounter()
     >>> f = graphjit.compile(lambda x: x.sin() + 1, backend=counter)
-    >>> f(torch.ones(3)); (counter.frame_count, counter.op_count)
+    >>> _ = f(torch.ones(3)); (counter.frame_count, counter.op_count)
     (1, 2)
 
 Depends on torch only, so the same counter also works as a torch.compile backend (handy to check a test's

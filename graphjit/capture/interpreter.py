@@ -125,6 +125,7 @@ class GeneratorVariable(Variable):
         if isinstance(result, _Yield):
             return result.value
         self.done = True
+        self.return_value = result.value
         return None
 
     def unpack(self, tx):
@@ -351,16 +352,37 @@ def _load_fast(tx, f, inst):
 
 @handles("LOAD_FAST_AND_CLEAR")
 def _load_fast_and_clear(tx, f, inst):
-    f.push(f.locals.pop(inst.argval, NULL))
+    # PEP 709 comprehensions save the outer binding first; for a cell variable that is the cell itself
+    if inst.argval in f.cells:
+        f.push(f.cells.pop(inst.argval))
+    else:
+        f.push(f.locals.pop(inst.argval, NULL))
 
 
 @handles("STORE_FAST")
 def _store_fast(tx, f, inst):
     value = f.pop()
-    if value is NULL:
+    if isinstance(value, CellVariable) and _is_cell_name(f.code, inst.argval):
+        f.cells[inst.argval] = value          # restoring a saved cell after an inlined comprehension
+    elif value is NULL:
         f.locals.pop(inst.argval, None)
+        if _is_cell_name(f.code, inst.argval):
+            f.cells.pop(inst.argval, None)
     else:
         f.locals[inst.argval] = value
+
+
+def _is_cell_name(code, name):
+    return name in code.co_cellvars or name in code.co_freevars
+
+
+@handles("MAKE_CELL")
+def _make_cell(tx, f, inst):
+    name = inst.argval
+    if name in f.locals:
+        f.cells[name] = CellVariable(f.locals.pop(name))
+    else:
+        f.cells[name] = CellVariable()
 
 
 @handles("DELETE_FAST")
@@ -796,7 +818,57 @@ def _yield_value(tx, f, inst):
 
 @handles("GET_YIELD_FROM_ITER")
 def _get_yield_from_iter(tx, f, inst):
-    unsupported("`yield from` is not supported yet", hint="use `for v in it: yield v`")
+    value = f.pop()
+    f.push(value if hasattr(value, "next") else IteratorVariable(value.unpack(tx)))
+
+
+@handles("SEND")
+def _send(tx, f, inst):
+    """`yield from`: forward the next value of the sub-iterator, or jump out with its return value."""
+    f.pop()                                  # the value sent in: always None while tracing
+    iterator = f.stack[-1]
+    value = iterator.next(tx)
+    if value is not None:
+        f.push(value)
+        return
+    f.push(getattr(iterator, "return_value", None) or ConstantVariable(None))
+    if f.instructions[inst.target].opname != "END_SEND":
+        del f.stack[-2]                      # no END_SEND after the loop: SEND pops the iterator itself
+    f.ip = inst.target
+
+
+@handles("END_SEND")
+def _end_send(tx, f, inst):
+    del f.stack[-2]
+
+
+@handles("MATCH_SEQUENCE")
+def _match_sequence(tx, f, inst):
+    subject = f.stack[-1]
+    typ = subject.python_type()
+    is_seq = issubclass(typ, (list, tuple)) or typ.__name__ in ("range", "deque") or \
+        (issubclass(typ, __import__("collections.abc").abc.Sequence) and not issubclass(typ, (str, bytes, bytearray)))
+    f.push(ConstantVariable(bool(is_seq) and not issubclass(typ, (str, bytes, bytearray))))
+
+
+@handles("MATCH_MAPPING")
+def _match_mapping(tx, f, inst):
+    import collections.abc
+    f.push(ConstantVariable(issubclass(f.stack[-1].python_type(), collections.abc.Mapping)))
+
+
+@handles("MATCH_KEYS")
+def _match_keys(tx, f, inst):
+    keys = f.stack[-1].as_python_constant()
+    subject = f.stack[-2]
+    values = []
+    for k in keys:
+        found = contains_op(tx, ConstantVariable(k), subject, False).as_python_constant()
+        if not found:
+            f.push(ConstantVariable(None))
+            return
+        values.append(getitem(tx, subject, ConstantVariable(k)))
+    f.push(TupleVariable(values))
 
 
 @handles("IMPORT_NAME")

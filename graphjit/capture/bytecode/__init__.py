@@ -14,9 +14,11 @@ original instruction an instruction came from (expansions share it).
 Normalized vocabulary (argval in parentheses; anything not listed passes through with dis's opname
 and argval, e.g. BEFORE_WITH, PUSH_EXC_INFO, RERAISE, RAISE_VARARGS, YIELD_VALUE, SEND, IMPORT_NAME):
 
-  dropped          RESUME NOP CACHE EXTENDED_ARG PRECALL TO_BOOL COPY_FREE_VARS, MAKE_CELL before the
-                   first RESUME (frame setup), END_FOR (+ 3.13's POP_TOP) after a loop (see FOR_ITER).
-                   POP_JUMP_IF_* and UNARY_NOT test truthiness themselves (3.13's TO_BOOL is gone).
+  dropped          RESUME NOP CACHE EXTENDED_ARG PRECALL COPY_FREE_VARS, MAKE_CELL before the first
+                   RESUME (frame setup), END_FOR (+ 3.13's POP_TOP) after a loop (see FOR_ITER).
+                   3.13's TO_BOOL (and COMPARE_OP's bool() bit) before POP_JUMP_IF_TRUE/FALSE and
+                   UNARY_NOT: these test truthiness themselves. Elsewhere (`not not x`) TO_BOOL
+                   becomes UNARY_NOT UNARY_NOT, as 3.11/3.12 spell bool(x).
   locals           LOAD_FAST STORE_FAST DELETE_FAST LOAD_FAST_AND_CLEAR (name). LOAD_FAST_CHECK and
                    the 3.13 pairs LOAD_FAST_LOAD_FAST / STORE_FAST_LOAD_FAST / STORE_FAST_STORE_FAST
                    are split (in execution order). On a cell variable (PEP 709 comprehensions only),

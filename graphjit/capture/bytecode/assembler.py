@@ -3,7 +3,8 @@
 The inverse of `reader.read`: each normalized instruction is lowered, through the `_LOWER` table, to
 the running version's instructions of the `bytecode` package (PyPI), which encodes arguments, jumps,
 the exception table, the line table and the stack size. Things `read` dropped come back here:
-the prologue (COPY_FREE_VARS, MAKE_CELL, RESUME), RESUME after each YIELD_VALUE, TO_BOOL (3.13),
+the prologue (COPY_FREE_VARS, MAKE_CELL, RESUME), RESUME after each YIELD_VALUE, TO_BOOL (3.13,
+before POP_JUMP_IF_TRUE/FALSE and UNARY_NOT),
 PRECALL (3.11), and the END_FOR cleanup that 3.12+ FOR_ITER targets.
 """
 
@@ -79,13 +80,15 @@ class _Lowering:
     def __init__(self, instrs: list[Instruction], entries: list[ExceptionEntry], code: bc.Bytecode):
         self.instrs, self.entries, self.code = instrs, sorted(entries, key=lambda e: e.start), code
         self.cells = frozenset(code.cellvars)
-        self.labels = [Label() for _ in instrs] + [Label()]
+        self.labels = [Label() for _ in instrs]
         self.for_exits: dict[int, Label] = {}  # FOR_ITER target index -> label of its END_FOR (3.12+)
         if PY >= (3, 12):
             self.for_exits = {x.target: Label() for x in instrs if x.opname == "FOR_ITER"}
         self.unsafe_locals = self._possibly_unbound_locals()
         self._check_entries()
-        self.boundaries = {e.start for e in self.entries} | {e.end for e in self.entries}
+        self.starting = {e.start: e for e in self.entries}  # entries never overlap: one per index
+        self.ending = {e.end: e for e in self.entries}
+        self.boundaries = set(self.starting) | set(self.ending)
         self.boundaries |= {x.target for x in instrs if x.target is not None} | {e.target for e in self.entries}
         self.boundaries |= set(self.for_exits)
         self.out: list = []
@@ -95,25 +98,26 @@ class _Lowering:
     def run(self) -> list:
         self._prologue()
         resume_at = 2 if self.instrs and self.instrs[0].opname == "RETURN_GENERATOR" else 0
-        try_begins = {}
+        try_begin = None
         i = 0
         while i < len(self.instrs):
             ins = self.instrs[i]
-            self._try_ends(i, try_begins)
+            if i in self.ending:
+                self.out.append(bc.TryEnd(try_begin))
             self._for_exit(i)
             if i == resume_at:
-                self.emit("RESUME", 0, ins.lineno)
+                self.emit("RESUME", 0, self.code.first_lineno)
             self.out.append(self.labels[i])
-            for e in self.entries:
-                if e.start == i:
-                    try_begins[e] = bc.TryBegin(self.labels[e.target], e.lasti, e.depth)
-                    self.out.append(try_begins[e])
+            if i in self.starting:
+                e = self.starting[i]
+                try_begin = bc.TryBegin(self.labels[e.target], e.lasti, e.depth)
+                self.out.append(try_begin)
             if i > 0 and self.instrs[i - 1].opname == "YIELD_VALUE":
                 self.emit("RESUME", self._resume_kind(i), ins.lineno)
             lower = _LOWER.get(ins.opname, _lower_default)
             i += lower(self, i, ins) or 1
-        self._try_ends(len(self.instrs), try_begins)
-        self.out.append(self.labels[-1])
+        if len(self.instrs) in self.ending:
+            self.out.append(bc.TryEnd(try_begin))
         return self.out
 
     def emit(self, opname: str, arg=bc.UNSET, lineno: int | None = None) -> None:
@@ -124,11 +128,6 @@ class _Lowering:
             self.emit("COPY_FREE_VARS", len(self.code.freevars))
         for name in self.code.cellvars:
             self.emit("MAKE_CELL", CellVar(name))
-
-    def _try_ends(self, i: int, try_begins: dict) -> None:
-        for e in self.entries:
-            if e.end == i:
-                self.out.append(bc.TryEnd(try_begins.pop(e)))
 
     def _for_exit(self, i: int) -> None:
         """3.12+: FOR_ITER jumps to END_FOR (and 3.13's POP_TOP); exhausted, it skips them, but the
@@ -144,7 +143,9 @@ class _Lowering:
             self.emit("POP_TOP", lineno=lineno)
 
     def _resume_kind(self, i: int) -> int:
-        """RESUME oparg after a yield: 2 (yield from) / 3 (await) inside a SEND loop, else 1."""
+        """RESUME oparg after a yield: 2 (yield from) / 3 (await) inside a SEND loop, else 1.
+        3.13's "exception depth 1" bit is left off: gen.close() then always throws GeneratorExit into
+        the frame, which is correct, only slower than skipping it when no handler can see it."""
         ins = self.instrs[i]
         in_send_loop = ins.opname == "JUMP" and self.instrs[ins.target].opname == "SEND"
         if not in_send_loop:
@@ -222,6 +223,14 @@ def _simple(opname: str, arg: Callable[[Instruction], object] = lambda ins: bc.U
 def _load_fast(s: _Lowering, i: int, ins: Instruction) -> None:
     checked = PY >= (3, 12) and ins.argval in s.unsafe_locals
     s.emit("LOAD_FAST_CHECK" if checked else "LOAD_FAST", ins.argval, ins.lineno)
+
+
+def _load_deref(s: _Lowering, i: int, ins: Instruction) -> None:
+    # 3.11 class bodies read free variables with LOAD_CLASSDEREF (class namespace first), which read()
+    # folded into LOAD_DEREF; a class body is the only unoptimized code with free variables.
+    in_class_body = not s.code.flags & inspect.CO_OPTIMIZED and ins.argval in s.code.freevars
+    opname = "LOAD_CLASSDEREF" if PY < (3, 12) and in_class_body else "LOAD_DEREF"
+    s.emit(opname, s.cell(ins.argval), ins.lineno)
 
 
 def _load_closure(s: _Lowering, i: int, ins: Instruction) -> None:
@@ -326,6 +335,12 @@ def _jump(s: _Lowering, i: int, ins: Instruction) -> None:
     s.jump(i, "JUMP_BACKWARD_NO_INTERRUPT" if to_send else "JUMP_BACKWARD", ins.target)
 
 
+def _unary_not(s: _Lowering, i: int, ins: Instruction) -> None:
+    if PY >= (3, 13):  # 3.13's UNARY_NOT takes an exact bool
+        s.emit("TO_BOOL", lineno=ins.lineno)
+    s.emit("UNARY_NOT", lineno=ins.lineno)
+
+
 def _pop_jump(cond: str) -> Lower:
     return lambda s, i, ins: s.cond_jump(i, cond, ins.target)
 
@@ -348,6 +363,7 @@ def _for_iter(s: _Lowering, i: int, ins: Instruction) -> None:
 _LOWER: dict[str, Lower] = {
     "LOAD_FAST": _load_fast,
     "LOAD_CLOSURE": _load_closure,
+    "LOAD_DEREF": _load_deref,
     "PUSH_NULL": _push_null,
     "LOAD_GLOBAL": _load_global,
     "LOAD_ATTR": _load_attr(method=False),
@@ -365,6 +381,7 @@ _LOWER: dict[str, Lower] = {
     "LIST_TO_TUPLE": _intrinsic1("INTRINSIC_LIST_TO_TUPLE"),
     "CALL_INTRINSIC_1": _simple("CALL_INTRINSIC_1", lambda ins: Intrinsic1Op[ins.argval]),
     "CALL_INTRINSIC_2": _simple("CALL_INTRINSIC_2", lambda ins: Intrinsic2Op[ins.argval]),
+    "UNARY_NOT": _unary_not,
     "UNPACK_EX": _simple("UNPACK_EX", lambda ins: ins.argval[0] | ins.argval[1] << 8),
     "MAKE_FUNCTION": _make_function,
     "SET_FUNCTION_ATTRIBUTE": _set_function_attribute,

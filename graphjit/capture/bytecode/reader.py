@@ -92,18 +92,16 @@ def format_instructions(instrs: Iterable[Instruction], entries: Iterable[Excepti
 
 _CONVERSIONS = (None, "str", "repr", "ascii")  # FORMAT_VALUE flags & 3, CONVERT_VALUE oparg
 _JUMP_OPCODES = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
-_JUMP_RENAMES = {
-    "JUMP_FORWARD": "JUMP", "JUMP_BACKWARD": "JUMP", "JUMP_BACKWARD_NO_INTERRUPT": "JUMP",
-    "JUMP_ABSOLUTE": "JUMP", "JUMP": "JUMP",
+_JUMP_RENAMES = {  # jump opnames not listed (POP_JUMP_IF_*, SEND, ...) keep theirs
+    "JUMP_FORWARD": "JUMP", "JUMP_BACKWARD": "JUMP", "JUMP_BACKWARD_NO_INTERRUPT": "JUMP", "JUMP_ABSOLUTE": "JUMP",
     "POP_JUMP_FORWARD_IF_TRUE": "POP_JUMP_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_IF_TRUE",
     "POP_JUMP_FORWARD_IF_FALSE": "POP_JUMP_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_IF_FALSE",
     "POP_JUMP_FORWARD_IF_NONE": "POP_JUMP_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_IF_NONE",
-    "POP_JUMP_FORWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
-    "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
-    "POP_JUMP_IF_TRUE": "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE": "POP_JUMP_IF_FALSE",
-    "POP_JUMP_IF_NONE": "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
+    "POP_JUMP_FORWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
 }
-_DROPPED = frozenset({"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "PRECALL", "TO_BOOL", "COPY_FREE_VARS"})
+_DROPPED = frozenset({"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "PRECALL", "COPY_FREE_VARS"})
+_TESTS_TRUTH = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "UNARY_NOT"})  # 3.13: need a bool
+_COMPARE_TO_BOOL_BIT = 16 if PY >= (3, 13) else 0  # 3.13: COMPARE_OP fused with a following TO_BOOL
 _INTRINSIC_RENAMES = {"INTRINSIC_UNARY_POSITIVE": "UNARY_POSITIVE", "INTRINSIC_LIST_TO_TUPLE": "LIST_TO_TUPLE"}
 # 3.12 moved the LOAD_ATTR "method" flag into bit 0 of the oparg (3.11 had LOAD_METHOD).
 _LOAD_ATTR_HAS_METHOD_BIT = PY >= (3, 12)
@@ -117,6 +115,7 @@ class _Reader:
         self.in_prologue = True  # before the first RESUME: MAKE_CELL / COPY_FREE_VARS are frame setup
         self.for_iter_exit: dict[int, int] = {}  # FOR_ITER offset -> offset after its exit cleanup
         self.cleanup: set[int] = set()  # offsets of END_FOR (+ 3.13 POP_TOP) skipped by a FOR_ITER
+        self.next_opname: dict[int, str] = {}  # offset -> opname of the next instruction that executes
 
     def load_fast(self, name: str) -> tuple[str, str]:
         # 3.13 builds closure tuples with LOAD_FAST of the cell; it pushes the cell itself.
@@ -133,6 +132,19 @@ def _load_global(r: _Reader, ins: dis.Instruction) -> list:
 def _load_attr(r: _Reader, ins: dis.Instruction) -> list:
     is_method = _LOAD_ATTR_HAS_METHOD_BIT and ins.arg & 1
     return [("LOAD_METHOD" if is_method else "LOAD_ATTR", ins.argval)]
+
+
+def _to_bool(r: _Reader, ins: dis.Instruction) -> list:
+    # 3.13 puts TO_BOOL before every truth test; the normalized tests take any value. A TO_BOOL whose
+    # result is a value (`not not x`) is bool(x), spelled as on 3.11/3.12.
+    return [] if r.next_opname[ins.offset] in _TESTS_TRUTH else [("UNARY_NOT", None), ("UNARY_NOT", None)]
+
+
+def _compare_op(r: _Reader, ins: dis.Instruction) -> list:
+    compare = ("COMPARE_OP", ins.argval)  # dis's argval has no mask or bool() bits
+    if ins.arg & _COMPARE_TO_BOOL_BIT and r.next_opname[ins.offset] not in _TESTS_TRUTH:
+        return [compare] + _to_bool(r, ins)
+    return [compare]
 
 
 def _kw_names(r: _Reader, ins: dis.Instruction) -> list:
@@ -188,7 +200,8 @@ _EXPAND: dict[str, Callable[[_Reader, dis.Instruction], list]] = {
     "BINARY_OP": lambda r, i: [("BINARY_OP", i.argrepr)],
     "BINARY_SLICE": lambda r, i: [("BUILD_SLICE", 2), ("BINARY_SUBSCR", None)],
     "STORE_SLICE": lambda r, i: [("BUILD_SLICE", 2), ("STORE_SUBSCR", None)],
-    "COMPARE_OP": lambda r, i: [("COMPARE_OP", i.argval)],  # dis's argval has no bool()/mask bits
+    "COMPARE_OP": _compare_op,
+    "TO_BOOL": _to_bool,
     "IS_OP": lambda r, i: [("IS_OP", bool(i.arg))],
     "CONTAINS_OP": lambda r, i: [("CONTAINS_OP", bool(i.arg))],
     "CALL_INTRINSIC_1": _intrinsic,
@@ -232,11 +245,20 @@ def _find_for_iter_exits(r: _Reader, raw: list[dis.Instruction]) -> None:
         r.for_iter_exit[ins.offset] = raw[k].offset
 
 
+def _find_next_opnames(r: _Reader, raw: list[dis.Instruction]) -> None:
+    following = None
+    for ins in reversed(raw):
+        r.next_opname[ins.offset] = following
+        if ins.opname not in ("EXTENDED_ARG", "NOP", "CACHE"):
+            following = ins.opname
+
+
 def read(code: types.CodeType) -> list[Instruction]:
     """The normalized instruction stream of `code` (see the package docstring for the vocabulary)."""
     raw = list(dis.get_instructions(code))
     r = _Reader(code)
     _find_for_iter_exits(r, raw)
+    _find_next_opnames(r, raw)
     out: list[Instruction] = []
     jumps: list[tuple[Instruction, int]] = []
     for ins in raw:

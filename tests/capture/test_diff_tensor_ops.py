@@ -1,0 +1,506 @@
+"""Tensor operations: operators, torch.* functions, Tensor methods and attributes, indexing, setitem on
+locals, torch.nn.functional. Each case must be one graph, the same on fresh inputs of the same shapes.
+
+PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
+rewriting.
+"""
+import operator
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from harness import Cases
+
+cases = Cases()
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+def ints(*shape, low=-8, high=9):
+    return torch.randint(low, high, shape)
+
+
+def bools(*shape):
+    return torch.rand(*shape) > 0.5
+
+
+def two(*shape):
+    return lambda: (r(*shape), r(*shape))
+
+
+def one(*shape):
+    return lambda: (r(*shape),)
+
+
+# ------------------------------------------------------------------------------------ operators
+
+@cases.add(two(3, 4))
+def add_sub_mul(x, y):
+    return x + y, x - y, x * y
+
+
+@cases.add(lambda: (r(3, 4), r(3, 4).abs() + 0.5))
+def true_div(x, y):
+    return x / y
+
+
+@cases.add(lambda: (ints(3, 4), ints(3, 4, low=1, high=5)))
+def floordiv_mod_int(x, y):
+    return x // y, x % y
+
+
+@cases.add(lambda: (r(3, 4), r(3, 4).abs() + 0.5))
+def floordiv_mod_float(x, y):
+    return x // y, x % y
+
+
+@cases.add(lambda: (r(3, 4).abs() + 0.1,))
+def pow_scalar(x):
+    return x ** 2, 2 ** x, x ** 0.5
+
+
+@cases.add(lambda: (r(3, 4).abs() + 0.1, r(3, 4)))
+def pow_tensor(x, y):
+    return x ** y
+
+
+@cases.add(lambda: (r(3, 4), r(4, 5)))
+def matmul_operator(x, y):
+    return x @ y
+
+
+@cases.add(lambda: (r(2, 3, 4), r(2, 4, 5)))
+def matmul_batched(x, y):
+    return x @ y
+
+
+@cases.add(one(3, 4))
+def unary_neg_pos_abs(x):
+    return -x, +x, abs(x)
+
+
+@cases.add(two(3, 4))
+def comparisons(x, y):
+    return x < y, x <= y, x > y, x >= y, x == y, x != y
+
+
+@cases.add(one(5))
+def comparisons_scalar(x):
+    return x > 0, 0.5 >= x, x == 0
+
+
+@cases.add(lambda: (bools(3, 4), bools(3, 4)))
+def bitwise_bool(x, y):
+    return x & y, x | y, x ^ y, ~x
+
+
+@cases.add(lambda: (ints(3, 4), ints(3, 4)))
+def bitwise_int(x, y):
+    return x & y, x | y, x ^ y, ~x
+
+
+@cases.add(lambda: (ints(3, 4, low=0, high=64),))
+def shifts_int(x):
+    return x << 2, x >> 1
+
+
+@cases.add(one(3, 4))
+def scalar_reflected(x):
+    return 1 - x, 2 * x, 3 + x, 1 / (x.abs() + 1)
+
+
+@cases.add(two(3, 4))
+def inplace_on_local(x, y):
+    z = x.clone()
+    z += y
+    z *= 2
+    z -= 1
+    z /= 3
+    return z
+
+
+@cases.add(lambda: (ints(3, 4), ints(3, 4)))
+def inplace_bitwise_on_local(x, y):
+    z = x.clone()
+    z &= y
+    z |= 1
+    z ^= y
+    return z
+
+
+@cases.add(two(3, 4))
+def inplace_methods_on_local(x, y):
+    z = x * 1
+    z.add_(y).mul_(2).sub_(0.5)
+    z.clamp_(min=-1, max=1)
+    return z
+
+
+@cases.add(one(2, 3))
+def broadcasting(x):
+    return x + torch.ones(3), x * torch.arange(2.0).view(2, 1)
+
+
+@cases.add(lambda: (r(3, 4).requires_grad_(),))
+def requires_grad_input(x):
+    return (x * 2).sum(), x.detach() + 1
+
+
+# ------------------------------------------------------------------------------------ torch.* functions
+
+@cases.add(two(2, 3))
+def cat_stack(x, y):
+    return torch.cat([x, y]), torch.cat((x, y), dim=1), torch.stack([x, y], dim=-1)
+
+
+@cases.add(two(3, 4))
+def where_(x, y):
+    return torch.where(x > 0, x, y), torch.where(y > 0, y, 0.0)
+
+
+@cases.add(lambda: (r(3, 4), r(4, 2)))
+def matmul_mm_bmm(x, y):
+    return torch.matmul(x, y), torch.mm(x, y), torch.bmm(x[None], y[None])
+
+
+@cases.add(one(3, 5))
+def softmax_log_softmax(x):
+    return torch.softmax(x, dim=-1), torch.log_softmax(x, 1), x.softmax(0)
+
+
+@cases.add(lambda: (r(2, 3, 4), r(2, 4, 5)))
+def einsum_(x, y):
+    return torch.einsum("bij,bjk->bik", x, y), torch.einsum("bij->b", x)
+
+
+@cases.add(one(3, 4))
+def factories_like_input(x):
+    z = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+    o = torch.ones(x.size(0), 2, dtype=x.dtype, device=x.device)
+    a = torch.arange(x.shape[1], device=x.device, dtype=x.dtype)
+    f = torch.full((2, x.shape[1]), 7.0, dtype=x.dtype, device=x.device)
+    return x + z, o, x + a, f
+
+
+@cases.add(one(3, 4))
+def factories_like(x):
+    return torch.zeros_like(x), torch.ones_like(x) + x, torch.full_like(x, 3.0), torch.empty_like(x).fill_(2.0)
+
+
+@cases.add(lambda: (ints(3, 4),))
+def factories_int_dtype(x):
+    return torch.arange(0, 8, 2), torch.zeros(2, dtype=torch.int64) + x[0, :2], torch.eye(3, dtype=x.dtype)
+
+
+@cases.add(one(3, 4))
+def clamp_(x):
+    return torch.clamp(x, -0.5, 0.5), x.clamp(min=0), x.clamp(max=0.1), torch.clip(x, -1, 1)
+
+
+@cases.add(one(3, 6))
+def topk_values(x):
+    return torch.topk(x, 2).values, x.topk(3, dim=0, largest=False)[0]
+
+
+@cases.add(one(3, 6))
+def topk_namedtuple(x):
+    out = torch.topk(x, 2)
+    return out.values, out.indices
+
+
+@cases.add(one(3, 6))
+def sort_(x):
+    values, indices = torch.sort(x, dim=1, descending=True)
+    return values, indices, x.sort().values
+
+
+@cases.add(one(3, 6))
+def cumsum_cumprod(x):
+    return torch.cumsum(x, dim=1), x.cumsum(0), torch.cumprod(x, dim=-1)
+
+
+@cases.add(lambda: (r(3, 5), torch.randint(0, 5, (3, 2))))
+def gather_(x, idx):
+    return torch.gather(x, 1, idx), x.gather(1, idx)
+
+
+@cases.add(lambda: (r(5, 3), torch.tensor([0, 2, 4])))
+def index_select_(x, idx):
+    return torch.index_select(x, 0, idx), x.index_select(1, idx[:2])
+
+
+@cases.add(one(3, 4))
+def masked_fill_(x):
+    return x.masked_fill(x < 0, 0.0), torch.masked_fill(x, x > 1, float("-inf"))
+
+
+@cases.add(one(3, 4))
+def pointwise_math(x):
+    return torch.exp(x), torch.tanh(x), torch.sigmoid(x), torch.sin(x), torch.cos(x), x.abs().sqrt(), x.abs().log1p()
+
+
+@cases.add(one(3, 4))
+def reductions(x):
+    return torch.sum(x), torch.mean(x, dim=0), torch.amax(x, dim=1), torch.prod(x, 1), torch.var(x), x.norm()
+
+
+@cases.add(one(3, 4))
+def max_min_variants(x):
+    return torch.max(x), torch.max(x, x.flip(0)), torch.maximum(x, x * 2), torch.min(x, dim=0).values
+
+
+@cases.add(one(2, 3, 4))
+def flatten_flip_roll(x):
+    return torch.flatten(x, 1), torch.flip(x, [0, 2]), torch.roll(x, 1, dims=2), x.tril(), torch.triu(x[0], 1)
+
+
+@cases.add(one(4, 4))
+def outer_linalg(x):
+    return torch.outer(x[0], x[1]), torch.tensordot(x, x, dims=1), torch.diagonal(x), x.t() @ x
+
+
+@cases.add(lambda: (ints(10, low=0, high=5),))
+def int_tensor_ops(x):
+    return x.sum(), x.float().mean(), x.argmax(), x.max(), x.abs().min()
+
+
+@cases.add(one(3, 4))
+def isclose_allclose_free(x):
+    return torch.isclose(x, x + 1e-9), torch.isnan(x), torch.isfinite(x / 0.5), torch.nan_to_num(x / 0)
+
+
+# ------------------------------------------------------------------------------------ Tensor methods
+
+@cases.add(one(2, 3, 4))
+def view_reshape(x):
+    return x.view(6, 4), x.reshape(-1), x.view(2, -1), x.reshape(4, 6), x.view(-1, 3, 4)
+
+
+@cases.add(one(2, 3, 4))
+def permute_transpose(x):
+    return x.permute(2, 0, 1), x.transpose(0, 1), x.transpose(-1, -2).contiguous(), x.mT, x[0].T
+
+
+@cases.add(one(3, 1))
+def expand_unsqueeze_squeeze(x):
+    return x.expand(3, 4), x.expand(2, -1, 5), x.unsqueeze(0), x.squeeze(1), x.squeeze(), x[None].squeeze(0)
+
+
+@cases.add(one(6, 4))
+def split_chunk(x):
+    a, b = x.split(3)
+    c = x.split([1, 2, 3], dim=0)
+    d = torch.chunk(x, 2, dim=1)
+    return a, b, c, d, x.unbind(1)
+
+
+@cases.add(one(3, 4))
+def to_dtype_conversions(x):
+    return x.to(torch.float64), x.float(), x.double(), x.half(), x.to(torch.int32), x.long(), x.bool(), x.int()
+
+
+@cases.add(lambda: (r(3, 4), torch.randn(3, 4).double()))
+def type_as_to_other(x, y):
+    return x.type_as(y), x.to(y), x.to(y.dtype), x.to(device=y.device)
+
+
+@cases.add(one(2, 3, 4))
+def sum_mean_keepdim(x):
+    return x.sum(1), x.sum(dim=(0, 2), keepdim=True), x.mean(-1, keepdim=True), x.sum(), x.mean()
+
+
+@cases.add(one(3, 5))
+def max_with_dim(x):
+    values, indices = x.max(dim=1)
+    out = x.min(0)
+    return values, indices, out.values, out.indices, x.max(dim=-1, keepdim=True)[0]
+
+
+@cases.add(one(3, 5))
+def argmax_argmin(x):
+    return x.argmax(), x.argmax(dim=1), x.argmin(0, keepdim=True), torch.argmax(x, -1)
+
+
+@cases.add(one(2, 3, 4))
+def size_shape_dim_numel(x):
+    b, s, h = x.shape
+    return x.view(b * s, h) * x.dim() + x.numel() + x.ndim + x.size(-1) + x.size()[1] + len(x)
+
+
+@cases.add(one(2, 3, 4))
+def shape_as_values(x):
+    return x.sum() + 0, x.shape, x.size(), x.dim(), x.numel(), x.ndim, x.shape[-1]
+
+
+@cases.add(lambda: (r(3, 4), ints(3, 4)))
+def dtype_device_attrs(x, y):
+    z = torch.zeros(2, dtype=y.dtype, device=x.device)
+    return x + 1, z, x.dtype, y.dtype, x.device, x.is_floating_point(), y.is_floating_point(), x.dtype.is_floating_point
+
+
+@cases.add(one(3, 4))
+def new_tensor_methods(x):
+    return x.new_zeros(2, 3), x.new_ones((4,)), x.new_full((2,), 5.0), x.new_empty(0).numel() + x
+
+
+@cases.add(one(3, 4))
+def method_chain(x):
+    return x.abs().add(1).log().mul(0.5).exp().sub(x).div(2).neg().relu().sigmoid()
+
+
+@cases.add(one(4, 6))
+def repeat_tile_flip(x):
+    return x.repeat(2, 1), x.tile((1, 2)), x.repeat_interleave(2, dim=0), x.narrow(1, 2, 3), x.unfold(1, 2, 2)
+
+
+# ------------------------------------------------------------------------------------ indexing
+
+@cases.add(one(4, 5, 6))
+def index_int_slice(x):
+    return x[0], x[-1], x[1:3], x[:, 2], x[..., 1], x[:, ::2], x[1, 2, 3], x[-2:, :-1]
+
+
+@cases.add(one(4, 5))
+def index_none_ellipsis(x):
+    return x[None], x[:, None], x[..., None], x[None, ..., None, 1:], x[...]
+
+
+@cases.add(lambda: (r(5, 3), torch.tensor([4, 0, 2])))
+def index_tensor(x, idx):
+    return x[idx], x[:, idx[1:] % 3], x[idx, idx % 3]
+
+
+@cases.add(one(5, 3))
+def index_constant_list(x):
+    return x[[0, 2]], x[:, [1, 1, 0]]
+
+
+@cases.add(lambda: (r(3, 4), r(4)))
+def setitem_local(x, y):
+    z = x.clone()
+    z[0] = 1.0
+    z[:, 1:] += 2.0
+    z[1] = y
+    z[..., 0] = z[..., -1]
+    return z
+
+
+@cases.add(lambda: (r(3, 4), r(3, 3)))
+def setitem_local_slices(x, y):
+    z = x.clone()
+    z[:, 1:] += y
+    z[-1, :2] = 0
+    return z
+
+
+@cases.add(lambda: (r(5, 3), torch.tensor([0, 3])))
+def setitem_local_tensor_index(x, idx):
+    z = torch.zeros_like(x)
+    z[idx] = x[idx] * 2
+    z[:, 0] = torch.arange(5.0)
+    return z
+
+
+@cases.add(one(4, 4))
+def setitem_local_mask(x):
+    z = x.clone()
+    z[z < 0] = 0.0  # masked assignment: no data-dependent shape
+    return z
+
+
+# ------------------------------------------------------------------------------------ torch.nn.functional
+
+@cases.add(lambda: (r(2, 3, 4), r(5, 4), r(5)))
+def f_linear(x, w, b):
+    return F.linear(x, w, b), F.linear(x, w)
+
+
+@cases.add(one(3, 4))
+def f_activations(x):
+    return F.relu(x), F.gelu(x), F.gelu(x, approximate="tanh"), F.silu(x), F.leaky_relu(x, 0.1), F.elu(x)
+
+
+@cases.add(one(3, 4))
+def f_softmax(x):
+    return F.softmax(x, dim=-1), F.log_softmax(x, dim=0), F.softmax(x, dim=1, dtype=torch.float64)
+
+
+@cases.add(lambda: (r(2, 3, 8), r(8), r(8)))
+def f_layer_norm(x, w, b):
+    return F.layer_norm(x, (8,), w, b), F.layer_norm(x, x.shape[-1:], eps=1e-6)
+
+
+@cases.add(one(3, 4))
+def f_dropout_eval(x):
+    return F.dropout(x, p=0.5, training=False), F.dropout(x, 0.0), torch.dropout(x, 0.3, False)
+
+
+@cases.add(lambda: (r(2, 2, 5, 8), r(2, 2, 5, 8), r(2, 2, 5, 8)), atol=1e-6, rtol=1e-5)
+def f_sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+@cases.add(lambda: (r(2, 2, 5, 8), r(2, 2, 5, 8), r(2, 2, 5, 8)), atol=1e-6, rtol=1e-5)
+def f_sdpa_causal(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+@cases.add(lambda: (r(2, 2, 5, 8), r(2, 2, 5, 8), r(2, 2, 5, 8)), atol=1e-6, rtol=1e-5)
+def f_sdpa_mask(q, k, v):
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@cases.add(lambda: (torch.randint(0, 10, (2, 5)), r(10, 4)))
+def f_embedding(idx, weight):
+    return F.embedding(idx, weight), F.embedding(idx, weight, padding_idx=0)
+
+
+@cases.add(lambda: (r(6, 5), torch.randint(0, 5, (6,))))
+def f_cross_entropy(logits, target):
+    return (F.cross_entropy(logits, target), F.cross_entropy(logits, target, reduction="none"),
+            F.nll_loss(F.log_softmax(logits, -1), target), F.mse_loss(logits, logits.flip(0)))
+
+
+@cases.add(one(2, 3, 4))
+def f_pad(x):
+    return F.pad(x, (1, 2)), F.pad(x, (0, 0, 1, 1), value=-1.0), F.pad(x, (1, 1, 1, 1, 1, 1))
+
+
+@cases.add(one(3, 4))
+def f_normalize(x):
+    return F.normalize(x, dim=-1), F.normalize(x, p=1, dim=0), F.cosine_similarity(x, x.flip(0))
+
+
+@cases.add(lambda: (r(2, 3, 8, 8), r(4, 3, 3, 3), r(4)), atol=1e-5, rtol=1e-5)
+def f_conv2d(x, w, b):
+    return F.conv2d(x, w, b), F.conv2d(x, w, padding=1, stride=2), F.conv2d(x, w, b, padding="same")
+
+
+@cases.add(one(2, 3, 8, 8))
+def f_pooling(x):
+    return F.max_pool2d(x, 2), F.avg_pool2d(x, 2, stride=1), F.adaptive_avg_pool2d(x, 1), F.max_pool2d(x, 3, 2, 1)
+
+
+@cases.add(one(1, 2, 4, 4), atol=1e-6, rtol=1e-6)
+def f_interpolate(x):
+    return (F.interpolate(x, scale_factor=2, mode="nearest"), F.interpolate(x, size=(6, 6), mode="bilinear",
+            align_corners=False))
+
+
+@cases.add(one(2, 4))
+def f_one_hot_free(x):
+    return F.one_hot(torch.arange(4) % 3, num_classes=3) + 0 * x.sum().long()
+
+
+@cases.add(lambda: (r(2, 6), r(2, 6)))
+def operator_module_on_tensors(x, y):
+    return operator.add(x, y), operator.mul(x, 2), operator.neg(x), operator.matmul(x, y.t())
+
+
+@pytest.mark.parametrize("case", cases.params())
+def test_tensor_ops(case):
+    case.run()
