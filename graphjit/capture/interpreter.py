@@ -18,7 +18,7 @@ import torch
 
 from .. import config
 from ..exc import Unsupported, UserError
-from .bytecode import reader as bytecode  # TODO: use the package API once it re-exports
+from . import bytecode
 from .graph import OutputGraph
 from .guards import GuardSet
 from .side_effects import SideEffects
