@@ -36,6 +36,8 @@ class ReturnCodegen:
         self.namespace = namespace
         self.output_nodes = []
         self._object_names = {}
+        self.prelude = []          # statements building objects made in the frame, each once
+        self._temps = {}           # id(Variable) -> temp name holding its rebuilt object
 
     def obj(self, value):
         key = id(value)
@@ -51,7 +53,19 @@ class ReturnCodegen:
         return self.obj(value)
 
     def expr(self, var):
-        return var.reconstruct(self)
+        """Python expression for `var`. Mutable objects made in the frame are built once, into a temp, so
+        every reference (return value, stack, locals, side effects) sees the same object."""
+        key = id(var)
+        if key in self._temps:
+            return self._temps[key]
+        text = var.reconstruct(self)
+        if _is_new_mutable(var):
+            name = f"__gj_t{len(self._temps)}"
+            self.prelude.append(f"{name} = {text}")
+            self._temps[key] = name
+            self.namespace.setdefault("__gj_keep", []).append(var)
+            return name
+        return text
 
     def tensor(self, var: TensorVariable):
         if var.node.op == "placeholder" and var.source is not None:
@@ -59,6 +73,14 @@ class ReturnCodegen:
         if var.node not in self.output_nodes:
             self.output_nodes.append(var.node)
         return f"__gj_out[{self.output_nodes.index(var.node)}]"
+
+
+def _is_new_mutable(var):
+    from .variables.containers import ListVariable, DictVariable
+    from .variables.objects import UserObjectVariable
+    if isinstance(var, (ListVariable, DictVariable)):
+        return var.source is None
+    return isinstance(var, UserObjectVariable) and var.is_new
 
 
 def signature_source(code, closure_param="__gj_closure"):
@@ -113,18 +135,17 @@ def build_entry(fn, guards, body, namespace, kind="entry"):
     return entry
 
 
-def graph_call_body(input_sources, compiled, replay, return_expr):
-    """Call the graph, apply the recorded side effects, return. The return value is built before the
-    effects are applied when it reads state they change (it was computed from the traced values)."""
+def graph_call_body(input_sources, compiled, prelude, values, replay, tail):
+    """Call the graph, rebuild objects made in the frame, bind `values` ({temp name: expression}, built
+    from the traced state before any effect is applied), apply the recorded side effects, then `tail`
+    (return the result, or run a graph break's instruction and call the resume function)."""
     body = []
     if compiled is not None:
         body.append(f"__gj_out = __gj_graph({', '.join(s.expr() for s in input_sources)})")
-    if replay:
-        body.append(f"__gj_ret = {return_expr}")
-        body += replay
-        body.append("return __gj_ret")
-    else:
-        body.append(f"return {return_expr}")
+    body += prelude
+    body += [f"{name} = {expr}" for name, expr in values.items()]
+    body += replay
+    body += tail
     return body
 
 

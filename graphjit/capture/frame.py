@@ -6,14 +6,18 @@ translation on a miss, the recompile limit, and the eager fallback.
 """
 import dataclasses
 import functools
+import inspect
+import sysconfig
 import time
+import types
 import warnings
+import weakref
 
 from .. import config, logs
 from ..exc import Unsupported
 from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, entry_namespace,
                       graph_call_body, forward_call_body)
-from .interpreter import Tracer
+from .interpreter import Tracer, BreakPoint
 
 
 @dataclasses.dataclass
@@ -148,41 +152,231 @@ class CompiledFunction:
 
 
 def translate(fn, options, args, kwargs):
-    """Trace one frame; returns (entry, guard reporter). Unsupported code gives an eager entry."""
+    """Trace one frame; returns (entry, guard reporter).
+
+    Capture the whole frame if possible. If something can't be captured, restart the trace and stop just
+    before the root-frame instruction where it happened (a graph break): compile the graph so far, run
+    that instruction in CPython, continue in a resume function. Where no break is possible, the frame
+    runs eagerly under the guards collected up to the failure.
+    """
     start = time.perf_counter()
-    tracer = Tracer(fn)
     record = CompileRecord(code=fn.__code__)
-    namespace = {}
+    tracer = Tracer(fn)
     try:
         result = tracer.trace(args, kwargs)
-        cg = ReturnCodegen(namespace)
-        return_expr = cg.expr(result)
-        replay = tracer.side_effects.replay_lines(cg)
-        gm, sources, example_inputs = tracer.graph.finish(cg.output_nodes)
-        record.op_count = tracer.graph.op_count()
-        compiled = None
-        if record.op_count:
-            logs.log("graph", f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
-            compiled = compile_graph(gm, example_inputs, options)
-            record.graph = gm
+        entry, reporter = _finish(fn, options, tracer, record, lambda cg: _return_tail(cg, result))
     except Unsupported as e:
         if options.fullgraph:
             raise
-        logs.log("graph_breaks", f"{fn.__code__.co_qualname} runs eagerly: {e}")
         record.break_reason = e
-        record.guards = [g.reason for g in tracer.guards.ordered()]
-        record.seconds = time.perf_counter() - start
-        _record(record)
-        return eager_entry(fn, tracer.guards)
+        entry = reporter = None
+        why_not = breakable(fn, e)
+        if why_not is None:
+            try:
+                entry, reporter = _translate_break(fn, options, args, kwargs, e, record)
+            except Unsupported as e2:
+                why_not = f"graph break not possible: {e2.reason}"
+        if entry is None:
+            logs.log("graph_breaks", f"{fn.__code__.co_qualname} runs eagerly ({why_not}): {e}")
+            record.graph = None
+            record.guards = [g.reason for g in tracer.guards.ordered()]
+            entry, reporter = eager_entry(fn, tracer.guards)
+        else:
+            logs.log("graph_breaks", f"graph break in {fn.__code__.co_qualname}: {e}")
+    record.seconds = time.perf_counter() - start
+    _record(record)
+    return entry, reporter
+
+
+def _return_tail(cg, result):
+    return {"__gj_ret": cg.expr(result)}, ["return __gj_ret"]
+
+
+def _finish(fn, options, tracer, record, make_tail):
+    """Build the graph, compile it, generate the entry. make_tail(cg) -> (values, tail lines)."""
+    namespace = {}
+    cg = ReturnCodegen(namespace)
+    values, tail = make_tail(cg)
+    replay = tracer.side_effects.replay_lines(cg)
+    gm, sources, example_inputs = tracer.graph.finish(cg.output_nodes)
+    record.op_count = tracer.graph.op_count()
+    compiled = None
+    if record.op_count:
+        logs.log("graph", f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
+        compiled = compile_graph(gm, example_inputs, options)
+        record.graph = gm
     record.guards = [g.reason for g in tracer.guards.ordered()]
     logs.log("guards", f"guards of {fn.__code__.co_qualname}:\n  " + "\n  ".join(record.guards))
     namespace.update(entry_namespace(fn, tracer.guards))
     namespace["__gj_graph"] = compiled
-    entry = build_entry(fn, tracer.guards, graph_call_body(sources, compiled, replay, return_expr), namespace)
+    body = graph_call_body(sources, compiled, cg.prelude, values, replay, tail)
+    entry = build_entry(fn, tracer.guards, body, namespace)
     reporter = build_guard_reporter(fn, tracer.guards, dict(namespace))
-    record.seconds = time.perf_counter() - start
-    _record(record)
     return entry, reporter
+
+
+_CALLS = ("CALL", "CALL_KW", "CALL_FUNCTION_EX")
+_BRANCHES = ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE")
+
+
+def breakable(fn, error):
+    """None if the frame can break at the instruction where `error` happened, else the reason it can't."""
+    from . import bytecode
+    from .resume import in_loop
+    from ..exc import UserError
+    code = fn.__code__
+    index = getattr(error, "root_index", None)
+    if isinstance(error, UserError):
+        return "an exception raised by the code itself"
+    if index is None or index < 0:
+        return "no instruction of the frame to break at"
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return "graph breaks in generators are not supported"
+    opname = bytecode.read(code)[index].opname
+    if opname not in _CALLS + _BRANCHES:
+        return f"graph breaks at {opname} are not supported"
+    if in_loop(code, index):
+        return "graph break inside a loop"
+    return None
+
+
+def _translate_break(fn, options, args, kwargs, error, record):
+    """Trace again up to the breaking instruction; emit graph + instruction in CPython + resume call."""
+    tracer = Tracer(fn, stop_at=error.root_index)
+    state = tracer.trace(args, kwargs)
+    if not isinstance(state, BreakPoint):
+        raise Unsupported("the second trace did not reach the graph break")
+    frame = state.frame
+    if frame.code.co_cellvars and any(c.contents is not c.EMPTY for c in frame.cells.values()
+                                      if c.real_cell is None):
+        raise Unsupported("graph break after a closure cell was set")
+    inst = frame.instructions[state.index]
+
+    def make_tail(cg):
+        return _break_tail(fn, options, frame, inst, state.index, cg)
+    return _finish(fn, options, tracer, record, make_tail)
+
+
+def _break_tail(fn, options, frame, inst, index, cg):
+    from .resume import resume_function, NULL_SLOT
+    from .variables.base import NULL
+    stack = list(frame.stack)
+    values = {}
+    call_expr = None
+    if inst.opname in _CALLS:
+        call_expr, consumed = _call_expression(inst, stack, cg, values)
+        stack = stack[:-consumed]
+        targets = [(None, index + 1)]
+    else:
+        cond = cg.expr(stack.pop())
+        values["__gj_cond"] = cond
+        jump_when = {"POP_JUMP_IF_TRUE": "__gj_cond", "POP_JUMP_IF_FALSE": "not __gj_cond",
+                     "POP_JUMP_IF_NONE": "__gj_cond is None",
+                     "POP_JUMP_IF_NOT_NONE": "__gj_cond is not None"}[inst.opname]
+        targets = [(jump_when, inst.target), (None, index + 1)]
+    layout = []
+    for k, item in enumerate(stack):
+        if item is NULL:
+            layout.append(NULL_SLOT)
+        else:
+            values[f"__gj_s{k}"] = cg.expr(item)
+            layout.append(f"__gj_s{k}")
+    local_names = sorted(n for n in frame.locals if not n.startswith("__gj_"))
+    for name in local_names:
+        values[f"__gj_l_{name}"] = cg.expr(frame.locals[name])
+    if call_expr is not None:
+        layout.append("__gj_result")
+    passed = [slot for slot in layout if slot is not NULL_SLOT and slot != "__gj_result"]
+    tail = []
+    if call_expr is not None:
+        tail.append(f"__gj_result = {call_expr}")
+    closure = fn.__closure__
+    for k, (condition, target) in enumerate(targets):
+        resume = resume_function(fn.__code__, target, layout, local_names, fn.__globals__, closure)
+        name = f"__gj_resume{k}"
+        cg.namespace[name] = CompiledFunction(resume, options)
+        arguments = ", ".join(passed + (["__gj_result"] if call_expr is not None else []) +
+                              [f"__gj_l_{n}" for n in local_names])
+        line = f"return {name}({arguments})"
+        tail.append(f"if {condition}: {line}" if condition else line)
+    cg.namespace["__gj_call"] = intercepting_call(options)
+    return values, tail
+
+
+def _call_expression(inst, stack, cg, values):
+    """The Python expression running a CALL / CALL_KW / CALL_FUNCTION_EX on the traced stack, and how
+    many stack slots it consumes."""
+    from .variables.base import NULL
+    if inst.opname == "CALL_FUNCTION_EX":
+        has_kw = bool(inst.argval)
+        kwargs = stack[-1] if has_kw else None
+        args = stack[-1 - has_kw]
+        a, b = stack[-3 - has_kw:-1 - has_kw]
+        consumed = 3 + has_kw
+        fn, self_arg = (b, None) if a is NULL else (a, None) if b is NULL else (a, b)
+        parts = [cg.expr(fn)] + ([cg.expr(self_arg)] if self_arg is not None else [])
+        parts.append(f"*{cg.expr(args)}")
+        if kwargs is not None:
+            parts.append(f"**{cg.expr(kwargs)}")
+        return f"__gj_call({', '.join(parts)})", consumed
+    names = ()
+    items = stack
+    extra = 0
+    if inst.opname == "CALL_KW":
+        names = stack[-1].as_python_constant()
+        items = stack[:-1]
+        extra = 1
+    argc = inst.argval
+    call_args = items[len(items) - argc:]
+    a, b = items[len(items) - argc - 2:len(items) - argc]
+    fn, first = (b, []) if a is NULL else (a, []) if b is NULL else (a, [b])
+    positional = first + call_args[:len(call_args) - len(names)]
+    keywords = call_args[len(call_args) - len(names):] if names else []
+    parts = [cg.expr(fn)] + [cg.expr(v) for v in positional]
+    parts += [f"{k}={cg.expr(v)}" for k, v in zip(names, keywords)]
+    return f"__gj_call({', '.join(parts)})", argc + 2 + extra
+
+
+# ---- interception: calls made in CPython at a graph break are captured as their own frames ----
+
+_INTERCEPTED = weakref.WeakKeyDictionary()
+_STDLIB = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
+
+
+def _skipped(fn):
+    """Library code we never trace into: the standard library, torch, and graphjit itself."""
+    filename = fn.__code__.co_filename
+    return (filename.startswith(_STDLIB) and "site-packages" not in filename) or \
+        "/torch/" in filename or "/graphjit/" in filename or filename.startswith("<")
+
+
+def intercepting_call(options):
+    def call(fn, *args, **kwargs):
+        return intercepted(fn, options)(*args, **kwargs)
+    return call
+
+
+def intercepted(fn, options):
+    """What a call to `fn` from a graph break should run: a compiled version where it is Python code."""
+    import torch
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        inner = intercepted(fn.__func__, options)
+        return fn if inner is fn.__func__ else types.MethodType(inner, fn.__self__)
+    if isinstance(fn, types.FunctionType):
+        if getattr(fn, "_graphjit_disable", False) or _skipped(fn):
+            return fn
+        key = options.key
+        per_fn = _INTERCEPTED.setdefault(fn, {})
+        if key not in per_fn:
+            per_fn[key] = CompiledFunction(fn, options)
+        return per_fn[key]
+    if isinstance(fn, torch.nn.Module) and isinstance(type(fn).forward, types.FunctionType):
+        from ..api import _compile_module
+        per_mod = _INTERCEPTED.setdefault(fn, {})
+        if options.key not in per_mod:
+            per_mod[options.key] = _compile_module(fn, options)
+        return per_mod[options.key]
+    return fn
 
 
 def compile_graph(gm, example_inputs, options):

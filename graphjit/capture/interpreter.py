@@ -97,6 +97,14 @@ class _Yield(_Return):
     pass
 
 
+class BreakPoint:
+    """The trace stopped before instruction `index` of the root frame; `frame` holds the live state."""
+
+    def __init__(self, frame, index):
+        self.frame = frame
+        self.index = index
+
+
 @functools.lru_cache(maxsize=4096)
 def exception_table_of(code):
     return bytecode.exception_table(code)
@@ -155,8 +163,10 @@ class GeneratorVariable(Variable):
 class Tracer:
     """One capture of one frame: the graph, the guards, and the stack of frames being interpreted."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, stop_at=None):
         self.fn = fn
+        self.stop_at = stop_at      # root-frame instruction index to stop before (graph breaks)
+        self.root_frame = None
         self.graph = OutputGraph()
         self.guards = GuardSet()
         self.tensor_vars = {}       # id(real tensor) -> TensorVariable (aliasing)
@@ -190,8 +200,11 @@ class Tracer:
         for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
             cells[name] = CellVariable(real_cell=cell, source=ClosureSource(i, name))
         frame = FrameState(code, fn.__globals__, local_vars, cells)
+        self.root_frame = frame
         try:
             result = self.run_frame(frame)
+            if isinstance(result, BreakPoint):
+                return result
             if isinstance(result, _Yield):
                 unsupported("compiling a generator function")
             return result.value
@@ -266,6 +279,8 @@ class Tracer:
         try:
             instructions = frame.instructions
             while True:
+                if frame.ip == self.stop_at and frame is self.root_frame:
+                    return BreakPoint(frame, frame.ip)
                 inst = instructions[frame.ip]
                 frame.current = inst
                 frame.ip += 1
@@ -286,6 +301,8 @@ class Tracer:
         except Unsupported as e:
             if e.filename is None:
                 e.filename, e.lineno = frame.location()
+            if frame is self.root_frame and getattr(e, "root_index", None) is None:
+                e.root_index = frame.ip - 1
             raise
         except (NotConstant, KeyError, IndexError, TypeError, AttributeError, ValueError,
                 AssertionError, NotImplementedError, RuntimeError) as e:

@@ -87,6 +87,9 @@ class MethodOf(Variable):
     def call(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def reconstruct(self, cg):
+        return f"{cg.expr(self.obj)}.{self.name}"
+
     def __repr__(self):
         return f"{self.obj!r}.{self.name}"
 

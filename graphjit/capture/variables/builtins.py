@@ -502,6 +502,9 @@ PURE_ON_CONSTANTS |= {len, isinstance, issubclass, min, max, abs, round, divmod,
 
 
 class BuiltinVariable(Variable):
+    def reconstruct(self, cg):
+        return self.source.expr() if self.source is not None else cg.obj(self.fn)
+
     def __init__(self, fn, source=None):
         self.fn = fn
         self.source = source

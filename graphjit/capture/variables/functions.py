@@ -167,6 +167,9 @@ class UserFunctionVariable(BaseFunctionVariable):
         src = AttrSource(self.source, "__closure__") if self.source is not None else None
         return [tx.closure_cell(c, ItemSource(src, i) if src else None) for i, c in enumerate(cells)]
 
+    def reconstruct(self, cg):
+        return self.source.expr() if self.source is not None else cg.obj(self.fn)
+
     def __repr__(self):
         return f"Function({self.fn.__qualname__})"
 
@@ -251,6 +254,11 @@ class BoundMethodVariable(Variable):
             return self.fn
         return self.fn.getattr(tx, name)
 
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return self.source.expr()
+        return f"{cg.obj(types.MethodType)}({cg.expr(self.fn)}, {cg.expr(self.obj)})"
+
     def __repr__(self):
         return f"BoundMethod({self.fn!r}, {self.obj!r})"
 
@@ -291,6 +299,9 @@ class DescriptorVariable(Variable):
 class DisabledFunctionVariable(Variable):
     def __init__(self, fn, source=None):
         self.fn, self.source = fn, source
+
+    def reconstruct(self, cg):
+        return self.source.expr() if self.source is not None else cg.obj(self.fn)
 
     @classmethod
     def create(cls, tx, value, source):

@@ -422,6 +422,9 @@ class ClassVariable(ObjectLikeVariable):
         from .classes import construct
         return construct(tx, self, args, kwargs)
 
+    def reconstruct(self, cg):
+        return self.source.expr() if self.source is not None else cg.obj(self.cls)
+
     def __repr__(self):
         return f"Class({getattr(self.cls, '__qualname__', self.cls)})"
 
@@ -449,6 +452,9 @@ class PythonModuleVariable(Variable):
             raise AttributeMissing(f"module {self.value.__name__!r} has no attribute {name!r}")
         frozen = is_frozen_module(self.value)
         return wrap(tx, value, None if frozen or self.source is None else AttrSource(self.source, name))
+
+    def reconstruct(self, cg):
+        return self.source.expr() if self.source is not None else cg.obj(self.value)
 
     def __repr__(self):
         return f"PyModule({self.value.__name__})"

@@ -100,6 +100,9 @@ class TensorMethodVariable(Variable):
             return record(tx, "call_function", operator.getitem, [self.tensor, *args], kwargs)
         return record(tx, "call_method", name, [self.tensor, *args], kwargs, mutates=name.endswith("_"))
 
+    def reconstruct(self, cg):
+        return f"{cg.expr(self.tensor)}.{self.name}"
+
     def __repr__(self):
         return f"{self.tensor!r}.{self.name}"
 

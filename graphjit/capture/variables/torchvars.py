@@ -45,6 +45,9 @@ def is_torch_op(value):
 
 
 class TorchOpVariable(Variable):
+    def reconstruct(self, cg):
+        return self.source.expr() if self.source is not None else cg.obj(self.fn)
+
     """torch.cat, F.linear, torch.Tensor.add, torch.ops.aten.*, and graphjit.allow_in_graph functions."""
 
     def __init__(self, fn, source=None):

@@ -1,0 +1,86 @@
+"""Graph breaks: resume functions that continue a frame in the middle of its bytecode.
+
+A resume function for (code, index) takes the live stack items and locals of the frame as arguments,
+pushes the stack items back, and jumps to `index` in an otherwise unchanged copy of the code:
+
+    def f(x):                          resume at the instruction after `print(...)` returns:
+        y = x.sin()                        def __gj_resume_f_3(__gj_s0, x, y):
+        print("hi")          ->                LOAD_FAST __gj_s0 ; JUMP -> (POP_TOP after the call)
+        return y.cos()                         ... the rest of f's bytecode, unchanged ...
+
+The resume function is itself compiled through graphjit (its own cache entries and guards), so the rest
+of the frame is captured too. Resume functions are cached per (code, index, stack layout, locals).
+"""
+import inspect
+import types
+
+from . import bytecode
+from .bytecode import Instruction, ExceptionEntry
+
+_CACHE = {}
+_ORIGIN = {}   # resume code -> (the original code, how far its instructions are shifted)
+
+# A NULL slot on the stack is not a value: it is re-pushed by the prologue instead of passed.
+NULL_SLOT = None
+
+
+def resume_function(code, index, stack_layout, local_names, f_globals, closure):
+    """A Python function continuing `code` at normalized instruction `index`.
+
+    stack_layout: one entry per stack slot: NULL_SLOT or the parameter name that carries it.
+    local_names:  locals passed as parameters (after the stack parameters).
+    """
+    if code in _ORIGIN:          # a break inside a resume function: resume the original code instead
+        code, shift = _ORIGIN[code]
+        index -= shift
+    key = (code, index, tuple(stack_layout), tuple(local_names))
+    fn = _CACHE.get(key)
+    if fn is None:
+        resume_code, shift = _resume_code(code, index, stack_layout, local_names)
+        _ORIGIN[resume_code] = (code, shift)
+        fn = types.FunctionType(resume_code, f_globals, resume_code.co_name, None, closure)
+        _CACHE[key] = fn
+    return fn
+
+
+def _resume_code(code, index, stack_layout, local_names):
+    instrs = bytecode.read(code)
+    entries = bytecode.exception_table(code)
+    lineno = instrs[index].lineno
+    prologue = [Instruction("PUSH_NULL", None, lineno) if slot is NULL_SLOT else
+                Instruction("LOAD_FAST", slot, lineno) for slot in stack_layout]
+    shift = len(prologue) + 1
+    prologue.append(Instruction("JUMP", None, lineno, target=index + shift))
+    body = [_shifted(ins, shift) for ins in instrs]
+    shifted_entries = [ExceptionEntry(e.start + shift, e.end + shift, e.target + shift, e.depth, e.lasti)
+                       for e in entries]
+    params = [slot for slot in stack_layout if slot is not NULL_SLOT] + list(local_names)
+    flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    name = f"__gj_resume_{code.co_name}_at_{lineno}"
+    resume_code = bytecode.assemble(prologue + body, template=code, exception_entries=shifted_entries,
+                                    argcount=len(params), posonlyargcount=0, kwonlyargcount=0,
+                                    varnames=params, flags=flags, name=name,
+                                    qualname=f"{code.co_qualname}.<resume at line {lineno}>")
+    return resume_code, shift
+
+
+def _shifted(ins, shift):
+    return Instruction(ins.opname, ins.argval, ins.lineno, ins.offset,
+                       None if ins.target is None else ins.target + shift, ins.is_jump_target)
+
+
+def in_loop(code, index):
+    """Is instruction `index` inside a loop body (some later instruction jumps back to or before it)?"""
+    instrs = bytecode.read(code)
+    return any(ins.target is not None and j > index >= ins.target for j, ins in enumerate(instrs)
+               if ins.opname in ("JUMP", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
+                                 "POP_JUMP_IF_NOT_NONE"))
+
+
+def original_code(code):
+    return _ORIGIN.get(code, (code, 0))[0]
+
+
+def clear():
+    _CACHE.clear()
+    _ORIGIN.clear()
