@@ -182,10 +182,20 @@ def translate(fn, options, args, kwargs):
             record.guards = [g.reason for g in tracer.guards.ordered()]
             entry, reporter = eager_entry(fn, tracer.guards)
         else:
-            logs.log("graph_breaks", f"graph break in {fn.__code__.co_qualname}: {e}")
+            _log_break_once(fn, e)
     record.seconds = time.perf_counter() - start
     _record(record)
     return entry, reporter
+
+
+_LOGGED_BREAKS = set()
+
+
+def _log_break_once(fn, error):
+    key = (error.filename, error.lineno, error.reason)
+    if key not in _LOGGED_BREAKS:
+        _LOGGED_BREAKS.add(key)
+        logs.log("graph_breaks", f"graph break in {fn.__code__.co_qualname}: {error}")
 
 
 def _return_tail(cg, result):

@@ -417,7 +417,7 @@ def b_super(tx, *args):
 
 def b_print(tx, *args, **kwargs):
     unsupported("print() writes to stdout: a side effect outside the graph",
-                hint="graph breaks (a later feature) will run it in CPython; remove it to capture this frame")
+                hint="it runs in CPython at a graph break; remove it to capture one graph")
 
 
 def b_object_setattr(tx, obj, name, value):

@@ -1,5 +1,7 @@
 """Functions and closures (inlined), bound methods, functools.partial, and cells."""
 import inspect
+import os
+import sysconfig
 import types
 
 from ...exc import Unsupported
@@ -83,11 +85,32 @@ class CellVariable(Variable):
         self.contents = value
 
 
+_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+# Standard-library modules whose Python code is plain data manipulation: inlined like user code.
+_INLINED_STDLIB = {"functools", "contextlib", "dataclasses", "collections", "enum", "typing", "abc",
+                   "operator", "itertools", "_collections_abc", "types", "inspect", "copyreg", "numbers",
+                   "reprlib", "keyword", "string"}
+
+
+def skipped_library(code):
+    """Library code that is not traced into (I/O, logging, threads, time ...): calling it is a graph break."""
+    filename = code.co_filename
+    if not filename.startswith(_STDLIB_DIRS) or "site-packages" in filename:
+        return None
+    module = os.path.splitext(os.path.relpath(filename, _STDLIB_DIRS[0]))[0].split(os.sep)[0]
+    return None if module in _INLINED_STDLIB else module
+
+
 class BaseFunctionVariable(Variable):
     """Shared by real functions and functions made in the frame: inlined on call."""
 
     def call(self, tx, args, kwargs):
         code = self.get_code()
+        library = skipped_library(code)
+        if library is not None:
+            unsupported(f"call to {code.co_qualname}() from the standard library module {library!r}",
+                        hint="it runs in CPython at a graph break; move it out of the compiled function "
+                             "to capture one graph")
         if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
             unsupported(f"calling async function {code.co_name}")
         bound = bind_arguments(code, code.co_name, list(args), dict(kwargs),

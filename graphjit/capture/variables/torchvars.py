@@ -70,6 +70,9 @@ class TorchOpVariable(Variable):
             unsupported(_REFUSED[fn])
         if fn in _COMPILING_QUERIES:
             return ConstantVariable(True)
+        if fn is torch._C._set_grad_enabled:
+            tx.set_grad_mode(bool(args[0].as_python_constant()))
+            return ConstantVariable(None)
         name = getattr(fn, "__name__", "")
         mutates = name.endswith("_") and not name.endswith("__") or "out" in kwargs
         return record(tx, "call_function", fn, list(args), dict(kwargs), mutates=mutates)
@@ -192,6 +195,23 @@ class WithExitVariable(Variable):
 
     def call(self, tx, args, kwargs):
         return self.ctx.exit(tx)
+
+    def reconstruct(self, cg):
+        # at a graph break inside `with torch.no_grad():` the graph has already switched the mode; the
+        # resume function's with-exit must switch it back
+        if isinstance(self.ctx, GradModeVariable) and self.ctx.applied:
+            return cg.obj(RestoreGradMode(self.ctx.previous))
+        unsupported(f"a graph break inside a `with {self.ctx.python_type().__name__}` block")
+
+
+class RestoreGradMode:
+    """The `__exit__` handed to a resume function for a grad-mode block entered before the break."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __call__(self, *exc_info):
+        torch._C._set_grad_enabled(self.mode)
 
 
 def make_context_manager(tx, cls, args, kwargs):
