@@ -7,6 +7,7 @@ translation on a miss, the recompile limit, and the eager fallback.
 import dataclasses
 import functools
 import inspect
+import sys
 import sysconfig
 import time
 import types
@@ -232,7 +233,7 @@ _BRANCHES = ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_J
 def breakable(fn, error):
     """None if the frame can break at the instruction where `error` happened, else the reason it can't."""
     from . import bytecode
-    from .resume import in_loop
+    from .resume import in_loop, enclosing_handler_kinds
     from ..exc import UserError
     code = fn.__code__
     index = getattr(error, "root_index", None)
@@ -247,6 +248,8 @@ def breakable(fn, error):
         return f"graph breaks at {opname} are not supported"
     if in_loop(code, index):
         return "graph break inside a loop"
+    if "try" in enclosing_handler_kinds(code, index):
+        return "graph break inside a try block"
     return None
 
 
@@ -270,6 +273,7 @@ def _translate_break(fn, options, args, kwargs, error, record):
 def _break_tail(fn, options, frame, inst, index, cg):
     from .resume import resume_function, NULL_SLOT
     from .variables.base import NULL
+    from .variables.torchvars import WithExitVariable
     stack = list(frame.stack)
     values = {}
     call_expr = None
@@ -298,8 +302,16 @@ def _break_tail(fn, options, frame, inst, index, cg):
         layout.append("__gj_result")
     passed = [slot for slot in layout if slot is not NULL_SLOT and slot != "__gj_result"]
     tail = []
-    if call_expr is not None:
-        tail.append(f"__gj_result = {call_expr}")
+    # if the instruction raises, the with-blocks open at the break must still be exited, innermost first
+    exits = [name for name, item in zip(layout, stack) if isinstance(item, WithExitVariable)][::-1]
+    guarded = f"__gj_result = {call_expr}" if call_expr is not None else "__gj_cond = bool(__gj_cond)" \
+        if inst.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE") else "pass"
+    if exits:
+        tail += ["try:", f"    {guarded}", "except BaseException:", "    __gj_info = __gj_sys.exc_info()"]
+        tail += [f"    {name}(*__gj_info)" for name in exits] + ["    raise"]
+        cg.namespace["__gj_sys"] = sys
+    else:
+        tail.append(guarded)
     closure = fn.__closure__
     for k, (condition, target) in enumerate(targets):
         resume = resume_function(fn.__code__, target, layout, local_names, fn.__globals__, closure)

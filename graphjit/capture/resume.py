@@ -81,6 +81,31 @@ def original_code(code):
     return _ORIGIN.get(code, (code, 0))[0]
 
 
+def enclosing_handler_kinds(code, index):
+    """Kinds of the exception handlers an exception raised at `index` passes through, innermost first:
+    'with' (a with-block's __exit__), 'try' (a user's except/finally), 'cleanup' (compiler-made)."""
+    instrs = bytecode.read(code)
+    entries = bytecode.exception_table(code)
+    kinds, seen, position = [], set(), index
+    while True:
+        entry = next((e for e in entries if e.start <= position < e.end), None)
+        if entry is None or entry in seen:
+            return kinds
+        seen.add(entry)
+        kinds.append(_handler_kind(instrs, entry.target))
+        if kinds[-1] == "try":
+            return kinds
+        position = next((j for j in range(entry.target, len(instrs)) if instrs[j].opname == "RERAISE"), None)
+        if position is None:
+            return kinds
+
+
+def _handler_kind(instrs, target):
+    if instrs[target].opname != "PUSH_EXC_INFO":
+        return "cleanup"
+    return "with" if instrs[target + 1].opname == "WITH_EXCEPT_START" else "try"
+
+
 def clear():
     _CACHE.clear()
     _ORIGIN.clear()

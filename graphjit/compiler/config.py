@@ -1,0 +1,40 @@
+"""Knobs of graphjit's compiler (the `graphjit` backend), each with a comment; GRAPHJIT_* env vars at import.
+
+Kept next to the compiler while it is young; graphjit/config.py holds the frontend's knobs.
+"""
+import os
+
+
+def _env_int(name, default):
+    value = os.environ.get("GRAPHJIT_" + name)
+    return int(value) if value else default
+
+
+def _env_str(name, default):
+    return os.environ.get("GRAPHJIT_" + name, default)
+
+
+# Where compiled kernels (.so files) are cached, keyed by a hash of source + compiler + flags + CPU.
+cache_dir = _env_str("CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "graphjit", "kernels"))
+
+# The C++ compiler and its flags. No -ffast-math: results must match eager up to rounding order.
+cxx = _env_str("CXX", "g++")
+cxx_flags = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno")
+
+# A kernel runs its outer loop in parallel (OpenMP) only if it touches at least this many elements:
+# below it, forking threads costs more than it saves.
+parallel_threshold = _env_int("PARALLEL_THRESHOLD", 32768)
+
+# Realization: a pointwise value read by several ops is computed once into a buffer (instead of being
+# recomputed inside each reader) if its body loads more than this many values ...
+realize_reads_threshold = _env_int("REALIZE_READS_THRESHOLD", 2)
+# ... or calls a transcendental op (exp, tanh, erf, pow ...), see lowering.EXPENSIVE_OPS.
+# Any value whose body has more than this many ops is computed into a buffer, to bound kernel size.
+realize_opcount_threshold = _env_int("REALIZE_OPCOUNT_THRESHOLD", 96)
+
+# Most nodes fused into one kernel.
+max_fusion_size = _env_int("MAX_FUSION_SIZE", 64)
+
+# The compiled wrapper checks each input's shape and strides per call (a few hundred ns per tensor) and
+# runs the graph eagerly on a mismatch. The frontend's guards already ensure this: 0 skips the check.
+check_inputs = _env_int("CHECK_INPUTS", 1)
