@@ -95,10 +95,13 @@ _INLINED_STDLIB = {"functools", "contextlib", "dataclasses", "collections", "enu
 def skipped_library(code):
     """Library code that is not traced into (I/O, logging, threads, time ...): calling it is a graph break."""
     filename = code.co_filename
-    if not filename.startswith(_STDLIB_DIRS) or "site-packages" in filename:
+    if "site-packages" in filename:
         return None
-    module = os.path.splitext(os.path.relpath(filename, _STDLIB_DIRS[0]))[0].split(os.sep)[0]
-    return None if module in _INLINED_STDLIB else module
+    for root in _STDLIB_DIRS:
+        if filename.startswith(root + os.sep):
+            module = os.path.splitext(os.path.relpath(filename, root))[0].split(os.sep)[0]
+            return None if module in _INLINED_STDLIB else module
+    return None
 
 
 class BaseFunctionVariable(Variable):

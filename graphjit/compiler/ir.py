@@ -1,0 +1,718 @@
+"""graphjit's loop-level IR: buffers, and the pointwise/reduction nodes that compute them.
+
+A node's body is a Python function of a loop index that calls `ops.load`, `ops.add`, `ops.exp` ... on
+whatever `ops` handler is installed. The same body runs under different handlers: RecordingOps collects
+what it reads and how much work it does, the printer below renders it, codegen/cpp.py prints C++.
+
+    >>> x = InputBuffer("arg0", Layout.contiguous([4, 8], torch.float32), position=0)
+    >>> y = Pointwise((sympy.Integer(4), sympy.Integer(8)), torch.float32, torch.device("cpu"),
+    ...               lambda idx: ops.add(ops.sin(full_view(x).load(idx)), ops.constant(1.0, torch.float32)))
+    >>> print(format_body(y.inner_fn, y.sizes))        # doctest: +NORMALIZE_WHITESPACE
+    (x0, x1):
+        tmp0 = load(arg0, 8*x0 + x1)
+        tmp1 = sin(tmp0)
+        tmp2 = constant(1.0, float32)
+        tmp3 = add(tmp1, tmp2)
+        -> tmp3
+
+Sizes, strides and index expressions are sympy expressions (plain integers today, symbols later).
+Views (permute, expand, slice, reshape ...) never copy: on a materialized buffer they are a StorageView
+(new sizes/strides/offset over the same buffer); on a lazy value they rewrite the index its loader gets.
+"""
+import contextlib
+import dataclasses
+import itertools
+import math
+from typing import Callable
+
+import sympy
+import torch
+
+# ---------------------------------------------------------------------------------------------------------
+# Index math
+# ---------------------------------------------------------------------------------------------------------
+
+
+def index_symbol(name):
+    """A loop variable: an integer >= 0."""
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def as_expr(value):
+    return value if isinstance(value, sympy.Expr) else sympy.Integer(value)
+
+
+def _divisible(term, divisor):
+    coeff, _ = term.as_coeff_Mul()
+    return coeff.is_Integer and divisor.is_Integer and int(coeff) % int(divisor) == 0
+
+
+class FloorDiv(sympy.Function):
+    """floor(base / divisor) on non-negative integers; prints as C's `/`."""
+    is_integer = True
+    nargs = 2
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if divisor == 1:
+            return base
+        if base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) // int(divisor))
+        if isinstance(base, FloorDiv):
+            return FloorDiv(base.args[0], base.args[1] * divisor)
+        terms = sympy.Add.make_args(base)
+        exact = [t for t in terms if _divisible(t, divisor)]
+        if exact and len(exact) < len(terms):
+            # (d*a + b) // d == a + b // d for non-negative a, b
+            rest = sympy.Add(*[t for t in terms if t not in exact])
+            return sympy.Add(*[t / divisor for t in exact]) + FloorDiv(rest, divisor)
+        if exact:
+            return sympy.Add(*[t / divisor for t in exact])
+        return None
+
+
+def simplify_index(expr):
+    return sympy.expand(as_expr(expr))
+
+
+def contiguous_strides(sizes):
+    strides, acc = [], sympy.Integer(1)
+    for size in reversed(sizes):
+        strides.append(acc)
+        acc = acc * (size if size != 0 else 1)
+    return tuple(reversed(strides))
+
+
+def linear_index(index, strides, offset=0):
+    return simplify_index(sum((i * s for i, s in zip(index, strides)), as_expr(offset)))
+
+
+def product(sizes):
+    return sympy.Mul(*sizes) if sizes else sympy.Integer(1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ops: the define-by-run interface
+# ---------------------------------------------------------------------------------------------------------
+
+# Pointwise math every handler understands: name -> number of value operands. A body may also call
+# load, store, constant, index_expr, to_dtype, where, masked and indirect_indexing (see RecordingOps).
+POINTWISE_OPS = {
+    **dict.fromkeys(["neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin",
+                     "cos", "tan", "tanh", "sigmoid", "erf", "floor", "ceil", "trunc", "round", "sign",
+                     "reciprocal", "logical_not", "bitwise_not", "isnan", "isinf", "square", "relu"], 1),
+    **dict.fromkeys(["add", "sub", "mul", "truediv", "floordiv", "truncdiv", "remainder", "pow", "maximum",
+                     "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+                     "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "atan2"], 2),
+}
+
+_handlers = []
+
+
+class _Ops:
+    """`ops.exp(x)` calls `exp` on the innermost installed handler."""
+
+    def __getattr__(self, name):
+        return getattr(_handlers[-1], name)
+
+
+ops = _Ops()
+
+
+@contextlib.contextmanager
+def use_ops(handler):
+    _handlers.append(handler)
+    try:
+        yield handler
+    finally:
+        _handlers.pop()
+
+
+class RecordingOps:
+    """Runs a body without computing anything: records loads, stores, index expressions and op counts.
+
+    Values are strings naming the op that produced them, so the trace reads like the printer's.
+    """
+
+    def __init__(self):
+        self.reads = []            # (buffer name, index expr)
+        self.writes = []           # (buffer name, index expr)
+        self.index_exprs = []      # exprs of ops.index_expr
+        self.op_counts = {}
+        self._indirect = itertools.count()
+
+    def _count(self, name):
+        self.op_counts[name] = self.op_counts.get(name, 0) + 1
+        return name
+
+    def load(self, name, index):
+        self.reads.append((name, index))
+        return self._count("load")
+
+    def store(self, name, index, value):
+        self.writes.append((name, index))
+
+    def constant(self, value, dtype):
+        return "constant"
+
+    def index_expr(self, expr, dtype):
+        self.index_exprs.append(expr)
+        return self._count("index_expr")
+
+    def to_dtype(self, x, dtype):
+        return self._count("to_dtype")
+
+    def where(self, cond, a, b):
+        return self._count("where")
+
+    def masked(self, mask, body, other, dtype):
+        body()
+        return self._count("masked")
+
+    def indirect_indexing(self, value, size, check=True):
+        return index_symbol(f"ind{next(self._indirect)}")
+
+    def __getattr__(self, name):
+        if name in POINTWISE_OPS:
+            return lambda *args: self._count(name)
+        raise AttributeError(f"ops.{name} is not an op of graphjit's IR")
+
+    @property
+    def op_count(self):
+        return sum(self.op_counts.values())
+
+
+class PrintingOps:
+    """Renders a body as numbered lines `tmpN = op(args)`: the readable form of IR nodes."""
+
+    def __init__(self):
+        self.lines = []
+        self._ids = itertools.count()
+        self._indirect = itertools.count()
+
+    def _emit(self, text):
+        name = f"tmp{next(self._ids)}"
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def load(self, name, index):
+        return self._emit(f"load({name}, {index})")
+
+    def store(self, name, index, value):
+        self.lines.append(f"store({name}, {index}, {value})")
+
+    def constant(self, value, dtype):
+        return self._emit(f"constant({value!r}, {dtype_name(dtype)})")
+
+    def index_expr(self, expr, dtype):
+        return self._emit(f"index_expr({expr}, {dtype_name(dtype)})")
+
+    def to_dtype(self, x, dtype):
+        return self._emit(f"to_dtype({x}, {dtype_name(dtype)})")
+
+    def where(self, cond, a, b):
+        return self._emit(f"where({cond}, {a}, {b})")
+
+    def masked(self, mask, body, other, dtype):
+        outer, self.lines = self.lines, []
+        result = body()
+        inner, self.lines = self.lines, outer
+        self.lines.append(f"masked({mask}, other={other!r}):")
+        self.lines += ["    " + line for line in inner] + [f"    -> {result}"]
+        return self._emit(f"masked_result({result})")
+
+    def indirect_indexing(self, value, size, check=True):
+        sym = index_symbol(f"ind{next(self._indirect)}")
+        self.lines.append(f"{sym} = indirect_indexing({value}, size={size})")
+        return sym
+
+    def __getattr__(self, name):
+        if name in POINTWISE_OPS:
+            return lambda *args: self._emit(f"{name}({', '.join(map(str, args))})")
+        raise AttributeError(f"ops.{name} is not an op of graphjit's IR")
+
+
+def dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def loop_vars(prefix, sizes):
+    return [index_symbol(f"{prefix}{i}") for i in range(len(sizes))]
+
+
+def format_body(fn, sizes, reduction_sizes=None):
+    """The body of a node, printed with loop variables x0.. (and r0.. for a reduction's inner loop)."""
+    index = loop_vars("x", sizes)
+    args = [index]
+    header = ", ".join(map(str, index))
+    if reduction_sizes is not None:
+        rindex = loop_vars("r", reduction_sizes)
+        args.append(rindex)
+        header += " | " + ", ".join(map(str, rindex))
+    with use_ops(PrintingOps()) as printer:
+        result = fn(*args)
+    return "\n".join([f"({header}):"] + ["    " + line for line in printer.lines] + [f"    -> {result}"])
+
+
+def record(fn, *args):
+    """Runs a body under RecordingOps and returns the recorder."""
+    with use_ops(RecordingOps()) as recorder:
+        recorder.result = fn(*args)
+    return recorder
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Buffers: named, materialized tensors
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Sizes and strides (sympy, in elements, relative to the buffer's data pointer), dtype and device."""
+    sizes: tuple
+    strides: tuple
+    dtype: torch.dtype
+    device: torch.device = torch.device("cpu")
+
+    @staticmethod
+    def contiguous(sizes, dtype, device=torch.device("cpu")):
+        sizes = tuple(as_expr(s) for s in sizes)
+        return Layout(sizes, contiguous_strides(sizes), dtype, device)
+
+    @staticmethod
+    def of(tensor):
+        return Layout(tuple(as_expr(s) for s in tensor.shape), tuple(as_expr(s) for s in tensor.stride()),
+                      tensor.dtype, tensor.device)
+
+    def storage_size(self):
+        """Elements spanned from the data pointer: 1 + the largest offset (0 for an empty tensor)."""
+        if any(s == 0 for s in self.sizes):
+            return sympy.Integer(0)
+        return 1 + sum(((n - 1) * st for n, st in zip(self.sizes, self.strides)), sympy.Integer(0))
+
+    def __str__(self):
+        sizes = ", ".join(map(str, self.sizes))
+        strides = ", ".join(map(str, self.strides))
+        return f"{dtype_name(self.dtype)}[{sizes}] strides [{strides}]"
+
+
+class Buffer:
+    """A tensor that exists in memory while the graph runs. Subclasses say where its values come from."""
+
+    def __init__(self, name, layout):
+        self.name = name
+        self.layout = layout
+
+    @property
+    def sizes(self):
+        return self.layout.sizes
+
+    @property
+    def dtype(self):
+        return self.layout.dtype
+
+    @property
+    def device(self):
+        return self.layout.device
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.name}: {self.layout})"
+
+
+class InputBuffer(Buffer):
+    """A graph input (position into the compiled function's arguments) or a constant tensor (value)."""
+
+    def __init__(self, name, layout, position=None, value=None):
+        super().__init__(name, layout)
+        self.position = position
+        self.value = value
+
+
+class ComputedBuffer(Buffer):
+    """A buffer whose elements a Pointwise or Reduction node computes."""
+
+    def __init__(self, name, layout, data):
+        super().__init__(name, layout)
+        self.data = data
+
+    def store_body(self):
+        """The node's body completed with the store into this buffer, as a function of its loop vars."""
+        data, layout, name = self.data, self.layout, self.name
+        if isinstance(data, Pointwise):
+            def body(index):
+                ops.store(name, linear_index(index, layout.strides), data.inner_fn(index))
+            return body
+        raise TypeError("a reduction's store happens after its loop; see Reduction")
+
+
+class ExternKernel:
+    """A call of an ATen op on real tensors (mm, convolution, attention, and every op without a lowering).
+
+    args/kwargs are the op's arguments with each tensor replaced by a StorageView; outputs are
+    ExternOutput buffers, one per tensor in the op's result (path: indices into the result).
+    """
+
+    def __init__(self, name, op, args, kwargs, reason):
+        self.name = name
+        self.op = op
+        self.args = args
+        self.kwargs = kwargs
+        self.reason = reason      # why it is an extern call: "extern op" or the missing lowering
+        self.outputs = []
+
+    def inputs(self):
+        views = []
+        torch.utils._pytree.tree_map(lambda a: views.append(a) if isinstance(a, StorageView) else None,
+                                     (self.args, self.kwargs))
+        return views
+
+    def __repr__(self):
+        return f"ExternKernel({self.name} = {self.op})"
+
+
+class ExternOutput(Buffer):
+    def __init__(self, name, layout, kernel, path):
+        super().__init__(name, layout)
+        self.kernel = kernel
+        self.path = path
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Values: what a lowering takes and returns
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(eq=False)
+class Pointwise:
+    """A lazy value: element `index` is `inner_fn(index)`. Inlined into readers until realized."""
+    sizes: tuple
+    dtype: torch.dtype
+    device: torch.device
+    inner_fn: Callable
+
+    def make_loader(self):
+        return self.inner_fn
+
+    def __str__(self):
+        return f"pointwise {dtype_name(self.dtype)}[{', '.join(map(str, self.sizes))}] " + \
+            format_body(self.inner_fn, self.sizes)
+
+
+@dataclasses.dataclass(eq=False)
+class Reduction:
+    """out[index] = reduce over rindex of inner_fn(index, rindex); reduction_type: sum, max or min.
+
+    Accumulates in acc_dtype (float32 for 16-bit floats); the result is cast to dtype.
+    """
+    sizes: tuple
+    reduction_sizes: tuple
+    reduction_type: str
+    dtype: torch.dtype
+    acc_dtype: torch.dtype
+    device: torch.device
+    inner_fn: Callable
+
+    def __str__(self):
+        return (f"reduction {self.reduction_type} {dtype_name(self.dtype)}[{', '.join(map(str, self.sizes))}] "
+                f"over [{', '.join(map(str, self.reduction_sizes))}] "
+                + format_body(self.inner_fn, self.sizes, self.reduction_sizes))
+
+
+@dataclasses.dataclass(eq=False)
+class StorageView:
+    """A strided window onto a buffer: element i is at buffer.data + offset + sum(i_d * strides_d)."""
+    buffer: Buffer
+    sizes: tuple
+    strides: tuple
+    offset: sympy.Expr = sympy.Integer(0)
+
+    @property
+    def dtype(self):
+        return self.buffer.dtype
+
+    @property
+    def device(self):
+        return self.buffer.device
+
+    def is_full(self):
+        layout = self.buffer.layout
+        return self.sizes == layout.sizes and self.strides == layout.strides and self.offset == 0
+
+    def load(self, index):
+        return ops.load(self.buffer.name, linear_index(index, self.strides, self.offset))
+
+    def make_loader(self):
+        return self.load
+
+    def __str__(self):
+        if self.is_full():
+            return self.buffer.name
+        return (f"{self.buffer.name}.view([{', '.join(map(str, self.sizes))}], "
+                f"strides=[{', '.join(map(str, self.strides))}], offset={self.offset})")
+
+
+def full_view(buffer):
+    return StorageView(buffer, buffer.layout.sizes, buffer.layout.strides, sympy.Integer(0))
+
+
+def is_value(x):
+    return isinstance(x, (Pointwise, StorageView))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Views: index rewrites, never copies
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _reindexed(x, sizes, reindex):
+    """A lazy view of x: element `index` of the result is element `reindex(index)` of x."""
+    loader = x.make_loader()
+    return Pointwise(tuple(sizes), x.dtype, x.device, lambda index: loader(reindex(index)))
+
+
+def view_permute(x, dims):
+    dims = [d % len(x.sizes) for d in dims]
+    sizes = tuple(x.sizes[d] for d in dims)
+    if isinstance(x, StorageView):
+        return StorageView(x.buffer, sizes, tuple(x.strides[d] for d in dims), x.offset)
+
+    def reindex(index):
+        out = [None] * len(dims)
+        for i, d in enumerate(dims):
+            out[d] = index[i]
+        return out
+    return _reindexed(x, sizes, reindex)
+
+
+def view_expand(x, sizes):
+    sizes = [as_expr(s) for s in sizes]
+    lead = len(sizes) - len(x.sizes)
+    sizes = tuple(x.sizes[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    if isinstance(x, StorageView):
+        strides = [sympy.Integer(0)] * lead
+        for i, (old, st) in enumerate(zip(x.sizes, x.strides)):
+            strides.append(st if old == sizes[lead + i] else sympy.Integer(0))
+        return StorageView(x.buffer, sizes, tuple(strides), x.offset)
+    return _reindexed(x, sizes, lambda index: broadcast_index(index, x.sizes, sizes))
+
+
+def broadcast_index(index, from_sizes, to_sizes):
+    """Index into a tensor of from_sizes, broadcast (numpy rules) to to_sizes, given an index of to_sizes."""
+    lead = len(to_sizes) - len(from_sizes)
+    return [sympy.Integer(0) if (s == 1 and to_sizes[lead + i] != 1) else index[lead + i]
+            for i, s in enumerate(from_sizes)]
+
+
+def view_slice(x, dim, start, end, step):
+    dim = dim % len(x.sizes)
+    size = int(x.sizes[dim])
+    start, end = _clamp_slice(start, end, size)
+    length = max(0, -(-(end - start) // step))
+    sizes = tuple(as_expr(length) if d == dim else s for d, s in enumerate(x.sizes))
+    if isinstance(x, StorageView):
+        strides = tuple(st * step if d == dim else st for d, st in enumerate(x.strides))
+        return StorageView(x.buffer, sizes, strides, x.offset + start * x.strides[dim])
+
+    def reindex(index):
+        return [i * step + start if d == dim else i for d, i in enumerate(index)]
+    return _reindexed(x, sizes, reindex)
+
+
+def _clamp_slice(start, end, size):
+    start = 0 if start is None else start
+    end = size if end is None else end
+    start = start + size if start < 0 else start
+    end = end + size if end < 0 else end
+    return min(max(start, 0), size), min(max(end, 0), size)
+
+
+def view_select(x, dim, index):
+    dim = dim % len(x.sizes)
+    index = index + int(x.sizes[dim]) if index < 0 else index
+    sliced = view_slice(x, dim, index, index + 1, 1)
+    return view_squeeze(sliced, [dim])
+
+
+def view_unsqueeze(x, dim):
+    dim = dim % (len(x.sizes) + 1)
+    sizes = x.sizes[:dim] + (sympy.Integer(1),) + x.sizes[dim:]
+    if isinstance(x, StorageView):
+        stride = x.strides[dim] * x.sizes[dim] if dim < len(x.sizes) else sympy.Integer(1)
+        return StorageView(x.buffer, sizes, x.strides[:dim] + (stride,) + x.strides[dim:], x.offset)
+    return _reindexed(x, sizes, lambda index: list(index[:dim]) + list(index[dim + 1:]))
+
+
+def view_squeeze(x, dims):
+    dims = {d % len(x.sizes) for d in dims if x.sizes[d % len(x.sizes)] == 1} if x.sizes else set()
+    keep = [d for d in range(len(x.sizes)) if d not in dims]
+    sizes = tuple(x.sizes[d] for d in keep)
+    if isinstance(x, StorageView):
+        return StorageView(x.buffer, sizes, tuple(x.strides[d] for d in keep), x.offset)
+
+    def reindex(index):
+        out = [sympy.Integer(0)] * len(x.sizes)
+        for i, d in enumerate(keep):
+            out[d] = index[i]
+        return out
+    return _reindexed(x, sizes, reindex)
+
+
+def view_as_strided(x, sizes, strides, offset):
+    """A StorageView of a materialized x (caller realizes x first)."""
+    assert isinstance(x, StorageView)
+    return StorageView(x.buffer, tuple(map(as_expr, sizes)), tuple(map(as_expr, strides)), as_expr(offset))
+
+
+def infer_reshape(old_numel, sizes):
+    sizes = [int(s) for s in sizes]
+    if -1 in sizes:
+        known = math.prod(s for s in sizes if s != -1)
+        sizes[sizes.index(-1)] = int(old_numel) // known if known else 0
+    return tuple(sympy.Integer(s) for s in sizes)
+
+
+def view_reshape(x, sizes):
+    sizes = infer_reshape(product(x.sizes), sizes)
+    if tuple(sizes) == tuple(x.sizes):
+        return x
+    if isinstance(x, StorageView):
+        strides = _reshape_strides(x.sizes, x.strides, sizes)
+        if strides is not None:
+            return StorageView(x.buffer, sizes, strides, x.offset)
+    return _reindexed(x, sizes, _reshape_reindexer(x.sizes, sizes))
+
+
+def _reshape_strides(old_sizes, old_strides, new_sizes):
+    """Strides of a view with new_sizes over the same memory, or None if no strided view exists
+    (torch's computeStride: each block of old dims that is contiguous in memory is re-split)."""
+    old = [(int(s), st) for s, st in zip(old_sizes, old_strides)]
+    new = [int(s) for s in new_sizes]
+    if math.prod(new) == 0 or not old:
+        return contiguous_strides(new_sizes)
+    new_strides = [None] * len(new)
+    view_d = len(new) - 1
+    chunk_base_stride = old[-1][1] if old else sympy.Integer(1)
+    tensor_numel, view_numel = 1, 1
+    for tensor_d in range(len(old) - 1, -1, -1):
+        tensor_numel *= old[tensor_d][0]
+        if tensor_d == 0 or (old[tensor_d - 1][0] != 1 and
+                             old[tensor_d - 1][1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel *= new[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old[tensor_d - 1][1]
+                tensor_numel, view_numel = 1, 1
+    if view_d != -1:
+        return None
+    return tuple(simplify_index(s) for s in new_strides)
+
+
+def _reshape_reindexer(old_sizes, new_sizes):
+    """index into new_sizes -> index into old_sizes, through the row-major flat position."""
+    new_strides = contiguous_strides(new_sizes)
+    old_strides = contiguous_strides(old_sizes)
+
+    def reindex(index):
+        flat = linear_index(index, new_strides)
+        out = []
+        for d, (size, stride) in enumerate(zip(old_sizes, old_strides)):
+            if size == 1:
+                out.append(sympy.Integer(0))
+                continue
+            value = FloorDiv(flat, stride)
+            if d > 0:
+                value = sympy.Mod(value, size)
+            out.append(value)
+        return out
+    return reindex
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The graph of buffers
+# ---------------------------------------------------------------------------------------------------------
+
+
+class LoopGraph:
+    """What lowering produces: inputs, then computed buffers and extern calls in execution order, outputs.
+
+    outputs: one entry per graph output, a StorageView (into any buffer) or a Python constant.
+    """
+
+    def __init__(self):
+        self.inputs = []           # InputBuffer, in argument order (constants have position None)
+        self.nodes = []            # ComputedBuffer | ExternKernel, in execution order
+        self.outputs = []
+        self.fallbacks = []        # (op name, reason) of every extern call made for a missing lowering
+        self._names = itertools.count()
+
+    def new_name(self, prefix="buf"):
+        return f"{prefix}{next(self._names)}"
+
+    def buffers(self):
+        found = list(self.inputs)
+        for node in self.nodes:
+            found += node.outputs if isinstance(node, ExternKernel) else [node]
+        return found
+
+    def __str__(self):
+        lines = []
+        for buf in self.inputs:
+            kind = f"input {buf.position}" if buf.position is not None else "constant"
+            lines.append(f"{buf.name}: {buf.layout}  ({kind})")
+        for node in self.nodes:
+            if isinstance(node, ExternKernel):
+                outs = ", ".join(f"{o.name}: {o.layout}" for o in node.outputs) or "(no tensor outputs)"
+                args = ", ".join(map(str, node.args))
+                lines.append(f"{outs} = extern {node.op}({args})  # {node.reason}")
+            else:
+                lines.append(f"{node.name}: {node.layout} = {node.data}")
+        lines.append("return " + ", ".join(map(str, self.outputs)))
+        return "\n".join(lines)
+
+    def verify(self):
+        """Checks the IR: every load reads a buffer defined before it, within the buffer's bounds, using
+        only loop variables; sizes are sympy; dtypes supported. Raises AssertionError naming the node."""
+        defined = {b.name: b for b in self.inputs}
+        for node in self.nodes:
+            if isinstance(node, ExternKernel):
+                for view in node.inputs():
+                    assert view.buffer.name in defined, f"{node.name} reads {view.buffer.name} before it exists"
+                for out in node.outputs:
+                    defined[out.name] = out
+                continue
+            assert all(isinstance(s, sympy.Expr) for s in node.layout.sizes + node.layout.strides), node
+            data = node.data
+            index = loop_vars("x", data.sizes)
+            args = [index] + ([loop_vars("r", data.reduction_sizes)] if isinstance(data, Reduction) else [])
+            sizes = dict(zip(index, data.sizes))
+            if isinstance(data, Reduction):
+                sizes.update(zip(args[1], data.reduction_sizes))
+            rec = record(data.inner_fn, *args)
+            for name, expr in rec.reads:
+                assert name in defined, f"{node.name} reads {name} before it is computed"
+                _check_bounds(node.name, defined[name], expr, sizes)
+            defined[node.name] = node
+        for out in self.outputs:
+            if isinstance(out, StorageView):
+                assert out.buffer.name in defined, f"output {out.buffer.name} is never computed"
+
+
+def _check_bounds(node_name, buffer, expr, sizes):
+    """For an affine index (non-negative coefficients of loop vars), its largest value fits the buffer."""
+    expr = sympy.expand(expr)
+    if not expr.free_symbols <= set(sizes) or not expr.is_polynomial(*sizes):
+        return
+    top = expr.subs({v: s - 1 for v, s in sizes.items()})
+    if any(s == 0 for s in sizes.values()):
+        return
+    poly_ok = all(c >= 0 for c in sympy.Poly(expr, *sizes).coeffs()) if sizes else True
+    if poly_ok and top.is_Integer:
+        limit = buffer.layout.storage_size()
+        assert int(top) < int(limit), \
+            f"{node_name} reads {buffer.name} at offset up to {top}, beyond its {limit} elements"

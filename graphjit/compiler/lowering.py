@@ -1,0 +1,846 @@
+"""ATen graph -> LoopGraph: one lowering per ATen op, looked up in a table.
+
+A lowering takes IR values (Pointwise or StorageView) and Python arguments and returns IR values. Most
+return lazy Pointwise values, which later readers inline; reductions are computed into buffers; extern
+ops (mm, convolution, attention) and ops without a lowering become ExternKernels that call ATen.
+
+    @register(aten.exp.default)
+    def exp(x): return unary("exp", x)
+
+Whether a lazy value read by several ops is computed once into a buffer is the scheduler's policy
+(scheduler.realize_reason); this file only applies it.
+"""
+import math
+import operator
+
+import sympy
+import torch
+import torch.fx
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes, \
+    is_non_overlapping_and_dense
+from torch.utils import _pytree as pytree
+
+from .. import logs
+from . import config, scheduler
+from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
+                 Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
+                 loop_vars, ops, product, record, view_as_strided, view_expand, view_permute, view_reshape,
+                 view_select, view_slice, view_squeeze, view_unsqueeze)
+
+aten = torch.ops.aten
+
+LOWERINGS = {}            # OpOverload -> lowering function
+
+# Ops always run as ATen calls (library kernels beat generated loops here), never lowered to loops.
+EXTERN_OPS = {
+    aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default, aten.convolution.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten._scaled_dot_product_efficient_attention.default, aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_cudnn_attention.default,
+}
+
+# dtypes the C++ codegen computes on; other dtypes (complex, float8 ...) go through extern calls.
+SUPPORTED_DTYPES = {torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32,
+                    torch.int16, torch.int8, torch.uint8, torch.bool}
+
+
+class NotLowered(Exception):
+    """Raised by a lowering for an argument combination it does not handle: the op becomes an extern call."""
+
+
+def register(*targets):
+    def decorate(fn):
+        for target in targets:
+            LOWERINGS[target] = fn
+        return fn
+    return decorate
+
+
+def overloads(packet, names=("default", "Tensor", "Scalar")):
+    return [getattr(packet, n) for n in names if n in packet.overloads()]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The driver
+# ---------------------------------------------------------------------------------------------------------
+
+
+class Slot:
+    """The value of one fx node while lowering. realize() swaps a lazy value for a buffer in place, so
+    every reader from then on loads the buffer instead of recomputing the value."""
+
+    def __init__(self, value, node):
+        self.value = value
+        self.node = node
+        self._reason = None
+
+    def realize_reason(self):
+        if self._reason is None:
+            self._reason = scheduler.realize_reason(self.value, len(self.node.users)) or ""
+        return self._reason
+
+
+_current = []   # the fx node being lowered (innermost last)
+
+
+def out_meta():
+    """The fake tensor (or tuple of them) that the node being lowered produces."""
+    return _current[-1].meta["val"]
+
+
+class Lowering(torch.fx.Interpreter):
+    """Walks the ATen graph, building a LoopGraph."""
+
+    def __init__(self, gm, example_inputs):
+        super().__init__(gm)
+        self.graph = LoopGraph()
+        self.example_inputs = example_inputs
+        self._inputs = iter(range(len(example_inputs)))
+
+    def run_node(self, n):
+        _current.append(n)
+        try:
+            result = super().run_node(n)
+        finally:
+            _current.pop()
+        return pytree.tree_map(lambda v: Slot(v, n) if is_value(v) else v, result)
+
+    def placeholder(self, target, args, kwargs):
+        position = next(self._inputs)
+        meta = _current[-1].meta["val"]
+        buf = InputBuffer(f"arg{position}", Layout.of(meta), position=position)
+        self.graph.inputs.append(buf)
+        return full_view(buf)
+
+    def get_attr(self, target, args, kwargs):
+        value = super().get_attr(target, args, kwargs)
+        if not isinstance(value, torch.Tensor):
+            return value
+        buf = InputBuffer(self.graph.new_name("const"), Layout.of(value), value=value)
+        self.graph.inputs.append(buf)
+        return full_view(buf)
+
+    def call_function(self, target, args, kwargs):
+        if target is operator.getitem:
+            return args[0][args[1]]
+        lowering = LOWERINGS.get(target)
+        reason = self._refusal(target, lowering, args, kwargs)
+        if reason is None:
+            try:
+                return lowering(*self._unwrap(args), **self._unwrap(kwargs))
+            except NotLowered as e:
+                reason = f"no lowering for this call: {e}"
+        return self._extern(target, args, kwargs, reason)
+
+    def _refusal(self, target, lowering, args, kwargs):
+        if target in EXTERN_OPS:
+            return "extern op"
+        if lowering is None:
+            return "no lowering"
+        dtypes = [v.dtype for v in pytree.tree_leaves(out_meta()) if isinstance(v, torch.Tensor)]
+        dtypes += [s.value.dtype for s in pytree.tree_leaves((args, kwargs)) if isinstance(s, Slot)]
+        bad = sorted({str(d) for d in dtypes if d not in SUPPORTED_DTYPES})
+        if bad:
+            return f"dtype {', '.join(bad)} not supported by the C++ codegen"
+        return None
+
+    def _unwrap(self, tree):
+        """Slots -> values; a lazy value that the scheduler's policy says to compute once is realized."""
+        def unwrap(slot):
+            if not isinstance(slot, Slot):
+                return slot
+            if isinstance(slot.value, Pointwise) and slot.realize_reason():
+                logs.log("fusion", f"realize {slot.node.name}: {slot.realize_reason()}")
+                slot.value = realize(slot.value, self.graph, _dense_strides(slot.node.meta.get("val")))
+            return slot.value
+        return pytree.tree_map(unwrap, tree)
+
+    def _realized(self, tree):
+        """Slots -> StorageViews (extern calls need tensors in memory)."""
+        def unwrap(slot):
+            if not isinstance(slot, Slot):
+                return slot
+            if isinstance(slot.value, Pointwise):
+                slot.value = realize(slot.value, self.graph, _dense_strides(slot.node.meta.get("val")))
+            return slot.value
+        return pytree.tree_map(unwrap, tree)
+
+    def _extern(self, target, args, kwargs, reason):
+        node = _current[-1]
+        name = getattr(target, "__name__", str(target))
+        if reason != "extern op":
+            self.graph.fallbacks.append((str(target), reason))
+            logs.log("fusion", f"fallback {node.name} = {target}: {reason} (runs the ATen op, not fused)")
+        kernel = ExternKernel(self.graph.new_name("extern"), target, self._realized(args),
+                              self._realized(kwargs), reason)
+        self.graph.nodes.append(kernel)
+
+        def make_output(path, meta):
+            if not isinstance(meta, torch.Tensor):
+                return meta
+            out = ExternOutput(self.graph.new_name(), Layout.of(meta), kernel, path)
+            kernel.outputs.append(out)
+            return full_view(out)
+        result = out_meta()
+        del name
+        if isinstance(result, torch.Tensor):
+            return make_output((), result)
+        if isinstance(result, (tuple, list)):
+            return type(result)(make_output((i,), m) for i, m in enumerate(result))
+        return result
+
+    def output(self, target, args, kwargs):
+        (result,) = args
+        flat, spec = pytree.tree_flatten(result)
+        metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+                 for a in pytree.tree_leaves(_current[-1].args[0])]
+        outs = []
+        for value, meta in zip(flat, metas):
+            if isinstance(value, Slot):
+                if isinstance(value.value, Pointwise):
+                    value.value = realize(value.value, self.graph, _dense_strides(meta))
+                value = value.value
+            outs.append(value)
+        self.graph.outputs = outs
+        self.graph.output_spec = spec
+        return result
+
+
+def lower(gm, example_inputs):
+    """The LoopGraph computing the ATen graph `gm`."""
+    lowering = Lowering(gm, example_inputs)
+    lowering.run(*example_inputs)
+    return lowering.graph
+
+
+def realize(value, graph, strides=None):
+    """Compute a lazy value (or a reduction) into a new buffer; returns a view of the whole buffer."""
+    if isinstance(value, StorageView):
+        return value
+    sizes = tuple(value.sizes)
+    strides = strides if strides is not None and len(strides) == len(sizes) else contiguous_strides(sizes)
+    buf = ComputedBuffer(graph.new_name(), Layout(sizes, tuple(strides), value.dtype, value.device), value)
+    graph.nodes.append(buf)
+    return full_view(buf)
+
+
+def _dense_strides(meta):
+    if isinstance(meta, torch.Tensor) and is_non_overlapping_and_dense(meta):
+        return tuple(as_expr(s) for s in meta.stride())
+    return None
+
+
+def current_graph():
+    return _lowering_graph[-1]
+
+
+_lowering_graph = []
+
+
+_orig_run = Lowering.run
+
+
+def _run(self, *args, **kwargs):
+    _lowering_graph.append(self.graph)
+    try:
+        return _orig_run(self, *args, **kwargs)
+    finally:
+        _lowering_graph.pop()
+
+
+Lowering.run = _run
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Helpers lowerings are written with
+# ---------------------------------------------------------------------------------------------------------
+
+
+def broadcast_sizes(*shapes):
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(ndim):
+        size = sympy.Integer(1)
+        for s in shapes:
+            k = d - (ndim - len(s))
+            if k >= 0 and s[k] != 1:
+                size = s[k]
+        out.append(size)
+    return tuple(out)
+
+
+def cast(x, dtype):
+    """x as dtype (lazy); a Python scalar stays a scalar."""
+    if not is_value(x) or x.dtype == dtype:
+        return x
+    loader = x.make_loader()
+    return Pointwise(x.sizes, dtype, x.device, lambda index: ops.to_dtype(loader(index), dtype))
+
+
+def make_pointwise(fn, *inputs, dtype, compute_dtype=None, fn_dtype=None, sizes=None):
+    """Elementwise fn over inputs (values or Python scalars), broadcast to `sizes`.
+
+    Tensor inputs are cast to compute_dtype (default: dtype); fn's result (of fn_dtype, default
+    compute_dtype) is cast to dtype.
+    """
+    compute_dtype = compute_dtype or dtype
+    fn_dtype = fn_dtype or compute_dtype
+    tensors = [x for x in inputs if is_value(x)]
+    sizes = tuple(sizes) if sizes is not None else broadcast_sizes(*[t.sizes for t in tensors])
+    device = tensors[0].device if tensors else torch.device("cpu")
+    loaders = []
+    for x in inputs:
+        if is_value(x):
+            x = cast(x, compute_dtype)
+            loaders.append(_broadcast_loader(x, sizes))
+        else:
+            loaders.append(lambda index, v=x: ops.constant(v, compute_dtype))
+
+    def inner(index):
+        result = fn(*[load(index) for load in loaders])
+        return result if fn_dtype == dtype else ops.to_dtype(result, dtype)
+    return Pointwise(sizes, dtype, device, inner)
+
+
+def _broadcast_loader(x, sizes):
+    loader = x.make_loader()
+    if tuple(x.sizes) == tuple(sizes):
+        return loader
+    return lambda index: loader(broadcast_index(index, x.sizes, sizes))
+
+
+def promoted_dtype(*inputs, kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT):
+    """torch's type promotion for the inputs (values and Python scalars): the result dtype."""
+    args = [torch.empty([1] * len(x.sizes), dtype=x.dtype, device="meta") if is_value(x) else x
+            for x in inputs]
+    return elementwise_dtypes(*args, type_promotion_kind=kind)[1]
+
+
+def constant_value(value, sizes, dtype, device=torch.device("cpu")):
+    return Pointwise(tuple(as_expr(s) for s in sizes), dtype, device, lambda index: ops.constant(value, dtype))
+
+
+def acc_dtype_of(dtype, reduction_type):
+    if dtype.is_floating_point:
+        return torch.float64 if dtype == torch.float64 else torch.float32
+    if reduction_type == "sum":
+        return torch.int64
+    return dtype
+
+
+def reduce(x, dims, reduction_type, dtype, keepdim, acc_dtype=None, compute=None):
+    """out = reduce(compute(x)) over dims; x's values are cast to acc_dtype before `compute`. The
+    reduction is computed into a buffer (StorageView returned)."""
+    ndim = len(x.sizes)
+    dims = sorted({d % ndim for d in dims}) if dims else list(range(ndim))
+    acc_dtype = acc_dtype or acc_dtype_of(x.dtype if reduction_type != "sum" else dtype, reduction_type)
+    out_sizes = tuple(sympy.Integer(1) if d in dims else s for d, s in enumerate(x.sizes) if keepdim or d not in dims)
+    red_sizes = tuple(x.sizes[d] for d in dims)
+    loader = cast(x, acc_dtype).make_loader()
+
+    def inner(index, rindex):
+        full, it_out, it_red = [], iter(index), iter(rindex)
+        for d in range(ndim):
+            if d in dims:
+                full.append(next(it_red))
+                if keepdim:
+                    next(it_out)
+            else:
+                full.append(next(it_out))
+        value = loader(full)
+        return compute(value) if compute else value
+    red = Reduction(out_sizes, red_sizes, reduction_type, dtype, acc_dtype, x.device, inner)
+    return realize(red, current_graph())
+
+
+def _dims_list(dim):
+    if dim is None:
+        return []
+    return [dim] if isinstance(dim, int) else list(dim)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pointwise ops
+# ---------------------------------------------------------------------------------------------------------
+
+# op -> ops name; the input is cast to the output dtype (so exp(int) computes in float, as torch does).
+UNARY = {
+    aten.abs: "abs", aten.neg: "neg", aten.exp: "exp", aten.exp2: "exp2", aten.expm1: "expm1",
+    aten.log: "log", aten.log2: "log2", aten.log1p: "log1p", aten.sqrt: "sqrt", aten.rsqrt: "rsqrt",
+    aten.sin: "sin", aten.cos: "cos", aten.tan: "tan", aten.tanh: "tanh", aten.sigmoid: "sigmoid",
+    aten.erf: "erf", aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.round: "round",
+    aten.sign: "sign", aten.reciprocal: "reciprocal", aten.relu: "relu", aten.bitwise_not: "bitwise_not",
+}
+# op -> ops name; the input is not cast: the result is bool.
+PREDICATES = {aten.logical_not: "logical_not", aten.isnan: "isnan", aten.isinf: "isinf"}
+# op -> ops name; inputs promoted to the output dtype.
+BINARY = {
+    aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum", aten.remainder: "remainder",
+    aten.atan2: "atan2", aten.bitwise_and: "bitwise_and", aten.bitwise_or: "bitwise_or",
+    aten.bitwise_xor: "bitwise_xor",
+}
+# op -> ops name; inputs promoted to their common dtype, the result is bool.
+COMPARISONS = {
+    aten.eq: "eq", aten.ne: "ne", aten.lt: "lt", aten.le: "le", aten.gt: "gt", aten.ge: "ge",
+    aten.logical_and: "logical_and", aten.logical_or: "logical_or", aten.logical_xor: "logical_xor",
+}
+
+
+def unary(name, x):
+    return make_pointwise(getattr(ops, name), x, dtype=out_meta().dtype)
+
+
+def _register_table():
+    for packet, name in UNARY.items():
+        register(*overloads(packet))(lambda x, name=name: unary(name, x))
+    for packet, name in PREDICATES.items():
+        register(*overloads(packet))(
+            lambda x, name=name: make_pointwise(getattr(ops, name), x, dtype=torch.bool, compute_dtype=x.dtype))
+    for packet, name in BINARY.items():
+        register(*overloads(packet))(
+            lambda a, b, name=name: make_pointwise(getattr(ops, name), a, b, dtype=out_meta().dtype))
+    for packet, name in COMPARISONS.items():
+        register(*overloads(packet))(
+            lambda a, b, name=name: make_pointwise(getattr(ops, name), a, b, dtype=torch.bool,
+                                                   compute_dtype=promoted_dtype(a, b), fn_dtype=torch.bool))
+
+
+_register_table()
+
+
+@register(*overloads(aten.add))
+def add(a, b, alpha=1):
+    if alpha != 1:
+        b = make_pointwise(ops.mul, b, alpha, dtype=out_meta().dtype)
+    return make_pointwise(ops.add, a, b, dtype=out_meta().dtype)
+
+
+@register(*overloads(aten.sub))
+def sub(a, b, alpha=1):
+    if alpha != 1:
+        b = make_pointwise(ops.mul, b, alpha, dtype=out_meta().dtype)
+    return make_pointwise(ops.sub, a, b, dtype=out_meta().dtype)
+
+
+@register(aten.rsub.Scalar, aten.rsub.Tensor)
+def rsub(a, b, alpha=1):
+    return sub(b, a, alpha)
+
+
+@register(*overloads(aten.div, ("Tensor", "Scalar", "Tensor_mode", "Scalar_mode")))
+def div(a, b, rounding_mode=None):
+    dtype = out_meta().dtype
+    if rounding_mode is None:
+        return make_pointwise(ops.truediv, a, b, dtype=dtype)
+    fn = {"floor": ops.floordiv, "trunc": ops.truncdiv}[rounding_mode]
+    return make_pointwise(fn, a, b, dtype=dtype)
+
+
+@register(*overloads(aten.pow, ("Tensor_Scalar", "Tensor_Tensor", "Scalar")))
+def pow(a, b):
+    dtype = out_meta().dtype
+    if is_value(a) and not is_value(b) and dtype.is_floating_point:
+        special = {2: ops.square, 0.5: ops.sqrt, 1: lambda x: x, -1: ops.reciprocal,
+                   3: lambda x: ops.mul(ops.square(x), x)}
+        if b in special:
+            return make_pointwise(special[b], a, dtype=dtype)
+    return make_pointwise(ops.pow, a, b, dtype=dtype)
+
+
+@register(aten.where.self)
+def where(cond, a, b):
+    dtype = out_meta().dtype
+    cond = cast(cond, torch.bool)
+    sizes = broadcast_sizes(*[x.sizes for x in (cond, a, b) if is_value(x)])
+    cond_load = _broadcast_loader(cond, sizes)
+    body = make_pointwise(lambda x, y: (x, y), a, b, dtype=dtype, sizes=sizes)
+
+    def inner(index):
+        x, y = body.inner_fn(index)
+        return ops.where(cond_load(index), x, y)
+    return Pointwise(sizes, dtype, cond.device, inner)
+
+
+@register(aten.clamp.default, aten.clamp.Tensor)
+def clamp(x, min=None, max=None):
+    dtype = out_meta().dtype
+    out = cast(x, dtype)
+    if min is not None:
+        out = make_pointwise(ops.maximum, out, min, dtype=dtype)
+    if max is not None:
+        out = make_pointwise(ops.minimum, out, max, dtype=dtype)
+    return out
+
+
+@register(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(x, min):
+    return clamp(x, min=min)
+
+
+@register(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(x, max):
+    return clamp(x, max=max)
+
+
+@register(aten.hardtanh.default)
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    return clamp(x, min_val, max_val)
+
+
+@register(aten.gelu.default)
+def gelu(x, approximate="none"):
+    def exact(v):
+        # 0.5 * v * (1 + erf(v / sqrt(2)))
+        half = ops.mul(ops.constant(0.5, x.dtype), v)
+        return ops.mul(half, ops.add(ops.constant(1.0, x.dtype),
+                                     ops.erf(ops.mul(v, ops.constant(math.sqrt(0.5), x.dtype)))))
+
+    def tanh(v):
+        # 0.5 * v * (1 + tanh(sqrt(2/pi) * (v + 0.044715 * v^3)))
+        cube = ops.mul(ops.mul(v, v), v)
+        inner = ops.mul(ops.constant(math.sqrt(2 / math.pi), x.dtype),
+                        ops.add(v, ops.mul(ops.constant(0.044715, x.dtype), cube)))
+        half = ops.mul(ops.constant(0.5, x.dtype), v)
+        return ops.mul(half, ops.add(ops.constant(1.0, x.dtype), ops.tanh(inner)))
+    return make_pointwise(tanh if approximate == "tanh" else exact, x, dtype=out_meta().dtype)
+
+
+@register(aten.silu.default)
+def silu(x):
+    return make_pointwise(lambda v: ops.mul(v, ops.sigmoid(v)), x, dtype=out_meta().dtype)
+
+
+@register(aten.leaky_relu.default)
+def leaky_relu(x, negative_slope=0.01):
+    def fn(v):
+        return ops.where(ops.gt(v, ops.constant(0, x.dtype)), v, ops.mul(v, ops.constant(negative_slope, x.dtype)))
+    return make_pointwise(fn, x, dtype=out_meta().dtype)
+
+
+@register(aten._to_copy.default)
+def to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    if device is not None and torch.device(device) != x.device:
+        raise NotLowered(f"copy to another device ({device})")
+    return _copy(cast(x, dtype or x.dtype))
+
+
+@register(aten.clone.default, aten.lift_fresh_copy.default)
+def clone(x, memory_format=None):
+    return _copy(x)
+
+
+def _copy(x):
+    """A new value with x's elements: realized, it is a fresh buffer (never an alias of x)."""
+    loader = x.make_loader()
+    return Pointwise(x.sizes, x.dtype, x.device, lambda index: loader(index))
+
+
+@register(aten.copy.default)
+def copy(dst, src, non_blocking=False):
+    return make_pointwise(lambda v: v, src, dtype=dst.dtype, sizes=dst.sizes)
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(x, mask, value):
+    return where(mask, x, value)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Creation
+# ---------------------------------------------------------------------------------------------------------
+
+
+@register(aten.full.default)
+def full(size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
+    meta = out_meta()
+    return constant_value(fill_value, meta.shape, meta.dtype, meta.device)
+
+
+@register(aten.scalar_tensor.default)
+def scalar_tensor(value, dtype=None, layout=None, device=None, pin_memory=None):
+    meta = out_meta()
+    return constant_value(value, (), meta.dtype, meta.device)
+
+
+@register(aten.arange.start_step)
+def arange(start, end, step=1, dtype=None, layout=None, device=None, pin_memory=None):
+    meta = out_meta()
+    if all(isinstance(v, int) for v in (start, end, step)):
+        def inner(index):
+            return ops.to_dtype(ops.index_expr(start + step * index[0], torch.int64), meta.dtype)
+    else:
+        def inner(index):
+            i = ops.to_dtype(ops.index_expr(index[0], torch.int64), torch.float64)
+            value = ops.add(ops.constant(float(start), torch.float64),
+                            ops.mul(i, ops.constant(float(step), torch.float64)))
+            return ops.to_dtype(value, meta.dtype)
+    return Pointwise((as_expr(meta.shape[0]),), meta.dtype, meta.device, inner)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Views
+# ---------------------------------------------------------------------------------------------------------
+
+
+@register(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def view(x, size):
+    return view_reshape(x, size)
+
+
+@register(aten.permute.default)
+def permute(x, dims):
+    return view_permute(x, dims)
+
+
+@register(aten.expand.default)
+def expand(x, size, implicit=False):
+    return view_expand(x, size)
+
+
+@register(aten.slice.Tensor)
+def slice_(x, dim=0, start=None, end=None, step=1):
+    return view_slice(x, dim, start, end, step)
+
+
+@register(aten.select.int)
+def select(x, dim, index):
+    return view_select(x, dim, index)
+
+
+@register(aten.unsqueeze.default)
+def unsqueeze(x, dim):
+    return view_unsqueeze(x, dim)
+
+
+@register(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def squeeze(x, dim=None):
+    dims = range(len(x.sizes)) if dim is None else ([dim] if isinstance(dim, int) else dim)
+    return view_squeeze(x, list(dims))
+
+
+@register(aten.transpose.int)
+def transpose(x, dim0, dim1):
+    dims = list(range(len(x.sizes)))
+    if dims:
+        dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
+    return view_permute(x, dims)
+
+
+@register(aten.t.default)
+def t(x):
+    return transpose(x, 0, 1) if len(x.sizes) == 2 else x
+
+
+@register(aten.alias.default)
+def alias(x):
+    return x
+
+
+@register(aten.split_with_sizes.default)
+def split_with_sizes(x, split_sizes, dim=0):
+    out, start = [], 0
+    for size in split_sizes:
+        out.append(view_slice(x, dim, start, start + size, 1))
+        start += size
+    return out
+
+
+@register(aten.split.Tensor)
+def split(x, split_size, dim=0):
+    total = int(x.sizes[dim % len(x.sizes)])
+    sizes = [min(split_size, total - s) for s in range(0, total, split_size)] or [0]
+    return split_with_sizes(x, sizes, dim)
+
+
+@register(aten.as_strided.default)
+def as_strided(x, size, stride, storage_offset=None):
+    if not isinstance(x, StorageView) or not x.is_full():
+        raise NotLowered("as_strided of a value that is not a whole buffer")
+    return view_as_strided(x, size, stride, storage_offset or 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Indexing, concatenation, padding
+# ---------------------------------------------------------------------------------------------------------
+
+
+@register(aten.embedding.default)
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if len(weight.sizes) != 2:
+        raise NotLowered("embedding weight must be 2-d")
+    weight_loader, index_loader = weight.make_loader(), indices.make_loader()
+    rows = weight.sizes[0]
+    sizes = tuple(indices.sizes) + (weight.sizes[1],)
+
+    def inner(index):
+        row = ops.indirect_indexing(index_loader(index[:-1]), rows)
+        return weight_loader([row, index[-1]])
+    return Pointwise(sizes, weight.dtype, weight.device, inner)
+
+
+@register(aten.cat.default)
+def cat(tensors, dim=0):
+    meta = out_meta()
+    tensors = [t for t in tensors if not (len(t.sizes) == 1 and t.sizes[0] == 0)]
+    dim = dim % len(meta.shape)
+    sizes = tuple(as_expr(s) for s in meta.shape)
+    if len(tensors) == 1:
+        return _copy(cast(tensors[0], meta.dtype))
+    pieces, start = [], 0
+    for t in tensors:
+        length = int(t.sizes[dim])
+        pieces.append((start, start + length, cast(t, meta.dtype).make_loader()))
+        start += length
+
+    def inner(index):
+        d = index[dim]
+        pos = ops.index_expr(d, torch.int64)
+        result = None
+        for begin, end, loader in reversed(pieces):
+            shifted = list(index)
+            shifted[dim] = d - begin
+            if result is None:      # the last piece needs no mask: every earlier piece is checked first
+                result = loader(shifted)
+                continue
+            mask = ops.lt(pos, ops.constant(end, torch.int64))
+            value = ops.masked(mask, lambda s=shifted, load=loader: load(s), 0, meta.dtype)
+            result = ops.where(mask, value, result)
+        return result
+    return Pointwise(sizes, meta.dtype, meta.device, inner)
+
+
+@register(aten.constant_pad_nd.default)
+def constant_pad_nd(x, pad, value=0):
+    meta = out_meta()
+    sizes = tuple(as_expr(s) for s in meta.shape)
+    loader = x.make_loader()
+    ndim = len(sizes)
+    padded = [(ndim - 1 - i // 2, pad[i], pad[i + 1]) for i in range(0, len(pad), 2)]
+
+    def inner(index):
+        src = list(index)
+        mask = None
+        for d, before, _ in padded:
+            src[d] = index[d] - before
+            pos = ops.index_expr(index[d], torch.int64)
+            checks = []
+            if before > 0:
+                checks.append(ops.ge(pos, ops.constant(before, torch.int64)))
+            if int(x.sizes[d]) + before < int(sizes[d]) or before > 0:
+                checks.append(ops.lt(pos, ops.constant(before + int(x.sizes[d]), torch.int64)))
+            for c in checks:
+                mask = c if mask is None else ops.logical_and(mask, c)
+        if mask is None:
+            return loader(src)
+        return ops.masked(mask, lambda: loader(src), value, meta.dtype)
+    return Pointwise(sizes, meta.dtype, meta.device, inner)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reductions and normalizations
+# ---------------------------------------------------------------------------------------------------------
+
+
+@register(aten.sum.dim_IntList, aten.sum.default)
+def sum_(x, dim=None, keepdim=False, dtype=None):
+    return reduce(x, _dims_list(dim), "sum", out_meta().dtype, keepdim)
+
+
+@register(aten.mean.dim, aten.mean.default)
+def mean(x, dim=None, keepdim=False, dtype=None):
+    out_dtype = out_meta().dtype
+    acc = acc_dtype_of(out_dtype, "sum")
+    dims = _dims_list(dim) or list(range(len(x.sizes)))
+    total = reduce(x, dims, "sum", acc, keepdim, acc_dtype=acc)
+    count = int(product([x.sizes[d % len(x.sizes)] for d in dims]))
+    return make_pointwise(ops.truediv, total, count, dtype=out_dtype, compute_dtype=acc)
+
+
+@register(aten.amax.default)
+def amax(x, dim=(), keepdim=False):
+    return reduce(x, _dims_list(dim), "max", out_meta().dtype, keepdim)
+
+
+@register(aten.amin.default)
+def amin(x, dim=(), keepdim=False):
+    return reduce(x, _dims_list(dim), "min", out_meta().dtype, keepdim)
+
+
+def _variance(x, dims, correction, keepdim, acc):
+    """(mean, var) in dtype acc, two passes over x: the second sums squared deviations from the mean."""
+    dims = dims or list(range(len(x.sizes)))
+    count = int(product([x.sizes[d % len(x.sizes)] for d in dims]))
+    total = reduce(x, dims, "sum", acc, True, acc_dtype=acc)
+    mean = make_pointwise(ops.truediv, total, count, dtype=acc)
+    mean_load = _broadcast_loader(mean, x.sizes)
+
+    def square_dev(index_value):
+        value, index = index_value
+        dev = ops.sub(value, mean_load(index))
+        return ops.mul(dev, dev)
+    x_acc = cast(x, acc)
+    x_load = x_acc.make_loader()
+    deviations = Pointwise(x.sizes, acc, x.device, lambda index: square_dev((x_load(index), index)))
+    sq = reduce(deviations, dims, "sum", acc, keepdim, acc_dtype=acc)
+    var = make_pointwise(ops.truediv, sq, max(count - correction, 0), dtype=acc)
+    if not keepdim:
+        mean = view_squeeze(mean, [d % len(x.sizes) for d in dims])
+    return mean, var
+
+
+@register(aten.var.correction)
+def var(x, dim=None, correction=None, keepdim=False):
+    correction = 1 if correction is None else correction
+    out_dtype = out_meta().dtype
+    _, variance = _variance(x, _dims_list(dim), correction, keepdim, acc_dtype_of(out_dtype, "sum"))
+    return cast(variance, out_dtype)
+
+
+@register(aten.native_layer_norm.default)
+def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    out_meta_, mean_meta, rstd_meta = out_meta()
+    acc = acc_dtype_of(x.dtype, "sum")
+    ndim = len(x.sizes)
+    dims = list(range(ndim - len(normalized_shape), ndim))
+    mean, variance = _variance(x, dims, 0, True, acc)
+    rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), variance, dtype=acc)
+    normed = make_pointwise(ops.mul, make_pointwise(ops.sub, x, mean, dtype=acc), rstd, dtype=acc)
+    if weight is not None:
+        normed = make_pointwise(ops.mul, normed, weight, dtype=acc)
+    if bias is not None:
+        normed = make_pointwise(ops.add, normed, bias, dtype=acc)
+    return (cast(normed, out_meta_.dtype), cast(mean, mean_meta.dtype), cast(rstd, rstd_meta.dtype))
+
+
+@register(aten._softmax.default)
+def softmax(x, dim, half_to_float=False):
+    out_dtype = out_meta().dtype
+    acc = acc_dtype_of(x.dtype, "sum")
+    x = cast(x, acc)
+    top = reduce(x, [dim], "max", acc, True)
+    shifted = make_pointwise(lambda v, m: ops.exp(ops.sub(v, m)), x, top, dtype=acc)
+    total = reduce(shifted, [dim], "sum", acc, True)
+    return make_pointwise(ops.truediv, shifted, total, dtype=out_dtype, compute_dtype=acc)
+
+
+@register(aten._log_softmax.default)
+def log_softmax(x, dim, half_to_float=False):
+    out_dtype = out_meta().dtype
+    acc = acc_dtype_of(x.dtype, "sum")
+    x = cast(x, acc)
+    top = reduce(x, [dim], "max", acc, True)
+    shifted = make_pointwise(ops.sub, x, top, dtype=acc)
+    total = reduce(make_pointwise(ops.exp, shifted, dtype=acc), [dim], "sum", acc, True)
+    return make_pointwise(lambda s, t: ops.sub(s, ops.log(t)), shifted, total, dtype=out_dtype,
+                          compute_dtype=acc)
+
+
+def count_ops(value):
+    """(op counts, reads) of a lazy value's body: what the realization policy looks at."""
+    rec = record(value.inner_fn, loop_vars("x", value.sizes))
+    return rec.op_counts, rec.reads
+
+
+__all__ = ["LOWERINGS", "EXTERN_OPS", "lower", "register", "realize", "NotLowered", "out_meta"]
+del _orig_run
+_ = (config, InputBuffer, view_expand)
