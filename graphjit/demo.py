@@ -19,6 +19,7 @@ from graphjit.examples.tiny_gpt import GPT, GPTConfig
 
 MAX_SEQ = 128          # tiny_gpt's block_size and the GPT-2 config's n_positions below
 GUARD_SAMPLE = 12      # guards shown; a model has hundreds (one per parameter property, module type ...)
+BREAK_SAMPLE = 5       # graph break reasons shown
 CODE_LINES = 40        # lines of graph code shown
 LINE_WIDTH = 120       # longer lines (the graph's signature lists every parameter) are cut
 
@@ -34,8 +35,8 @@ def show_explain(model, x):
     ops = sum(len(o) for o in found.ops_per_graph)
     print(f"  graphs: {found.graph_count}   graph breaks: {found.graph_break_count}   ops: {ops}   "
           f"guards: {len(found.guards)}")
-    for reason in found.break_reasons:
-        print(f"  break: {reason.reason}  ({reason.filename}:{reason.lineno})")
+    for e in found.break_reasons[:BREAK_SAMPLE]:
+        print("  break: " + clip(f"{e.reason}  ({e.filename}:{e.lineno})", LINE_WIDTH - 9))
     print(f"  guards (first {min(GUARD_SAMPLE, len(found.guards))} of {len(found.guards)}):")
     for guard in found.guards[:GUARD_SAMPLE]:
         print("    " + clip(guard, LINE_WIDTH - 4))

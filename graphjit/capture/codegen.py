@@ -115,18 +115,47 @@ def entry_namespace(fn, guards):
     return namespace
 
 
-def build_entry(fn, guards, body, namespace, kind="entry"):
-    """Generate and exec the entry function: the guard check, then `body` (lines of Python)."""
+class SourceNames:
+    """Each source read once per call: nested sources (`self._modules['h']._modules['0']...`) are bound
+    to locals as they are first needed, so their common prefixes are evaluated once."""
+
+    def __init__(self, lines):
+        self.lines = lines
+        self.names = {}
+
+    def ref(self, source):
+        if source in self.names:
+            return self.names[source]
+        base = getattr(source, "base", None)
+        if base is None:
+            text = source.leaf_expr()
+            if not text.isidentifier():
+                self.names[source] = name = f"__gj_v{len(self.names)}"
+                self.lines.append(f"        {name} = {text}")
+                return name
+            self.names[source] = text
+            return text
+        base_name = self.ref(base)
+        name = f"__gj_v{len(self.names)}"
+        self.lines.append(f"        {name} = {source.expr_on(base_name)}")
+        self.names[source] = name
+        return name
+
+
+def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
+    """Generate and exec the entry function: the guard checks, then `body` (lines of Python, where
+    `__gj_inputs` stands for the graph's input expressions)."""
     code = fn.__code__
-    check = " and\n                ".join(guards.expressions()) or "True"
-    lines = [f"def __gj_entry({signature_source(code)}):",
-             "    try:",
-             f"        if not ({check}):",
-             "            return __gj_MISS",
-             "    except Exception:",
-             "        return __gj_MISS"]
-    lines += ["    " + line for line in body]
+    lines = [f"def __gj_entry({signature_source(code)}):", "    try:"]
+    names = SourceNames(lines)
+    for guard in guards.ordered():
+        check = guard.template.format(*(names.ref(s) for s in guard.sources))
+        lines.append(f"        if not ({check}): return __gj_MISS")
+    inputs = ", ".join(names.ref(s) for s in input_sources)
+    lines += ["    except Exception:", "        return __gj_MISS"]
+    lines += ["    " + line.replace("__gj_inputs", inputs) for line in body]
     source = "\n".join(lines)
+    namespace.update(REFS)
     exec(compile(source, f"<graphjit {kind} {code.co_qualname}>", "exec"), namespace)
     entry = namespace["__gj_entry"]
     entry.__defaults__ = fn.__defaults__
@@ -141,7 +170,7 @@ def graph_call_body(input_sources, compiled, prelude, values, replay, tail):
     (return the result, or run a graph break's instruction and call the resume function)."""
     body = []
     if compiled is not None:
-        body.append(f"__gj_out = __gj_graph({', '.join(s.expr() for s in input_sources)})")
+        body.append("__gj_out = __gj_graph(__gj_inputs)")
     body += prelude
     body += [f"{name} = {expr}" for name, expr in values.items()]
     body += replay

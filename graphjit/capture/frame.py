@@ -221,7 +221,7 @@ def _finish(fn, options, tracer, record, make_tail):
     namespace.update(entry_namespace(fn, tracer.guards))
     namespace["__gj_graph"] = compiled
     body = graph_call_body(sources, compiled, cg.prelude, values, replay, tail)
-    entry = build_entry(fn, tracer.guards, body, namespace)
+    entry = build_entry(fn, tracer.guards, body, namespace, input_sources=sources)
     reporter = build_guard_reporter(fn, tracer.guards, dict(namespace))
     return entry, reporter
 

@@ -25,13 +25,22 @@ _REPR_SAFE = (int, float, str, bool, type(None), bytes)
 @dataclasses.dataclass(frozen=True)
 class Guard:
     cost: int
-    expr: str          # the check, as Python source
+    template: str      # the check, as Python source with {0}, {1} ... standing for the sources' values
+    sources: tuple     # the Sources the check reads
     reason: str        # human readable, e.g. "x.shape == (2, 3)"
+
+    @property
+    def expr(self):
+        return self.template.format(*(s.expr() for s in self.sources))
+
+    @property
+    def depth(self):
+        return max((s.depth() for s in self.sources), default=-1)
 
 
 class GuardSet:
     def __init__(self):
-        self.guards = {}          # expr -> Guard (dedup, insertion order)
+        self.guards = {}          # (template, sources) -> Guard (dedup, insertion order)
         self.objects = {}         # namespace name -> object referenced by guard expressions
         self._object_names = {}   # id(obj) -> name
 
@@ -44,55 +53,61 @@ class GuardSet:
             self.objects[name] = value
         return self._object_names[key]
 
-    def add(self, cost, expr, reason=None):
-        if expr not in self.guards:
-            self.guards[expr] = Guard(cost, expr, reason or expr)
+    def add(self, cost, template, reason=None, sources=()):
+        key = (template, tuple(sources))
+        if key not in self.guards:
+            guard = Guard(cost, template, tuple(sources), reason)
+            if reason is None:
+                guard = dataclasses.replace(guard, reason=guard.expr)
+            self.guards[key] = guard
 
     def add_type(self, source: Source, typ):
-        self.add(TYPE, f"type({source.expr()}) is {self.obj(typ)}",
-                 f"type({source.expr()}) is {typ.__qualname__}")
+        self.add(TYPE, f"type({{0}}) is {self.obj(typ)}", f"type({source.expr()}) is {typ.__qualname__}",
+                 (source,))
 
     def add_id(self, source: Source, value):
-        self.add(IDENTITY, f"{source.expr()} is {self.obj(value)}", f"{source.expr()} is {_short(value)}")
+        self.add(IDENTITY, f"{{0}} is {self.obj(value)}", f"{source.expr()} is {_short(value)}", (source,))
 
     def add_equals(self, source: Source, value):
         if value is None or isinstance(value, bool):
-            self.add(IDENTITY, f"{source.expr()} is {value!r}")
+            self.add(IDENTITY, f"{{0}} is {value!r}", None, (source,))
             return
         self.add_type(source, type(value))
         if isinstance(value, _REPR_SAFE) and not (isinstance(value, float) and value != value):
-            self.add(CONSTANT, f"{source.expr()} == {value!r}")
+            self.add(CONSTANT, f"{{0}} == {value!r}", None, (source,))
         elif isinstance(value, float):  # NaN: equal to nothing, itself included
-            self.add(CONSTANT, f"{source.expr()} != {source.expr()}", f"{source.expr()} is nan")
+            self.add(CONSTANT, "{0} != {0}", f"{source.expr()} is nan", (source,))
         else:
-            self.add(CONSTANT, f"{source.expr()} == {self.obj(value)}", f"{source.expr()} == {value!r}")
+            self.add(CONSTANT, f"{{0}} == {self.obj(value)}", f"{source.expr()} == {value!r}", (source,))
 
     def add_len(self, source: Source, n):
-        self.add(LENGTH, f"len({source.expr()}) == {n}")
+        self.add(LENGTH, f"len({{0}}) == {n}", None, (source,))
 
     def add_keys(self, source: Source, keys):
-        self.add(LENGTH, f"tuple({source.expr()}) == {self.obj(tuple(keys))}",
-                 f"tuple({source.expr()}) == {tuple(keys)!r}")
+        self.add(LENGTH, f"tuple({{0}}) == {self.obj(tuple(keys))}", f"tuple({source.expr()}) == {tuple(keys)!r}",
+                 (source,))
 
     def add_tensor(self, source: Source, t: torch.Tensor):
         """type, dtype, device, shape, stride and requires_grad of a tensor graph input."""
         e = source.expr()
-        self.add(TYPE, f"type({e}) is {self.obj(type(t))}", f"type({e}) is {type(t).__name__}")
+        self.add(TYPE, f"type({{0}}) is {self.obj(type(t))}", f"type({e}) is {type(t).__name__}", (source,))
         checks = [
-            (f"{e}.dtype is {self.obj(t.dtype)}", f"{e}.dtype is {t.dtype}"),
-            (f"{e}.device == {self.obj(t.device)}", f"{e}.device == {t.device}"),
-            (f"{e}.shape == {tuple(t.shape)!r}", f"{e}.shape == {tuple(t.shape)}"),
-            (f"{e}.stride() == {t.stride()!r}", f"{e}.stride() == {t.stride()}"),
-            (f"{e}.requires_grad is {t.requires_grad!r}", None),
+            (f"{{0}}.dtype is {self.obj(t.dtype)}", f"{e}.dtype is {t.dtype}"),
+            (f"{{0}}.device == {self.obj(t.device)}", f"{e}.device == {t.device}"),
+            (f"{{0}}.shape == {tuple(t.shape)!r}", f"{e}.shape == {tuple(t.shape)}"),
+            (f"{{0}}.stride() == {t.stride()!r}", f"{e}.stride() == {t.stride()}"),
+            (f"{{0}}.requires_grad is {t.requires_grad!r}", None),
         ]
-        for expr, reason in checks:
-            self.add(TENSOR, expr, reason)
+        for template, reason in checks:
+            self.add(TENSOR, template, reason, (source,))
 
     def add_state(self, expr, reason):
-        self.add(STATE, expr, reason)
+        self.add(STATE, expr.replace("{", "{{").replace("}", "}}"), reason)
 
     def ordered(self):
-        return sorted(self.guards.values(), key=lambda g: g.cost)
+        """Global state first; then shallower sources before deeper ones (a parent's type is checked
+        before its attributes are read), cheapest first within a depth."""
+        return sorted(self.guards.values(), key=lambda g: (g.cost != STATE, g.depth, g.cost))
 
     def expressions(self):
         return [g.expr for g in self.ordered()]

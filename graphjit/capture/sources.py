@@ -14,6 +14,14 @@ import dataclasses
 @dataclasses.dataclass(frozen=True)
 class Source:
     def expr(self) -> str:
+        base = getattr(self, "base", None)
+        return self.expr_on(base.expr()) if base is not None else self.leaf_expr()
+
+    def expr_on(self, base_text: str) -> str:
+        """This source's expression with its base's value available as `base_text`."""
+        raise NotImplementedError
+
+    def leaf_expr(self) -> str:
         raise NotImplementedError
 
     def depth(self) -> int:
@@ -27,7 +35,7 @@ class Source:
 class LocalSource(Source):
     name: str
 
-    def expr(self):
+    def leaf_expr(self):
         return self.name
 
 
@@ -35,7 +43,7 @@ class LocalSource(Source):
 class GlobalSource(Source):
     name: str
 
-    def expr(self):
+    def leaf_expr(self):
         return f"__gj_G[{self.name!r}]"
 
 
@@ -45,7 +53,7 @@ class ClosureSource(Source):
     index: int
     name: str
 
-    def expr(self):
+    def leaf_expr(self):
         return f"__gj_closure[{self.index}]"
 
 
@@ -57,7 +65,7 @@ REFS = {}
 class ObjectSource(Source):
     obj: object
 
-    def expr(self):
+    def leaf_expr(self):
         name = f"__gj_ref{id(self.obj):x}"
         REFS[name] = self.obj
         return name
@@ -74,8 +82,8 @@ class AttrSource(Source):
     base: Source
     attr: str
 
-    def expr(self):
-        return f"{self.base.expr()}.{self.attr}"
+    def expr_on(self, base_text):
+        return f"{base_text}.{self.attr}"
 
     def depth(self):
         return self.base.depth() + 1
@@ -87,8 +95,8 @@ class ItemSource(Source):
     base: Source
     key: object
 
-    def expr(self):
-        return f"{self.base.expr()}[{self.key!r}]"
+    def expr_on(self, base_text):
+        return f"{base_text}[{self.key!r}]"
 
     def depth(self):
         return self.base.depth() + 1
@@ -100,8 +108,8 @@ class DictItemSource(Source):
     base: Source
     key: object
 
-    def expr(self):
-        return f"dict.__getitem__({self.base.expr()}, {self.key!r})"
+    def expr_on(self, base_text):
+        return f"dict.__getitem__({base_text}, {self.key!r})"
 
     def depth(self):
         return self.base.depth() + 1
@@ -111,8 +119,8 @@ class DictItemSource(Source):
 class TypeSource(Source):
     base: Source
 
-    def expr(self):
-        return f"type({self.base.expr()})"
+    def expr_on(self, base_text):
+        return f"type({base_text})"
 
     def depth(self):
         return self.base.depth() + 1

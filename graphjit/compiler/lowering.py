@@ -16,15 +16,14 @@ import operator
 import sympy
 import torch
 import torch.fx
-from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes, \
-    is_non_overlapping_and_dense
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch.utils import _pytree as pytree
 
 from .. import logs
-from . import config, scheduler
+from . import scheduler
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
                  Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
-                 loop_vars, ops, product, record, view_as_strided, view_expand, view_permute, view_reshape,
+                 ops, product, view_as_strided, view_expand, view_permute, view_reshape,
                  view_select, view_slice, view_squeeze, view_unsqueeze)
 
 aten = torch.ops.aten
@@ -93,7 +92,7 @@ class Lowering(torch.fx.Interpreter):
 
     def __init__(self, gm, example_inputs):
         super().__init__(gm)
-        self.graph = LoopGraph()
+        self.loops = LoopGraph()
         self.example_inputs = example_inputs
         self._inputs = iter(range(len(example_inputs)))
 
@@ -109,15 +108,15 @@ class Lowering(torch.fx.Interpreter):
         position = next(self._inputs)
         meta = _current[-1].meta["val"]
         buf = InputBuffer(f"arg{position}", Layout.of(meta), position=position)
-        self.graph.inputs.append(buf)
+        self.loops.inputs.append(buf)
         return full_view(buf)
 
     def get_attr(self, target, args, kwargs):
         value = super().get_attr(target, args, kwargs)
         if not isinstance(value, torch.Tensor):
             return value
-        buf = InputBuffer(self.graph.new_name("const"), Layout.of(value), value=value)
-        self.graph.inputs.append(buf)
+        buf = InputBuffer(self.loops.new_name("const"), Layout.of(value), value=value)
+        self.loops.inputs.append(buf)
         return full_view(buf)
 
     def call_function(self, target, args, kwargs):
@@ -151,7 +150,7 @@ class Lowering(torch.fx.Interpreter):
                 return slot
             if isinstance(slot.value, Pointwise) and slot.realize_reason():
                 logs.log("fusion", f"realize {slot.node.name}: {slot.realize_reason()}")
-                slot.value = realize(slot.value, self.graph, _dense_strides(slot.node.meta.get("val")))
+                slot.value = realize(slot.value, self.loops, _dense_strides(slot.node.meta.get("val")))
             return slot.value
         return pytree.tree_map(unwrap, tree)
 
@@ -161,28 +160,26 @@ class Lowering(torch.fx.Interpreter):
             if not isinstance(slot, Slot):
                 return slot
             if isinstance(slot.value, Pointwise):
-                slot.value = realize(slot.value, self.graph, _dense_strides(slot.node.meta.get("val")))
+                slot.value = realize(slot.value, self.loops, _dense_strides(slot.node.meta.get("val")))
             return slot.value
         return pytree.tree_map(unwrap, tree)
 
     def _extern(self, target, args, kwargs, reason):
         node = _current[-1]
-        name = getattr(target, "__name__", str(target))
         if reason != "extern op":
-            self.graph.fallbacks.append((str(target), reason))
+            self.loops.fallbacks.append((str(target), reason))
             logs.log("fusion", f"fallback {node.name} = {target}: {reason} (runs the ATen op, not fused)")
-        kernel = ExternKernel(self.graph.new_name("extern"), target, self._realized(args),
+        kernel = ExternKernel(self.loops.new_name("extern"), target, self._realized(args),
                               self._realized(kwargs), reason)
-        self.graph.nodes.append(kernel)
+        self.loops.nodes.append(kernel)
 
         def make_output(path, meta):
             if not isinstance(meta, torch.Tensor):
                 return meta
-            out = ExternOutput(self.graph.new_name(), Layout.of(meta), kernel, path)
+            out = ExternOutput(self.loops.new_name(), Layout.of(meta), kernel, path)
             kernel.outputs.append(out)
             return full_view(out)
         result = out_meta()
-        del name
         if isinstance(result, torch.Tensor):
             return make_output((), result)
         if isinstance(result, (tuple, list)):
@@ -198,19 +195,30 @@ class Lowering(torch.fx.Interpreter):
         for value, meta in zip(flat, metas):
             if isinstance(value, Slot):
                 if isinstance(value.value, Pointwise):
-                    value.value = realize(value.value, self.graph, _dense_strides(meta))
+                    value.value = realize(value.value, self.loops, _dense_strides(meta))
                 value = value.value
             outs.append(value)
-        self.graph.outputs = outs
-        self.graph.output_spec = spec
+        self.loops.outputs = outs
+        self.loops.output_spec = spec
         return result
 
 
 def lower(gm, example_inputs):
     """The LoopGraph computing the ATen graph `gm`."""
     lowering = Lowering(gm, example_inputs)
-    lowering.run(*example_inputs)
-    return lowering.graph
+    _graphs.append(lowering.loops)
+    try:
+        lowering.run(*example_inputs)
+    finally:
+        _graphs.pop()
+    return lowering.loops
+
+
+_graphs = []    # the LoopGraph being built (reductions realize into it)
+
+
+def current_graph():
+    return _graphs[-1]
 
 
 def realize(value, graph, strides=None):
@@ -225,30 +233,17 @@ def realize(value, graph, strides=None):
 
 
 def _dense_strides(meta):
-    if isinstance(meta, torch.Tensor) and is_non_overlapping_and_dense(meta):
-        return tuple(as_expr(s) for s in meta.stride())
-    return None
-
-
-def current_graph():
-    return _lowering_graph[-1]
-
-
-_lowering_graph = []
-
-
-_orig_run = Lowering.run
-
-
-def _run(self, *args, **kwargs):
-    _lowering_graph.append(self.graph)
-    try:
-        return _orig_run(self, *args, **kwargs)
-    finally:
-        _lowering_graph.pop()
-
-
-Lowering.run = _run
+    """meta's strides if they lay its elements out without gaps or overlaps (some permutation of
+    contiguous), else None: buffers realized for an fx node keep eager's memory layout."""
+    if not isinstance(meta, torch.Tensor):
+        return None
+    dims = sorted((st, n) for n, st in zip(meta.shape, meta.stride()) if n != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return None
+        expected *= size
+    return tuple(as_expr(s) for s in meta.stride())
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -277,24 +272,24 @@ def cast(x, dtype):
     return Pointwise(x.sizes, dtype, x.device, lambda index: ops.to_dtype(loader(index), dtype))
 
 
-def make_pointwise(fn, *inputs, dtype, compute_dtype=None, fn_dtype=None, sizes=None):
+def make_pointwise(fn, *inputs, dtype, compute_dtype=None, fn_dtype=None, sizes=None, input_dtypes=None):
     """Elementwise fn over inputs (values or Python scalars), broadcast to `sizes`.
 
-    Tensor inputs are cast to compute_dtype (default: dtype); fn's result (of fn_dtype, default
-    compute_dtype) is cast to dtype.
+    Inputs are cast to compute_dtype (default: dtype), or each to its entry of input_dtypes; fn's
+    result (of fn_dtype, default compute_dtype) is cast to dtype.
     """
     compute_dtype = compute_dtype or dtype
     fn_dtype = fn_dtype or compute_dtype
+    input_dtypes = input_dtypes or [compute_dtype] * len(inputs)
     tensors = [x for x in inputs if is_value(x)]
     sizes = tuple(sizes) if sizes is not None else broadcast_sizes(*[t.sizes for t in tensors])
     device = tensors[0].device if tensors else torch.device("cpu")
     loaders = []
-    for x in inputs:
+    for x, x_dtype in zip(inputs, input_dtypes):
         if is_value(x):
-            x = cast(x, compute_dtype)
-            loaders.append(_broadcast_loader(x, sizes))
+            loaders.append(_broadcast_loader(cast(x, x_dtype), sizes))
         else:
-            loaders.append(lambda index, v=x: ops.constant(v, compute_dtype))
+            loaders.append(lambda index, v=x, d=x_dtype: ops.constant(v, d))
 
     def inner(index):
         result = fn(*[load(index) for load in loaders])
@@ -450,15 +445,7 @@ def pow(a, b):
 @register(aten.where.self)
 def where(cond, a, b):
     dtype = out_meta().dtype
-    cond = cast(cond, torch.bool)
-    sizes = broadcast_sizes(*[x.sizes for x in (cond, a, b) if is_value(x)])
-    cond_load = _broadcast_loader(cond, sizes)
-    body = make_pointwise(lambda x, y: (x, y), a, b, dtype=dtype, sizes=sizes)
-
-    def inner(index):
-        x, y = body.inner_fn(index)
-        return ops.where(cond_load(index), x, y)
-    return Pointwise(sizes, dtype, cond.device, inner)
+    return make_pointwise(ops.where, cond, a, b, dtype=dtype, input_dtypes=(torch.bool, dtype, dtype))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor)
@@ -772,15 +759,7 @@ def _variance(x, dims, correction, keepdim, acc):
     count = int(product([x.sizes[d % len(x.sizes)] for d in dims]))
     total = reduce(x, dims, "sum", acc, True, acc_dtype=acc)
     mean = make_pointwise(ops.truediv, total, count, dtype=acc)
-    mean_load = _broadcast_loader(mean, x.sizes)
-
-    def square_dev(index_value):
-        value, index = index_value
-        dev = ops.sub(value, mean_load(index))
-        return ops.mul(dev, dev)
-    x_acc = cast(x, acc)
-    x_load = x_acc.make_loader()
-    deviations = Pointwise(x.sizes, acc, x.device, lambda index: square_dev((x_load(index), index)))
+    deviations = make_pointwise(lambda v, m: ops.square(ops.sub(v, m)), x, mean, dtype=acc)
     sq = reduce(deviations, dims, "sum", acc, keepdim, acc_dtype=acc)
     var = make_pointwise(ops.truediv, sq, max(count - correction, 0), dtype=acc)
     if not keepdim:
@@ -833,14 +812,3 @@ def log_softmax(x, dim, half_to_float=False):
     total = reduce(make_pointwise(ops.exp, shifted, dtype=acc), [dim], "sum", acc, True)
     return make_pointwise(lambda s, t: ops.sub(s, ops.log(t)), shifted, total, dtype=out_dtype,
                           compute_dtype=acc)
-
-
-def count_ops(value):
-    """(op counts, reads) of a lazy value's body: what the realization policy looks at."""
-    rec = record(value.inner_fn, loop_vars("x", value.sizes))
-    return rec.op_counts, rec.reads
-
-
-__all__ = ["LOWERINGS", "EXTERN_OPS", "lower", "register", "realize", "NotLowered", "out_meta"]
-del _orig_run
-_ = (config, InputBuffer, view_expand)

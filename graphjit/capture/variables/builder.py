@@ -54,7 +54,7 @@ def wrap(tx, value, source):
     known = tx.object_vars.get(id(value))
     if known is not None and source is not None:
         if known.source is not None and known.source != source:
-            tx.guards.add(2, f"{source.expr()} is {known.source.expr()}")
+            tx.guards.add(2, "{0} is {1}", None, (source, known.source))
         return known
     var = _wrap_uncached(tx, value, source)
     if source is not None and isinstance(value, (list, dict, torch.nn.Module)) or \
@@ -107,7 +107,7 @@ def wrap_tensor(tx, value, source):
     known = tx.tensor_vars.get(id(value))
     if known is not None:
         if known.source != source:
-            tx.guards.add(2, f"{source.expr()} is {known.source.expr()}")
+            tx.guards.add(2, "{0} is {1}", None, (source, known.source))
         return known
     if type(value) not in (torch.Tensor, torch.nn.Parameter, torch.nn.parameter.Buffer) and \
             not isinstance(value, torch.nn.Parameter):

@@ -107,8 +107,8 @@ class NNModuleVariable(ObjectLikeVariable):
             unsupported(f"{type(m).__name__} has hooks registered",
                         hint="compile the module whose hooks you want run (graphjit.compile keeps top-level hooks)")
         if self.source is not None:
-            checks = " or ".join(f"{self.source.expr()}.{h}" for h in hook_dicts)
-            tx.guards.add(3, f"not ({checks})", f"{self.source.expr()} has no hooks")
+            checks = " or ".join(f"{{0}}.{h}" for h in hook_dicts)
+            tx.guards.add(3, f"not ({checks})", f"{self.source.expr()} has no hooks", (self.source,))
         tx.guard_no_global_module_hooks()
 
     # containers: ModuleList, Sequential, ModuleDict
@@ -234,8 +234,8 @@ class UserObjectVariable(ObjectLikeVariable):
             from ..sources import DictItemSource
             keys = tuple(dict.keys(self.value))
             if self.source is not None:
-                tx.guards.add(4, f"tuple(dict.keys({self.source.expr()})) == {tx.guards.obj(keys)}",
-                              f"keys of {self.source.expr()} == {keys!r}")
+                tx.guards.add(4, f"tuple(dict.keys({{0}})) == {tx.guards.obj(keys)}",
+                              f"keys of {self.source.expr()} == {keys!r}", (self.source,))
             items = {k: wrap(tx, dict.__getitem__(self.value, k),
                              DictItemSource(self.source, k) if self.source is not None else None) for k in keys}
             self._dict_part = DictVariable(items)
@@ -286,7 +286,7 @@ class UserObjectVariable(ObjectLikeVariable):
             try:
                 value = getattr(self.value, name)
             except AttributeError as e:
-                tx.guards.add(3, f"not hasattr({self.source.expr()}, {name!r})")
+                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
                 raise AttributeMissing(str(e))
             return wrap(tx, value, AttrSource(self.source, name))
         if not self.is_new:
@@ -296,7 +296,7 @@ class UserObjectVariable(ObjectLikeVariable):
             if name in d and not is_data_descriptor:
                 return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
             if descriptor is _MISSING and name not in d and self.source is not None:
-                tx.guards.add(3, f"not hasattr({self.source.expr()}, {name!r})")
+                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
         return self.class_attribute(tx, name)
 
     def identity_key(self):

@@ -1,0 +1,67 @@
+"""graphjit's optimizing backend: fx graph -> fused C++/OpenMP kernels + a Python wrapper calling them.
+
+The stages, in order (one file each):
+
+    decompose.py       fx graph -> functional core-ATen graph (make_fx, fake tensors)
+    lowering.py        ATen graph -> LoopGraph (ir.py): pointwise/reduction nodes, extern ATen calls
+    scheduler.py       LoopGraph -> kernels: which nodes share a loop nest, and why not
+    codegen/cpp.py     kernels -> one C++ translation unit
+    runtime/           C++ -> shared library (cached on disk), loaded with ctypes
+    codegen/wrapper.py the Python function that allocates buffers and calls kernels and extern ops
+
+    compiled = compile_graph(gm, example_inputs)     # the `graphjit` backend
+"""
+import time
+import warnings
+
+from .. import logs
+
+
+def compile_graph(gm, example_inputs):
+    """Compile an fx graph for its example inputs; returns a callable with gm.forward's signature.
+    Graphs the compiler can't handle (see decompose.unsupported_reason) run gm.forward, with the reason
+    logged under GRAPHJIT_LOGS=fusion; a missing or failing C++ compiler warns once and runs eagerly."""
+    from . import decompose, lowering, scheduler
+    from .codegen import cpp, wrapper
+    from .runtime import CompileError, load
+
+    reason = decompose.unsupported_reason(gm, example_inputs)
+    if reason:
+        logs.log("fusion", f"graphjit compiler: running the graph eagerly: {reason}")
+        return gm.forward
+    start = time.perf_counter()
+    aten_gm = decompose.decompose(gm, example_inputs)
+    logs.log("graph", f"graphjit compiler, ATen graph:\n{aten_gm.code}")
+    graph = lowering.lower(aten_gm, example_inputs)
+    graph.verify()
+    logs.log("fusion", f"loop IR:\n{graph}")
+    items = scheduler.schedule(graph)
+    source, signatures = cpp.generate(graph, items)
+    try:
+        lib = load(source) if signatures else None
+    except CompileError as e:
+        _warn_once(f"graphjit: {e}\nRunning this graph eagerly.")
+        return gm.forward
+    eager_if_grad = any(t.requires_grad for t in example_inputs)
+    from . import config
+    code, call = wrapper.build(graph, items, signatures, lib, gm.forward, config.check_inputs, eager_if_grad)
+    if logs.enabled("output_code"):
+        logs.log("output_code", f"wrapper:\n{code}\nkernels:\n{source}")
+    n_kernels = sum(isinstance(i, scheduler.Kernel) for i in items)
+    logs.log("fusion", f"compiled in {time.perf_counter() - start:.2f} s: {n_kernels} kernels, "
+                       f"{len(items) - n_kernels} extern calls ({len(graph.fallbacks)} fallbacks)")
+    call.graph = graph
+    call.items = items
+    call.source = source
+    call.wrapper_source = code
+    return call
+
+
+_warned = set()
+
+
+def _warn_once(message):
+    key = message.splitlines()[0]
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)

@@ -1,0 +1,1 @@
+"""Kernel printers (cpp.py today, triton.py next) and the Python wrapper that calls them (wrapper.py)."""

@@ -1,0 +1,172 @@
+"""The Python that runs a compiled graph: allocate buffers, call kernels and extern ops in order, return.
+
+    def call(arg0, arg1):
+        buf0 = empty_strided((256, 1024), (1024, 1), dtype=float32)
+        kernel0(arg0.data_ptr(), buf0.data_ptr())
+        buf1 = extern0(buf0, as_strided(arg1, (1024, 512), (1, 1024), arg1.storage_offset()))
+        del buf0
+        return (buf1,)
+
+Everything the source names (kernels, ops, dtypes, constants) is bound in its globals, so each call runs
+only these lines. GRAPHJIT_LOGS=output_code prints it.
+"""
+import ctypes
+import operator
+
+import torch
+from torch.utils import _pytree as pytree
+
+from ..ir import ComputedBuffer, StorageView
+from ..scheduler import Kernel
+
+
+class WrapperCode:
+    def __init__(self, graph, items, signatures):
+        self.graph = graph
+        self.items = items
+        self.signatures = signatures
+        self.lines = []
+        self.globals = {"empty_strided": torch.empty_strided, "as_strided": torch.as_strided, "torch": torch}
+        self._constants = {}
+
+    def bind(self, value, prefix="_c"):
+        """A global name for value in the generated module."""
+        key = id(value)
+        if key not in self._constants:
+            name = f"{prefix}{len(self._constants)}"
+            self._constants[key] = (name, value)
+            self.globals[name] = value
+        return self._constants[key][0]
+
+    def arg(self, value):
+        """Source text of an extern call's argument."""
+        if isinstance(value, StorageView):
+            return self.view(value)
+        if isinstance(value, (list, tuple)):
+            items = ", ".join(self.arg(v) for v in value)
+            return f"[{items}]" if isinstance(value, list) else f"({items}{',' if len(value) == 1 else ''})"
+        if value is None or isinstance(value, (bool, int, str)):
+            return repr(value)
+        if isinstance(value, float):
+            return repr(value) if value == value and abs(value) != float("inf") else f"float('{value}')"
+        return self.bind(value)
+
+    def view(self, view):
+        """A StorageView as a tensor expression: the buffer itself or an as_strided view of it."""
+        name = view.buffer.name
+        if view.is_full():
+            return name
+        sizes = tuple(int(s) for s in view.sizes)
+        strides = tuple(int(s) for s in view.strides)
+        offset = int(view.offset)
+        if isinstance(view.buffer, ComputedBuffer):      # our allocations start at storage offset 0
+            return f"as_strided({name}, {sizes}, {strides}, {offset})"
+        return f"as_strided({name}, {sizes}, {strides}, {name}.storage_offset() + {offset})"
+
+    def generate(self, check_inputs, eager_if_grad):
+        graph = self.graph
+        inputs = [b for b in graph.inputs if b.position is not None]
+        params = ", ".join(b.name for b in sorted(inputs, key=operator.attrgetter("position")))
+        self.lines.append(f"def call({params}):")
+        body = []
+        if eager_if_grad:
+            body.append(f"if grad_enabled(): return eager({params})")
+            self.globals["grad_enabled"] = torch.is_grad_enabled
+        if check_inputs and inputs:
+            got = ", ".join(f"{b.name}.shape, {b.name}.stride()" for b in inputs)
+            want = ", ".join(f"{tuple(int(s) for s in b.layout.sizes)}, {tuple(int(s) for s in b.layout.strides)}"
+                             for b in inputs)
+            self.globals["_expected"] = eval(f"({want},)")
+            body.append(f"if ({got},) != _expected: return eager({params})")
+        for buf in graph.inputs:
+            if buf.position is None:
+                self.globals[buf.name] = buf.value
+        last_use = self._last_uses()
+        outputs = {v.buffer.name for v in graph.outputs if isinstance(v, StorageView)}
+        for step, item in enumerate(self.items):
+            if isinstance(item, Kernel):
+                body += self._kernel_call(item)
+            else:
+                body += self._extern_call(item)
+            dead = [name for name, last in last_use.items() if last == step and name not in outputs]
+            if dead:
+                body.append(f"del {', '.join(dead)}")
+        body.append("return " + self._outputs())
+        self.lines += ["    " + line for line in body]
+        return "\n".join(self.lines) + "\n"
+
+    def _kernel_call(self, kernel):
+        lines = []
+        for node in kernel.nodes:
+            if node.name in kernel.local:
+                continue
+            layout = node.buffer.layout
+            sizes = tuple(int(s) for s in layout.sizes)
+            strides = tuple(int(s) for s in layout.strides)
+            lines.append(f"{node.name} = empty_strided({sizes}, {strides}, dtype={self.bind(layout.dtype, '_dtype')}, "
+                         f"device={self.bind(layout.device, '_device')})")
+        signature = self.signatures[kernel.name]
+        args = ", ".join(f"{name}.data_ptr()" for name in signature.args)
+        call = f"{kernel.name}({args})"
+        if signature.checks_indices:
+            lines.append(f"if {call}: raise IndexError('graphjit: index out of range in {kernel.name} "
+                         "(an embedding or gather index outside the table)')")
+        else:
+            lines.append(call)
+        return lines
+
+    def _extern_call(self, kernel):
+        op = self.bind(getattr(kernel.op, "_op", kernel.op), "_op")
+        args = [self.arg(a) for a in kernel.args]
+        args += [f"{k}={self.arg(v)}" for k, v in kernel.kwargs.items()]
+        call = f"{op}({', '.join(args)})"
+        if not kernel.outputs:
+            return [call]
+        if len(kernel.outputs) == 1 and kernel.outputs[0].path == ():
+            return [f"{kernel.outputs[0].name} = {call}"]
+        result = f"_{kernel.name}"
+        lines = [f"{result} = {call}"]
+        for out in kernel.outputs:
+            lines.append(f"{out.name} = {result}" + "".join(f"[{i}]" for i in out.path))
+        lines.append(f"del {result}")
+        return lines
+
+    def _last_uses(self):
+        """buffer name -> index of the last item that reads or writes it."""
+        last = {}
+        for step, item in enumerate(self.items):
+            if isinstance(item, Kernel):
+                names = self.signatures[item.name].args
+            else:
+                names = [v.buffer.name for v in item.inputs()] + [o.name for o in item.outputs]
+            for name in names:
+                last[name] = step
+        inputs = {b.name for b in self.graph.inputs}
+        return {name: step for name, step in last.items() if name not in inputs}
+
+    def _outputs(self):
+        flat = [self.view(v) if isinstance(v, StorageView) else self.arg(v) for v in self.graph.outputs]
+        spec = self.graph.output_spec
+        if spec.type in (tuple, list) and all(c.type is None for c in spec.children_specs):
+            items = ", ".join(flat)
+            return f"({items}{',' if len(flat) == 1 else ''})" if spec.type is tuple else f"[{items}]"
+        if spec.type is None:
+            return flat[0]
+        self.globals["_unflatten"] = pytree.tree_unflatten
+        return f"_unflatten([{', '.join(flat)}], {self.bind(spec, '_spec')})"
+
+
+def build(graph, items, signatures, lib, eager, check_inputs, eager_if_grad):
+    """The compiled callable: (source, function). signatures: kernel name -> cpp.Signature."""
+    code = WrapperCode(graph, items, signatures)
+    source = code.generate(check_inputs, eager_if_grad)
+    code.globals["eager"] = eager
+    for name, signature in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes = [ctypes.c_void_p] * len(signature.args)
+        fn.restype = ctypes.c_int
+        code.globals[name] = fn
+    namespace = dict(code.globals)
+    exec(compile(source, "<graphjit wrapper>", "exec"), namespace)
+    return source, namespace["call"]
+

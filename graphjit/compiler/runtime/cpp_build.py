@@ -1,0 +1,125 @@
+"""Compile C++ source into a shared library (cached on disk) and load it with ctypes.
+
+The cache key hashes the source, the compiler's version, the flags and the CPU (-march=native code may
+not run elsewhere). A library is written under a temporary name and renamed into place, so readers never
+see half a file; each library exports gj_cache_key() returning its key, and a cached file whose load fails
+or whose key differs is rebuilt, never trusted.
+
+    lib = load(source)            # ctypes.CDLL
+"""
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from ... import logs
+from .. import config
+
+
+class CompileError(RuntimeError):
+    """The C++ compiler is missing or failed; the message says which, and how to reproduce."""
+
+
+_loaded = {}          # cache key -> CDLL (this process)
+_dlopened = set()     # paths dlopen()ed by this process: dlopen returns the old handle for a known path
+_compiler_ids = {}
+
+
+def compiler_id():
+    """The first line of `$CXX --version`; CompileError if there is no such compiler."""
+    cxx = config.cxx
+    if cxx not in _compiler_ids:
+        path = shutil.which(cxx)
+        if path is None:
+            raise CompileError(f"C++ compiler {cxx!r} not found on PATH (set GRAPHJIT_CXX to use another)")
+        out = subprocess.run([path, "--version"], capture_output=True, text=True)
+        _compiler_ids[cxx] = (path, out.stdout.splitlines()[0] if out.stdout else path)
+    return _compiler_ids[cxx]
+
+
+def _cpu_id():
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return os.uname().machine
+    keep = [line for line in info.splitlines() if line.startswith(("model name", "flags"))][:2]
+    return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:16]
+
+
+def cache_key(source):
+    _, version = compiler_id()
+    text = "\0".join([source, version, " ".join(config.cxx_flags), _cpu_id()])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def load(source):
+    """The loaded library of `source`, compiled (or found in the cache) as needed."""
+    key = cache_key(source)
+    if key in _loaded:
+        return _loaded[key]
+    os.makedirs(config.cache_dir, exist_ok=True)
+    path = os.path.join(config.cache_dir, f"{key}.so")
+    lib = _try_load(path, key) if os.path.exists(path) else None
+    if lib is None:
+        if os.path.exists(path):
+            logs.log("output_code", f"cached kernel library {path} is unusable; rebuilding it")
+        _build(source, key, path)
+        lib = _try_load(path, key)
+        if lib is None:
+            raise CompileError(f"compiled {path} but could not load it")
+    _loaded[key] = lib
+    return lib
+
+
+def _try_load(path, key):
+    """CDLL of path if it loads and reports `key`, else None (and the bad file is removed)."""
+    load_path = path
+    if path in _dlopened:                  # a fresh file at a path loaded before: load it via a copy
+        load_path = f"{path}.{os.getpid()}.{time.monotonic_ns()}.so"
+        shutil.copyfile(path, load_path)
+    try:
+        lib = ctypes.CDLL(load_path)
+        _dlopened.add(load_path)
+        get_key = lib.gj_cache_key
+        get_key.restype = ctypes.c_char_p
+        if get_key().decode() == key:
+            return lib
+    except (OSError, AttributeError, UnicodeDecodeError):
+        pass
+    finally:
+        if load_path != path:
+            os.unlink(load_path)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return None
+
+
+def _build(source, key, path):
+    cxx, _ = compiler_id()
+    source = source + f'\nextern "C" const char* gj_cache_key() {{ return "{key}"; }}\n'
+    cpp_path = os.path.join(config.cache_dir, f"{key}.cpp")
+    _write_atomic(cpp_path, source.encode())
+    fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".so", dir=config.cache_dir)
+    os.close(fd)
+    cmd = [cxx, *config.cxx_flags, cpp_path, "-o", tmp]
+    start = time.perf_counter()
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        os.unlink(tmp)
+        raise CompileError(f"C++ compile failed (exit {result.returncode}); reproduce with:\n  {' '.join(cmd)}\n"
+                           + result.stderr[-4000:])
+    os.replace(tmp, path)
+    logs.log("output_code", f"compiled {cpp_path} in {time.perf_counter() - start:.2f} s")
+
+
+def _write_atomic(path, data):
+    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=os.path.dirname(path))
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)

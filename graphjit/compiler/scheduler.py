@@ -1,0 +1,286 @@
+"""Fusion: which computed buffers share a kernel (one loop nest), and why not.
+
+A kernel has an outer loop (the parallel one) shared by all its nodes; each node adds an inner loop:
+a reduction's inner loop is what it reduces over, a pointwise node's inner loop is its remaining dims.
+Softmax over the last dim of [rows, n] is one kernel: outer [rows], inner loops max, sum, then write.
+
+    kernel3  outer [256]
+      group 0 inner [1024]: buf1 = reduction max         (local: kept in a register)
+      group 1 inner [1024]: buf2 = reduction sum         (local)
+      group 2 inner [1024]: buf3 = pointwise             (stored)
+
+Nodes are fused greedily in program order. A node joins the current kernel if its loops match and
+every value it reads from that kernel is produced in the same iteration (same index); otherwise the
+refusal's reason goes to GRAPHJIT_LOGS=fusion. A buffer read only inside its kernel, right where it is
+produced, is never stored (`local`). Inlining pointwise producers into their readers happens earlier, in
+lowering; `realize_reason` is the policy deciding when a shared lazy value is computed once instead.
+"""
+import dataclasses
+
+import sympy
+
+from .. import logs
+from . import config
+from .ir import (ComputedBuffer, ExternKernel, Pointwise, Reduction, StorageView, index_symbol, linear_index,
+                 record)
+
+# Ops whose recomputation in every reader costs more than reading a stored result.
+EXPENSIVE_OPS = {"exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+                 "sigmoid", "erf", "pow", "atan2", "masked"}
+
+
+def realize_reason(value, num_users):
+    """Why a lazy value should be computed into a buffer rather than inlined into its readers, or None."""
+    if not isinstance(value, Pointwise):
+        return None
+    rec = record(value.inner_fn, [index_symbol(f"x{i}") for i in range(len(value.sizes))])
+    if rec.op_count > config.realize_opcount_threshold:
+        return f"its body has {rec.op_count} ops (> realize_opcount_threshold)"
+    if num_users > 1:
+        if len(rec.reads) > config.realize_reads_threshold:
+            return f"read by {num_users} ops and loads {len(rec.reads)} values (> realize_reads_threshold)"
+        expensive = sorted(set(rec.op_counts) & EXPENSIVE_OPS)
+        if expensive:
+            return f"read by {num_users} ops and computes {', '.join(expensive)}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Scheduled nodes and kernels
+# ---------------------------------------------------------------------------------------------------------
+
+
+def nonunit(sizes):
+    return tuple(s for s in sizes if s != 1)
+
+
+def expand_index(sizes, loop_vars):
+    """The index of a tensor of `sizes` from loop variables of its non-1 dims (0 at size-1 dims)."""
+    it = iter(loop_vars)
+    return [sympy.Integer(0) if s == 1 else next(it) for s in sizes]
+
+
+def outer_vars(n):
+    return [index_symbol(f"x{i}") for i in range(n)]
+
+
+def inner_vars(n):
+    return [index_symbol(f"r{i}") for i in range(n)]
+
+
+@dataclasses.dataclass(eq=False)
+class SchedNode:
+    """A computed buffer placed in a kernel: `outer` loop dims (shared) and its own `inner` loop dims."""
+    buffer: ComputedBuffer
+    outer: tuple
+    inner: tuple
+
+    @property
+    def name(self):
+        return self.buffer.name
+
+    @property
+    def is_reduction(self):
+        return isinstance(self.buffer.data, Reduction)
+
+    def body_args(self, xs, rs):
+        """Arguments of the node's inner_fn, given the kernel's loop variables."""
+        data = self.buffer.data
+        if self.is_reduction:
+            return [expand_index(data.sizes, xs), expand_index(data.reduction_sizes, rs)]
+        return [expand_index(data.sizes, list(xs) + list(rs))]
+
+    def write_index(self, xs, rs):
+        layout = self.buffer.layout
+        if self.is_reduction:
+            return linear_index(expand_index(layout.sizes, xs), layout.strides)
+        return linear_index(expand_index(layout.sizes, list(xs) + list(rs)), layout.strides)
+
+    def accesses(self):
+        """(reads, write index) in the canonical variables x0.. (outer) and r0.. (inner)."""
+        xs, rs = outer_vars(len(self.outer)), inner_vars(len(self.inner))
+        rec = record(self.buffer.data.inner_fn, *self.body_args(xs, rs))
+        return rec.reads, self.write_index(xs, rs)
+
+    def __str__(self):
+        kind = f"reduction {self.buffer.data.reduction_type}" if self.is_reduction else "pointwise"
+        return f"{self.name} ({kind}, inner [{', '.join(map(str, self.inner))}])"
+
+
+def split_node(buffer, outer=None):
+    """A SchedNode for buffer whose outer loop is `outer`, or (None, reason) if its loops don't allow it.
+    Without `outer`, the node picks: a reduction its output dims, a pointwise node all but its last dim."""
+    data = buffer.data
+    if isinstance(data, Reduction):
+        own_outer, inner = nonunit(data.sizes), nonunit(data.reduction_sizes)
+        if outer is not None and tuple(outer) != own_outer:
+            return None, f"loops differ: kernel iterates [{_fmt(outer)}], reduction {buffer.name} [{_fmt(own_outer)}]"
+        return SchedNode(buffer, own_outer, inner), None
+    dims = nonunit(data.sizes)
+    if outer is None:
+        outer = dims[:-1]
+    outer = tuple(outer)
+    if dims[:len(outer)] != outer:
+        return None, f"loops differ: kernel iterates [{_fmt(outer)}], {buffer.name} is [{_fmt(dims)}]"
+    return SchedNode(buffer, outer, dims[len(outer):]), None
+
+
+def _fmt(sizes):
+    return ", ".join(map(str, sizes))
+
+
+@dataclasses.dataclass(eq=False)
+class Group:
+    """Nodes of a kernel that run in one inner loop (same inner dims, no dependence on a reduction
+    finished in the same loop)."""
+    inner: tuple
+    nodes: list
+
+
+@dataclasses.dataclass(eq=False)
+class Kernel:
+    name: str
+    outer: tuple
+    nodes: list                                            # SchedNode, in execution order
+    groups: list = dataclasses.field(default_factory=list)
+    local: set = dataclasses.field(default_factory=set)    # buffers never stored: read only in place
+
+    def written(self):
+        return {n.name: n for n in self.nodes}
+
+    def try_add(self, buffer):
+        """Add buffer's node to this kernel; returns None, or the reason it can't join."""
+        if len(self.nodes) >= config.max_fusion_size:
+            return f"kernel already has {len(self.nodes)} nodes (max_fusion_size)"
+        node, reason = split_node(buffer, self.outer)
+        if node is None and self._pointwise_only() and isinstance(buffer.data, Reduction):
+            node, reason = self._resplit_for(buffer) or (None, reason)
+        if node is None:
+            return reason
+        reason = self._dependence_refusal(node)
+        if reason:
+            return reason
+        self.nodes.append(node)
+        return None
+
+    def _pointwise_only(self):
+        return all(not n.is_reduction for n in self.nodes)
+
+    def _resplit_for(self, buffer):
+        """A pointwise-only kernel can move its outer/inner boundary to match a reduction's outer loop."""
+        target = nonunit(buffer.data.sizes)
+        nodes = [split_node(n.buffer, target)[0] for n in self.nodes]
+        if any(n is None for n in nodes):
+            return None
+        node, reason = split_node(buffer, target)
+        if node is None:
+            return None
+        old = (self.outer, self.nodes)
+        self.outer, self.nodes = target, nodes
+        if self._dependence_refusal(node) is None and all(
+                self._dependence_refusal(n, upto=i) is None for i, n in enumerate(nodes)):
+            return node, None
+        self.outer, self.nodes = old
+        return None
+
+    def _dependence_refusal(self, node, upto=None):
+        """A node may read a buffer produced in this kernel only where, and when, it is produced: at the
+        same index, in the same outer iteration."""
+        writers = {n.name: n for n in self.nodes[:upto]}
+        reads, _ = node.accesses()
+        for name, index in reads:
+            writer = writers.get(name)
+            if writer is None:
+                continue
+            _, written_at = writer.accesses()
+            uses_inner = any(s.name.startswith("r") for s in written_at.free_symbols)
+            if uses_inner and writer.inner != node.inner:
+                return (f"reads {name} (made in this kernel over inner [{_fmt(writer.inner)}]) over a different "
+                        f"inner loop [{_fmt(node.inner)}]")
+            if sympy.expand(index - written_at) != 0:
+                return f"reads {name} at {index}, not where this kernel writes it ({written_at})"
+        return None
+
+    def finish(self):
+        """Group nodes into inner loops."""
+        self.groups = []
+        for node in self.nodes:
+            group = self.groups[-1] if self.groups else None
+            if group is not None and group.inner == node.inner and not self._reads_reduction_of(node, group):
+                group.nodes.append(node)
+            else:
+                self.groups.append(Group(node.inner, [node]))
+
+    @staticmethod
+    def _reads_reduction_of(node, group):
+        reductions = {n.name for n in group.nodes if n.is_reduction}
+        return any(name in reductions for name, _ in node.accesses()[0])
+
+    def group_of(self, name):
+        for i, group in enumerate(self.groups):
+            if any(n.name == name for n in group.nodes):
+                return i
+        return None
+
+    def __str__(self):
+        lines = [f"{self.name}  outer [{_fmt(self.outer)}]"]
+        for i, group in enumerate(self.groups):
+            nodes = ", ".join(str(n) + (" local" if n.name in self.local else "") for n in group.nodes)
+            lines.append(f"  group {i} inner [{_fmt(group.inner)}]: {nodes}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Scheduling a LoopGraph
+# ---------------------------------------------------------------------------------------------------------
+
+
+def schedule(graph):
+    """The graph's work as a list of Kernels and ExternKernels, in execution order."""
+    items, current = [], None
+    for node in graph.nodes:
+        if isinstance(node, ExternKernel):
+            current = None
+            items.append(node)
+            continue
+        if current is not None:
+            reason = current.try_add(node)
+            if reason is None:
+                continue
+            logs.log("fusion", f"{node.name} not fused into {current.name}: {reason}")
+        node_split, _ = split_node(node)
+        current = Kernel(f"kernel{sum(isinstance(i, Kernel) for i in items)}", node_split.outer, [node_split])
+        items.append(current)
+    kernels = [k for k in items if isinstance(k, Kernel)]
+    for kernel in kernels:
+        kernel.finish()
+    _find_local_buffers(graph, kernels, items)
+    if logs.enabled("fusion"):
+        logs.log("fusion", "schedule:\n" + "\n".join(
+            str(i) if isinstance(i, Kernel) else f"{i.name}: extern {i.op} ({i.reason})" for i in items))
+    return items
+
+
+def _find_local_buffers(graph, kernels, items):
+    """A buffer is local (never stored) if it is not an output, nothing outside its kernel reads it, and
+    inside it every reader gets the value in place: a reduction's result from the outer iteration, a
+    pointwise value from the same inner loop."""
+    outside = {v.buffer.name for v in graph.outputs if isinstance(v, StorageView)}
+    for item in items:
+        if isinstance(item, ExternKernel):
+            outside |= {v.buffer.name for v in item.inputs()}
+    readers = {}
+    for kernel in kernels:
+        for node in kernel.nodes:
+            for name, _ in node.accesses()[0]:
+                readers.setdefault(name, set()).add((kernel.name, node.name))
+    for kernel in kernels:
+        for node in kernel.nodes:
+            if node.name in outside:
+                continue
+            users = readers.get(node.name, set())
+            if any(k != kernel.name for k, _ in users):
+                continue
+            home = kernel.group_of(node.name)
+            if node.is_reduction or all(kernel.group_of(reader) == home for _, reader in users):
+                kernel.local.add(node.name)
