@@ -1,4 +1,4 @@
-"""graphjit demo: capture a small GPT-2-style model into one fx graph, show what was captured, and time it.
+"""graphjit demo: capture a small GPT-2-style model into an fx graph, show what was captured, and time it.
 
     ./dev demo                   # = python -m graphjit.demo
     ./dev demo --batch 1 --seq 16
@@ -58,7 +58,8 @@ def interleaved_times(eager, compiled, x, warmup, iters):
     fns, times = (eager, compiled), ([], [])
     with torch.no_grad():
         for _ in range(warmup):
-            eager(x), compiled(x)
+            eager(x)
+            compiled(x)
         for _ in range(iters):
             for fn, seconds in zip(fns, times):
                 start = time.perf_counter()
@@ -72,7 +73,7 @@ def print_times(label, times, iters):
     print(f"  {label}: eager {e_med * 1e3:.2f} ms, compiled {c_med * 1e3:.2f} ms, eager/compiled "
           f"{e_med / c_med:.2f}x  (median of {iters}; min {e_min * 1e3:.2f} / {c_min * 1e3:.2f} ms)")
     if max(e_med / e_min, c_med / c_min) > 1.3:
-        print("    (noisy: medians far above minimums, the machine is busy; the minimums are steadier)")
+        print(f"    (noisy: the machine is busy; by the steadier minimums eager/compiled is {e_min / c_min:.2f}x)")
 
 
 def compile_and_time(model, x, logits, iters):

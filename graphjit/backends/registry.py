@@ -55,3 +55,12 @@ def inductor(gm, example_inputs):
     """torch's own TorchInductor: the yardstick we measure graphjit's compiler against."""
     from torch._inductor.compile_fx import compile_fx
     return compile_fx(gm, example_inputs)
+
+
+@register_backend("graphjit")
+def graphjit_backend(gm, example_inputs):
+    """graphjit's own compiler (graphjit/compiler): fused C++/OpenMP kernels on CPU, ATen for matmuls,
+    convolutions and attention. Inference-only for now: graphs that need gradients run eagerly.
+    Also a torch.compile backend: torch.compile(model, backend=graphjit_backend)."""
+    from ..compiler import compile_graph
+    return compile_graph(gm, example_inputs)

@@ -264,6 +264,11 @@ def _translate_break(fn, options, args, kwargs, error, record):
                                       if c.real_cell is None):
         raise Unsupported("graph break after a closure cell was set")
     inst = frame.instructions[state.index]
+    from .resume import enclosing_handler_kinds
+    from .variables.torchvars import WithExitVariable
+    open_withs = enclosing_handler_kinds(fn.__code__, state.index).count("with")
+    if open_withs != sum(isinstance(v, WithExitVariable) for v in frame.stack):
+        raise Unsupported("graph break inside the with-block of a user context manager")
 
     def make_tail(cg):
         return _break_tail(fn, options, frame, inst, state.index, cg)

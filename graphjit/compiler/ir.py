@@ -77,6 +77,123 @@ def simplify_index(expr):
     return sympy.expand(as_expr(expr))
 
 
+def value_range(expr, ranges):
+    """(lo, hi) bounds of an index expression, given loop variable sizes {symbol: size}; None if unknown."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return int(expr), int(expr)
+    if expr.is_Symbol:
+        size = ranges.get(expr)
+        return (0, int(size) - 1) if size is not None and size.is_Integer else None
+    if isinstance(expr, sympy.Add):
+        bounds = [value_range(a, ranges) for a in expr.args]
+        if any(b is None for b in bounds):
+            return None
+        return sum(b[0] for b in bounds), sum(b[1] for b in bounds)
+    if isinstance(expr, sympy.Mul):
+        coeff, rest = expr.as_coeff_Mul()
+        inner = value_range(rest, ranges)
+        if inner is None or not coeff.is_Integer:
+            return None
+        lo, hi = int(coeff) * inner[0], int(coeff) * inner[1]
+        return min(lo, hi), max(lo, hi)
+    if isinstance(expr, FloorDiv) and expr.args[1].is_Integer:
+        inner = value_range(expr.args[0], ranges)
+        d = int(expr.args[1])
+        return None if inner is None else (inner[0] // d, inner[1] // d)
+    if isinstance(expr, sympy.Mod) and expr.args[1].is_Integer:
+        return 0, int(expr.args[1]) - 1
+    return None
+
+
+def simplify_with_ranges(expr, ranges):
+    """Simplifies FloorDiv and Mod using the loop variables' sizes: with 0 <= r < a,
+    (a*q + r) // (a*k) == q // k and (a*q + r) % (a*m) == a*(q % m) + r; and k*(e // k) + e % k == e.
+    This undoes the index arithmetic of reshaping (merging then splitting dims) when the dims line up."""
+    expr = sympy.sympify(expr)
+    if expr.is_Atom or not ranges:
+        return expr
+    args = [simplify_with_ranges(a, ranges) for a in expr.args]
+    if isinstance(expr, FloorDiv):
+        return _simplify_floordiv(args[0], args[1], ranges)
+    if isinstance(expr, sympy.Mod):
+        return _simplify_mod(args[0], args[1], ranges)
+    out = expr.func(*args)
+    return _recombine(sympy.expand(out)) if isinstance(out, sympy.Add) else out
+
+
+def _split_by_factor(base, a, ranges):
+    """(sum of terms divisible by a, divided by a; the rest) if the rest lies in [0, a), else None."""
+    big, rest = [], []
+    for term in sympy.Add.make_args(sympy.expand(base)):
+        (big if _divisible(term, sympy.Integer(a)) else rest).append(term)
+    bounds = value_range(sympy.Add(*rest), ranges)
+    if bounds is None or bounds[0] < 0 or bounds[1] >= a:
+        return None
+    return sympy.expand(sympy.Add(*big) / a), sympy.Add(*rest)
+
+
+def _factors(base, d):
+    """Candidate a (> 1, dividing d) for _split_by_factor, largest first."""
+    cands = {d}
+    for term in sympy.Add.make_args(sympy.expand(base)):
+        coeff, _ = term.as_coeff_Mul()
+        if coeff.is_Integer:
+            cands.add(math.gcd(int(coeff), d))
+    return sorted((c for c in cands if c > 1), reverse=True)
+
+
+def _simplify_floordiv(base, divisor, ranges):
+    if not divisor.is_Integer or int(divisor) <= 0:
+        return FloorDiv(base, divisor)
+    d = int(divisor)
+    for a in _factors(base, d):
+        split = _split_by_factor(base, a, ranges)
+        if split is not None:
+            quotient, _ = split
+            if a == d:
+                return quotient
+            return _simplify_floordiv(quotient, sympy.Integer(d // a), ranges)
+    return FloorDiv(base, divisor)
+
+
+def _simplify_mod(base, modulus, ranges):
+    if not modulus.is_Integer or int(modulus) <= 0:
+        return sympy.Mod(base, modulus)
+    m = int(modulus)
+    terms = [t for t in sympy.Add.make_args(sympy.expand(base)) if not _divisible(t, modulus)]
+    base = sympy.Add(*terms)
+    bounds = value_range(base, ranges)
+    if bounds is not None and bounds[0] >= 0 and bounds[1] < m:
+        return base
+    for a in _factors(base, m):
+        if a == m:
+            continue
+        split = _split_by_factor(base, a, ranges)
+        if split is not None:
+            quotient, rest = split
+            return a * _simplify_mod(quotient, sympy.Integer(m // a), ranges) + rest
+    return sympy.Mod(base, modulus)
+
+
+def _recombine(expr):
+    """c*k*FloorDiv(e, k) + c*Mod(e, k) -> c*e, inside a sum."""
+    terms = list(sympy.Add.make_args(expr))
+    for term in list(terms):
+        coeff, rest = term.as_coeff_Mul()
+        if not isinstance(rest, FloorDiv) or not rest.args[1].is_Integer or term not in terms:
+            continue
+        e, k = rest.args
+        if coeff % k != 0:
+            continue
+        partner = (coeff / k) * sympy.Mod(e, k)
+        if partner in terms:
+            terms.remove(term)
+            terms.remove(partner)
+            terms.append((coeff / k) * e)
+    return sympy.expand(sympy.Add(*terms))
+
+
 def contiguous_strides(sizes):
     strides, acc = [], sympy.Integer(1)
     for size in reversed(sizes):
@@ -112,10 +229,13 @@ _handlers = []
 
 
 class _Ops:
-    """`ops.exp(x)` calls `exp` on the innermost installed handler."""
+    """`ops.exp(x)` calls `exp` on the handler installed when it runs (so `ops.exp` can be passed around)."""
 
     def __getattr__(self, name):
-        return getattr(_handlers[-1], name)
+        def call(*args):
+            return getattr(_handlers[-1], name)(*args)
+        call.__name__ = name
+        return call
 
 
 ops = _Ops()
@@ -136,7 +256,8 @@ class RecordingOps:
     Values are strings naming the op that produced them, so the trace reads like the printer's.
     """
 
-    def __init__(self):
+    def __init__(self, ranges=None):
+        self.ranges = ranges or {}  # loop variable -> size, to simplify indices with
         self.reads = []            # (buffer name, index expr)
         self.writes = []           # (buffer name, index expr)
         self.index_exprs = []      # exprs of ops.index_expr
@@ -148,17 +269,17 @@ class RecordingOps:
         return name
 
     def load(self, name, index):
-        self.reads.append((name, index))
+        self.reads.append((name, simplify_with_ranges(index, self.ranges)))
         return self._count("load")
 
     def store(self, name, index, value):
-        self.writes.append((name, index))
+        self.writes.append((name, simplify_with_ranges(index, self.ranges)))
 
     def constant(self, value, dtype):
         return "constant"
 
     def index_expr(self, expr, dtype):
-        self.index_exprs.append(expr)
+        self.index_exprs.append(simplify_with_ranges(expr, self.ranges))
         return self._count("index_expr")
 
     def to_dtype(self, x, dtype):
@@ -187,7 +308,8 @@ class RecordingOps:
 class PrintingOps:
     """Renders a body as numbered lines `tmpN = op(args)`: the readable form of IR nodes."""
 
-    def __init__(self):
+    def __init__(self, ranges=None):
+        self.ranges = ranges or {}
         self.lines = []
         self._ids = itertools.count()
         self._indirect = itertools.count()
@@ -198,10 +320,10 @@ class PrintingOps:
         return name
 
     def load(self, name, index):
-        return self._emit(f"load({name}, {index})")
+        return self._emit(f"load({name}, {simplify_with_ranges(index, self.ranges)})")
 
     def store(self, name, index, value):
-        self.lines.append(f"store({name}, {index}, {value})")
+        self.lines.append(f"store({name}, {simplify_with_ranges(index, self.ranges)}, {value})")
 
     def constant(self, value, dtype):
         return self._emit(f"constant({value!r}, {dtype_name(dtype)})")
@@ -247,18 +369,20 @@ def format_body(fn, sizes, reduction_sizes=None):
     index = loop_vars("x", sizes)
     args = [index]
     header = ", ".join(map(str, index))
+    ranges = dict(zip(index, sizes))
     if reduction_sizes is not None:
         rindex = loop_vars("r", reduction_sizes)
         args.append(rindex)
         header += " | " + ", ".join(map(str, rindex))
-    with use_ops(PrintingOps()) as printer:
+        ranges.update(zip(rindex, reduction_sizes))
+    with use_ops(PrintingOps(ranges)) as printer:
         result = fn(*args)
     return "\n".join([f"({header}):"] + ["    " + line for line in printer.lines] + [f"    -> {result}"])
 
 
-def record(fn, *args):
-    """Runs a body under RecordingOps and returns the recorder."""
-    with use_ops(RecordingOps()) as recorder:
+def record(fn, *args, ranges=None):
+    """Runs a body under RecordingOps (indices simplified with `ranges`) and returns the recorder."""
+    with use_ops(RecordingOps(ranges)) as recorder:
         recorder.result = fn(*args)
     return recorder
 
@@ -392,6 +516,9 @@ class Pointwise:
     device: torch.device
     inner_fn: Callable
 
+    view_base = None      # (lazy base, view function): see _reindexed
+    realized = None       # the StorageView this value was computed into, once it is
+
     def make_loader(self):
         return self.inner_fn
 
@@ -466,10 +593,17 @@ def is_value(x):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _reindexed(x, sizes, reindex):
-    """A lazy view of x: element `index` of the result is element `reindex(index)` of x."""
+def _reindexed(x, sizes, reindex, view=None):
+    """A lazy view of x: element `index` of the result is element `reindex(index)` of x.
+
+    `view` redoes the view on a StorageView: when a lazy x is viewed without changing how many elements
+    are computed (permute, reshape, expand ...), realizing the result realizes x in its own shape and
+    views it, as eager would, instead of computing x through the rewritten index."""
     loader = x.make_loader()
-    return Pointwise(tuple(sizes), x.dtype, x.device, lambda index: loader(reindex(index)))
+    out = Pointwise(tuple(sizes), x.dtype, x.device, lambda index: loader(reindex(index)))
+    if view is not None and isinstance(x, Pointwise):
+        out.view_base = (x, view)
+    return out
 
 
 def view_permute(x, dims):
@@ -483,7 +617,7 @@ def view_permute(x, dims):
         for i, d in enumerate(dims):
             out[d] = index[i]
         return out
-    return _reindexed(x, sizes, reindex)
+    return _reindexed(x, sizes, reindex, lambda base: view_permute(base, dims))
 
 
 def view_expand(x, sizes):
@@ -495,7 +629,8 @@ def view_expand(x, sizes):
         for i, (old, st) in enumerate(zip(x.sizes, x.strides)):
             strides.append(st if old == sizes[lead + i] else sympy.Integer(0))
         return StorageView(x.buffer, sizes, tuple(strides), x.offset)
-    return _reindexed(x, sizes, lambda index: broadcast_index(index, x.sizes, sizes))
+    return _reindexed(x, sizes, lambda index: broadcast_index(index, x.sizes, sizes),
+                      lambda base: view_expand(base, sizes))
 
 
 def broadcast_index(index, from_sizes, to_sizes):
@@ -541,7 +676,8 @@ def view_unsqueeze(x, dim):
     if isinstance(x, StorageView):
         stride = x.strides[dim] * x.sizes[dim] if dim < len(x.sizes) else sympy.Integer(1)
         return StorageView(x.buffer, sizes, x.strides[:dim] + (stride,) + x.strides[dim:], x.offset)
-    return _reindexed(x, sizes, lambda index: list(index[:dim]) + list(index[dim + 1:]))
+    return _reindexed(x, sizes, lambda index: list(index[:dim]) + list(index[dim + 1:]),
+                      lambda base: view_unsqueeze(base, dim))
 
 
 def view_squeeze(x, dims):
@@ -556,7 +692,7 @@ def view_squeeze(x, dims):
         for i, d in enumerate(keep):
             out[d] = index[i]
         return out
-    return _reindexed(x, sizes, reindex)
+    return _reindexed(x, sizes, reindex, lambda base: view_squeeze(base, list(dims)))
 
 
 def view_as_strided(x, sizes, strides, offset):
@@ -581,7 +717,7 @@ def view_reshape(x, sizes):
         strides = _reshape_strides(x.sizes, x.strides, sizes)
         if strides is not None:
             return StorageView(x.buffer, sizes, strides, x.offset)
-    return _reindexed(x, sizes, _reshape_reindexer(x.sizes, sizes))
+    return _reindexed(x, sizes, _reshape_reindexer(x.sizes, sizes), lambda base: view_reshape(base, sizes))
 
 
 def _reshape_strides(old_sizes, old_strides, new_sizes):
@@ -693,7 +829,7 @@ class LoopGraph:
             sizes = dict(zip(index, data.sizes))
             if isinstance(data, Reduction):
                 sizes.update(zip(args[1], data.reduction_sizes))
-            rec = record(data.inner_fn, *args)
+            rec = record(data.inner_fn, *args, ranges=sizes)
             for name, expr in rec.reads:
                 assert name in defined, f"{node.name} reads {name} before it is computed"
                 _check_bounds(node.name, defined[name], expr, sizes)

@@ -222,9 +222,22 @@ def current_graph():
 
 
 def realize(value, graph, strides=None):
-    """Compute a lazy value (or a reduction) into a new buffer; returns a view of the whole buffer."""
+    """Compute a lazy value (or a reduction) into a new buffer; returns a view of the whole buffer.
+    A lazy view of a lazy value realizes that value in its own shape and views it (as eager would)."""
     if isinstance(value, StorageView):
         return value
+    if isinstance(value, Pointwise):
+        if value.realized is None:
+            if value.view_base is not None:
+                base, view = value.view_base
+                value.realized = realize(view(realize(base, graph)), graph, strides)
+            else:
+                value.realized = _new_buffer(value, graph, strides)
+        return value.realized
+    return _new_buffer(value, graph, strides)
+
+
+def _new_buffer(value, graph, strides):
     sizes = tuple(value.sizes)
     strides = strides if strides is not None and len(strides) == len(sizes) else contiguous_strides(sizes)
     buf = ComputedBuffer(graph.new_name(), Layout(sizes, tuple(strides), value.dtype, value.device), value)

@@ -22,7 +22,7 @@ import sympy
 from .. import logs
 from . import config
 from .ir import (ComputedBuffer, ExternKernel, Pointwise, Reduction, StorageView, index_symbol, linear_index,
-                 record)
+                 record, simplify_with_ranges)
 
 # Ops whose recomputation in every reader costs more than reading a stored result.
 EXPENSIVE_OPS = {"exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
@@ -74,6 +74,7 @@ class SchedNode:
     buffer: ComputedBuffer
     outer: tuple
     inner: tuple
+    _accesses: tuple = None
 
     @property
     def name(self):
@@ -96,11 +97,17 @@ class SchedNode:
             return linear_index(expand_index(layout.sizes, xs), layout.strides)
         return linear_index(expand_index(layout.sizes, list(xs) + list(rs)), layout.strides)
 
-    def accesses(self):
-        """(reads, write index) in the canonical variables x0.. (outer) and r0.. (inner)."""
+    def ranges(self):
         xs, rs = outer_vars(len(self.outer)), inner_vars(len(self.inner))
-        rec = record(self.buffer.data.inner_fn, *self.body_args(xs, rs))
-        return rec.reads, self.write_index(xs, rs)
+        return {**dict(zip(xs, self.outer)), **dict(zip(rs, self.inner))}
+
+    def accesses(self):
+        """(reads, write index) in the canonical variables x0.. (outer) and r0.. (inner), simplified."""
+        if self._accesses is None:
+            xs, rs = outer_vars(len(self.outer)), inner_vars(len(self.inner))
+            rec = record(self.buffer.data.inner_fn, *self.body_args(xs, rs), ranges=self.ranges())
+            self._accesses = rec.reads, simplify_with_ranges(self.write_index(xs, rs), self.ranges())
+        return self._accesses
 
     def __str__(self):
         kind = f"reduction {self.buffer.data.reduction_type}" if self.is_reduction else "pointwise"

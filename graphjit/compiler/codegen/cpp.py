@@ -25,7 +25,7 @@ import struct
 import sympy
 import torch
 
-from ..ir import FloorDiv, POINTWISE_OPS, product, record, use_ops
+from ..ir import FloorDiv, POINTWISE_OPS, product, record, simplify_with_ranges, use_ops
 from .. import config
 from ..scheduler import Kernel, inner_vars, outer_vars
 
@@ -331,7 +331,8 @@ class CppKernel:
         self._ids = itertools.count()
         self.indirect_ids = itertools.count()
         self.uses_status = False
-        self.subs = []
+        self.subs = []                          # merged loops: substitutions applied to every index
+        self.ranges = {}                        # canonical loop variable -> size
         self.args = []                          # buffer names, in signature order
         self.written = set()
 
@@ -365,6 +366,7 @@ class CppKernel:
             self.lines = saved
 
     def rewrite(self, index):
+        index = simplify_with_ranges(index, self.ranges)
         for sub in self.subs:
             index = index.subs(sub, simultaneous=True)
         return sympy.expand(index)
@@ -389,6 +391,7 @@ class CppKernel:
     def generate(self):
         kernel = self.kernel
         xs = outer_vars(len(kernel.outer))
+        self.ranges = dict(zip(xs, kernel.outer))
         outer_dims, group_dims = self._simplified_loops(xs)
         work = product([s for _, s in outer_dims]) * sum(
             (max(product([s for _, s in dims]), 1) for dims in group_dims), sympy.Integer(0))
@@ -427,17 +430,20 @@ class CppKernel:
 
     def _index_exprs(self, group, xs):
         rs = inner_vars(len(group.inner))
+        ranges = {**dict(zip(xs, self.kernel.outer)), **dict(zip(rs, group.inner))}
         exprs = []
         for node in group.nodes:
-            rec = record(node.buffer.data.inner_fn, *node.body_args(xs, rs))
-            exprs += [index for _, index in rec.reads] + list(rec.index_exprs) + [node.write_index(xs, rs)]
+            rec = record(node.buffer.data.inner_fn, *node.body_args(xs, rs), ranges=ranges)
+            exprs += [index for _, index in rec.reads] + list(rec.index_exprs)
+            exprs.append(simplify_with_ranges(node.write_index(xs, rs), ranges))
         return exprs
 
     def _group(self, group, dims, xs, parallel_inner):
         group_index = self.kernel.groups.index(group)
-        outer_subs = self.subs
+        outer_subs, outer_ranges = self.subs, self.ranges
         self.subs = outer_subs + self._group_subs[group_index]
         rs = inner_vars(len(group.inner))
+        self.ranges = {**outer_ranges, **dict(zip(rs, group.inner))}
         reductions = [n for n in group.nodes if n.is_reduction]
         accs = {}
         clauses = []
@@ -471,7 +477,7 @@ class CppKernel:
         self.emit("{")
         self.lines += ["    " + line for line in loop_body]
         self.emit("}")
-        self.subs = outer_subs
+        self.subs, self.ranges = outer_subs, outer_ranges
         for node in reductions:
             self._reduction_result(node, xs, *accs[node.name])
 

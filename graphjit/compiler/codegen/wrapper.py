@@ -147,7 +147,7 @@ class WrapperCode:
     def _outputs(self):
         flat = [self.view(v) if isinstance(v, StorageView) else self.arg(v) for v in self.graph.outputs]
         spec = self.graph.output_spec
-        if spec.type in (tuple, list) and all(c.type is None for c in spec.children_specs):
+        if spec.type in (tuple, list) and spec.num_leaves == spec.num_children:
             items = ", ".join(flat)
             return f"({items}{',' if len(flat) == 1 else ''})" if spec.type is tuple else f"[{items}]"
         if spec.type is None:
