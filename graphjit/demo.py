@@ -138,7 +138,8 @@ def main(argv=None):
     backend = graphjit.config.default_backend
     if backend == "eager":
         print("\nBackend: 'eager', the default. It runs the captured fx graph as it is, so any speedup comes from "
-              "skipping\nPython and nn.Module overhead, not from kernel fusion; graphjit's own compiler is future work.")
+              "skipping\nPython and nn.Module overhead, not from kernel fusion; graphjit's own compiler "
+              "(backend='graphjit') is early work, not the default.")
     else:
         print(f"\nBackend: {backend!r} (from GRAPHJIT_BACKEND; the default is 'eager').")
 

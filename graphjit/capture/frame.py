@@ -122,6 +122,7 @@ def reset_caches():
     for cache in _CACHES.values():
         cache.clear()
     _CACHES.clear()
+    _LOGGED_BREAKS.clear()
 
 
 class CompiledFunction:

@@ -1,0 +1,208 @@
+"""The public API around capture: backends (eager, aot_eager, inductor, a callable), allow_in_graph,
+disable, explain's output, GRAPHJIT_LOGS artifacts, decorator forms and argument checking."""
+import io
+import contextlib
+
+import pytest
+import torch
+
+import graphjit as gj
+
+SINK = io.StringIO()
+from graphjit import config
+from graphjit.testing import CompileCounter
+
+from harness import check, assert_same
+
+
+def mlp(x, w1, w2):
+    return torch.relu(x @ w1) @ w2 + x.sum(-1, keepdim=True)
+
+
+def mlp_args():
+    return torch.randn(4, 8), torch.randn(8, 16), torch.randn(16, 8)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_named_backends_match_eager(backend):
+    gj.reset()
+    compiled = gj.compile(mlp, backend=backend)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        args = mlp_args()
+        assert_same(compiled(*args), mlp(*args), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_inductor_backend_matches_eager():
+    gj.reset()
+    compiled = gj.compile(mlp, backend="inductor")
+    args = mlp_args()
+    assert_same(compiled(*args), mlp(*args), atol=1e-4, rtol=1e-4)
+
+
+def test_aot_eager_keeps_input_mutation():
+    def f(x, y):
+        x.add_(y)
+        return x * 2
+
+    gj.reset()
+    compiled = gj.compile(f, backend="aot_eager")
+    a, b = torch.randn(3), torch.randn(3)
+    a2 = a.clone()
+    out = compiled(a2, b)
+    expected = f(a.clone(), b)
+    assert_same(out, expected)
+    assert_same(a2, a + b)
+
+
+def test_callable_backend_receives_graph_and_example_inputs():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append((gm, [tuple(t.shape) for t in example_inputs]))
+        return gm.forward
+
+    gj.reset()
+    gj.compile(mlp, backend=backend)(*mlp_args())
+    assert len(seen) == 1
+    gm, shapes = seen[0]
+    assert isinstance(gm, torch.fx.GraphModule)
+    assert sorted(shapes) == sorted([(4, 8), (8, 16), (16, 8)])
+
+
+def test_failing_backend_falls_back_with_a_warning():
+    def broken(gm, example_inputs):
+        raise RuntimeError("backend exploded")
+
+    gj.reset()
+    args = mlp_args()
+    with pytest.warns(RuntimeWarning, match="backend exploded"):
+        out = gj.compile(mlp, backend=broken)(*args)
+    assert_same(out, mlp(*args))
+
+
+def test_unknown_backend_and_bad_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown graphjit backend 'nope'"):
+        gj.compile(mlp, backend="nope")
+    with pytest.raises(ValueError, match="dynamic"):
+        gj.compile(mlp, dynamic="yes")
+    with pytest.raises(TypeError, match="expects a function"):
+        gj.compile(42)
+
+
+def test_decorator_forms():
+    counter = CompileCounter()
+
+    @gj.compile
+    def a(x):
+        return x + 1
+
+    @gj.compile(backend=counter, fullgraph=True)
+    def b(x):
+        return x * 2
+
+    gj.reset()
+    x = torch.randn(3)
+    assert_same(a(x), x + 1)
+    assert_same(b(x), x * 2)
+    assert counter.frame_count == 1
+    assert a.__name__ == "a" and b.__name__ == "b"
+
+
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def apply(self, x):
+        return x * self.k
+
+
+def test_bound_method_and_callable_object():
+    counter = CompileCounter()
+    gj.reset()
+    s = Scaler(3)
+    compiled = gj.compile(s.apply, backend=counter)
+    x = torch.randn(4)
+    assert_same(compiled(x), x * 3)
+    assert counter.frame_count == 1
+
+
+def opaque_add(x, y):
+    return x + y
+
+
+def test_allow_in_graph_records_one_node():
+    gj.allow_in_graph(opaque_add)
+
+    def f(x):
+        return opaque_add(x, 1).sin()
+
+    counter = check(f, lambda: (torch.randn(3),), graphs=1)
+    gm = counter.graphs[0]
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert opaque_add in targets
+
+
+def test_disable_runs_in_cpython_and_compile_returns_it_unchanged():
+    calls = []
+
+    @gj.disable
+    def side(x):
+        calls.append(float(x.sum()))
+        return x
+
+    assert gj.compile(side) is side
+
+    def f(x):
+        y = x + 1
+        side(y)
+        return y * 2
+
+    counter = check(f, lambda: (torch.randn(3),), graphs=None)
+    assert counter.frame_count == 2          # the graph before the call and the resumed rest
+    assert len(calls) == 8                   # 4 calls eager + 4 compiled
+
+
+def test_explain_reports_graphs_breaks_and_guards():
+    def f(x):
+        y = x.cos()
+        print("hello", file=SINK)
+        return y + 1
+
+    out = gj.explain(f)(torch.randn(3))
+    assert out.graph_count == 2 and out.graph_break_count == 1
+    reason = out.break_reasons[0]
+    assert "print" in reason.reason and reason.filename == __file__
+    assert "print(" in reason.source_line and reason.hint
+    text = str(out)
+    assert "Graph count: 2" in text and "print" in text and "x.shape == (3,)" in text
+    assert all(len(ops) == 1 for ops in out.ops_per_graph)
+
+
+def test_explain_of_a_model_without_breaks():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    out = gj.explain(model)(torch.randn(2, 4))
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+
+
+@pytest.mark.parametrize("artifact,expected", [
+    ("graph", "graph of test_logs.<locals>.f"), ("guards", "x.shape == (3,)"), ("bytecode", "def __gj_entry"),
+    ("recompiles", "guard failed: x.shape == (3,)"), ("graph_breaks", "graph break in test_logs.<locals>.f"),
+])
+def test_logs(monkeypatch, artifact, expected):
+    monkeypatch.setattr(config, "logs", artifact)
+
+    def f(x):
+        y = x.sin()
+        if x.shape[0] == 4:
+            print("four", file=SINK)
+        return y
+
+    gj.reset()
+    compiled = gj.compile(f)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        compiled(torch.randn(3))
+        compiled(torch.randn(4))
+    assert expected in err.getvalue()
