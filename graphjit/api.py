@@ -161,12 +161,11 @@ def explain(fn, *extra_args, **extra_kwargs):
             target = object.__getattribute__(target, "_orig_mod")
         if isinstance(target, CompiledFunction):
             target = target._graphjit_compiled_fn
-        compiled = _compile(target, CompileOptions(backend=_explain_backend))
+        def explain_backend(gm, example_inputs):      # a new backend: a cache of its own, fresh each time
+            return gm.forward
+
+        compiled = _compile(target, CompileOptions(backend=explain_backend))
         with Recorder() as recorder:
             compiled(*args, **kwargs)
         return ExplainOutput(recorder.records)
     return run
-
-
-def _explain_backend(gm, example_inputs):
-    return gm.forward

@@ -31,7 +31,22 @@ class CompileOptions:
 
     @property
     def key(self):
-        return (id(self.backend), self.fullgraph, self.dynamic, self.mode)
+        # the backend object itself (not its id, which a collected backend's successor may reuse)
+        return (_Identity(self.backend), self.fullgraph, self.dynamic, self.mode)
+
+
+class _Identity:
+    """Hashes and compares by identity, and keeps the object alive while a cache key holds it."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _Identity) and other.obj is self.obj
 
 
 @dataclasses.dataclass
@@ -119,9 +134,9 @@ def cache_for(code, options):
 
 
 def reset_caches():
+    """Empty every cache (kept in place, so compiled functions made before still reset with it)."""
     for cache in _CACHES.values():
         cache.clear()
-    _CACHES.clear()
     _LOGGED_BREAKS.clear()
 
 

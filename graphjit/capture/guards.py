@@ -45,8 +45,8 @@ class GuardSet:
         self._object_names = {}   # id(obj) -> name
 
     def obj(self, value) -> str:
-        """A name under which `value` is visible to the check function."""
-        key = id(value)
+        """A name under which `value` is visible to the check function (equal tuples share one)."""
+        key = ("tuple", value) if type(value) is tuple and _hashable(value) else id(value)
         if key not in self._object_names:
             name = f"__gj_o{len(self.objects)}"
             self._object_names[key] = name
@@ -114,6 +114,14 @@ class GuardSet:
 
     def __len__(self):
         return len(self.guards)
+
+
+def _hashable(value):
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False
 
 
 def _short(value):

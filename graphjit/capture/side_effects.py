@@ -19,6 +19,7 @@ class SideEffects:
         self.global_stores = {}      # name -> value_var
         self.cell_stores = {}        # id(cell) -> (cell_var, value_var)
         self.mutated = {}            # id(var) -> container Variable with a source, mutated in place
+        self.deferred_calls = []     # (callable Variable, args, kwargs): logging calls run after the graph
         self.keepalive = []
 
     # ---- attributes of objects that came from outside ----
@@ -55,8 +56,12 @@ class SideEffects:
             return
         self.mutated[id(container_var)] = container_var
 
+    def defer_call(self, fn, args, kwargs):
+        self.deferred_calls.append((fn, args, kwargs))
+
     def is_empty(self):
-        return not (self.attr_stores or self.global_stores or self.cell_stores or self.mutated)
+        return not (self.attr_stores or self.global_stores or self.cell_stores or self.mutated or
+                    self.deferred_calls)
 
     # ---- codegen ----
     def replay_lines(self, cg):
@@ -82,4 +87,7 @@ class SideEffects:
             lines.append(f"__gj_G[{name!r}] = {cg.expr(value)}")
         for cell_var, value in self.cell_stores.values():
             lines.append(f"{cell_var.source.expr()}.cell_contents = {cg.expr(value)}")
+        for fn, args, kwargs in self.deferred_calls:
+            arguments = [cg.expr(a) for a in args] + [f"{k}={cg.expr(v)}" for k, v in kwargs.items()]
+            lines.append(f"{cg.expr(fn)}({', '.join(arguments)})")
         return lines

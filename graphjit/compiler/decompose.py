@@ -55,7 +55,10 @@ def decompose(gm, example_inputs):
     """The functional core-ATen GraphModule equivalent to gm on inputs shaped like example_inputs."""
     functional = torch.func.functionalize(gm, remove="mutations")
     with torch.no_grad():
-        traced = make_fx(functional, decomposition_table=decomposition_table(), tracing_mode="fake")(*example_inputs)
+        # _allow_non_fake_inputs: tensor constants held by the graph (get_attr) stay real; make_fx keeps them
+        # as constants of the traced graph.
+        traced = make_fx(functional, decomposition_table=decomposition_table(), tracing_mode="fake",
+                         _allow_non_fake_inputs=True)(*example_inputs)
     traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced

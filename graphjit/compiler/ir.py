@@ -259,10 +259,12 @@ class RecordingOps:
     def __init__(self, ranges=None):
         self.ranges = ranges or {}  # loop variable -> size, to simplify indices with
         self.reads = []            # (buffer name, index expr)
+        self.guarded = []          # reads inside ops.masked: their index may be out of range when masked off
         self.writes = []           # (buffer name, index expr)
         self.index_exprs = []      # exprs of ops.index_expr
         self.op_counts = {}
         self._indirect = itertools.count()
+        self._masked = 0
 
     def _count(self, name):
         self.op_counts[name] = self.op_counts.get(name, 0) + 1
@@ -270,6 +272,7 @@ class RecordingOps:
 
     def load(self, name, index):
         self.reads.append((name, simplify_with_ranges(index, self.ranges)))
+        self.guarded.append(self._masked > 0)
         return self._count("load")
 
     def store(self, name, index, value):
@@ -289,7 +292,11 @@ class RecordingOps:
         return self._count("where")
 
     def masked(self, mask, body, other, dtype):
-        body()
+        self._masked += 1
+        try:
+            body()
+        finally:
+            self._masked -= 1
         return self._count("masked")
 
     def indirect_indexing(self, value, size, check=True):
@@ -830,9 +837,10 @@ class LoopGraph:
             if isinstance(data, Reduction):
                 sizes.update(zip(args[1], data.reduction_sizes))
             rec = record(data.inner_fn, *args, ranges=sizes)
-            for name, expr in rec.reads:
+            for (name, expr), guarded in zip(rec.reads, rec.guarded):
                 assert name in defined, f"{node.name} reads {name} before it is computed"
-                _check_bounds(node.name, defined[name], expr, sizes)
+                if not guarded:
+                    _check_bounds(node.name, defined[name], expr, sizes)
             defined[node.name] = node
         for out in self.outputs:
             if isinstance(out, StorageView):

@@ -542,7 +542,7 @@ def copy(dst, src, non_blocking=False):
 
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def masked_fill(x, mask, value):
-    return where(mask, x, value)
+    return where(mask, value, x)
 
 
 # ---------------------------------------------------------------------------------------------------------

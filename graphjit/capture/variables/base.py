@@ -16,7 +16,9 @@ import inspect as _inspect
 import types as _types
 
 # Values computed at trace time from other constants and used read-only (results of inspect.signature ...)
-OPAQUE_CONSTANT_TYPES = (_inspect.Signature, _inspect.Parameter, _types.MappingProxyType, _types.CodeType)
+import torch as _torch
+OPAQUE_CONSTANT_TYPES = (_inspect.Signature, _inspect.Parameter, _types.MappingProxyType, _types.CodeType,
+                         _torch.finfo, _torch.iinfo)
 
 
 class Variable:
@@ -44,6 +46,9 @@ class Variable:
     def getattr(self, tx, name):
         if callable(getattr(self, "method_" + name, None)):
             return MethodOf(self, name)
+        if name == "__class__":
+            from .objects import ClassVariable
+            return ClassVariable(self.python_type())
         unsupported(f"attribute {name!r} of {self}")
 
     def setattr(self, tx, name, value):

@@ -11,6 +11,7 @@ import enum
 import functools
 import inspect
 import math
+import os
 import operator
 import types
 
@@ -65,6 +66,10 @@ def wrap(tx, value, source):
 
 
 def _wrap_uncached(tx, value, source):
+    if value is os.environ and source is not None:
+        from .objects import EnvironVariable
+        tx.guards.add_id(source, value)
+        return EnvironVariable(source)
     if type(value) in _CONSTANT_TYPES:
         if source is not None:
             tx.guards.add_equals(source, value)

@@ -62,7 +62,8 @@ def binary_op(tx, op, a, b):
     if _is_tensor(a) or _is_tensor(b):
         if inplace and _is_tensor(a):
             return record(tx, "call_function", fn, [a, b], {}, mutates=True)
-        return record(tx, "call_function", fn, [a, b], {})
+        # `n = 0; n += tensor`: Python falls back to the out-of-place operator on a non-tensor
+        return record(tx, "call_function", BINARY_OPS[op.rstrip("=")], [a, b], {})
     if isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
         return _fold(tx, fn, a.value, b.value)
     if isinstance(a, BaseListVariable) and op in ("+", "+="):

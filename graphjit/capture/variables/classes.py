@@ -57,6 +57,8 @@ def _torch_class(tx, cls, args, kwargs):
     ctx = make_context_manager(tx, cls, args, kwargs)
     if ctx is not None:
         return ctx
+    if cls in (torch.finfo, torch.iinfo) and all_constant(args, kwargs):
+        return ConstantVariable(cls(*constants(*args)))     # read-only numeric facts about a dtype
     if all_constant(args, kwargs) and cls in (torch.device, torch.Generator.__class__):
         return _fold(tx, lambda *a: cls(*a, **{k: v.as_python_constant() for k, v in kwargs.items()}),
                      *constants(*args))

@@ -1,5 +1,7 @@
 """nn.Modules, Python modules, classes, user objects and super()."""
 import collections
+import logging
+import os
 import dataclasses
 import types
 
@@ -276,6 +278,8 @@ class UserObjectVariable(ObjectLikeVariable):
             found, value = tx.side_effects.pending_attr(self.value, name)
             if found:
                 return value
+            if isinstance(self.value, logging.Logger) and name in DEFERRED_LOGGER_METHODS:
+                return DeferredCallVariable(self, name)
         if name == "__class__":
             return ClassVariable(self.cls)
         if name == "__dict__" and self.is_new:
@@ -313,6 +317,11 @@ class UserObjectVariable(ObjectLikeVariable):
     def setattr(self, tx, name, value):
         hook = _class_lookup(self.cls, "__setattr__")
         if isinstance(hook, types.FunctionType):
+            if not self.is_new and self.source is not None:
+                # an outside object's own __setattr__ (validation, bookkeeping) runs for real when the
+                # store is replayed after the graph; reads during the trace see the stored value
+                tx.side_effects.store_attr(self, self.value, name, value)
+                return
             self.call_dunder(tx, "__setattr__", [ConstantVariable(name), value])
             return
         self.raw_setattr(tx, name, value)
@@ -358,6 +367,8 @@ class UserObjectVariable(ObjectLikeVariable):
     def reconstruct(self, cg):
         if self.source is not None:
             return self.source.expr()
+        if not self.is_new:
+            return cg.obj(self.value)     # an existing object reached without an access path
         fields = ", ".join(f"{k!r}: {cg.expr(v)}" for k, v in self.attrs.items())
         if self._dict_part is not None:
             items = ", ".join(f"{cg.expr(self._dict_part.key_var(k))}: {cg.expr(v)}"
@@ -385,6 +396,65 @@ def new_object(cls, attrs, dict_items=None):
     for k, v in attrs.items():
         object.__setattr__(obj, k, v)
     return obj
+
+
+# Logger methods whose calls are deferred until after the graph instead of breaking it: they only write
+# to handlers, so running them after the graph is indistinguishable except when the graph itself raises.
+DEFERRED_LOGGER_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log",
+                           "warning_once", "info_once", "warning_advice"}
+
+
+class DeferredCallVariable(Variable):
+    """`logger.warning` and friends: recorded during the trace, called after the graph has run."""
+
+    def __init__(self, obj, name):
+        self.obj, self.name = obj, name
+
+    def call(self, tx, args, kwargs):
+        tx.side_effects.defer_call(self, list(args), dict(kwargs))
+        return ConstantVariable(None)
+
+    def reconstruct(self, cg):
+        return f"{cg.expr(self.obj)}.{self.name}"
+
+
+class EnvironVariable(Variable):
+    """os.environ: each key read is guarded on its own value (not the whole environment)."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def python_type(self):
+        return type(os.environ)
+
+    def _read(self, tx, key):
+        k = key.as_python_constant()
+        value = os.environ.get(k)
+        tx.guards.add(3, f"{{0}}.get({k!r}) == {value!r}", None, (self.source,))
+        return k, value
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "get":
+            k, value = self._read(tx, args[0])
+            if value is None:
+                return args[1] if len(args) > 1 else kwargs.get("default", ConstantVariable(None))
+            return ConstantVariable(value)
+        if name == "__getitem__":
+            k, value = self._read(tx, args[0])
+            if value is None:
+                from ...exc import UserError
+                raise UserError(KeyError(k))
+            return ConstantVariable(value)
+        if name == "__contains__":
+            return ConstantVariable(self._read(tx, args[0])[1] is not None)
+        unsupported(f"os.environ.{name}()")
+
+    def getattr(self, tx, name):
+        from .base import MethodOf
+        return MethodOf(self, name)
+
+    def getitem(self, tx, key):
+        return self.call_method(tx, "__getitem__", [key], {})
 
 
 class ClassVariable(ObjectLikeVariable):

@@ -111,9 +111,19 @@ class GradModeVariable(Variable):
         self.applied = False
         return ConstantVariable(None)
 
+    def getattr(self, tx, name):
+        from .base import MethodOf
+        if name == "__class__":
+            from .objects import ClassVariable
+            return ClassVariable(self.python_type())
+        return MethodOf(self, name)
+
     def call_method(self, tx, name, args, kwargs):
         if name == "clone":
             return GradModeVariable(self.mode)
+        if name == "__class__":
+            from .objects import ClassVariable
+            return ClassVariable(self.python_type())
         if name == "__enter__":
             return self.enter(tx)
         if name == "__exit__":
