@@ -180,8 +180,16 @@ def translate(fn, options, args, kwargs):
     record = CompileRecord(code=fn.__code__)
     tracer = Tracer(fn)
     try:
-        result = tracer.trace(args, kwargs)
-        entry, reporter = _finish(fn, options, tracer, record, lambda cg: _return_tail(cg, result))
+        try:
+            result = tracer.trace(args, kwargs)
+            entry, reporter = _finish(fn, options, tracer, record, lambda cg: _return_tail(cg, result))
+        except Unsupported:
+            raise
+        except Exception as internal:   # a graphjit bug must not break the user's program
+            logs.log("graph_breaks", f"graphjit internal error in {fn.__code__.co_qualname}: "
+                                     f"{type(internal).__name__}: {internal}")
+            raise Unsupported(f"graphjit internal error: {type(internal).__name__}: {internal}",
+                              hint="please report this with GRAPHJIT_LOGS=all output") from internal
     except Unsupported as e:
         if options.fullgraph:
             raise
@@ -193,6 +201,8 @@ def translate(fn, options, args, kwargs):
                 entry, reporter = _translate_break(fn, options, args, kwargs, e, record)
             except Unsupported as e2:
                 why_not = f"graph break not possible: {e2.reason}"
+            except Exception as internal:
+                why_not = f"graph break failed: {type(internal).__name__}: {internal}"
         if entry is None:
             logs.log("graph_breaks", f"{fn.__code__.co_qualname} runs eagerly ({why_not}): {e}")
             record.graph = None

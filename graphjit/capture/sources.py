@@ -96,7 +96,7 @@ class ItemSource(Source):
     key: object
 
     def expr_on(self, base_text):
-        return f"{base_text}[{self.key!r}]"
+        return f"{base_text}[{key_text(self.key)}]"
 
     def depth(self):
         return self.base.depth() + 1
@@ -109,7 +109,7 @@ class DictItemSource(Source):
     key: object
 
     def expr_on(self, base_text):
-        return f"dict.__getitem__({base_text}, {self.key!r})"
+        return f"dict.__getitem__({base_text}, {key_text(self.key)})"
 
     def depth(self):
         return self.base.depth() + 1
@@ -124,6 +124,18 @@ class TypeSource(Source):
 
     def depth(self):
         return self.base.depth() + 1
+
+
+_LITERALS = (str, int, float, bool, type(None), bytes)
+
+
+def key_text(key):
+    """A key as Python source: its repr for literals, else a reference to the key object itself."""
+    if type(key) in _LITERALS and not (type(key) is float and key != key):
+        return repr(key)
+    if type(key) is tuple and all(type(k) in _LITERALS for k in key):
+        return repr(key)
+    return ObjectSource(key).leaf_expr()
 
 
 def module_attr_source(base: Source, owner_dict: str, name: str) -> Source:

@@ -84,7 +84,7 @@ def value_range(expr, ranges):
         return int(expr), int(expr)
     if expr.is_Symbol:
         size = ranges.get(expr)
-        return (0, int(size) - 1) if size is not None and size.is_Integer else None
+        return (0, int(size) - 1) if size is not None and sympy.sympify(size).is_Integer else None
     if isinstance(expr, sympy.Add):
         bounds = [value_range(a, ranges) for a in expr.args]
         if any(b is None for b in bounds):

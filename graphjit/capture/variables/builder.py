@@ -142,10 +142,19 @@ def wrap_sequence(tx, value, source):
     unsupported(f"sequence of type {cls.__name__}")
 
 
+def is_constant_key(k):
+    """Keys compared by value or identity that never change: numbers, strings, enums, classes, typing forms."""
+    if type(k) in (str, int, bool, float, type(None), bytes) or isinstance(k, (enum.Enum, type)):
+        return True
+    if type(k) is tuple:
+        return all(is_constant_key(v) for v in k)
+    return type(k).__module__ == "typing"
+
+
 def wrap_dict(tx, value, source):
     keys = list(value.keys())
     for k in keys:
-        if type(k) not in (str, int, bool, float, type(None)) and not isinstance(k, enum.Enum):
+        if not is_constant_key(k):
             unsupported(f"dict with key of type {type(k).__name__}")
     if source is not None:
         tx.guards.add_type(source, type(value))

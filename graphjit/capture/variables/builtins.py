@@ -256,6 +256,13 @@ def b_setattr(tx, obj, name, value):
     return ConstantVariable(None)
 
 
+def b_delattr(tx, obj, name):
+    if not hasattr(obj, "delattr"):
+        unsupported(f"delattr() on {obj}")
+    obj.delattr(tx, name.as_python_constant())
+    return ConstantVariable(None)
+
+
 def b_range(tx, *args):
     return ConstantVariable(range(*constants(*args)))
 
@@ -457,7 +464,7 @@ def _introspection(fn):
 
 BUILTIN_HANDLERS = {
     len: b_len, isinstance: b_isinstance, issubclass: b_issubclass, getattr: b_getattr,
-    hasattr: b_hasattr, setattr: b_setattr, range: b_range, enumerate: b_enumerate, zip: b_zip,
+    hasattr: b_hasattr, setattr: b_setattr, delattr: b_delattr, range: b_range, enumerate: b_enumerate, zip: b_zip,
     map: b_map, filter: b_filter, min: _min_max("min"), max: _min_max("max"), sum: b_sum, any: b_any,
     all: b_all, sorted: b_sorted, reversed: b_reversed, abs: b_abs, bool: b_bool, tuple: b_tuple,
     list: b_list, dict: b_dict, set: b_set, iter: b_iter, next: b_next, type: b_type,
@@ -469,6 +476,47 @@ BUILTIN_HANDLERS = {
     complex: _scalar_conversion(complex),
     object.__setattr__: b_object_setattr,
 }
+def _copy_var(tx, var, deep, memo):
+    """copy.copy / copy.deepcopy over Variables: a new object made in the frame, whose attributes come
+    from the original's (read through its source, so guarded like any other read)."""
+    from .objects import UserObjectVariable, _class_lookup, _MISSING
+    key = id(var)
+    if key in memo:
+        return memo[key]
+    item = (lambda v: _copy_var(tx, v, deep, memo)) if deep else (lambda v: v)
+    if isinstance(var, ConstantVariable) and (type(var.value) in (int, float, bool, str, bytes, complex, type(None))
+                                            or isinstance(var.value, (torch.dtype, torch.device, type))):
+        result = var
+    elif isinstance(var, TupleVariable) and type(var) is TupleVariable:
+        result = TupleVariable([item(v) for v in var.items])
+    elif isinstance(var, ListVariable):
+        result = ListVariable([item(v) for v in var.items])
+    elif isinstance(var, DictVariable) and not isinstance(var, SetVariable):
+        result = DictVariable({k: item(v) for k, v in var.items.items()}, python_cls=var.python_cls)
+        result.key_vars = dict(var.key_vars)
+    elif isinstance(var, UserObjectVariable) and var.is_new and var._dict_part is None:
+        result = UserObjectVariable(cls=var.cls)
+        memo[key] = result
+        result.attrs = {name: item(v) for name, v in var.attrs.items()}
+    elif isinstance(var, UserObjectVariable) and not var.is_new and not issubclass(var.cls, dict):
+        cls = var.cls
+        custom = [n for n in ("__deepcopy__", "__copy__", "__reduce_ex__", "__reduce__", "__getstate__",
+                              "__setstate__") if _class_lookup(cls, n) not in (_MISSING, _class_lookup(object, n))]
+        if custom or hasattr(cls, "__slots__") or not hasattr(var.value, "__dict__"):
+            unsupported(f"copying a {cls.__name__} (defines {custom or '__slots__'})")
+        result = UserObjectVariable(cls=cls)
+        memo[key] = result
+        for name in list(vars(var.value)):
+            result.attrs[name] = item(var.getattr(tx, name))
+    else:
+        unsupported(f"{'deep' if deep else ''}copy of {var}")
+    memo[key] = result
+    return result
+
+
+BUILTIN_HANDLERS[__import__("copy").deepcopy] = lambda tx, x, memo=None: _copy_var(tx, x, True, {})
+BUILTIN_HANDLERS[__import__("copy").copy] = lambda tx, x: _copy_var(tx, x, False, {})
+
 for _fn in (inspect.signature, inspect.getfullargspec, inspect.isclass, inspect.isfunction, inspect.ismethod,
             inspect.iscoroutinefunction, inspect.isgeneratorfunction, inspect.getmodule, inspect.unwrap):
     BUILTIN_HANDLERS[_fn] = _introspection(_fn)
@@ -588,6 +636,8 @@ class SlotMethodVariable(Variable):
                 self.obj.raw_setattr(tx, name.as_python_constant(), value)
                 return ConstantVariable(None)
             return b_setattr(tx, self.obj, *args)
+        if self.name == "__getattribute__" and hasattr(self.obj, "raw_getattr"):
+            return self.obj.raw_getattr(tx, args[0].as_python_constant())
         if self.name in ("__getattribute__", "__getattr__"):
             return self.obj.getattr(tx, args[0].as_python_constant())
         unsupported(f"C method {owner.__name__}.{self.name} on {self.obj}")

@@ -271,6 +271,14 @@ class UserObjectVariable(ObjectLikeVariable):
         raise NotConstant(self)
 
     def getattr(self, tx, name):
+        if self.is_new and isinstance(_class_lookup(self.cls, "__getattribute__"), types.FunctionType):
+            # an object made in the frame whose class customizes attribute lookup (e.g. attribute_map)
+            hook = self.class_attribute(tx, "__getattribute__")
+            return hook.call(tx, [ConstantVariable(name)], {})
+        return self.raw_getattr(tx, name)
+
+    def raw_getattr(self, tx, name):
+        """object.__getattribute__ semantics (plus __getattr__ as the fallback)."""
         from .builder import wrap
         if name in self.attrs:
             return self.attrs[name]

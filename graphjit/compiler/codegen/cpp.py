@@ -140,8 +140,8 @@ def cexpr(e):
         return str(int(e))
     if e.is_Symbol:
         return e.name
-    if isinstance(e, sympy.Add):
-        return " + ".join(_paren(a) for a in sorted(e.args, key=sympy.default_sort_key))
+    if isinstance(e, sympy.Add):     # terms bind tighter than +: no parentheses needed
+        return " + ".join(cexpr(a) for a in e.as_ordered_terms())
     if isinstance(e, sympy.Mul):
         coeff, rest = e.as_coeff_Mul()
         if not coeff.is_Integer:
