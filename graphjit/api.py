@@ -143,6 +143,8 @@ class ExplainOutput:
                     lines.append(f"       {e.source_line}")
                 if e.hint:
                     lines.append(f"     hint: {e.hint}")
+                if getattr(e, "fallback", None):
+                    lines.append(f"     no graph break was possible here ({e.fallback}): the frame ran eagerly")
         lines.append(f"Guards ({len(self.guards)}):")
         lines += [f"  {g}" for g in self.guards]
         return "\n".join(lines)

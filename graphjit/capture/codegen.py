@@ -21,6 +21,7 @@ import torch
 from .. import logs
 from .sources import REFS
 from .variables.base import unsupported
+from .variables.base import unsupported
 from .variables.objects import new_object
 from .variables.tensor import TensorVariable
 
@@ -38,6 +39,7 @@ class ReturnCodegen:
         self._object_names = {}
         self.prelude = []          # statements building objects made in the frame, each once
         self._temps = {}           # id(Variable) -> temp name holding its rebuilt object
+        self._building = set()     # ids of Variables being rebuilt (cycle detection)
 
     def obj(self, value):
         key = id(value)
@@ -58,7 +60,13 @@ class ReturnCodegen:
         key = id(var)
         if key in self._temps:
             return self._temps[key]
-        text = var.reconstruct(self)
+        if key in self._building:
+            unsupported(f"rebuilding a self-referential {var.python_type().__name__}")
+        self._building.add(key)
+        try:
+            text = var.reconstruct(self)
+        finally:
+            self._building.discard(key)
         if _is_new_mutable(var):
             name = f"__gj_t{len(self._temps)}"
             self.prelude.append(f"{name} = {text}")
@@ -76,8 +84,10 @@ class ReturnCodegen:
 
 
 def _is_new_mutable(var):
-    from .variables.containers import ListVariable, DictVariable
+    from .variables.containers import ListVariable, DictVariable, IteratorVariable
     from .variables.objects import UserObjectVariable
+    if isinstance(var, IteratorVariable):
+        return True
     if isinstance(var, (ListVariable, DictVariable)):
         return var.source is None
     return isinstance(var, UserObjectVariable) and var.is_new

@@ -135,9 +135,11 @@ def cache_for(code, options):
 
 def reset_caches():
     """Empty every cache (kept in place, so compiled functions made before still reset with it)."""
+    from . import resume
     for cache in _CACHES.values():
         cache.clear()
     _LOGGED_BREAKS.clear()
+    resume.clear()
 
 
 class CompiledFunction:
@@ -168,7 +170,14 @@ class CompiledFunction:
         self._cache = cache_for(self._graphjit_compiled_fn.__code__, self._options)
 
 
-def translate(fn, options, args, kwargs):
+def translate(fn, options, args, kwargs, defer_logging=True):
+    try:
+        return _translate(fn, options, args, kwargs, defer_logging)
+    except _RetryWithoutDeferral:
+        return _translate(fn, options, args, kwargs, defer_logging=False)
+
+
+def _translate(fn, options, args, kwargs, defer_logging):
     """Trace one frame; returns (entry, guard reporter).
 
     Capture the whole frame if possible. If something can't be captured, restart the trace and stop just
@@ -178,10 +187,11 @@ def translate(fn, options, args, kwargs):
     """
     start = time.perf_counter()
     record = CompileRecord(code=fn.__code__)
-    tracer = Tracer(fn)
+    tracer = Tracer(fn, defer_logging=defer_logging)
     try:
         try:
             result = tracer.trace(args, kwargs)
+            _check_deferral(tracer)
             entry, reporter = _finish(fn, options, tracer, record, lambda cg: _return_tail(cg, result))
         except Unsupported:
             raise
@@ -198,13 +208,14 @@ def translate(fn, options, args, kwargs):
         why_not = breakable(fn, e)
         if why_not is None:
             try:
-                entry, reporter = _translate_break(fn, options, args, kwargs, e, record)
+                entry, reporter = _translate_break(fn, options, args, kwargs, e, record, defer_logging)
             except Unsupported as e2:
                 why_not = f"graph break not possible: {e2.reason}"
             except Exception as internal:
                 why_not = f"graph break failed: {type(internal).__name__}: {internal}"
         if entry is None:
             logs.log("graph_breaks", f"{fn.__code__.co_qualname} runs eagerly ({why_not}): {e}")
+            e.fallback = why_not
             record.graph = None
             record.guards = [g.reason for g in tracer.guards.ordered()]
             entry, reporter = eager_entry(fn, tracer.guards)
@@ -223,6 +234,18 @@ def _log_break_once(fn, error):
     if key not in _LOGGED_BREAKS:
         _LOGGED_BREAKS.add(key)
         logs.log("graph_breaks", f"graph break in {fn.__code__.co_qualname}: {error}")
+
+
+class _RetryWithoutDeferral(BaseException):   # passes through the internal-error handlers
+    pass
+
+
+def _check_deferral(tracer):
+    """Logger calls may only be deferred past the graph when no other effect could be observed by a
+    handler in between; otherwise translate again with logging calls as real graph breaks."""
+    effects = tracer.side_effects
+    if effects.deferred_calls and not effects.only_deferred_calls():
+        raise _RetryWithoutDeferral()
 
 
 def _return_tail(cg, result):
@@ -279,10 +302,11 @@ def breakable(fn, error):
     return None
 
 
-def _translate_break(fn, options, args, kwargs, error, record):
+def _translate_break(fn, options, args, kwargs, error, record, defer_logging):
     """Trace again up to the breaking instruction; emit graph + instruction in CPython + resume call."""
-    tracer = Tracer(fn, stop_at=error.root_index)
+    tracer = Tracer(fn, stop_at=error.root_index, defer_logging=defer_logging)
     state = tracer.trace(args, kwargs)
+    _check_deferral(tracer)
     if not isinstance(state, BreakPoint):
         raise Unsupported("the second trace did not reach the graph break")
     frame = state.frame
@@ -423,6 +447,10 @@ def intercepted(fn, options):
         if key not in per_fn:
             per_fn[key] = CompiledFunction(fn, options)
         return per_fn[key]
+    if not isinstance(fn, (type, torch.nn.Module)) and isinstance(getattr(type(fn), "__call__", None),
+                                                                  types.FunctionType):
+        inner = intercepted(type(fn).__call__, options)
+        return types.MethodType(inner, fn)
     if isinstance(fn, torch.nn.Module) and isinstance(type(fn).forward, types.FunctionType):
         from ..api import _compile_module
         per_mod = _INTERCEPTED.setdefault(fn, {})

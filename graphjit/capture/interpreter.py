@@ -163,8 +163,9 @@ class GeneratorVariable(Variable):
 class Tracer:
     """One capture of one frame: the graph, the guards, and the stack of frames being interpreted."""
 
-    def __init__(self, fn, stop_at=None):
+    def __init__(self, fn, stop_at=None, defer_logging=True):
         self.fn = fn
+        self.defer_logging = defer_logging   # logger calls with constant arguments run after the graph
         self.stop_at = stop_at      # root-frame instruction index to stop before (graph breaks)
         self.root_frame = None
         self.graph = OutputGraph()

@@ -34,13 +34,13 @@ def resume_function(code, index, stack_layout, local_names, f_globals, closure):
         code, shift = _ORIGIN[code]
         index -= shift
     key = (code, index, tuple(stack_layout), tuple(local_names))
-    fn = _CACHE.get(key)
-    if fn is None:
+    resume_code = _CACHE.get(key)
+    if resume_code is None:
         resume_code, shift = _resume_code(code, index, stack_layout, local_names)
         _ORIGIN[resume_code] = (code, shift)
-        fn = types.FunctionType(resume_code, f_globals, resume_code.co_name, None, closure)
-        _CACHE[key] = fn
-    return fn
+        _CACHE[key] = resume_code
+    # the code is shared; the function carries this caller's closure cells
+    return types.FunctionType(resume_code, f_globals, resume_code.co_name, None, closure)
 
 
 def _resume_code(code, index, stack_layout, local_names):

@@ -59,6 +59,9 @@ class SideEffects:
     def defer_call(self, fn, args, kwargs):
         self.deferred_calls.append((fn, args, kwargs))
 
+    def only_deferred_calls(self):
+        return not (self.attr_stores or self.global_stores or self.cell_stores or self.mutated)
+
     def is_empty(self):
         return not (self.attr_stores or self.global_stores or self.cell_stores or self.mutated or
                     self.deferred_calls)
@@ -73,8 +76,10 @@ class SideEffects:
                 lines.append(f"{target}[:] = [{', '.join(cg.expr(v) for v in var.items)}]")
             elif issubclass(var.python_type(), dict):
                 items = ", ".join(f"{cg.expr(var.key_var(k))}: {cg.expr(v)}" for k, v in var.items.items())
+                name = f"__gj_d{len(lines)}"
+                lines.append(f"{name} = {{{items}}}")       # read every value before clearing
                 lines.append(f"{target}.clear()")
-                lines.append(f"{target}.update({{{items}}})")
+                lines.append(f"{target}.update({name})")
             else:
                 unsupported(f"replaying a mutation of {var}")
         for (_, name), (obj_var, value) in self.attr_stores.items():

@@ -38,3 +38,7 @@ max_fusion_size = _env_int("MAX_FUSION_SIZE", 64)
 # The compiled wrapper checks each input's shape and strides per call (a few hundred ns per tensor) and
 # runs the graph eagerly on a mismatch. The frontend's guards already ensure this: 0 skips the check.
 check_inputs = _env_int("CHECK_INPUTS", 1)
+
+# Call glibc's vector math library (libmvec) for exp, log, tanh, erf ... so loops using them vectorize
+# (x86-64, glibc >= 2.22). Its results differ from scalar libm by a few ulp, as eager's vectorized ones do.
+vector_math = _env_int("VECTOR_MATH", 1)

@@ -812,7 +812,9 @@ def softmax(x, dim, half_to_float=False):
     top = reduce(x, [dim], "max", acc, True)
     shifted = make_pointwise(lambda v, m: ops.exp(ops.sub(v, m)), x, top, dtype=acc)
     total = reduce(shifted, [dim], "sum", acc, True)
-    return make_pointwise(ops.truediv, shifted, total, dtype=out_dtype, compute_dtype=acc)
+    # times 1/sum, as eager's vectorized softmax does (one division per row, not per element)
+    return make_pointwise(lambda e, t: ops.mul(e, ops.reciprocal(t)), shifted, total, dtype=out_dtype,
+                          compute_dtype=acc)
 
 
 @register(aten._log_softmax.default)

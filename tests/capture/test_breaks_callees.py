@@ -365,9 +365,6 @@ def test_user_callable_object_with_print_results():
     check_break(calls_user_callable_object, lambda: (r(3), Greeter(2.0)), graphs=None, world=printed())
 
 
-@pytest.mark.xfail(strict=True, reason="intercepted() only wraps functions, methods and nn.Modules: a user "
-                                       "object with a Python __call__ called at a break runs in CPython, "
-                                       "uncaptured (2 graphs: the caller's only)")
 def test_user_callable_object_with_print_is_captured():
     # caller [sin]; Greeter.__call__ [sub], [abs]; caller's resume [cos]
     check_break(calls_user_callable_object, lambda: (r(3), Greeter(2.0)), graphs=4, world=printed())

@@ -389,20 +389,14 @@ def log_list_then_mutate(x, log):
     return x * 2
 
 
-@pytest.mark.xfail(strict=True, reason="deferred logger calls run after every other replayed side effect: "
-                                       "records come out of program order")
 def test_logging_order_with_other_effects():
     check_break(log_order_with_appends, lambda: (r(3), []), graphs=None, world=logged())
 
 
-@pytest.mark.xfail(strict=True, reason="deferred logger calls format their arguments after the graph: a tensor "
-                                       "mutated later in the frame is logged with its new value")
 def test_logging_tensor_mutated_later():
     check_break(log_tensor_then_mutate, lambda: (r(3),), graphs=None, world=logged())
 
 
-@pytest.mark.xfail(strict=True, reason="deferred logger calls format their arguments after the replay: a list "
-                                       "mutated later in the frame is logged with its new contents")
 def test_logging_list_mutated_later():
     check_break(log_list_then_mutate, lambda: (r(3), []), graphs=None, world=logged())
 
@@ -672,9 +666,6 @@ def _tensor_factory(bias):
 
 # Each factory's code is used by this test only: the stale resume functions it exposes survive
 # graphjit.reset() (the resume cache is not cleared by it) and would leak into other tests.
-@pytest.mark.xfail(strict=True, reason="resume functions are cached per (code, index, stack, locals) and built "
-                                       "with the first closure: a second closure of the same code resumes with "
-                                       "the first one's cells (wrong result); graphjit.reset() keeps them")
 @pytest.mark.parametrize("factory, cells", [(_int_factory, (2, 3)),
                                             (_tensor_factory, (torch.full((3,), 2.0), torch.full((3,), 3.0)))],
                          ids=["int_cells", "tensor_cells"])
@@ -721,9 +712,6 @@ def test_break_in_tensor_method_arguments_results():
     check_break(tensor_method_with_breaking_argument, lambda: (r(3), []), graphs=None)
 
 
-@pytest.mark.xfail(strict=True, reason="the bound C method y.mul on the stack is passed to the resume function "
-                                       "as a builtin_function_or_method, which it can't call in a graph: a "
-                                       "second break, and the mul runs in CPython (1 graph, not 2)")
 def test_break_in_tensor_method_arguments_graphs():
     check_break(tensor_method_with_breaking_argument, lambda: (r(3), []), graphs=2)
 

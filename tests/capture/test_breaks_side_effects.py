@@ -175,8 +175,6 @@ def argument_list_item_mutated_before_break(x, log):
 
 
 @pytest.mark.parametrize("case", params(list_cases, xfail={
-    "dict_updates_around_break": "side-effect replay of a mutated argument dict is `d.clear(); d.update({..., "
-                                 "'b': d['b']})`: it reads the untouched keys after clearing: KeyError",
     "new_list_contains_itself": "reconstructing a self-containing list made in the frame recurses forever "
                                 "(RecursionError in codegen)"}))
 def test_containers(case):
@@ -665,12 +663,6 @@ def test_dict_argument_replay_minimal():
     check_break(set_one_key, lambda: (r(3), {"a": 1, "b": 2}), graphs=1)
 
 
-test_dict_argument_replay_minimal = pytest.mark.xfail(strict=True, reason="replay reads d['b'] after d.clear()")(
-    test_dict_argument_replay_minimal)
-
-
-@pytest.mark.xfail(strict=True, reason="a set guard compares with the caller's set object itself: mutate it "
-                                       "after the compile and a different set passes the guard: wrong result")
 def test_set_guard_does_not_alias_the_callers_set():
     def contains_three(x, s):
         y = x * 2
@@ -781,16 +773,7 @@ def reversed_and_map_across_break(x):
     return list(rev), list(m)
 
 
-@pytest.mark.parametrize("case", params(iter_cases, xfail={
-    "zip_partly_consumed_across_break":
-        "a zip made in the frame is rebuilt as a fresh iter([...]) at the break, separately for the local and "
-        "for next()'s argument: the resume starts it over (wrong result)",
-    "enumerate_partly_consumed_across_break":
-        "an enumerate made in the frame is rebuilt as fresh iter([...]) objects at the break: the local and "
-        "next()'s argument are different iterators (wrong result)",
-    "dict_keys_view_across_break":
-        "d.keys() crossing a break is rebuilt as iter(['a']): a list iterator, not a view (len() TypeError)",
-}))
+@pytest.mark.parametrize("case", params(iter_cases))
 def test_iterators_across_break(case):
     check_break(case.fn, case.make_args, world=traced(), **case.options)
 

@@ -88,7 +88,10 @@ def _wrap_uncached(tx, value, source):
         return wrap_dict(tx, value, source)
     if type(value) in (set, frozenset):
         if source is not None:
-            tx.guards.add_equals(source, value)
+            tx.guards.add_type(source, type(value))
+            frozen = frozenset(value)                           # a copy: the caller may mutate its set
+            tx.guards.add(3, f"{{0}} == {tx.guards.obj(frozen)}", f"{source.expr()} == {set(value)!r}",
+                          (source,))
         return ConstantVariable(value, source)
     if isinstance(value, (range, slice)):
         if source is not None:
@@ -196,6 +199,12 @@ def _marked(attr):
     return lambda v: getattr(v, attr, False) is True if callable(v) else False
 
 
+def _tensor_method(tx, value, source):
+    from .tensor import TensorMethodVariable
+    tensor = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
+    return TensorMethodVariable(tensor, value.__name__)
+
+
 def _is_handled_builtin(v):
     from .builtins import BUILTIN_HANDLERS
     try:
@@ -207,6 +216,8 @@ def _is_handled_builtin(v):
 _CALLABLE_TABLE = [
     # (check, factory, guard)
     (_is_handled_builtin, _make("builtins.BuiltinVariable"), "id"),
+    (lambda v: isinstance(v, types.BuiltinMethodType) and isinstance(getattr(v, "__self__", None), torch.Tensor),
+     _tensor_method, None),
     (lambda v: getattr(v, "_graphjit_compiled_fn", None) is not None, _make("functions.CompiledWrapperVariable"), "id"),
     (_marked("_graphjit_disable"), _make("functions.DisabledFunctionVariable"), "id"),
     (_marked("_graphjit_allow_in_graph"), _make("torchvars.TorchOpVariable"), "id"),

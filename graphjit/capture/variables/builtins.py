@@ -269,7 +269,7 @@ def b_range(tx, *args):
 
 def b_enumerate(tx, iterable, start=None):
     begin = start.as_python_constant() if start is not None else 0
-    return ListIteratorLike([TupleVariable([ConstantVariable(begin + i), v])
+    return IteratorVariable([TupleVariable([ConstantVariable(begin + i), v])
                              for i, v in enumerate(iterable.unpack(tx))])
 
 
@@ -277,19 +277,19 @@ def b_zip(tx, *iterables, strict=None):
     columns = [it.unpack(tx) for it in iterables]
     if strict is not None and strict.as_python_constant() and len({len(c) for c in columns}) > 1:
         unsupported("zip(strict=True) with iterables of different lengths")
-    return ListIteratorLike([TupleVariable(list(row)) for row in zip(*columns)])
+    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
 
 
 def b_map(tx, fn, *iterables):
     columns = [it.unpack(tx) for it in iterables]
-    return ListIteratorLike([fn.call(tx, list(row), {}) for row in zip(*columns)])
+    return IteratorVariable([fn.call(tx, list(row), {}) for row in zip(*columns)])
 
 
 def b_filter(tx, fn, iterable):
     items = iterable.unpack(tx)
     if fn.is_constant() and fn.as_python_constant() is None:
-        return ListIteratorLike([v for v in items if v.truth(tx)])
-    return ListIteratorLike([v for v in items if fn.call(tx, [v], {}).truth(tx)])
+        return IteratorVariable([v for v in items if v.truth(tx)])
+    return IteratorVariable([v for v in items if fn.call(tx, [v], {}).truth(tx)])
 
 
 def _min_max(name):
@@ -331,7 +331,7 @@ def b_sorted(tx, iterable, key=None, reverse=None):
 
 
 def b_reversed(tx, seq):
-    return ListIteratorLike(list(reversed(seq.unpack(tx))))
+    return IteratorVariable(list(reversed(seq.unpack(tx))))
 
 
 def b_abs(tx, value):

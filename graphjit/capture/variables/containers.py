@@ -294,14 +294,14 @@ class DictVariable(Variable):
         return default if default is not None else ConstantVariable(None)
 
     def method_keys(self, tx):
-        return ListIteratorLike(self.unpack(tx), "dict_keys")
+        return ListIteratorLike(self.unpack(tx), "dict_keys", self)
 
     def method_values(self, tx):
-        return ListIteratorLike(list(self.items.values()), "dict_values")
+        return ListIteratorLike(list(self.items.values()), "dict_values", self)
 
     def method_items(self, tx):
         return ListIteratorLike([TupleVariable([self.key_var(k), v]) for k, v in self.items.items()],
-                                "dict_items")
+                                "dict_items", self)
 
     def method___setitem__(self, tx, key, value):
         self._check_mutable(tx)
@@ -406,12 +406,15 @@ class SetVariable(DictVariable):
 class ListIteratorLike(BaseListVariable):
     """dict views and other read-only sequences made in the frame (iterable, len, in)."""
 
-    def __init__(self, items, kind="list_iterator"):
+    def __init__(self, items, kind="list_iterator", origin=None):
         super().__init__(items)
         self.kind = kind
+        self.origin = origin      # the DictVariable a dict view belongs to
 
     def reconstruct(self, cg):
-        return f"iter([{', '.join(cg.expr(v) for v in self.items)}])"
+        if self.origin is not None and self.kind in ("dict_keys", "dict_values", "dict_items"):
+            return f"{cg.expr(self.origin)}.{self.kind[5:]}()"
+        return f"({', '.join(cg.expr(v) for v in self.items)},)"
 
 
 class IteratorVariable(Variable):
@@ -432,6 +435,10 @@ class IteratorVariable(Variable):
         rest = self.items[self.index:]
         self.index = len(self.items)
         return rest
+
+    def reconstruct(self, cg):
+        """The remaining items, as a real iterator (built once: see ReturnCodegen.expr)."""
+        return f"iter([{', '.join(cg.expr(v) for v in self.items[self.index:])}])"
 
     def __repr__(self):
         return f"iterator({self.items[self.index:]!r})"

@@ -10,7 +10,8 @@ import torch
 from ..sources import AttrSource, ItemSource, module_attr_source
 from .base import Variable, ConstantVariable, unsupported
 from .builtins import AttributeMissing
-from .containers import TupleVariable, ListVariable, DictVariable, NamedTupleVariable, ListIteratorLike
+from .containers import (TupleVariable, ListVariable, DictVariable, NamedTupleVariable, ListIteratorLike,
+                         IteratorVariable)
 
 _MISSING = object()
 
@@ -189,7 +190,7 @@ class NNModuleVariable(ObjectLikeVariable):
             items = [self._child(tx, k) for k in keys]
             if name == "named_children":
                 items = [TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, items)]
-            return ListIteratorLike(items)
+            return IteratorVariable(items)
         # parameters()/buffers()/modules(): walk the real module, each reached through a source path
         kind = {"parameters": "_parameters", "named_parameters": "_parameters", "buffers": "_buffers",
                 "named_buffers": "_buffers", "modules": None, "named_modules": None}[name]
@@ -210,7 +211,7 @@ class NNModuleVariable(ObjectLikeVariable):
                 var = wrap(tx, p, module_attr_source(src, kind, pname))
                 full = f"{path}.{pname}" if path else pname
                 items.append(TupleVariable([ConstantVariable(full), var]) if name.startswith("named") else var)
-        return ListIteratorLike(items)
+        return IteratorVariable(items)
 
     def __repr__(self):
         return f"Module({type(self.module).__name__})"
@@ -419,6 +420,9 @@ class DeferredCallVariable(Variable):
         self.obj, self.name = obj, name
 
     def call(self, tx, args, kwargs):
+        if not tx.defer_logging or not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            unsupported(f"logging call {self.name}() with values only known when the graph runs",
+                        hint="it runs in CPython at a graph break")
         tx.side_effects.defer_call(self, list(args), dict(kwargs))
         return ConstantVariable(None)
 
@@ -522,8 +526,16 @@ class PythonModuleVariable(Variable):
     def as_python_constant(self):
         return self.value
 
+    def setattr(self, tx, name, value):
+        if self.source is None:
+            unsupported(f"assigning attribute {name!r} of module {self.value.__name__} (no source)")
+        tx.side_effects.store_attr(self, self.value, name, value)
+
     def getattr(self, tx, name):
         from .builder import wrap, is_frozen_module
+        found, pending = tx.side_effects.pending_attr(self.value, name)
+        if found:
+            return pending
         try:
             value = getattr(self.value, name)
         except AttributeError:

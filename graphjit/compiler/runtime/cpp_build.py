@@ -107,7 +107,8 @@ def _build(source, key, path):
     _write_atomic(cpp_path, source.encode())
     fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".so", dir=config.cache_dir)
     os.close(fd)
-    cmd = [cxx, *config.cxx_flags, cpp_path, "-o", tmp]
+    link = [flag for line in source.splitlines() if line.startswith("// link:") for flag in line.split()[2:]]
+    cmd = [cxx, *config.cxx_flags, cpp_path, "-o", tmp, *link]
     start = time.perf_counter()
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
