@@ -20,15 +20,32 @@ from .. import logs
 def compile_graph(gm, example_inputs):
     """Compile an fx graph for its example inputs; returns a callable with gm.forward's signature.
     Graphs the compiler can't handle (see decompose.unsupported_reason) run gm.forward, with the reason
-    logged under GRAPHJIT_LOGS=fusion; a missing or failing C++ compiler warns once and runs eagerly."""
-    from . import decompose, lowering, scheduler
-    from .codegen import cpp, wrapper
-    from .runtime import CompileError, load
+    logged under GRAPHJIT_LOGS=fusion; a missing or failing C++ compiler, or an error in the compiler,
+    warns once and runs the graph eagerly (GRAPHJIT_COMPILER_RAISE=1 raises instead)."""
+    from . import config, decompose
+    from .runtime import CompileError
 
     reason = decompose.unsupported_reason(gm, example_inputs)
     if reason:
         logs.log("fusion", f"graphjit compiler: running the graph eagerly: {reason}")
         return gm.forward
+    try:
+        return _compile(gm, example_inputs)
+    except CompileError as e:
+        _warn_once(f"graphjit: {e}\nRunning this graph eagerly.")
+    except Exception as e:
+        if config.raise_errors:
+            raise
+        _warn_once(f"graphjit compiler failed ({type(e).__name__}: {e}); running this graph eagerly. "
+                   "GRAPHJIT_COMPILER_RAISE=1 raises the error instead.")
+    return gm.forward
+
+
+def _compile(gm, example_inputs):
+    from . import config, decompose, lowering, scheduler
+    from .codegen import cpp, wrapper
+    from .runtime import load
+
     start = time.perf_counter()
     aten_gm = decompose.decompose(gm, example_inputs)
     logs.log("graph", f"graphjit compiler, ATen graph:\n{aten_gm.code}")
@@ -37,13 +54,8 @@ def compile_graph(gm, example_inputs):
     logs.log("fusion", f"loop IR:\n{graph}")
     items = scheduler.schedule(graph)
     source, signatures = cpp.generate(graph, items)
-    try:
-        lib = load(source) if signatures else None
-    except CompileError as e:
-        _warn_once(f"graphjit: {e}\nRunning this graph eagerly.")
-        return gm.forward
+    lib = load(source) if signatures else None
     eager_if_grad = any(t.requires_grad for t in example_inputs)
-    from . import config
     code, call = wrapper.build(graph, items, signatures, lib, gm.forward, config.check_inputs, eager_if_grad)
     if logs.enabled("output_code"):
         logs.log("output_code", f"wrapper:\n{code}\nkernels:\n{source}")

@@ -18,8 +18,10 @@ def _env_str(name, default):
 cache_dir = _env_str("CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "graphjit", "kernels"))
 
 # The C++ compiler and its flags. No -ffast-math: results must match eager up to rounding order.
+# -fno-math-errno and -fno-trapping-math change no result (errno and FP exception flags are never read);
+# they let gcc vectorize sqrt, floor, ceil, round and selects.
 cxx = _env_str("CXX", "g++")
-cxx_flags = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno")
+cxx_flags = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno", "-fno-trapping-math")
 
 # A kernel runs its outer loop in parallel (OpenMP) only if it touches at least this many elements:
 # below it, forking threads costs more than it saves.
@@ -42,3 +44,7 @@ check_inputs = _env_int("CHECK_INPUTS", 1)
 # Call glibc's vector math library (libmvec) for exp, log, tanh, erf ... so loops using them vectorize
 # (x86-64, glibc >= 2.22). Its results differ from scalar libm by a few ulp, as eager's vectorized ones do.
 vector_math = _env_int("VECTOR_MATH", 1)
+
+# A graph the compiler fails on (an unsupported op pattern, a compiler bug) runs eagerly with one warning.
+# 1 raises the error instead (the compiler's own tests do).
+raise_errors = _env_int("COMPILER_RAISE", 0)

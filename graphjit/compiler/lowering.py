@@ -336,9 +336,9 @@ def acc_dtype_of(dtype, reduction_type):
     return dtype
 
 
-def reduce(x, dims, reduction_type, dtype, keepdim, acc_dtype=None, compute=None):
-    """out = reduce(compute(x)) over dims; x's values are cast to acc_dtype before `compute`. The
-    reduction is computed into a buffer (StorageView returned)."""
+def reduce(x, dims, reduction_type, dtype, keepdim, acc_dtype=None):
+    """reduction_type (sum, max, min) of x over dims (all if empty), accumulated in acc_dtype, as dtype.
+    The reduction is computed into a buffer (a StorageView of it is returned)."""
     ndim = len(x.sizes)
     dims = sorted({d % ndim for d in dims}) if dims else list(range(ndim))
     acc_dtype = acc_dtype or acc_dtype_of(x.dtype if reduction_type != "sum" else dtype, reduction_type)
@@ -355,8 +355,7 @@ def reduce(x, dims, reduction_type, dtype, keepdim, acc_dtype=None, compute=None
                     next(it_out)
             else:
                 full.append(next(it_out))
-        value = loader(full)
-        return compute(value) if compute else value
+        return loader(full)
     red = Reduction(out_sizes, red_sizes, reduction_type, dtype, acc_dtype, x.device, inner)
     return realize(red, current_graph())
 

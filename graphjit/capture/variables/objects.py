@@ -421,8 +421,8 @@ class DeferredCallVariable(Variable):
 
     def call(self, tx, args, kwargs):
         if not tx.defer_logging or not all(a.is_constant() for a in [*args, *kwargs.values()]):
-            unsupported(f"logging call {self.name}() with values only known when the graph runs",
-                        hint="it runs in CPython at a graph break")
+            unsupported(f"logging call {self.name}() (deferred past the graph only with constant arguments "
+                        "and no other side effects in the frame)", hint="it runs in CPython at a graph break")
         tx.side_effects.defer_call(self, list(args), dict(kwargs))
         return ConstantVariable(None)
 
