@@ -243,21 +243,22 @@ class Kernel:
 
 
 def schedule(graph):
-    """The graph's work as a list of Kernels and ExternKernels, in execution order."""
-    items, current = [], None
+    """The graph's work as a list of Kernels and ExternKernels, in execution order.
+
+    A computed buffer joins the latest kernel that takes it, among those since the last extern call, so
+    long as no kernel after that one makes a value it reads (moving it earlier keeps its inputs ready).
+    It never moves across an extern call (which may mutate its arguments)."""
+    items, open_kernels = [], []
     for node in graph.nodes:
         if isinstance(node, ExternKernel):
-            current = None
+            open_kernels = []
             items.append(node)
             continue
-        if current is not None:
-            reason = current.try_add(node)
-            if reason is None:
-                continue
-            logs.log("fusion", f"{node.name} not fused into {current.name}: {reason}")
-        node_split, _ = split_node(node)
-        current = Kernel(f"kernel{sum(isinstance(i, Kernel) for i in items)}", node_split.outer, [node_split])
-        items.append(current)
+        if not _fuse_into_open_kernel(node, open_kernels):
+            node_split, _ = split_node(node)
+            kernel = Kernel(f"kernel{sum(isinstance(i, Kernel) for i in items)}", node_split.outer, [node_split])
+            items.append(kernel)
+            open_kernels.append(kernel)
     kernels = [k for k in items if isinstance(k, Kernel)]
     for kernel in kernels:
         kernel.finish()
@@ -266,6 +267,21 @@ def schedule(graph):
         logs.log("fusion", "schedule:\n" + "\n".join(
             str(i) if isinstance(i, Kernel) else f"{i.name}: extern {i.op} ({i.reason})" for i in items))
     return items
+
+
+def _fuse_into_open_kernel(buffer, open_kernels):
+    reads = {name for name, _ in split_node(buffer)[0].accesses()[0]}
+    later_writes = set()
+    for i, kernel in enumerate(reversed(open_kernels)):
+        if reads & later_writes:
+            break
+        reason = kernel.try_add(buffer)
+        if reason is None:
+            return True
+        if i == 0:
+            logs.log("fusion", f"{buffer.name} not fused into {kernel.name}: {reason}")
+        later_writes |= set(kernel.written())
+    return False
 
 
 def _find_local_buffers(graph, kernels, items):

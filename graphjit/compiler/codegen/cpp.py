@@ -154,8 +154,10 @@ def prelude():
         "template <typename T> GJ_INLINE T gj_bitwise_not(T x) { return ~x; }",
         "GJ_INLINE bool gj_bitwise_not(bool x) { return !x; }",
         "template <typename T> GJ_INLINE T gj_relu(T x) { return x != x ? x : (x > T(0) ? x : T(0)); }",
-        "template <typename T> GJ_INLINE T gj_maximum(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }",
-        "template <typename T> GJ_INLINE T gj_minimum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }",
+        "template <typename T> GJ_INLINE T gj_maximum(T a, T b) "
+        "{ return a != a ? a : (b != b ? b : (a > b ? a : b)); }",
+        "template <typename T> GJ_INLINE T gj_minimum(T a, T b) "
+        "{ return a != a ? a : (b != b ? b : (a < b ? a : b)); }",
         "GJ_INLINE float gj_floordiv(float a, float b) { return __builtin_floorf(a / b); }",
         "GJ_INLINE double gj_floordiv(double a, double b) { return __builtin_floor(a / b); }",
         "template <typename T> GJ_INLINE T gj_floordiv(T a, T b) { T q = a / b; "

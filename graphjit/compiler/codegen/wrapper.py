@@ -73,10 +73,11 @@ class WrapperCode:
             body.append(f"if grad_enabled(): return eager({params})")
             self.globals["grad_enabled"] = torch.is_grad_enabled
         if check_inputs and inputs:
-            got = ", ".join(f"{b.name}.shape, {b.name}.stride()" for b in inputs)
-            want = ", ".join(f"{tuple(int(s) for s in b.layout.sizes)}, {tuple(int(s) for s in b.layout.strides)}"
-                             for b in inputs)
-            self.globals["_expected"] = eval(f"({want},)")
+            # kernels index inputs with the sizes, strides and dtypes seen at compile time
+            got = ", ".join(f"{b.name}.shape, {b.name}.stride(), {b.name}.dtype" for b in inputs)
+            self.globals["_expected"] = tuple(
+                item for b in inputs for item in (tuple(int(s) for s in b.layout.sizes),
+                                                  tuple(int(s) for s in b.layout.strides), b.layout.dtype))
             body.append(f"if ({got},) != _expected: return eager({params})")
         for buf in graph.inputs:
             if buf.position is None:

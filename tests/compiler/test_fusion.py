@@ -1,0 +1,119 @@
+"""Fusion: how many kernels a chain becomes, which buffers are never stored, and the refusal reasons."""
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.compiler.scheduler import Kernel
+
+from .harness import extern_count, kernel_count, make, run_cases
+
+
+def allocations(compiled):
+    return compiled.wrapper_source.count("empty_strided(")
+
+
+def test_layer_norm_gelu_sigmoid_residual_is_one_kernel():
+    def block(x, w, b, r):
+        return torch.sigmoid(F.gelu(F.layer_norm(x, (1024,), w, b))) + r
+    compiled = run_cases(block, [(make((256, 1024), torch.float32), make((1024,), torch.float32),
+                                  make((1024,), torch.float32), make((256, 1024), torch.float32))])
+    assert kernel_count(compiled) == 1
+    (kernel,) = compiled.items
+    # mean and variance live in registers: the only buffer written is the output
+    assert len(kernel.local) == 2 and allocations(compiled) == 1
+    assert [len(g.nodes) for g in kernel.groups] == [1, 1, 1]
+
+
+def test_softmax_is_one_kernel_with_local_reductions():
+    compiled = run_cases(lambda x: torch.softmax(x, -1), [(make((64, 1000), torch.float32),)])
+    assert kernel_count(compiled) == 1 and allocations(compiled) == 1
+    assert "reduction(max:" in compiled.source and "reduction(+:" in compiled.source
+
+
+def test_attention_chain_is_bmm_kernel_bmm():
+    def attention(q, k, v):
+        return torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v
+    t = lambda: make((8, 128, 64), torch.float32)  # noqa: E731
+    compiled = run_cases(attention, [(t(), t(), t())], rtol=1e-4, atol=1e-4)
+    assert kernel_count(compiled) == 1 and extern_count(compiled) == 2
+
+
+def test_pointwise_chain_is_one_loop():
+    compiled = run_cases(lambda x, y: ((x * 2).exp() + y).relu().sqrt(), [(make((33, 1000), torch.float32),
+                                                                           make((1000,), torch.float32))])
+    assert kernel_count(compiled) == 1
+    # the contiguous [33, 1000] loop nest was not merged (y broadcasts), but stays two loops, no div/mod
+    assert " / " not in compiled.source.split("kernel0")[1].split("return")[0].replace(" / 0x", "")
+
+
+def test_contiguous_loops_merge_into_one():
+    compiled = run_cases(lambda x: x.sin() + 1, [(make((64, 33), torch.float32),)])
+    body = compiled.source.split('extern "C" int kernel0')[1]
+    assert body.count("for (") == 1 and "< 2112" in body
+
+
+def _kernels_source(compiled):
+    return compiled.source[compiled.source.index('extern "C" int kernel'):]
+
+
+def _exp_twice(x):
+    e = x.exp()
+    return e + 1, e.sum(-1)
+
+
+def test_shared_expensive_value_is_computed_once():
+    # exp(x) has two readers: it is realized once instead of being recomputed in both
+    compiled = run_cases(_exp_twice, [(make((16, 100), torch.float32),)])
+    assert _kernels_source(compiled).count("gj_exp(") == 1
+
+
+def test_cheap_shared_value_is_inlined():
+    def shared_sum(x, y):
+        s = x + y
+        return s * 2, s.sum(-1)
+    compiled = run_cases(shared_sum, [(make((16, 100), torch.float32), make((16, 100), torch.float32))])
+    # one kernel, one inner loop: the row's sum and s * 2 both inline x + y, which CSE computes once
+    assert kernel_count(compiled) == 1 and allocations(compiled) == 2
+    assert len(compiled.items[0].groups) == 1
+    assert _kernels_source(compiled).count("(tmp1 + tmp2)") == 1
+
+
+def test_reduction_over_other_dim_is_refused_with_reason(capsys, monkeypatch):
+    monkeypatch.setattr(graphjit.config, "logs", "fusion")
+    compiled = run_cases(lambda x: x - x.mean(0), [(make((64, 48), torch.float32),)])
+    assert kernel_count(compiled) == 2
+    assert "not fused into kernel0: loops differ" in capsys.readouterr().err
+
+
+def test_fallback_is_counted_and_logged(capsys, monkeypatch):
+    monkeypatch.setattr(graphjit.config, "logs", "fusion")
+    compiled = run_cases(lambda x: torch.cumsum(x, -1) * 2, [(make((8, 16), torch.float32),)])
+    assert [op for op, _ in compiled.graph.fallbacks] == ["aten.cumsum.default"]
+    assert "fallback" in capsys.readouterr().err
+
+
+def test_gpt_block_kernels():
+    from graphjit.examples.tiny_gpt import Block, GPTConfig
+    block = Block(GPTConfig(n_embd=64, n_head=4)).eval()
+    x = torch.randn(2, 16, 64)
+    counter = []
+
+    def backend(gm, inputs):
+        from graphjit.backends.registry import graphjit_backend
+        compiled = graphjit_backend(gm, inputs)
+        counter.append(compiled)
+        return compiled
+    with torch.no_grad():
+        out = graphjit.compile(block, backend=backend)(x)
+        torch.testing.assert_close(out, block(x), rtol=1e-4, atol=1e-4)
+    (compiled,) = counter
+    kernels = [i for i in compiled.items if isinstance(i, Kernel)]
+    # ln_1; residual + ln_2; gelu (feeds a matmul); the last residual. Matmuls and attention are externs.
+    assert len(kernels) == 4, compiled.items
+    assert not compiled.graph.fallbacks
+
+
+def test_fusion_looks_past_a_kernel_with_other_loops():
+    # x.sum(0) iterates [33]; amax(1), var(1) iterate [7]: var joins amax's kernel across the sum's
+    compiled = run_cases(lambda x: (x.amax(1), x.sum(0), x.var(1)), [(make((7, 33), torch.float32),)])
+    assert kernel_count(compiled) == 2

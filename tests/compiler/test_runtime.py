@@ -1,0 +1,143 @@
+"""The kernel cache, rebuilds of bad cache entries, compiler failures, and runtime errors."""
+import os
+import subprocess
+
+import pytest
+import torch
+
+from graphjit.compiler import config
+from graphjit.compiler.codegen.cpp import prelude
+from graphjit.compiler.runtime import CompileError, cpp_build
+
+from .harness import compile_cases, make, run_cases
+
+SOURCE = prelude() + 'extern "C" int twice(int x) { return 2 * x; }\n'
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(cpp_build, "_loaded", {})
+    return tmp_path
+
+
+def count_compiles(monkeypatch):
+    calls = []
+    real_run = subprocess.run
+
+    def run(cmd, *args, **kwargs):
+        if "-shared" in cmd:
+            calls.append(cmd)
+        return real_run(cmd, *args, **kwargs)
+    monkeypatch.setattr(cpp_build.subprocess, "run", run)
+    return calls
+
+
+def test_second_load_uses_the_disk_cache(fresh_cache, monkeypatch):
+    compiles = count_compiles(monkeypatch)
+    assert cpp_build.load(SOURCE).twice(21) == 42
+    monkeypatch.setattr(cpp_build, "_loaded", {})          # a new process: only the disk cache is left
+    assert cpp_build.load(SOURCE).twice(4) == 8
+    assert len(compiles) == 1
+    names = sorted(os.listdir(fresh_cache))
+    assert [n.rsplit(".", 1)[1] for n in names] == ["cpp", "so"]   # no temporary files left behind
+
+
+def test_corrupt_cached_library_is_rebuilt(fresh_cache, monkeypatch):
+    compiles = count_compiles(monkeypatch)
+    cpp_build.load(SOURCE)
+    (so,) = [p for p in fresh_cache.iterdir() if p.suffix == ".so"]
+    bad = fresh_cache / "bad"
+    bad.write_bytes(b"not a shared library")
+    os.replace(bad, so)      # a new file (never rewrite a loaded library in place: its pages are mapped)
+    monkeypatch.setattr(cpp_build, "_loaded", {})
+    assert cpp_build.load(SOURCE).twice(5) == 10
+    assert len(compiles) == 2
+
+
+def test_cache_key_covers_compiler_flags(fresh_cache, monkeypatch):
+    key = cpp_build.cache_key(SOURCE)
+    monkeypatch.setattr(config, "cxx_flags", config.cxx_flags + ("-DX=1",))
+    assert cpp_build.cache_key(SOURCE) != key
+
+
+def test_compile_error_says_how_to_reproduce(fresh_cache):
+    with pytest.raises(CompileError, match="reproduce with:"):
+        cpp_build.load('extern "C" int broken( { }')
+
+
+def test_missing_compiler_warns_once_and_runs_eagerly(fresh_cache, monkeypatch):
+    monkeypatch.setattr(config, "cxx", "no-such-cxx-compiler")
+    monkeypatch.setattr(cpp_build, "_compiler_ids", {})
+    x = make((8, 8), torch.float32)
+    with pytest.warns(RuntimeWarning, match="not found"):
+        compiled, inputs = compile_cases(lambda t: t.exp() * 3, [(x,)])
+    torch.testing.assert_close(compiled(*inputs)[0], x.exp() * 3)
+
+
+def test_embedding_index_out_of_range_raises():
+    w = make((10, 4), torch.float32)
+    compiled, _ = compile_cases(lambda w, i: torch.nn.functional.embedding(i, w), [(w, torch.tensor([1, 2]))])
+    assert compiled(w, torch.tensor([3, 9]))[0].shape == (2, 4)
+    with pytest.raises(IndexError, match="index out of range"):
+        compiled(w, torch.tensor([3, 10]))
+
+
+def test_wrong_strides_run_eagerly():
+    x = make((6, 5), torch.float32)
+    compiled, _ = compile_cases(lambda t: t * 2, [(x,)])
+    y = make((5, 6), torch.float32).t()
+    torch.testing.assert_close(compiled(y)[0], y * 2)
+
+
+def test_inputs_needing_grad_run_eagerly():
+    x = make((4, 4), torch.float32).requires_grad_()
+    compiled, _ = compile_cases(lambda t: (t * 2).sum(), [(x,)])
+    out = compiled(x)[0]
+    out.backward()
+    torch.testing.assert_close(x.grad, torch.full((4, 4), 2.0))
+
+
+def test_compiled_under_no_grad_runs_eagerly_with_grad_on():
+    w = make((4, 4), torch.float32).requires_grad_()
+    with torch.no_grad():
+        compiled, _ = compile_cases(lambda t: t.exp(), [(w,)])
+        assert not compiled(w)[0].requires_grad
+    assert compiled(w)[0].requires_grad
+
+
+def test_results_are_fresh_tensors():
+    compiled = run_cases(lambda t: t.clone(), [(make((3, 3), torch.float32),)])
+    x = make((3, 3), torch.float32)
+    (out,) = compiled(x)
+    assert out.data_ptr() != x.data_ptr()
+
+
+def test_cached_library_of_another_key_is_rebuilt(fresh_cache, monkeypatch):
+    other = SOURCE.replace("2 * x", "3 * x")
+    cpp_build.load(SOURCE)
+    cpp_build.load(other)
+    path = os.path.join(fresh_cache, cpp_build.cache_key(SOURCE) + ".so")
+    os.replace(os.path.join(fresh_cache, cpp_build.cache_key(other) + ".so"), path)
+    monkeypatch.setattr(cpp_build, "_loaded", {})
+    assert cpp_build.load(SOURCE).twice(5) == 10       # the impostor (3 * x) was detected and replaced
+
+
+def test_compiler_error_warns_and_runs_eagerly(monkeypatch):
+    from graphjit.compiler import config, lowering
+    monkeypatch.setattr(config, "raise_errors", 0)
+
+    def broken(x):
+        raise ValueError("a bug in a lowering")
+    monkeypatch.setitem(lowering.LOWERINGS, torch.ops.aten.sin.default, broken)
+    x = make((4,), torch.float32)
+    with pytest.warns(RuntimeWarning, match="a bug in a lowering"):
+        compiled, _ = compile_cases(lambda t: t.sin(), [(x,)])
+    torch.testing.assert_close(compiled(x)[0], x.sin())
+
+
+def test_other_dtype_runs_eagerly():
+    x = make((6, 5), torch.float32)
+    compiled, _ = compile_cases(lambda t: t * 2, [(x,)])
+    y = make((6, 5), torch.float64)
+    torch.testing.assert_close(compiled(y)[0], y * 2)
