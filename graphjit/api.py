@@ -76,9 +76,10 @@ def _wrapper_class(cls, options):
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"graphjit.compile: {cls.__name__}.forward is not a Python function")
         compiled = CompiledFunction(forward, options)
-        _WRAPPER_CLASSES[key] = type(f"Compiled{cls.__name__}", (CompiledModule, cls),
+        # the wrapper class keeps the original's names: libraries key registries on str(type(model))
+        _WRAPPER_CLASSES[key] = type(cls.__name__, (CompiledModule, cls),
                                      {"_graphjit_forward": compiled, "__module__": cls.__module__,
-                                      "__qualname__": f"Compiled{cls.__qualname__}"})
+                                      "__qualname__": cls.__qualname__})
     return _WRAPPER_CLASSES[key]
 
 
@@ -141,6 +142,8 @@ class ExplainOutput:
                     lines.append(f"     at {e.filename}:{e.lineno}")
                 if e.source_line:
                     lines.append(f"       {e.source_line}")
+                for filename, lineno in getattr(e, "user_stack", [])[1:6]:
+                    lines.append(f"     called from {filename}:{lineno}")
                 if e.hint:
                     lines.append(f"     hint: {e.hint}")
                 if getattr(e, "fallback", None):

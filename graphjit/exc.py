@@ -28,6 +28,9 @@ class Unsupported(RuntimeError):
             parts.append(f"  at {self.filename}:{self.lineno}")
             if self.source_line:
                 parts.append(f"    {self.source_line}")
+        callers = getattr(self, "user_stack", [])[1:]
+        for filename, lineno in callers[:6]:
+            parts.append(f"  called from {filename}:{lineno}")
         if self.hint:
             parts.append(f"  hint: {self.hint}")
         return "\n".join(parts)

@@ -7,6 +7,7 @@ translation on a miss, the recompile limit, and the eager fallback.
 import dataclasses
 import functools
 import inspect
+import os
 import sys
 import sysconfig
 import time
@@ -19,6 +20,7 @@ from ..exc import Unsupported
 from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, entry_namespace,
                       graph_call_body, forward_call_body)
 from .interpreter import Tracer, BreakPoint
+from .variables.base import BINARY_OPS
 
 
 @dataclasses.dataclass
@@ -278,6 +280,22 @@ def _finish(fn, options, tracer, record, make_tail):
 _CALLS = ("CALL", "CALL_KW", "CALL_FUNCTION_EX")
 _BRANCHES = ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE")
 
+# Other instructions a graph break can run in CPython: opname -> (stack items consumed, pushes a result,
+# Python source from the instruction and its inputs' expressions, bottom of the stack first). E.g. an
+# attribute whose property getter can't be captured: the entry evaluates `obj.attr` for real.
+_SINGLE = {
+    "LOAD_ATTR": (1, True, lambda i, a: f"{a[0]}.{i.argval}"),
+    "BINARY_OP": (2, True, lambda i, a: f"__gj_binary[{i.argval!r}]({a[0]}, {a[1]})"),
+    "BINARY_SUBSCR": (2, True, lambda i, a: f"{a[0]}[{a[1]}]"),
+    "COMPARE_OP": (2, True, lambda i, a: f"({a[0]} {i.argval} {a[1]})"),
+    "CONTAINS_OP": (2, True, lambda i, a: f"({a[0]} {'not in' if i.argval else 'in'} {a[1]})"),
+    "UNARY_NEGATIVE": (1, True, lambda i, a: f"(-{a[0]})"),
+    "UNARY_INVERT": (1, True, lambda i, a: f"(~{a[0]})"),
+    "UNARY_NOT": (1, True, lambda i, a: f"(not {a[0]})"),
+    "STORE_ATTR": (2, False, lambda i, a: f"{a[1]}.{i.argval} = {a[0]}"),
+    "STORE_SUBSCR": (3, False, lambda i, a: f"{a[1]}[{a[2]}] = {a[0]}"),
+}
+
 
 def breakable(fn, error):
     """None if the frame can break at the instruction where `error` happened, else the reason it can't."""
@@ -293,7 +311,7 @@ def breakable(fn, error):
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return "graph breaks in generators are not supported"
     opname = bytecode.read(code)[index].opname
-    if opname not in _CALLS + _BRANCHES:
+    if opname not in _CALLS + _BRANCHES + tuple(_SINGLE):
         return f"graph breaks at {opname} are not supported"
     if in_loop(code, index):
         return "graph break inside a loop"
@@ -332,9 +350,18 @@ def _break_tail(fn, options, frame, inst, index, cg):
     stack = list(frame.stack)
     values = {}
     call_expr = None
+    statement = None
     if inst.opname in _CALLS:
         call_expr, consumed = _call_expression(inst, stack, cg, values)
         stack = stack[:-consumed]
+        targets = [(None, index + 1)]
+    elif inst.opname in _SINGLE:
+        consumed, pushes, source = _SINGLE[inst.opname]
+        operands = [cg.expr(v) for v in stack[len(stack) - consumed:]]
+        stack = stack[:len(stack) - consumed]
+        text = source(inst, operands)
+        call_expr, statement = (text, None) if pushes else (None, text)
+        cg.namespace["__gj_binary"] = BINARY_OPS
         targets = [(None, index + 1)]
     else:
         cond = cg.expr(stack.pop())
@@ -359,8 +386,8 @@ def _break_tail(fn, options, frame, inst, index, cg):
     tail = []
     # if the instruction raises, the with-blocks open at the break must still be exited, innermost first
     exits = [name for name, item in zip(layout, stack) if isinstance(item, WithExitVariable)][::-1]
-    guarded = f"__gj_result = {call_expr}" if call_expr is not None else "__gj_cond = bool(__gj_cond)" \
-        if inst.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE") else "pass"
+    guarded = f"__gj_result = {call_expr}" if call_expr is not None else statement if statement else \
+        "__gj_cond = bool(__gj_cond)" if inst.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE") else "pass"
     if exits:
         tail += ["try:", f"    {guarded}", "except BaseException:", "    __gj_info = __gj_sys.exc_info()"]
         tail += [f"    {name}(*__gj_info)" for name in exits] + ["    raise"]
@@ -420,11 +447,17 @@ _INTERCEPTED = weakref.WeakKeyDictionary()
 _STDLIB = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
 
 
+def _package_dir(module):
+    return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+
+
 def _skipped(fn):
     """Library code we never trace into: the standard library, torch, and graphjit itself."""
+    import torch
+    import graphjit
     filename = fn.__code__.co_filename
     return (filename.startswith(_STDLIB) and "site-packages" not in filename) or \
-        "/torch/" in filename or "/graphjit/" in filename or filename.startswith("<")
+        filename.startswith((_package_dir(torch), _package_dir(graphjit))) or filename.startswith("<")
 
 
 def intercepting_call(options):

@@ -302,6 +302,9 @@ class Tracer:
         except Unsupported as e:
             if e.filename is None:
                 e.filename, e.lineno = frame.location()
+            if not hasattr(e, "user_stack"):
+                e.user_stack = []
+            e.user_stack.append(frame.location())          # innermost first
             if frame is self.root_frame and getattr(e, "root_index", None) is None:
                 e.root_index = frame.ip - 1
             raise

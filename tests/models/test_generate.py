@@ -1,0 +1,81 @@
+"""model.generate() with the model's forward compiled gives eager's tokens (greedy, 8 new tokens, a
+left-padded batch of 2), two ways:
+
+    compiled = graphjit.compile(model); compiled.generate(...)   # the wrapper's forward is compiled and
+                                                                # generate() is the model's own
+    model.forward = graphjit.compile(model.forward)              # as torch.compile's docs do it
+
+Each forward is compiled with fullgraph=True, so every step is one whole graph. Today every decode step is
+a recompile (static shapes: the mask and the cache grow by one position per token): 8 tokens take 8 graphs,
+see test_generate_graph_count. torch.compile(model).generate(...) doesn't compile at all (its wrapper
+forwards .generate to the original module, whose __call__ runs the original forward); graphjit's does.
+"""
+import functools
+import warnings
+
+import pytest
+import torch
+
+import graphjit as gj
+from graphjit.testing import CompileCounter
+
+from gaps import DYNAMIC_SHAPES, GENERATE_GAPS, params, skip_if_missing
+from zoo import ZOO, build, causal_lm_plain_inputs
+
+GREEDY = {"do_sample": False, "max_new_tokens": 8, "pad_token_id": 0}
+LMS = ["gpt2", "llama"]
+
+
+def compiled_module(model, counter):
+    return gj.compile(model, backend=counter, fullgraph=True)
+
+
+def compiled_forward(model, counter):
+    model.forward = gj.compile(model.forward, backend=counter, fullgraph=True)
+    return model
+
+
+WAYS = {"compiled-module": compiled_module, "compiled-forward": compiled_forward}
+
+
+@functools.lru_cache(maxsize=None)   # test_generate_graph_count reuses a run of the first test
+def generate_both(name, way, max_new_tokens=8):
+    """(eager tokens, compiled tokens, counter, graphjit warnings) of one greedy generate()."""
+    skip_if_missing(name)
+    gj.reset()
+    model, _ = build(ZOO[name])
+    torch.manual_seed(1)
+    inputs = causal_lm_plain_inputs()()
+    options = {**GREEDY, "max_new_tokens": max_new_tokens}
+    expected = model.generate(**inputs, **options)
+    counter = CompileCounter()
+    target = WAYS[way](model, counter)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        actual = target.generate(**inputs, **options)
+    ours = [str(w.message) for w in caught if str(w.message).startswith("graphjit")]
+    return expected, actual, counter, ours
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("name", params(LMS, GENERATE_GAPS))
+def test_generate_greedy_matches_eager(name, way):
+    expected, actual, counter, ours = generate_both(name, way)
+    assert torch.equal(actual, expected), f"compiled generate() gave\n{actual}\neager\n{expected}"
+    assert counter.frame_count >= 1, "the forward was never compiled"
+    assert not ours, f"graphjit warned (a step ran eagerly): {ours}"
+
+
+def test_generate_past_the_recompile_limit_still_matches_eager():
+    """16 new tokens: the steps after the recompile limit run eagerly (with one warning), tokens unchanged."""
+    expected, actual, counter, ours = generate_both("gpt2", "compiled-module", max_new_tokens=16)
+    assert torch.equal(actual, expected)
+    assert counter.frame_count >= 1
+
+
+@pytest.mark.xfail(strict=True, reason=DYNAMIC_SHAPES)
+def test_generate_graph_count():
+    """8 new tokens in at most 3 graphs, as torch.compile does (prefill, first decode step, one dynamic
+    decode graph): today 8, one per token."""
+    _, _, counter, _ = generate_both("gpt2", "compiled-module")
+    assert counter.frame_count <= 3, f"{counter.frame_count} graphs for 8 new tokens"
