@@ -45,13 +45,27 @@ def workloads():
     gpt = GPT(GPTConfig(n_layer=2, n_embd=256, n_head=4, block_size=128, vocab_size=512)).eval()
     mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).eval()
     qkv = [torch.randn(8, 128, 64) for _ in range(3)]
-    return {
+    loads = {
         "gpt2": ("GPT-2, 2 layers, n_embd 256, batch 1 x 128 tokens", gpt, (torch.randint(0, 512, (1, 128)),)),
         "mlp": ("MLP 512-2048-512, batch 64", mlp, (torch.randn(64, 512),)),
         "layernorm": ("layer_norm + gelu + sigmoid + residual, 256 x 1024", LayerNormChain(1024).eval(),
                       (torch.randn(256, 1024), torch.randn(256, 1024))),
         "attention": ("softmax attention, 8 x 128 x 128 scores (head dim 64)", attention, qkv),
     }
+    try:
+        import transformers
+    except ImportError:
+        return loads
+    config = transformers.BertConfig(hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=1024, vocab_size=1000, max_position_embeddings=128)
+    bert = transformers.BertModel(config).eval()
+
+    def bert_hidden(ids):
+        return bert(input_ids=ids).last_hidden_state
+
+    loads["bert"] = ("BERT (transformers), 2 layers, hidden 256, batch 4 x 64", bert_hidden,
+                     (torch.randint(0, 1000, (4, 64)),))
+    return loads
 
 
 CLOCK = time.perf_counter
@@ -84,7 +98,7 @@ def check(name, got, expected):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--only", default="", help="comma-separated subset of: gpt2, mlp, layernorm, attention")
+    parser.add_argument("--only", default="", help="comma-separated subset of: gpt2, mlp, layernorm, attention, bert")
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (default: torch's)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: the calling thread's CPU time, robust on a shared machine; only with --threads 1 "
