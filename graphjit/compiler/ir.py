@@ -527,6 +527,8 @@ class Pointwise:
     realized = None       # the StorageView this value was computed into, once it is
 
     def make_loader(self):
+        if self.realized is not None:     # computed into a buffer: readers load it
+            return self.realized.make_loader()
         return self.inner_fn
 
     def __str__(self):

@@ -73,6 +73,12 @@ class Slot:
         self.node = node
         self._reason = None
 
+    def current(self):
+        """The value, as stored as it has become: a lazy value realized meanwhile (through another reader,
+        another Slot holding it, or a view of it that an extern call needed) reads its buffer from now on."""
+        self.value = current_value(self.value)
+        return self.value
+
     def realize_reason(self):
         if self._reason is None:
             self._reason = scheduler.realize_reason(self.value, len(self.node.users)) or ""
@@ -102,6 +108,10 @@ class Lowering(torch.fx.Interpreter):
             result = super().run_node(n)
         finally:
             _current.pop()
+        if isinstance(result, Slot):
+            # getitem of a multi-output op (native_layer_norm ...): a Slot of its own, so that the policy
+            # counts this element's readers (the op node's users are just its getitems)
+            return Slot(result.value, n)
         return pytree.tree_map(lambda v: Slot(v, n) if is_value(v) else v, result)
 
     def placeholder(self, target, args, kwargs):
@@ -148,6 +158,7 @@ class Lowering(torch.fx.Interpreter):
         def unwrap(slot):
             if not isinstance(slot, Slot):
                 return slot
+            slot.current()
             if isinstance(slot.value, Pointwise) and slot.realize_reason():
                 logs.log("fusion", f"realize {slot.node.name}: {slot.realize_reason()}")
                 slot.value = realize(slot.value, self.loops, _dense_strides(slot.node.meta.get("val")))
@@ -159,6 +170,7 @@ class Lowering(torch.fx.Interpreter):
         def unwrap(slot):
             if not isinstance(slot, Slot):
                 return slot
+            slot.current()
             if isinstance(slot.value, Pointwise):
                 slot.value = realize(slot.value, self.loops, _dense_strides(slot.node.meta.get("val")))
             return slot.value
@@ -194,6 +206,7 @@ class Lowering(torch.fx.Interpreter):
         outs = []
         for value, meta in zip(flat, metas):
             if isinstance(value, Slot):
+                value.current()
                 if isinstance(value.value, Pointwise):
                     value.value = realize(value.value, self.loops, _dense_strides(meta))
                 value = value.value
@@ -235,6 +248,20 @@ def realize(value, graph, strides=None):
                 value.realized = _new_buffer(value, graph, strides)
         return value.realized
     return _new_buffer(value, graph, strides)
+
+
+def current_value(value):
+    """value, or what reads it from memory if it (or the lazy value it is a view of) has been realized."""
+    if not isinstance(value, Pointwise):
+        return value
+    if value.realized is not None:
+        return value.realized
+    if value.view_base is not None:
+        base, view = value.view_base
+        stored = current_value(base)
+        if stored is not base:
+            return view(stored)
+    return value
 
 
 def _new_buffer(value, graph, strides):
@@ -810,6 +837,10 @@ def softmax(x, dim, half_to_float=False):
     x = cast(x, acc)
     top = reduce(x, [dim], "max", acc, True)
     shifted = make_pointwise(lambda v, m: ops.exp(ops.sub(v, m)), x, top, dtype=acc)
+    if dim % len(x.sizes) == len(x.sizes) - 1:
+        # exp once per element, not in both the sum and the output: stored where the sum makes it (the
+        # scheduler keeps each row in a stack array: kernel.scratch) and scaled by 1/sum after
+        shifted = realize(shifted, current_graph())
     total = reduce(shifted, [dim], "sum", acc, True)
     # times 1/sum, as eager's vectorized softmax does (one division per row, not per element)
     return make_pointwise(lambda e, t: ops.mul(e, ops.reciprocal(t)), shifted, total, dtype=out_dtype,

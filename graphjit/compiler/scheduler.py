@@ -28,6 +28,10 @@ from .ir import (ComputedBuffer, ExternKernel, Pointwise, Reduction, StorageView
 EXPENSIVE_OPS = {"exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
                  "sigmoid", "erf", "pow", "atan2", "masked"}
 
+# Any lazy value whose body (everything inlined into it, transitively) loads more than this many values
+# is computed into a buffer, whatever its number of readers: a chain of cheap steps stops growing there.
+REALIZE_LOADS_THRESHOLD = 32
+
 
 def realize_reason(value, num_users):
     """Why a lazy value should be computed into a buffer rather than inlined into its readers, or None."""
@@ -36,6 +40,9 @@ def realize_reason(value, num_users):
     rec = record(value.inner_fn, [index_symbol(f"x{i}") for i in range(len(value.sizes))])
     if rec.op_count > config.realize_opcount_threshold:
         return f"its body has {rec.op_count} ops (> realize_opcount_threshold)"
+    if len(rec.reads) > REALIZE_LOADS_THRESHOLD:
+        # the body is everything inlined into it, transitively: bound what each reader recomputes
+        return f"its body loads {len(rec.reads)} values (> REALIZE_LOADS_THRESHOLD)"
     if num_users > 1:
         if len(rec.reads) > config.realize_reads_threshold:
             return f"read by {num_users} ops and loads {len(rec.reads)} values (> realize_reads_threshold)"
@@ -151,6 +158,9 @@ class Kernel:
     nodes: list                                            # SchedNode, in execution order
     groups: list = dataclasses.field(default_factory=list)
     local: set = dataclasses.field(default_factory=set)    # buffers never stored: read only in place
+    # pointwise buffers read only in this kernel, by later inner loops of the same outer iteration: the
+    # C++ codegen keeps one outer iteration's elements in an array on the stack, not in an allocated buffer
+    scratch: set = dataclasses.field(default_factory=set)
 
     def written(self):
         return {n.name: n for n in self.nodes}
@@ -232,7 +242,8 @@ class Kernel:
     def __str__(self):
         lines = [f"{self.name}  outer [{_fmt(self.outer)}]"]
         for i, group in enumerate(self.groups):
-            nodes = ", ".join(str(n) + (" local" if n.name in self.local else "") for n in group.nodes)
+            nodes = ", ".join(str(n) + (" local" if n.name in self.local else " scratch" if n.name in self.scratch
+                                        else "") for n in group.nodes)
             lines.append(f"  group {i} inner [{_fmt(group.inner)}]: {nodes}")
         return "\n".join(lines)
 
@@ -307,3 +318,19 @@ def _find_local_buffers(graph, kernels, items):
             home = kernel.group_of(node.name)
             if node.is_reduction or all(kernel.group_of(reader) == home for _, reader in users):
                 kernel.local.add(node.name)
+            elif kernel.outer and (product_int(node.inner) or SCRATCH_MAX_ELEMENTS + 1) <= SCRATCH_MAX_ELEMENTS:
+                kernel.scratch.add(node.name)
+
+
+# A pointwise buffer read only by later inner loops of its kernel is kept per outer iteration in a stack
+# array (kernel.scratch) if an iteration makes at most this many of its elements.
+SCRATCH_MAX_ELEMENTS = 4096
+
+
+def product_int(sizes):
+    total = 1
+    for s in sizes:
+        if not sympy.sympify(s).is_Integer:
+            return None
+        total *= int(s)
+    return total

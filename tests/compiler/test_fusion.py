@@ -117,3 +117,47 @@ def test_fusion_looks_past_a_kernel_with_other_loops():
     # x.sum(0) iterates [33]; amax(1), var(1) iterate [7]: var joins amax's kernel across the sum's
     compiled = run_cases(lambda x: (x.amax(1), x.sum(0), x.var(1)), [(make((7, 33), torch.float32),)])
     assert kernel_count(compiled) == 2
+
+
+def test_softmax_computes_exp_once_into_a_row_scratch():
+    compiled = run_cases(lambda x: torch.softmax(x, -1), [(make((64, 1000), torch.float32),)])
+    (kernel,) = compiled.items
+    # exp(x - max) is kept per row on the stack (no allocation), read back to scale by 1/sum
+    assert len(kernel.scratch) == 1 and allocations(compiled) == 1
+    assert _kernels_source(compiled).count("gj_exp(") == 1
+
+
+def _residual_blocks(x, w1, w2, w3, g, b):
+    # each block: layer_norm(previous + matmul(previous)) on [batch, tokens, dim]; a layer norm's output is
+    # read by the next matmul (an extern call, through a 2-d view) and by the next residual add
+    h = F.layer_norm(x, (64,), g, b)
+    for w in (w1, w2, w3):
+        h = F.layer_norm(h + h @ w, (64,), g, b)
+    return h
+
+
+def test_residual_chain_across_extern_calls_reads_stored_values():
+    weights = [make((64, 64), torch.float32) for _ in range(3)]
+    compiled = run_cases(_residual_blocks, [(make((2, 16, 64), torch.float32), *weights,
+                                             make((64,), torch.float32), make((64,), torch.float32))],
+                         rtol=1e-4, atol=1e-4)
+    kernels = [i for i in compiled.items if isinstance(i, Kernel)]
+    assert len(kernels) == 4 and extern_count(compiled) == 3
+    # every block's kernel reads the matmul's result, the previous layer norm's stored output, g and b:
+    # none recomputes the earlier blocks
+    for kernel in kernels[1:]:
+        args = compiled.source.split(f'int {kernel.name}(')[1].split(')')[0]
+        assert args.count("__restrict__") == 5, args
+
+
+def test_layer_norm_output_read_twice_is_stored_once():
+    def f(x, w, b):
+        y = F.layer_norm(x, (64,), w, b)
+        return y * 2, y.sum(-1)
+    compiled = run_cases(f, [(make((32, 64), torch.float32), make((64,), torch.float32),
+                              make((64,), torch.float32))])
+    # the output of native_layer_norm (a getitem) has two readers: it is computed once, kept in a register
+    # for both (not inlined into each)
+    (kernel,) = compiled.items
+    assert [n.name for n in kernel.nodes if not n.is_reduction and n.name in kernel.local]
+    assert allocations(compiled) == 2

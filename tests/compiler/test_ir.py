@@ -1,4 +1,6 @@
 """Unit tests of the IR (views, index simplification, printer, verify), loop merging and C++ printing."""
+import functools
+
 import pytest
 import sympy
 import torch
@@ -105,6 +107,11 @@ def test_realize_reason_policy():
     assert scheduler.realize_reason(cheap, 3) is None
     assert scheduler.realize_reason(costly, 1) is None
     assert "computes exp" in scheduler.realize_reason(costly, 2)
+    # a long chain of cheap steps, inlined into one reader, is stored once its loads pass the threshold
+    n = scheduler.REALIZE_LOADS_THRESHOLD + 1
+    chain = Pointwise((S(8),), torch.float32, torch.device("cpu"), lambda idx: functools.reduce(
+        ops.add, [ops.load(f"b{i}", idx[0]) for i in range(n)]))
+    assert "loads" in scheduler.realize_reason(chain, 1)
 
 
 def test_decomposition_table_keeps_fused_and_extern_ops_whole():

@@ -29,7 +29,7 @@ import struct
 import sympy
 import torch
 
-from ..ir import FloorDiv, POINTWISE_OPS, product, record, simplify_with_ranges, use_ops
+from ..ir import FloorDiv, POINTWISE_OPS, product, record, simplify_with_ranges, use_ops, value_range
 from .. import config
 from ..scheduler import Kernel, inner_vars, outer_vars
 
@@ -452,9 +452,25 @@ class CppKernel:
         for depth, (var, size) in enumerate(outer_dims):
             head.append("    " * depth + f"for (int64_t {var} = 0; {var} < {cexpr(size)}; ++{var})")
         with self.block() as inner:
+            self._declare_scratch(xs)
             for group, dims in zip(kernel.groups, group_dims):
                 self._group(group, dims, xs, parallel_inner=parallel and not outer_dims)
         return self._function(head + ["{"] + ["    " + line for line in inner] + ["}"])
+
+    def _declare_scratch(self, xs):
+        """kernel.scratch buffers: one outer iteration's elements in a stack array, through a pointer
+        offset so that `name[index]` reads and writes with the buffer's own index expressions."""
+        for node in self.kernel.nodes:
+            if node.name not in self.kernel.scratch:
+                continue
+            rs = inner_vars(len(node.inner))
+            index = simplify_with_ranges(node.write_index(xs, rs), node.ranges())
+            base = index.subs({r: 0 for r in rs})
+            bounds = value_range(sympy.expand(index - base), dict(zip(rs, node.inner)))
+            assert bounds is not None and bounds[0] >= 0, f"{self.kernel.name}: scratch {node.name} at {index}"
+            ctype = STORAGE_TYPES[node.buffer.dtype]
+            self.emit(f"alignas(64) {ctype} {node.name}_row[{bounds[1] + 1}];")
+            self.emit(f"{ctype}* {node.name} = {node.name}_row - ({cexpr(self.rewrite(base))});")
 
     def _simplified_loops(self, xs):
         """Loop dims after merging, and the substitutions mapping canonical indices onto them."""
@@ -558,10 +574,10 @@ class CppKernel:
                 rec = record(node.buffer.data.inner_fn, *node.body_args(outer_vars(len(self.kernel.outer)),
                                                                            inner_vars(len(group.inner))))
                 for name, _ in rec.reads:
-                    if name not in names and name not in self.kernel.local:
+                    if name not in names and name not in self.kernel.local and name not in self.kernel.scratch:
                         names.append(name)
         for name in sorted(self.written, key=lambda n: [node.name for node in self.kernel.nodes].index(n)):
-            if name not in names:
+            if name not in names and name not in self.kernel.scratch:
                 names.append(name)
         self.args = names
         params = []

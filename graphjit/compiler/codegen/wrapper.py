@@ -99,7 +99,7 @@ class WrapperCode:
     def _kernel_call(self, kernel):
         lines = []
         for node in kernel.nodes:
-            if node.name in kernel.local:
+            if node.name in kernel.local or node.name in kernel.scratch:
                 continue
             layout = node.buffer.layout
             sizes = tuple(int(s) for s in layout.sizes)
