@@ -22,6 +22,9 @@ def compile_graph(gm, example_inputs):
     Graphs the compiler can't handle (see decompose.unsupported_reason) run gm.forward, with the reason
     logged under GRAPHJIT_LOGS=fusion; a missing or failing C++ compiler, or an error in the compiler,
     warns once and runs the graph eagerly (GRAPHJIT_COMPILER_RAISE=1 raises instead)."""
+    from .codegen import triton as triton_codegen
+    if triton_codegen.wanted(example_inputs):         # CUDA tensors (or GRAPHJIT_TRITON_CPU=1): Triton kernels
+        return triton_codegen.compile_graph(gm, example_inputs)
     from . import config, decompose
     from .runtime import CompileError
 

@@ -1,0 +1,1187 @@
+"""Triton kernels from the scheduler's Kernels: the GPU twin of codegen/cpp.py, from the same IR and fusion.
+
+One Python module per graph; one @triton.jit function per scheduled kernel, named after what it computes:
+
+    @triton.jit
+    def triton_fused_amax_sub_exp_sum_0(arg0, buf3, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+        # persistent reduction: outer [64], rows of [1000] in one block
+        xoffset = tl.program_id(0) * XBLOCK
+        xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+        x0 = xindex
+        rindex = tl.arange(0, RBLOCK)[None, :]
+        rmask = rindex < 1000
+        r0 = rindex
+        tmp0 = tl.load(arg0 + (r0 + 1000*x0), rmask, other=0)
+        ...
+
+Kernel shapes:
+  pointwise   all nodes pointwise, one loop nest: one flat index over every element, XBLOCK per program.
+  reduction   a 2-d tile [XBLOCK, RBLOCK]: x runs over the kernel's outer loop (rows), r over each group's
+              inner loop. Persistent when every group's row fits one block (RBLOCK >= its length, the row
+              stays in registers and groups reuse each other's loads); looped otherwise (`for roffset in
+              range(0, n, RBLOCK)`, accumulators [XBLOCK, RBLOCK] reduced after the loop).
+Masks: `xmask`/`rmask` only where the length is not a multiple of the block; loads and stores are masked by
+the dims their index uses; ops.masked adds its condition to the loads inside it. 16-bit floats are loaded
+as float32, computed in float32 and rounded on store (as the C++ codegen does). Sizes are static: lengths
+are constants in the source; block sizes come from `block_sizes` (no autotuning).
+
+    module_source, launches = generate(graph, items)
+    call = compile_graph(gm, example_inputs)          # the whole pipeline, for CUDA inputs
+
+GRAPHJIT_TRITON_CPU=1 sends CPU graphs here too and runs the kernels in Triton's interpreter, so tests
+check the generated Triton code without a GPU.
+"""
+import dataclasses
+import functools
+import itertools
+import os
+import time
+
+import sympy
+import torch
+
+from ... import logs
+from .. import config
+from ..ir import FloorDiv, POINTWISE_OPS, product, record, simplify_with_ranges, use_ops, value_range
+from ..scheduler import Kernel, inner_vars, outer_vars
+from .cpp import merge_dims
+from ..ir import StorageView
+from .wrapper import WrapperCode
+
+# ---------------------------------------------------------------------------------------------------------
+# Knobs (GRAPHJIT_* env vars, read at import; candidates for compiler/config.py)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _env_int(name, default):
+    value = os.environ.get("GRAPHJIT_" + name)
+    return int(value) if value else default
+
+
+# 1: graphs on CPU tensors are compiled to Triton too and run in Triton's interpreter (slow; for CI).
+triton_cpu = _env_int("TRITON_CPU", 0)
+# A reduction keeps whole rows in registers (one block, no loop) when rows have at most this many elements.
+persistent_rnumel = _env_int("TRITON_PERSISTENT_RNUMEL", 1024)
+# A kernel whose outer loop has fewer rows than this is launched as several kernels where its loops are
+# independent (no buffer kept in registers crosses between them): the scheduler fuses loops of different
+# shapes under a short outer loop, which on a GPU would leave all but a few programs idle.
+split_rows = _env_int("TRITON_SPLIT_ROWS", 1024)
+# Threads compiling a graph's kernels at once (LLVM and ptxas release the GIL).
+compile_threads = _env_int("TRITON_COMPILE_THREADS", min(16, os.cpu_count() or 1))
+# Embedding/gather indices out of range raise IndexError: needs a device sync per kernel that checks.
+# -1: check in the interpreter only; 0: never (out-of-range indices read row 0); 1: always.
+check_indices = _env_int("TRITON_CHECK_INDICES", -1)
+# 16-bit matrix products on CUDA with an output width N that is not a multiple of 8 (GPT-2's 50257 logits)
+# run with N padded (zero columns appended to the right factor: cuBLAS has no fast Hopper kernel for such N;
+# measured 93 TFLOP/s for GPT-2's lm_head, padded rows alone did not help); the result is sliced back.
+pad_mm = _env_int("TRITON_PAD_MM", 1)
+# Launch compiled kernels straight through Triton's launcher (skips the JIT's per-call argument binding).
+fast_launch = _env_int("TRITON_FAST_LAUNCH", 1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Types, literals, op templates
+# ---------------------------------------------------------------------------------------------------------
+
+TL_TYPES = {
+    torch.float32: "tl.float32", torch.float64: "tl.float64", torch.bfloat16: "tl.bfloat16",
+    torch.float16: "tl.float16", torch.int64: "tl.int64", torch.int32: "tl.int32", torch.int16: "tl.int16",
+    torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+COMPUTE_TYPES = {**TL_TYPES, torch.bfloat16: "tl.float32", torch.float16: "tl.float32"}
+ROUND_16 = {torch.bfloat16: "gj_round_bf16", torch.float16: "gj_round_f16"}   # float32 -> as 16-bit holds it
+
+# ops name -> Triton expression over the operands {0}, {1}; gj_* helpers are defined in PRELUDE.
+EXPRESSIONS = {
+    "neg": "(-{0})", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})",
+    "expm1": "libdevice.expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})", "log1p": "libdevice.log1p({0})",
+    "sqrt": "libdevice.sqrt({0})", "rsqrt": "libdevice.rsqrt({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})",
+    "tan": "libdevice.tan({0})", "tanh": "libdevice.tanh({0})", "sigmoid": "gj_sigmoid({0})",
+    "erf": "libdevice.erf({0})", "floor": "gj_floor({0})", "ceil": "gj_ceil({0})", "trunc": "gj_trunc({0})",
+    "round": "gj_round({0})", "sign": "gj_sign({0})", "reciprocal": "(1.0 / {0})", "logical_not": "({0} == 0)",
+    "bitwise_not": "(~{0})", "isnan": "({0} != {0})", "isinf": "gj_isinf({0})", "square": "({0} * {0})",
+    "relu": "gj_relu({0})",
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "truediv": "({0} / {1})",
+    "floordiv": "gj_floordiv({0}, {1})", "truncdiv": "gj_truncdiv({0}, {1})",
+    "remainder": "gj_remainder({0}, {1})", "pow": "gj_pow({0}, {1})", "maximum": "gj_maximum({0}, {1})",
+    "minimum": "gj_minimum({0}, {1})", "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})",
+    "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
+    "logical_and": "(({0} != 0) & ({1} != 0))", "logical_or": "(({0} != 0) | ({1} != 0))",
+    "logical_xor": "(({0} != 0) ^ ({1} != 0))", "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})",
+    "bitwise_xor": "({0} ^ {1})", "atan2": "libdevice.atan2({0}, {1})",
+}
+assert set(EXPRESSIONS) == set(POINTWISE_OPS), set(POINTWISE_OPS) ^ set(EXPRESSIONS)
+
+# Helpers every module starts with. Branches on dtype are resolved when Triton compiles the kernel.
+PRELUDE = '''\
+# generated by graphjit (graphjit/compiler/codegen/triton.py)
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+
+# Only builtins and these helpers: Triton's own @jit library (tl.sum, tl.sigmoid ...) runs in the interpreter
+# only if TRITON_INTERPRET=1 was set before triton was imported.
+@triton.jit
+def gj_add(a, b):
+    return a + b
+
+
+@triton.jit
+def gj_sigmoid(x):
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def gj_round_bf16(x):  # x as a bfloat16 holds it, in float32
+    if x.dtype.is_floating():
+        return x.to(tl.bfloat16).to(tl.float32)
+    else:
+        return x.to(tl.float32).to(tl.bfloat16).to(tl.float32)
+
+
+@triton.jit
+def gj_round_f16(x):
+    if x.dtype.is_floating():
+        return x.to(tl.float16).to(tl.float32)
+    else:
+        return x.to(tl.float32).to(tl.float16).to(tl.float32)
+
+
+@triton.jit
+def gj_maximum(a, b):  # NaN-propagating, as torch.maximum
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def gj_minimum(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def gj_relu(x):
+    return tl.where(x > 0, x, tl.where(x != x, x, 0))
+
+
+@triton.jit
+def gj_floor(x):
+    if x.dtype.is_floating():
+        return tl.floor(x)
+    else:
+        return x
+
+
+@triton.jit
+def gj_ceil(x):
+    if x.dtype.is_floating():
+        return tl.ceil(x)
+    else:
+        return x
+
+
+@triton.jit
+def gj_trunc(x):
+    if x.dtype.is_floating():
+        return libdevice.trunc(x)
+    else:
+        return x
+
+
+@triton.jit
+def gj_round(x):  # half to even
+    if x.dtype.is_floating():
+        return libdevice.nearbyint(x)
+    else:
+        return x
+
+
+@triton.jit
+def gj_sign(x):
+    s = (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+    if x.dtype.is_floating():
+        s = tl.where(x != x, x, s)
+    return s
+
+
+@triton.jit
+def gj_isinf(x):
+    if x.dtype.is_floating():
+        return tl.abs(x) == float("inf")
+    else:
+        return x != x
+
+
+@triton.jit
+def gj_floordiv(a, b):  # Python's //: Triton's integer // truncates
+    if a.dtype.is_floating():
+        return tl.floor(a / b)
+    else:
+        q = a // b
+        return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
+
+
+@triton.jit
+def gj_truncdiv(a, b):
+    if a.dtype.is_floating():
+        return libdevice.trunc(a / b)
+    else:
+        return a // b
+
+
+@triton.jit
+def gj_remainder(a, b):  # Python's %, sign of the divisor: Triton's % is C's fmod
+    m = a % b
+    return tl.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+
+
+@triton.jit
+def gj_pow(a, b):
+    if a.dtype.is_floating():
+        return libdevice.pow(a, b)
+    else:
+        return libdevice.pow(a.to(tl.float64), b.to(tl.float64)).to(a.dtype)
+'''
+
+
+def literal(value, dtype):
+    """A Python literal of value in dtype (Triton types it when it meets a tensor)."""
+    if dtype == torch.bool:
+        return "True" if value else "False"
+    if dtype.is_floating_point:
+        value = float(value)
+        if value != value:
+            return 'float("nan")'
+        if value in (float("inf"), float("-inf")):
+            return f'float("{"-" if value < 0 else ""}inf")'
+        return repr(value)
+    value = int(value)
+    return "(-9223372036854775807 - 1)" if value == -(2 ** 63) else str(value)
+
+
+def reduction_init(reduction_type, dtype):
+    """The accumulator's start value (bool reductions run on int8)."""
+    if reduction_type == "sum":
+        return literal(0, dtype)
+    if dtype == torch.bool:
+        return "0" if reduction_type == "max" else "1"
+    if dtype.is_floating_point:
+        return literal(float("-inf") if reduction_type == "max" else float("inf"), dtype)
+    info = torch.iinfo(dtype)
+    return literal(info.min if reduction_type == "max" else info.max, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Index expressions
+# ---------------------------------------------------------------------------------------------------------
+
+
+def texpr(e):
+    """A sympy index expression (non-negative integers) as Triton/Python source."""
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return str(int(e))
+    if e.is_Symbol:
+        return e.name
+    if isinstance(e, sympy.Add):
+        return " + ".join(texpr(a) for a in e.as_ordered_terms())
+    if isinstance(e, sympy.Mul):
+        coeff, rest = e.as_coeff_Mul()
+        if not coeff.is_Integer:
+            raise NotImplementedError(f"non-integer index expression {e}")
+        factors = [_paren(f) for f in sympy.Mul.make_args(rest)]
+        return "*".join(([str(int(coeff))] if coeff != 1 else []) + factors)
+    if isinstance(e, FloorDiv):       # operands are non-negative: C-style and Python // agree
+        return f"{_paren(e.args[0])} // {_paren(e.args[1])}"
+    if isinstance(e, sympy.Mod):
+        return f"{_paren(e.args[0])} % {_paren(e.args[1])}"
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+        return "*".join([_paren(e.base)] * int(e.exp))
+    raise NotImplementedError(f"cannot print index expression {e} ({type(e).__name__})")
+
+
+def _paren(e):
+    text = texpr(e)
+    return text if (e.is_Atom or text.isidentifier()) else f"({text})"
+
+
+def next_power_of_2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Launch parameters
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Launch:
+    """How to run one kernel: its pointer arguments (buffer names, in order), grid, block sizes, warps."""
+    name: str
+    args: tuple
+    grid: int
+    constexprs: dict
+    num_warps: int
+    num_stages: int = 1
+    checks_indices: bool = False
+    kind: str = "pointwise"
+
+
+def pointwise_blocks(numel):
+    """(XBLOCK, num_warps) of a flat pointwise kernel: 1024 elements per program (8 per thread at 4 warps,
+    16-byte accesses for 16-bit data) unless the tensor is smaller."""
+    xblock = min(1024, next_power_of_2(max(numel, 1)))
+    return xblock, max(1, min(4, xblock // 256))
+
+
+def reduction_blocks(xnumel, rnumel, persistent, transposed):
+    """(XBLOCK, RBLOCK, num_warps) of a reduction kernel.
+
+    persistent: RBLOCK covers the row; rows per program so a block holds ~4096 elements, fewer while that
+    leaves under ~264 programs (two per H100/H200 SM). looped: one row per program, 2048-wide steps; when the
+    rows are strided and the outer index is contiguous (`transposed`), 64 rows x 64 steps so loads
+    coalesce along x."""
+    rblock = next_power_of_2(max(rnumel, 1))
+    if persistent:
+        xblock = max(1, min(64 if transposed else 32, 4096 // rblock))
+    elif transposed:
+        xblock, rblock = 64, min(rblock, 64)
+    else:
+        xblock, rblock = 1, min(rblock, 2048)
+    xblock = min(xblock, next_power_of_2(max(xnumel, 1)))
+    while xblock > 1 and -(-xnumel // xblock) < 264 and not transposed:
+        xblock //= 2
+    warps = max(1, min(8, xblock * rblock // 256))
+    return xblock, rblock, warps
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The ops handler printing Triton
+# ---------------------------------------------------------------------------------------------------------
+
+
+class TritonOps:
+    """Prints each op as `tmpN = ...` into the kernel's current block (with CSE), tracking which block
+    dims (x, r) each value varies along, so loads and stores get masks and pointers of the right shape."""
+
+    def __init__(self, kernel):
+        self.k = kernel
+
+    def load(self, name, index):
+        k = self.k
+        index = k.rewrite(index)
+        cached = k.lookup_store(name, index)
+        if cached is not None:
+            return cached
+        if name in k.kernel.local:
+            raise AssertionError(f"{k.name}: local buffer {name} read outside where it is made")
+        if name in k.written:
+            k.needs_barrier = True        # written earlier in this kernel by another loop: make it visible
+        k.use_arg(name)
+        ptr, mask, dims = k.pointer(name, index, bounds=True)
+        expr = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
+        if k.buffers[name].dtype in (torch.bfloat16, torch.float16):
+            expr += ".to(tl.float32)"
+        return k.cse(expr, dims)
+
+    def store(self, name, index, value):
+        self.k.store(name, self.k.rewrite(index), value)
+
+    def constant(self, value, dtype):
+        return self.k.constant(value, dtype)
+
+    def index_expr(self, expr, dtype):
+        k = self.k
+        expr = k.rewrite(expr)
+        if not expr.free_symbols:
+            return k.constant(int(expr), dtype)
+        return k.cse(f"({texpr(expr)}).to({COMPUTE_TYPES[dtype]})", k.expr_dims(expr))
+
+    def to_dtype(self, x, dtype):
+        k = self.k
+        if dtype == torch.bool:
+            return k.cse(f"({x} != 0)", k.dims_of(x))
+        if dtype in (torch.bfloat16, torch.float16):
+            return k.cse(f"{ROUND_16[dtype]}({x})", k.dims_of(x))
+        return k.cse(f"{x}.to({COMPUTE_TYPES[dtype]})", k.dims_of(x))
+
+    def where(self, cond, a, b):
+        return self.k.cse(f"tl.where({cond}, {a}, {b})", self.k.dims_of(cond, a, b))
+
+    def masked(self, mask, body, other, dtype):
+        """Every lane runs the body; its loads are masked by `mask` too, and the result is `other` off it.
+        Values computed inside are scoped to it (masked-off lanes loaded zeros)."""
+        k = self.k
+        k.masks.append(mask)
+        k.push_scope()
+        try:
+            result = body()
+        finally:
+            k.pop_scope()
+            k.masks.pop()
+        return k.cse(f"tl.where({mask}, {result}, {k.constant(other, dtype)})", k.dims_of(mask, result))
+
+    def indirect_indexing(self, value, size, check=True):
+        return self.k.indirect(value, size, check)
+
+    def __getattr__(self, name):
+        template = EXPRESSIONS.get(name)
+        if template is None:
+            raise AttributeError(f"no Triton for ops.{name}")
+        return lambda *args: self.k.cse(template.format(*args), self.k.dims_of(*args))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------------------
+
+
+class TritonKernel:
+    """Prints one scheduler.Kernel as a @triton.jit function and says how to launch it."""
+
+    def __init__(self, kernel, buffers, name, check_indices):
+        self.kernel = kernel
+        self.buffers = buffers              # name -> Buffer
+        self.name = name
+        self.check_indices = check_indices
+        self.lines = []
+        self._cse = [{}]                    # scopes: expression -> variable
+        self._stores = [{}]                 # scopes: (buffer, index) -> variable
+        self._ids = itertools.count()
+        self._indirect_ids = itertools.count()
+        self.value_dims = {}                # variable -> frozenset of block dims ("x", "r") it varies along
+        self.symbol_dims = {}               # loop/indirect variable name -> block dims
+        self.ranges = {}
+        self.var_sizes = {}                 # decoded loop variable -> its length (bounds of indices)
+        self.subs = []
+        self.masks = []                     # conditions of the ops.masked bodies being printed
+        self.rank = 1
+        self.xmask = self.rmask = None
+        self.reads, self.written = [], set()    # buffer arguments it loads; buffers it stores
+        self.needs_barrier = False
+        self.uses_status = False
+        self._group_scope_open = False
+
+    # -- emission helpers --
+    def emit(self, line):
+        self.lines.append(line)
+
+    def new_var(self, prefix="tmp"):
+        return f"{prefix}{next(self._ids)}"
+
+    def push_scope(self):
+        self._cse.append({})
+        self._stores.append({})
+
+    def pop_scope(self):
+        self._cse.pop()
+        self._stores.pop()
+
+    def cse(self, expr, dims, scope=-1):
+        for cache in reversed(self._cse):
+            if expr in cache:
+                return cache[expr]
+        name = self.new_var()
+        self.emit(f"{name} = {expr}")
+        self._cse[scope][expr] = name
+        self.value_dims[name] = frozenset(dims)
+        return name
+
+    def constant(self, value, dtype):
+        return self.cse(f"tl.full({self.shape(())}, {literal(value, dtype)}, {COMPUTE_TYPES[dtype]})", ())
+
+    def dims_of(self, *values):
+        dims = set()
+        for v in values:
+            if isinstance(v, str):
+                dims |= self.value_dims.get(v, frozenset())
+            elif isinstance(v, sympy.Basic):
+                dims |= self.expr_dims(v)
+        return frozenset(dims)
+
+    def expr_dims(self, expr):
+        dims = set()
+        for s in sympy.sympify(expr).free_symbols:
+            dims |= self.symbol_dims[s.name]
+        return frozenset(dims)
+
+    def shape(self, dims):
+        if self.rank == 1:
+            return "[XBLOCK]" if dims else "[1]"
+        return f"[{'XBLOCK' if 'x' in dims else 1}, {'RBLOCK' if 'r' in dims else 1}]"
+
+    def rewrite(self, index):
+        index = simplify_with_ranges(index, self.ranges)
+        for sub in self.subs:
+            index = index.subs(sub, simultaneous=True)
+        return sympy.expand(index)
+
+    def use_arg(self, name):
+        if name not in self.reads:
+            self.reads.append(name)
+
+    def mask_for(self, dims):
+        """The masks (and their dims) a load/store varying along `dims` needs."""
+        masks = []
+        if "x" in dims and self.xmask:
+            masks.append(self.xmask)
+        if "r" in dims and self.rmask:
+            masks.append(self.rmask)
+        masks += self.masks
+        return masks, self.dims_of(*self.masks)
+
+    def pointer(self, name, index, extra_dims=frozenset(), bounds=False):
+        """(pointer expression, mask or None, dims) for buffer[index]. The pointer is broadcast to every dim
+        its mask or value varies along (tl.load/tl.store broadcast the mask to the pointer, not back).
+
+        bounds: where the index can leave the buffer (lowerings of cat and pad compute every piece in every
+        lane and select afterwards), the load is masked to the buffer, so no lane reads outside it."""
+        dims = self.expr_dims(index) | extra_dims | self.dims_of(*self.masks)
+        masks, _ = self.mask_for(dims)
+        text = texpr(index)
+        if bounds and not self._within(name, index):
+            text = self.cse(text, self.expr_dims(index))
+            masks.append(self.cse(f"({text} >= 0) & ({text} < {int(self.buffers[name].layout.storage_size())})",
+                                  self.expr_dims(index)))
+        if dims != self.expr_dims(index) or not dims:     # a constant index still loads a [1] block
+            text = f"{text} + tl.full({self.shape(dims)}, 0, tl.int32)"
+        return f"{name} + ({text})", " & ".join(masks) or None, dims
+
+    def _within(self, name, index):
+        """Whether index stays inside the buffer for every value of the loop variables (indirect indices
+        are clamped where they are read, so they count as inside)."""
+        index = sympy.sympify(index)
+        if any(s.name.startswith("ind") for s in index.free_symbols):
+            return True
+        bounds = value_range(index, self.var_sizes)
+        return bounds is not None and bounds[0] >= 0 and bounds[1] < int(self.buffers[name].layout.storage_size())
+
+    def lookup_store(self, name, index):
+        """The value stored at buffer[index] earlier in this kernel, as memory holds it (16-bit floats
+        rounded), or None."""
+        for scope in reversed(self._stores):
+            if (name, index) in scope:
+                value = scope[(name, index)]
+                dtype = self.buffers[name].dtype
+                if dtype in (torch.bfloat16, torch.float16):
+                    value = self.cse(f"{ROUND_16[dtype]}({value})", self.dims_of(value))
+                return value
+        return None
+
+    def store(self, name, index, value, scope=-1):
+        dtype = self.buffers[name].dtype
+        if name not in self.kernel.local:
+            self.written.add(name)
+            # the pointer spans the block even where the value is a constant or a row's result
+            ptr, mask, _ = self.pointer(name, index, self.dims_of(value) | {"x"})
+            stored = f"{value}.to({TL_TYPES[dtype]})"
+            self.emit(f"tl.store({ptr}, {stored}, {mask})" if mask else f"tl.store({ptr}, {stored})")
+        self._stores[scope][(name, index)] = value
+
+    def indirect(self, value, size, check):
+        """An index read from a tensor (embedding, gather): negative wraps; out of range reads element 0,
+        and with index checks on sets the kernel's status flag (the wrapper raises IndexError)."""
+        name = f"ind{next(self._indirect_ids)}"
+        dims = self.dims_of(value)
+        size = texpr(size)
+        self.emit(f"{name} = {value}.to(tl.int64)")
+        self.emit(f"{name} = tl.where({name} < 0, {name} + {size}, {name})")
+        bad = f"({name} < 0) | ({name} >= {size})"
+        if check and self.check_indices:
+            self.uses_status = True
+            all_dims = dims | self.dims_of(*self.masks)
+            masks, _ = self.mask_for(all_dims)
+            self.emit(f"tl.store(gj_status + tl.full({self.shape(all_dims)}, 0, tl.int32), 1, "
+                      f"{' & '.join([f'({bad})'] + masks)})")
+        self.emit(f"{name} = tl.where({bad}, 0, {name})")
+        self.symbol_dims[name] = dims
+        return sympy.Symbol(name, integer=True)
+
+    # -- index collection and loop merging (as codegen/cpp.py) --
+    def _index_exprs(self, group, xs):
+        rs = inner_vars(len(group.inner))
+        ranges = {**dict(zip(xs, self.kernel.outer)), **dict(zip(rs, group.inner))}
+        exprs = []
+        for node in group.nodes:
+            rec = record(node.buffer.data.inner_fn, *node.body_args(xs, rs), ranges=ranges)
+            exprs += [index for _, index in rec.reads] + list(rec.index_exprs)
+            exprs.append(simplify_with_ranges(node.write_index(xs, rs), ranges))
+        return exprs
+
+    def _decode(self, dims, flat, block_dim):
+        """Emit loop variables of merged `dims` [(var, size)] from the flat index `flat`."""
+        stride = sympy.Integer(1)
+        lines = []
+        for i, (var, size) in reversed(list(enumerate(dims))):
+            expr = flat if stride == 1 else f"({flat} // {texpr(stride)})"
+            if i > 0:
+                expr = f"{expr} % {texpr(size)}"
+            lines.append(f"{var.name} = {expr}")
+            self.symbol_dims[var.name] = frozenset(block_dim)
+            self.var_sizes[var] = size
+            stride = stride * size
+        for line in reversed(lines):
+            self.emit(line)
+
+    def _index_dtype_is_64(self):
+        """Whether some index of this kernel can pass 2**31 - 1 (then index math runs in int64)."""
+        limit = 2 ** 31 - 1
+        touched = {node.name for node in self.kernel.nodes}
+        touched |= {name for node in self.kernel.nodes for name, _ in node.accesses()[0]}
+        sizes = [self.buffers[name].layout.storage_size() for name in touched]
+        total = product(self.kernel.outer) * max([product(g.inner) for g in self.kernel.groups] + [1])
+        return any(int(s) > limit for s in sizes) or int(total) > limit
+
+    def _program_start(self, xblock_dims):
+        offset = "tl.program_id(0).to(tl.int64)" if self._index_dtype_is_64() else "tl.program_id(0)"
+        self.emit(f"xoffset = {offset} * XBLOCK")
+        self.emit(f"xindex = xoffset + tl.arange(0, XBLOCK){xblock_dims}")
+
+    # -- the kernel --
+    def generate(self):
+        kernel = self.kernel
+        xs = outer_vars(len(kernel.outer))
+        self.ranges = dict(zip(xs, kernel.outer))
+        if all(not n.is_reduction for n in kernel.nodes) and len(kernel.groups) == 1:
+            launch = self._pointwise(xs)
+        else:
+            launch = self._reduction(xs)
+        return self._function(), launch
+
+    def _pointwise(self, xs):
+        """One flat index over every element: all loop dims (merged where contiguous) decode from xindex."""
+        self.rank = 1
+        (group,) = self.kernel.groups
+        rs = inner_vars(len(group.inner))
+        self.ranges.update(zip(rs, group.inner))
+        exprs = self._index_exprs(group, xs)
+        dims, self.subs = merge_dims(self._by_output_strides(group, list(zip(xs, self.kernel.outer)) +
+                                                             list(zip(rs, group.inner)), xs, rs), exprs)
+        numel = int(product([s for _, s in dims]))
+        xblock, warps = pointwise_blocks(numel)
+        self._program_start("")
+        if numel % xblock:
+            self.emit(f"xmask = xindex < {numel}")
+            self.xmask = "xmask"
+        self._decode(dims, "xindex", "x")
+        for node in group.nodes:
+            node.buffer.store_body()(*node.body_args(xs, rs))
+        return self._launch(-(-numel // xblock), {"XBLOCK": xblock}, warps, "pointwise")
+
+    def _by_output_strides(self, group, dims, xs, rs):
+        """A pointwise kernel's loops may run in any order: the one the first stored output is laid out in
+        (largest stride outermost) makes neighbouring lanes write neighbouring addresses."""
+        stored = [n for n in group.nodes if n.name not in self.kernel.local]
+        if not stored:
+            return dims
+        index = sympy.expand(simplify_with_ranges(stored[0].write_index(xs, rs), self.ranges))
+        return sorted(dims, key=lambda d: -int(index.coeff(d[0])) if index.coeff(d[0]).is_Integer else 0)
+
+    def _reduction(self, xs):
+        self.rank = 2
+        kernel = self.kernel
+        exprs = {i: self._index_exprs(g, xs) for i, g in enumerate(kernel.groups)}
+        outer_dims, self.subs = merge_dims(list(zip(xs, kernel.outer)), [e for es in exprs.values() for e in es])
+        xnumel = int(product(kernel.outer))
+        group_dims, group_subs = [], []
+        for i, group in enumerate(kernel.groups):
+            rs = inner_vars(len(group.inner))
+            ranges = {**self.ranges, **dict(zip(rs, group.inner))}
+            saved, self.ranges = self.ranges, ranges
+            dims, subs = merge_dims(list(zip(rs, group.inner)), [self.rewrite(e) for e in exprs[i]])
+            self.ranges = saved
+            group_dims.append(dims)
+            group_subs.append(subs)
+        rnumels = [int(product(g.inner)) for g in kernel.groups]
+        rnumel = max(rnumels)
+        transposed = self._transposed(outer_dims, group_dims, exprs)
+        persistent = rnumel <= persistent_rnumel and not (transposed and rnumel > 64)
+        xblock, rblock, warps = reduction_blocks(xnumel, rnumel, persistent, transposed)
+        self.emit(f"# {'persistent' if persistent else 'looped'} reduction: outer [{xnumel}], rows of "
+                  f"[{', '.join(str(n) for n in rnumels)}]" + (", x-contiguous" if transposed else ""))
+        self._program_start("[:, None]")
+        if xnumel % xblock:
+            self.emit(f"xmask = xindex < {xnumel}")
+            self.xmask = "xmask"
+        self._decode(outer_dims, "xindex", "x")
+        self.emit("rbase = tl.arange(0, RBLOCK)[None, :]")
+        previous = None
+        for i, group in enumerate(kernel.groups):
+            key = (tuple((v.name, s) for v, s in group_dims[i]), repr(group_subs[i]), rnumels[i])
+            share = persistent and key == previous and rnumels[i] > 1
+            self._group(group, xs, group_dims[i], group_subs[i], rnumels[i], rblock, persistent, share)
+            previous = key
+        if self._group_scope_open:
+            self.pop_scope()
+            self._group_scope_open = False
+        return self._launch(-(-xnumel // xblock), {"XBLOCK": xblock, "RBLOCK": rblock}, warps,
+                            "persistent reduction" if persistent else "looped reduction")
+
+    def _transposed(self, outer_dims, group_dims, exprs):
+        """Whether the kernel's loads are contiguous along x (its innermost outer dim) rather than r."""
+        if not outer_dims:
+            return False
+        x_last = outer_dims[-1][0]
+        votes = 0
+        for i, dims in enumerate(group_dims):
+            if not dims:
+                continue
+            r_last = dims[-1][0]
+            for e in exprs[i]:
+                e = self.rewrite(e)
+                cx = sympy.expand(e).coeff(x_last)
+                cr = sympy.expand(e).coeff(r_last)
+                if cx == 1 and cr != 1 and cr != 0:
+                    votes += 1
+                elif cr == 1:
+                    votes -= 1
+        return votes > 0
+
+    def _group(self, group, xs, dims, subs, rnumel, rblock, persistent, share):
+        """One inner loop: its pointwise nodes store, its reductions accumulate then reduce.
+
+        Looped, the group's body is a `for roffset` loop with its own scope. Persistent, the body is
+        straight-line code; its scope stays open after it, so that the next group, if it decodes the same r
+        variables (softmax's max, sum and output passes), reuses its loads and values instead of redoing them."""
+        outer_subs, outer_ranges = self.subs, self.ranges
+        rs = inner_vars(len(group.inner))
+        self.subs = outer_subs + subs
+        self.ranges = {**outer_ranges, **dict(zip(rs, group.inner))}
+        start = len(self.lines)
+        self.needs_barrier = False
+        looped = not persistent and rnumel > 1
+        if not share:
+            if self._group_scope_open:
+                self.pop_scope()
+            self.push_scope()
+            self._group_scope_open = True
+        reductions = [n for n in group.nodes if n.is_reduction]
+        accs = {}
+        if looped:
+            for node in reductions:
+                data = node.buffer.data
+                acc = self.new_var("acc")
+                self.emit(f"{acc} = tl.full([XBLOCK, RBLOCK], {reduction_init(data.reduction_type, data.acc_dtype)}, "
+                          f"{self._acc_type(data.acc_dtype)})")
+                accs[node.name] = acc
+            outer_lines, self.lines = self.lines, []
+        self.rmask = "rmask" if rnumel > 1 and rnumel % rblock else None
+        if rnumel > 1 and not share:
+            self.emit("rindex = roffset + rbase" if looped else "rindex = rbase")
+            if self.rmask:
+                self.emit(f"rmask = rindex < {rnumel}")
+            self._decode(dims, "rindex", "r")
+        for node in group.nodes:
+            if node.is_reduction:
+                accs[node.name] = self._accumulate(node, xs, rs, accs.get(node.name), rnumel > 1)
+            else:
+                node.buffer.store_body()(*node.body_args(xs, rs))
+        if looped:
+            body, self.lines = self.lines, outer_lines
+            self.emit(f"for roffset in range(0, {rnumel}, RBLOCK):")
+            self.lines += ["    " + line for line in body]
+        if not persistent:
+            self.pop_scope()
+            self._group_scope_open = False
+        if self.needs_barrier:
+            self.lines.insert(start, "tl.debug_barrier()")
+        self.subs, self.ranges = outer_subs, outer_ranges
+        self.rmask = None
+        for node in reductions:
+            self._finish(node, xs, accs[node.name], rnumel > 1)
+
+    @staticmethod
+    def _acc_type(acc_dtype):
+        return "tl.int8" if acc_dtype == torch.bool else COMPUTE_TYPES[acc_dtype]
+
+    def _accumulate(self, node, xs, rs, acc, has_inner):
+        """Adds the node's value for this block of r to its accumulator (looped), or builds the block of all
+        values (persistent). Lanes outside the row (rmask) hold the reduction's identity."""
+        data = node.buffer.data
+        value = data.inner_fn(*node.body_args(xs, rs))
+        if not has_inner:
+            return value
+        if data.acc_dtype == torch.bool:
+            value = self.cse(f"{value}.to(tl.int8)", self.dims_of(value))
+        init = reduction_init(data.reduction_type, data.acc_dtype)
+        if self.rmask:
+            value = self.cse(f"tl.where(rmask, {value}, {init})", self.dims_of(value) | {"r"})
+        if acc is None:     # persistent: the whole row is this block
+            return self.cse(f"tl.broadcast_to({value}, [XBLOCK, RBLOCK])", {"x", "r"})
+        update = {"sum": f"{acc} + {value}", "max": f"gj_maximum({acc}, {value})",
+                  "min": f"gj_minimum({acc}, {value})"}[data.reduction_type]
+        self.emit(f"{acc} = {update}")
+        return acc
+
+    def _finish(self, node, xs, acc, has_inner):
+        data = node.buffer.data
+        if has_inner:
+            reduce = {"sum": "tl.reduce({0}, 1, gj_add, keep_dims=True)",
+                      "max": "tl.reduce({0}, 1, gj_maximum, keep_dims=True)",
+                      "min": "tl.reduce({0}, 1, gj_minimum, keep_dims=True)"}[data.reduction_type]
+            acc = self.cse(reduce.format(acc), {"x"}, scope=0)
+        if data.dtype == torch.bool:
+            result = self.cse(f"({acc} != 0)", self.dims_of(acc), scope=0)
+        else:
+            result = self.cse(f"{acc}.to({COMPUTE_TYPES[data.dtype]})", self.dims_of(acc), scope=0)
+        self.store(node.name, self.rewrite(node.write_index(xs, [])), result, scope=0)
+
+    def _launch(self, grid, constexprs, warps, kind):
+        self.launch = Launch(self.name, (), grid, constexprs, warps, 1, self.uses_status, kind)
+        return self.launch
+
+    def _function(self):
+        names = [n for n in self.reads]
+        names += sorted((n for n in self.written if n not in names),
+                        key=lambda n: [node.name for node in self.kernel.nodes].index(n))
+        params = list(names) + (["gj_status"] if self.uses_status else [])
+        params += [f"{c}: tl.constexpr" for c in self.launch.constexprs]
+        self.launch.args = tuple(names)
+        self.launch.checks_indices = self.uses_status
+        body = ["    " + line for line in self.lines]
+        return "\n".join(["@triton.jit", f"def {self.name}({', '.join(params)}):"] + body)
+
+
+def kernel_name(kernel, index):
+    """triton_fused_<the first few ops it computes>_<index>: readable in profiles and logs."""
+    skip = {"load", "constant", "to_dtype", "index_expr", "masked"}
+    names = []
+    xs = outer_vars(len(kernel.outer))
+    for group in kernel.groups:
+        for node in group.nodes:
+            rec = record(node.buffer.data.inner_fn, *node.body_args(xs, inner_vars(len(group.inner))))
+            found = [op for op in rec.op_counts if op not in skip]
+            if node.is_reduction:
+                found.append({"sum": "sum", "max": "amax", "min": "amin"}[node.buffer.data.reduction_type])
+            names += [op for op in found if op not in names]
+    return "_".join(["triton_fused"] + (names[:5] or ["copy"]) + [str(index)])
+
+
+@dataclasses.dataclass
+class KernelLaunches:
+    """The Triton launches of one scheduler kernel (several where it was split); args: every buffer they
+    touch (the wrapper frees buffers after their last use)."""
+    launches: list
+    args: tuple
+
+
+def split(kernel):
+    """The kernel as independent pieces (scheduler Kernels over runs of its groups) when its outer loop is
+    shorter than split_rows; a piece boundary never separates a local buffer from its readers."""
+    if len(kernel.groups) < 2 or int(product(kernel.outer)) >= split_rows:
+        return [kernel]
+    xs = outer_vars(len(kernel.outer))
+    reads, made_local = [], []
+    for group in kernel.groups:
+        names = set()
+        for node in group.nodes:
+            rec = record(node.buffer.data.inner_fn, *node.body_args(xs, inner_vars(len(group.inner))))
+            names |= {n for n, _ in rec.reads}
+        reads.append(names)
+        made_local.append({n.name for n in group.nodes if n.name in kernel.local})
+    pieces = [[kernel.groups[0]]]
+    for i in range(1, len(kernel.groups)):
+        crossing = set().union(*made_local[:i]) & set().union(*reads[i:])
+        if crossing:
+            pieces[-1].append(kernel.groups[i])
+        else:
+            pieces.append([kernel.groups[i]])
+    if len(pieces) == 1:
+        return [kernel]
+    out = []
+    for k, groups in enumerate(pieces):
+        nodes = [n for g in groups for n in g.nodes]
+        names = {n.name for n in nodes}
+        out.append(Kernel(f"{kernel.name}_{k}", kernel.outer, nodes, list(groups), kernel.local & names))
+    return out
+
+
+def generate(graph, items, check=False):
+    """The Triton module source of a scheduled graph, and each scheduler kernel's KernelLaunches."""
+    buffers = {b.name: b for b in graph.buffers()}
+    parts, launches = [PRELUDE], {}
+    index = itertools.count()
+    for item in items:
+        if not isinstance(item, Kernel):
+            continue
+        found, args = [], []
+        for piece in split(item):
+            tk = TritonKernel(piece, buffers, kernel_name(piece, next(index)), check)
+            with use_ops(TritonOps(tk)):
+                source, launch = tk.generate()
+            parts.append(source)
+            found.append(launch)
+            args += [a for a in launch.args if a not in args]
+        launches[item.name] = KernelLaunches(found, tuple(args))
+    return "\n\n\n".join(parts) + "\n", launches
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The wrapper: allocate, launch, call extern ops
+# ---------------------------------------------------------------------------------------------------------
+
+
+class TritonWrapperCode(WrapperCode):
+    """The generated Python `call` of codegen/wrapper.py, launching Triton kernels.
+
+        def call(arg0, arg1):
+            stream = get_stream(0)
+            buf0 = empty_strided((256, 1024), (1024, 1), dtype=_dtype0, device=_device0)
+            triton_fused_sin_add_0_run(256, 1, 1, stream, ..., arg0, buf0, 1024)   # launcher of the cubin
+    """
+
+    def __init__(self, graph, items, launches, launchers, interpret, device, aligned_inputs):
+        super().__init__(graph, items, launches)
+        self.launches = launches
+        self.launchers = launchers          # kernel name -> (run, function, packed metadata), fast launch
+        self.interpret = interpret
+        self.device = device
+        self.aligned_inputs = aligned_inputs
+
+    def generate(self, check_inputs, eager_if_grad):
+        source = super().generate(check_inputs, eager_if_grad)
+        head, _, rest = source.partition("\n")
+        params = head[len("def call("):-2]
+        prologue = []
+        if self.aligned_inputs:
+            # kernels were compiled assuming these inputs start 16-byte aligned (as their examples did)
+            ptrs = " | ".join(f"{name}.data_ptr()" for name in self.aligned_inputs)
+            prologue.append(f"if ({ptrs}) & 15: return eager({params})")
+        if self.launchers:
+            self.globals["get_stream"] = torch._C._cuda_getCurrentRawStream
+            prologue.append(f"stream = get_stream({self.device.index or 0})")
+        lines = [head] + ["    " + line for line in prologue] + ([rest] if rest else [])
+        return "\n".join(lines)
+
+    def _extern_call(self, kernel):
+        padded = self._padded_mm(kernel)
+        return padded if padded is not None else super()._extern_call(kernel)
+
+    def _padded_mm(self, kernel):
+        """mm/addmm with N padded to a multiple of 8, sliced back into eager's layout; None if not needed."""
+        aten = torch.ops.aten
+        if not pad_mm or self.interpret or kernel.op not in (aten.mm.default, aten.addmm.default):
+            return None
+        (out,) = kernel.outputs or (None,)
+        if out is None or out.path != () or len(out.layout.sizes) != 2 or \
+                out.layout.dtype not in (torch.bfloat16, torch.float16):
+            return None
+        rows, cols = (int(s) for s in out.layout.sizes)
+        left, right = kernel.args[-2], kernel.args[-1]
+        depth = int(left.sizes[-1]) if isinstance(left, StorageView) else 0
+        if cols % 8 == 0 or rows * cols * depth < (1 << 30) or not isinstance(right, StorageView):
+            return None
+        extra = -cols % 8
+        self.globals["_pad"] = torch.constant_pad_nd
+        args = [self.arg(a) for a in kernel.args]
+        args[-1] = f"_pad({args[-1]}, (0, {extra}))"
+        if kernel.op == aten.addmm.default:
+            bias = kernel.args[0]
+            if not isinstance(bias, StorageView) or int(bias.sizes[-1]) != cols:
+                return None
+            args[0] = f"_pad({args[0]}, (0, {extra}))"
+        args += [f"{k}={self.arg(v)}" for k, v in kernel.kwargs.items()]
+        op = self.bind(getattr(kernel.op, "_op", kernel.op), "_op")
+        return [f"{out.name} = {op}({', '.join(args)})[:, :{cols}].contiguous()   "
+                f"# N padded {cols} -> {cols + extra} for cuBLAS"]
+
+    def _kernel_call(self, kernel):
+        lines = []
+        for node in kernel.nodes:
+            if node.name in kernel.local:
+                continue
+            layout = node.buffer.layout
+            sizes = tuple(int(s) for s in layout.sizes)
+            strides = tuple(int(s) for s in layout.strides)
+            lines.append(f"{node.name} = empty_strided({sizes}, {strides}, dtype={self.bind(layout.dtype, '_dtype')}, "
+                         f"device={self.bind(layout.device, '_device')})")
+        for launch in self.launches[kernel.name].launches:
+            lines += self._launch(launch)
+        return lines
+
+    def _launch(self, launch):
+        if launch.grid == 0:
+            return []
+        lines = []
+        args = list(launch.args)
+        if launch.checks_indices:
+            self.globals["zeros"], self.globals["_int32"] = torch.zeros, torch.int32
+            lines.append(f"gj_status = zeros((1,), dtype=_int32, device={self.bind(self.device, '_device')})")
+            args.append("gj_status")
+        name = launch.name
+        if name in self.launchers:
+            run, function, metadata = self.launchers[name]
+            self.globals[f"{name}_run"], self.globals[f"{name}_fn"], self.globals[f"{name}_meta"] = \
+                run, function, metadata
+            constexprs = ", ".join(str(v) for v in launch.constexprs.values())
+            lines.append(f"{name}_run({launch.grid}, 1, 1, stream, {name}_fn, {name}_meta, None, None, None, "
+                         f"{', '.join(args)}, {constexprs})")
+        else:
+            kwargs = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
+            call = f"{name}[({launch.grid},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
+                   f"num_stages={launch.num_stages})"
+            if self.interpret:
+                self.globals["interpreting"] = _interpreting
+                lines.append(f"with interpreting(): {call}")
+            else:
+                lines.append(call)
+        if launch.checks_indices:
+            lines.append(f"if gj_status.item(): raise IndexError('graphjit: index out of range in {name} "
+                         "(an embedding or gather index outside the table)')")
+        return lines
+
+
+def _interpreting():
+    from ..runtime.triton_build import interpreting
+    return interpreting()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The pipeline for Triton: decompose -> lower -> schedule -> Triton module -> wrapper
+# ---------------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def triton_available():
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def wanted(example_inputs):
+    """Whether graphjit's compiler should generate Triton (not C++) for a graph with these inputs: tensors
+    on a CUDA device (Triton installed), or on the CPU under GRAPHJIT_TRITON_CPU=1."""
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if "cuda" in devices:
+        return True
+    return bool(triton_cpu) and devices <= {"cpu"} and triton_available()
+
+
+def unsupported_reason(gm, example_inputs):
+    """Why this graph should run eagerly instead of as Triton kernels, or None."""
+    from .. import decompose
+    devices = set()
+    for value in example_inputs:
+        if not isinstance(value, torch.Tensor):
+            return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"
+        devices.add(value.device)
+    if len(devices) > 1:
+        return f"inputs on several devices ({', '.join(sorted(map(str, devices)))})"
+    if not triton_available():
+        return "Triton is not installed (pip install triton)"
+    if devices and next(iter(devices)).type not in ("cuda", "cpu"):
+        return f"inputs on {next(iter(devices))}: Triton kernels run on CUDA devices"
+    if torch.is_grad_enabled() and any(v.requires_grad for v in example_inputs):
+        return "inputs require grad and grad mode is on: the compiler is inference-only for now " \
+               "(wrap the call in torch.no_grad() or torch.inference_mode())"
+    for node in gm.graph.nodes:
+        name = getattr(node.target, "__name__", "")
+        if node.op == "call_function" and (node.target in decompose.STATE_FUNCTIONS or "autocast" in name):
+            return f"the graph changes global state ({name})"
+    return None
+
+
+def compile_graph(gm, example_inputs):
+    """compiler.compile_graph for graphs on a CUDA device (or on the CPU under GRAPHJIT_TRITON_CPU=1):
+    the same stages, with Triton kernels instead of C++. Returns a callable with gm.forward's signature."""
+    from .. import decompose, lowering, scheduler
+    from ..runtime import triton_build
+
+    reason = unsupported_reason(gm, example_inputs)
+    if reason:
+        logs.log("fusion", f"graphjit compiler (Triton): running the graph eagerly: {reason}")
+        return gm.forward
+    start = clock = time.perf_counter()
+    timings = {}
+
+    def lap(phase):
+        nonlocal clock
+        now = time.perf_counter()
+        timings[phase] = now - clock
+        clock = now
+    device = next((t.device for t in example_inputs), torch.device("cpu"))
+    interpret = device.type == "cpu"
+    aten_gm = decompose.decompose(gm, example_inputs)
+    lap("decompose")
+    logs.log("graph", f"graphjit compiler, ATen graph:\n{aten_gm.code}")
+    graph = lowering.lower(aten_gm, example_inputs)
+    graph.verify()
+    lap("lower")
+    logs.log("fusion", f"loop IR:\n{graph}")
+    items = scheduler.schedule(graph)
+    lap("schedule")
+    check = check_indices == 1 or (check_indices == -1 and interpret)
+    source, launches = generate(graph, items, check)
+    lap("codegen")
+    module = triton_build.load(source, interpret=interpret)
+    by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
+    launchers, aligned = {}, []
+    if not interpret:
+        aligned = _aligned_inputs(graph, launches, example_inputs)
+        examples = _warmup_args(graph, launches, example_inputs)
+        try:
+            compiled = triton_build.compile_all(module, list(by_name.values()), device, examples, compile_threads)
+        except Exception as e:     # a Triton compile error is a graphjit bug: say so, run eagerly
+            from .. import _warn_once
+            _warn_once(f"graphjit: Triton failed to compile a kernel of this graph: {e}\n"
+                       f"Running it eagerly. The kernels are in {triton_build.module_path(source)}")
+            return gm.forward
+        lap("triton compile")
+        if fast_launch:
+            with torch.cuda.device(device):
+                launchers = {name: (compiled[name].run, compiled[name].function, compiled[name].packed_metadata)
+                             for name in by_name}
+    eager_if_grad = any(t.requires_grad for t in example_inputs)
+    code = TritonWrapperCode(graph, items, launches, launchers, interpret, device, aligned)
+    for name in by_name:
+        code.globals[name] = getattr(module, name)
+    wrapper_source = code.generate(config.check_inputs, eager_if_grad)
+    code.globals["eager"] = gm.forward
+    namespace = dict(code.globals)
+    exec(compile(wrapper_source, "<graphjit triton wrapper>", "exec"), namespace)
+    call = namespace["call"]
+    if logs.enabled("output_code"):
+        logs.log("output_code", f"wrapper:\n{wrapper_source}\nkernels ({triton_build.module_path(source)}):\n{source}")
+    n_kernels = len(by_name)
+    logs.log("fusion", f"compiled in {time.perf_counter() - start:.2f} s: {n_kernels} Triton kernels, "
+                       f"{sum(not isinstance(i, Kernel) for i in items)} extern calls ({len(graph.fallbacks)} fallbacks)")
+    call.graph = graph
+    call.items = items
+    call.source = source
+    call.launches = by_name
+    lap("wrapper")
+    call.timings = timings
+    call.wrapper_source = wrapper_source
+    return call
+
+
+def _aligned_inputs(graph, launches, example_inputs):
+    """Graph inputs that Triton kernels read and whose example started 16-byte aligned: the kernels were
+    compiled assuming so, and the wrapper checks it per call."""
+    used = {name for kl in launches.values() for name in kl.args}
+    return [buf.name for buf in graph.inputs if buf.position is not None and buf.name in used
+            and example_inputs[buf.position].data_ptr() % 16 == 0]
+
+
+def _warmup_args(graph, launches, example_inputs):
+    """Per kernel, what warmup() specializes on: inputs' example tensors (their alignment), constants, and
+    the dtype of every buffer graphjit allocates (allocations are aligned)."""
+    by_name = {b.name: b for b in graph.buffers()}
+    examples = {}
+    for launch in (launch for kl in launches.values() for launch in kl.launches):
+        args = []
+        for name in launch.args:
+            buf = by_name[name]
+            position = getattr(buf, "position", None)
+            if position is not None:
+                args.append(example_inputs[position])
+            elif getattr(buf, "value", None) is not None:
+                args.append(buf.value)
+            else:
+                args.append(buf.dtype)
+        if launch.checks_indices:
+            args.append(torch.int32)
+        examples[launch.name] = args
+    return examples

@@ -1,0 +1,183 @@
+"""Triton modules: write the generated source to the kernel cache, import it, compile its kernels.
+
+A graph's kernels are one Python module (codegen/triton.py prints it). The module is stored in the
+cache directory as `triton_<hash of source>.py`, written under a temporary name and renamed into place
+so no reader sees half a file; a cached file whose text does not hash to its name is rewritten, never
+trusted. Triton compiles each @triton.jit kernel to a cubin and keeps that in its own on-disk cache
+(~/.triton/cache, keyed by the kernel source, the options and the GPU), so a warm start skips LLVM/ptxas.
+
+    module = load(source, interpret=False)
+    compiled = compile_all(module, launches, device, example_args, threads)   # name -> CompiledKernel
+
+Under GRAPHJIT_TRITON_CPU=1 the same source runs on CPU tensors in Triton's interpreter
+(TRITON_INTERPRET=1, set only while graphjit imports or launches its kernels). Two interpreter gaps are
+bridged: it has no libdevice (`_interpreter_libdevice()` stands in with numpy functions of the same
+names), and it truncates float32 -> bfloat16 casts where the GPU rounds to nearest even (patched while
+graphjit's kernels run).
+"""
+import concurrent.futures
+import contextlib
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+
+from ... import logs
+from .. import config
+
+
+_modules = {}                    # (source hash, interpret) -> module (this process)
+_env_lock = threading.RLock()
+
+
+def source_hash(source):
+    return hashlib.sha256(source.encode()).hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def interpreting(enabled=True):
+    """TRITON_INTERPRET=1 while the block runs (Triton reads it when a kernel is defined and launched)."""
+    if not enabled:
+        yield
+        return
+    import numpy as np
+    from triton.runtime.interpreter import InterpreterBuilder
+    # lanes outside masks compute too (log of a masked load's 0 ...), silently on a GPU: numpy says nothing
+    with _env_lock, np.errstate(all="ignore"):
+        old = os.environ.get("TRITON_INTERPRET")
+        old_cast = InterpreterBuilder.cast_impl
+        os.environ["TRITON_INTERPRET"] = "1"
+        InterpreterBuilder.cast_impl = _cast_rounding_bf16(old_cast)
+        try:
+            yield
+        finally:
+            InterpreterBuilder.cast_impl = old_cast
+            if old is None:
+                del os.environ["TRITON_INTERPRET"]
+            else:
+                os.environ["TRITON_INTERPRET"] = old
+
+
+def _cast_rounding_bf16(cast_impl):
+    """Triton 3.6's interpreter truncates float32 -> bfloat16 casts; the GPU rounds to nearest even."""
+    def cast(self, src, dst_type):
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+        if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
+            return cast_impl(self, src, dst_type)
+        u = np.ascontiguousarray(src.data).view(np.uint32)
+        rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        nan = (u & 0x7FFFFFFF) > 0x7F800000
+        rounded = np.where(nan, ((u >> 16) | 0x40).astype(np.uint16), rounded)
+        return TensorHandle(rounded, dst_type.scalar)
+    return cast
+
+
+def module_path(source):
+    return os.path.join(config.cache_dir, f"triton_{source_hash(source)}.py")
+
+
+def load(source, interpret=False):
+    """The imported module of `source` (written to the cache if it is not there or not intact)."""
+    key = (source_hash(source), interpret)
+    if key in _modules:
+        return _modules[key]
+    path = _write_checked(source)
+    name = f"graphjit_triton_{key[0]}{'_interp' if interpret else ''}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module           # inspect.getsource (the JIT reads kernel source) looks modules up
+    with interpreting(interpret):
+        spec.loader.exec_module(module)
+    if interpret:
+        module.libdevice = _interpreter_libdevice()
+    _modules[key] = module
+    return module
+
+
+def _write_checked(source):
+    """Path of the cached copy of source; a missing or damaged copy is (re)written atomically."""
+    os.makedirs(config.cache_dir, exist_ok=True)
+    path = module_path(source)
+    try:
+        with open(path, encoding="utf-8") as f:
+            if source_hash(f.read()) == source_hash(source):
+                return path
+        logs.log("output_code", f"cached Triton module {path} does not match its hash; rewriting it")
+    except (OSError, UnicodeDecodeError):
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=".tmp.", suffix=".py", dir=config.cache_dir)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(source)
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compiling ahead of the first call, in parallel
+# ---------------------------------------------------------------------------------------------------------
+
+
+def compile_all(module, launches, device, example_args, threads):
+    """Compiles every kernel of the module for its launch (Triton's AsyncCompileMode: the compiles run in a
+    thread pool; LLVM and ptxas release the GIL). example_args: kernel name -> arguments for warmup (tensors
+    or torch dtypes standing for aligned buffers). Returns kernel name -> CompiledKernel."""
+    import torch
+    from triton.runtime._async_compile import AsyncCompileMode
+    start = time.perf_counter()
+    compiled = {}
+    with torch.cuda.device(device), concurrent.futures.ThreadPoolExecutor(max(1, threads)) as pool:
+        with AsyncCompileMode(pool):
+            for launch in launches:
+                fn = getattr(module, launch.name)
+                # torch dtypes stand for buffers graphjit allocates: warmup() makes them aligned MockTensors
+                compiled[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **launch.constexprs,
+                                                  num_warps=launch.num_warps, num_stages=launch.num_stages)
+        for name, kernel in compiled.items():
+            if hasattr(kernel, "result"):
+                compiled[name] = kernel.result()
+    logs.log("output_code", f"compiled {len(launches)} Triton kernels in {time.perf_counter() - start:.2f} s "
+                            f"({threads} threads)")
+    return compiled
+
+
+# ---------------------------------------------------------------------------------------------------------
+# libdevice for the interpreter
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _np_function(np_fn, bool_result=False):
+    def apply(*args):
+        import numpy as np
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+        handles = [a.handle if isinstance(a, tl.core.tensor) else a for a in args]
+        first = next(a for a in args if isinstance(a, tl.core.tensor))
+        datas = [h.data if isinstance(h, TensorHandle) else h for h in handles]
+        with np.errstate(all="ignore"):
+            data = np_fn(*datas)
+        scalar = tl.int1 if bool_result else first.dtype
+        data = np.asarray(data, dtype=bool if bool_result else datas[0].dtype)
+        ty = tl.block_type(scalar, list(data.shape)) if data.ndim else scalar
+        return tl.core.tensor(TensorHandle(data, scalar), ty)
+    return apply
+
+
+def _interpreter_libdevice():
+    """numpy stand-ins for the libdevice functions generated kernels call (the interpreter has none)."""
+    import types
+    import numpy as np
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    table = {
+        "tanh": np.tanh, "expm1": np.expm1, "log1p": np.log1p, "tan": np.tan, "sqrt": np.sqrt,
+        "rsqrt": lambda x: 1 / np.sqrt(x), "trunc": np.trunc, "nearbyint": np.rint, "pow": np.power,
+        "atan2": np.arctan2, "erf": lambda x: erf(x).astype(x.dtype),
+    }
+    module = types.SimpleNamespace(**{name: _np_function(fn) for name, fn in table.items()})
+    module.isinf = _np_function(np.isinf, bool_result=True)
+    return module
