@@ -73,6 +73,36 @@ class FloorDiv(sympy.Function):
         return None
 
 
+def format_index(e, floordiv):
+    """A sympy index expression (non-negative integers) as C or Python source; `floordiv` is the
+    language's integer division ("/" in C, "//" in Python: they agree on non-negative operands)."""
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return str(int(e))
+    if e.is_Symbol:
+        return e.name
+    if isinstance(e, sympy.Add):     # terms bind tighter than +: no parentheses needed
+        return " + ".join(format_index(a, floordiv) for a in e.as_ordered_terms())
+    if isinstance(e, sympy.Mul):
+        coeff, rest = e.as_coeff_Mul()
+        if not coeff.is_Integer:
+            raise NotImplementedError(f"non-integer index expression {e}")
+        factors = [_paren_index(f, floordiv) for f in sympy.Mul.make_args(rest)]
+        return "*".join(([str(int(coeff))] if coeff != 1 else []) + factors)
+    if isinstance(e, FloorDiv):
+        return f"{_paren_index(e.args[0], floordiv)} {floordiv} {_paren_index(e.args[1], floordiv)}"
+    if isinstance(e, sympy.Mod):
+        return f"{_paren_index(e.args[0], floordiv)} % {_paren_index(e.args[1], floordiv)}"
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+        return "*".join([_paren_index(e.base, floordiv)] * int(e.exp))
+    raise NotImplementedError(f"cannot print index expression {e} ({type(e).__name__})")
+
+
+def _paren_index(e, floordiv):
+    text = format_index(e, floordiv)
+    return text if (e.is_Atom or text.isidentifier()) else f"({text})"
+
+
 def simplify_index(expr):
     return sympy.expand(as_expr(expr))
 

@@ -42,7 +42,7 @@ import torch
 
 from ... import logs
 from .. import config
-from ..ir import FloorDiv, POINTWISE_OPS, product, record, simplify_with_ranges, use_ops, value_range
+from ..ir import POINTWISE_OPS, format_index, product, record, simplify_with_ranges, use_ops, value_range
 from ..scheduler import Kernel, inner_vars, outer_vars
 from .cpp import merge_dims
 from ..ir import StorageView
@@ -277,31 +277,7 @@ def reduction_init(reduction_type, dtype):
 
 def texpr(e):
     """A sympy index expression (non-negative integers) as Triton/Python source."""
-    e = sympy.sympify(e)
-    if e.is_Integer:
-        return str(int(e))
-    if e.is_Symbol:
-        return e.name
-    if isinstance(e, sympy.Add):
-        return " + ".join(texpr(a) for a in e.as_ordered_terms())
-    if isinstance(e, sympy.Mul):
-        coeff, rest = e.as_coeff_Mul()
-        if not coeff.is_Integer:
-            raise NotImplementedError(f"non-integer index expression {e}")
-        factors = [_paren(f) for f in sympy.Mul.make_args(rest)]
-        return "*".join(([str(int(coeff))] if coeff != 1 else []) + factors)
-    if isinstance(e, FloorDiv):       # operands are non-negative: C-style and Python // agree
-        return f"{_paren(e.args[0])} // {_paren(e.args[1])}"
-    if isinstance(e, sympy.Mod):
-        return f"{_paren(e.args[0])} % {_paren(e.args[1])}"
-    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
-        return "*".join([_paren(e.base)] * int(e.exp))
-    raise NotImplementedError(f"cannot print index expression {e} ({type(e).__name__})")
-
-
-def _paren(e):
-    text = texpr(e)
-    return text if (e.is_Atom or text.isidentifier()) else f"({text})"
+    return format_index(e, '//')
 
 
 def next_power_of_2(n):
