@@ -52,7 +52,7 @@ class FrameState:
         self.stack = []
         self.ip = 0
         self.parent = parent
-        self.generator_values = [] if generator else None
+        self.is_generator = generator
         self.current = None
 
     def push(self, value):
@@ -825,14 +825,14 @@ def _before_with(tx, f, inst):
 
 @handles("RETURN_GENERATOR")
 def _return_generator(tx, f, inst):
-    if f.generator_values is None:
+    if not f.is_generator:
         unsupported("generator frame outside a generator call")
     f.push(ConstantVariable(None))
 
 
 @handles("YIELD_VALUE")
 def _yield_value(tx, f, inst):
-    if f.generator_values is None:
+    if not f.is_generator:
         unsupported("yield outside an inlined generator")
     return _Yield(f.pop())
 
