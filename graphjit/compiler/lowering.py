@@ -718,6 +718,8 @@ def cat(tensors, dim=0):
         pieces.append((start, start + length, cast(t, meta.dtype).make_loader()))
         start += length
 
+    total = start
+
     def inner(index):
         d = index[dim]
         pos = ops.index_expr(d, torch.int64)
@@ -725,12 +727,18 @@ def cat(tensors, dim=0):
         for begin, end, loader in reversed(pieces):
             shifted = list(index)
             shifted[dim] = d - begin
-            if result is None:      # the last piece needs no mask: every earlier piece is checked first
-                result = loader(shifted)
-                continue
-            mask = ops.lt(pos, ops.constant(end, torch.int64))
-            value = ops.masked(mask, lambda s=shifted, load=loader: load(s), 0, meta.dtype)
-            result = ops.where(mask, value, result)
+            # every piece's load is masked to its own range: an unmasked load would read outside its
+            # input at the other pieces' positions (both sides of the `where` are evaluated)
+            inside = None
+            if begin > 0:
+                inside = ops.ge(pos, ops.constant(begin, torch.int64))
+            if end < total:
+                below = ops.lt(pos, ops.constant(end, torch.int64))
+                inside = below if inside is None else ops.logical_and(inside, below)
+            if inside is None:
+                return loader(shifted)
+            value = ops.masked(inside, lambda s=shifted, load=loader: load(s), 0, meta.dtype)
+            result = value if result is None else ops.where(inside, value, result)
         return result
     return Pointwise(sizes, meta.dtype, meta.device, inner)
 
