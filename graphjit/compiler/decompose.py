@@ -23,37 +23,6 @@ KEEP_WHOLE = {aten.scaled_dot_product_attention.default}
 STATE_FUNCTIONS = {torch._C._set_grad_enabled}
 
 
-@torch.library.custom_op("graphjit::sdpa", mutates_args=())
-def runtime_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                 attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,
-                 scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
-    """scaled_dot_product_attention kept whole until run time, so torch picks its kernel (flash, cuDNN,
-    memory-efficient) on the real tensors: traced on fake tensors with a mask it would pick the math path.
-    The result is made contiguous, so its layout is the one the fake implementation promises."""
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-        enable_gqa=enable_gqa)
-    return out.contiguous()
-
-
-@runtime_sdpa.register_fake
-def _runtime_sdpa_fake(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                       enable_gqa=False):
-    return query.new_empty((*query.shape[:-1], value.shape[-1]))
-
-
-def keep_attention_whole(gm):
-    """On CUDA graphs: attention calls -> graphjit::sdpa (an extern chosen at run time)."""
-    changed = False
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target is torch.nn.functional.scaled_dot_product_attention:
-            node.target = torch.ops.graphjit.sdpa.default
-            changed = True
-    if changed:
-        gm.recompile()
-    return gm
-
-
 @functools.cache
 def decomposition_table():
     """torch's core ATen decompositions, minus every op lowering.py lowers whole or calls as an extern."""
@@ -84,8 +53,6 @@ def unsupported_reason(gm, example_inputs):
 
 def decompose(gm, example_inputs):
     """The functional core-ATen GraphModule equivalent to gm on inputs shaped like example_inputs."""
-    if any(isinstance(t, torch.Tensor) and t.is_cuda for t in example_inputs):
-        gm = keep_attention_whole(gm)
     functional = torch.func.functionalize(gm, remove="mutations")
     with torch.no_grad():
         # _allow_non_fake_inputs: tensor constants held by the graph (get_attr) stay real; make_fx keeps them

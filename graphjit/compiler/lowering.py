@@ -20,7 +20,6 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 from torch.utils import _pytree as pytree
 
 from .. import logs
-from . import decompose as _decompose   # noqa: F401  (registers the graphjit::sdpa op used below)
 from . import scheduler
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
                  Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
@@ -37,7 +36,6 @@ EXTERN_OPS = {
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_efficient_attention.default, aten._scaled_dot_product_flash_attention.default,
     aten._scaled_dot_product_cudnn_attention.default,
-    torch.ops.graphjit.sdpa.default,   # attention whose kernel torch picks at run time (decompose.py)
 }
 
 # dtypes the C++ codegen computes on; other dtypes (complex, float8 ...) go through extern calls.
