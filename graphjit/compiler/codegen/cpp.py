@@ -241,6 +241,18 @@ def _coeff(expr, var):
     return total
 
 
+def group_index_exprs(kernel, group, xs):
+    """Every index expression a loop group of `kernel` reads or writes (decides which dims can merge)."""
+    rs = inner_vars(len(group.inner))
+    ranges = {**dict(zip(xs, kernel.outer)), **dict(zip(rs, group.inner))}
+    exprs = []
+    for node in group.nodes:
+        rec = record(node.buffer.data.inner_fn, *node.body_args(xs, rs), ranges=ranges)
+        exprs += [index for _, index in rec.reads] + list(rec.index_exprs)
+        exprs.append(simplify_with_ranges(node.write_index(xs, rs), ranges))
+    return exprs
+
+
 def merge_dims(dims, exprs):
     """Merges adjacent loops (outer a, inner b) into one when every index is affine in both with
     coeff(a) == coeff(b) * size(b): a contiguous [64, 128] loop becomes one loop of 8192.
@@ -470,14 +482,7 @@ class CppKernel:
         return outer_dims, group_dims
 
     def _index_exprs(self, group, xs):
-        rs = inner_vars(len(group.inner))
-        ranges = {**dict(zip(xs, self.kernel.outer)), **dict(zip(rs, group.inner))}
-        exprs = []
-        for node in group.nodes:
-            rec = record(node.buffer.data.inner_fn, *node.body_args(xs, rs), ranges=ranges)
-            exprs += [index for _, index in rec.reads] + list(rec.index_exprs)
-            exprs.append(simplify_with_ranges(node.write_index(xs, rs), ranges))
-        return exprs
+        return group_index_exprs(self.kernel, group, xs)
 
     def _group(self, group, dims, xs, parallel_inner):
         group_index = self.kernel.groups.index(group)

@@ -44,7 +44,7 @@ from ... import logs
 from .. import config
 from ..ir import POINTWISE_OPS, format_index, product, record, simplify_with_ranges, use_ops, value_range
 from ..scheduler import Kernel, inner_vars, outer_vars
-from .cpp import merge_dims
+from .cpp import group_index_exprs, merge_dims
 from ..ir import StorageView
 from .wrapper import WrapperCode
 
@@ -574,14 +574,7 @@ class TritonKernel:
 
     # -- index collection and loop merging (as codegen/cpp.py) --
     def _index_exprs(self, group, xs):
-        rs = inner_vars(len(group.inner))
-        ranges = {**dict(zip(xs, self.kernel.outer)), **dict(zip(rs, group.inner))}
-        exprs = []
-        for node in group.nodes:
-            rec = record(node.buffer.data.inner_fn, *node.body_args(xs, rs), ranges=ranges)
-            exprs += [index for _, index in rec.reads] + list(rec.index_exprs)
-            exprs.append(simplify_with_ranges(node.write_index(xs, rs), ranges))
-        return exprs
+        return group_index_exprs(self.kernel, group, xs)
 
     def _decode(self, dims, flat, block_dim):
         """Emit loop variables of merged `dims` [(var, size)] from the flat index `flat`."""
