@@ -9,7 +9,6 @@ import functools
 import inspect
 import os
 import sys
-import sysconfig
 import time
 import types
 import warnings
@@ -444,7 +443,6 @@ def _call_expression(inst, stack, cg, values):
 # ---- interception: calls made in CPython at a graph break are captured as their own frames ----
 
 _INTERCEPTED = weakref.WeakKeyDictionary()
-_STDLIB = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
 
 
 def _package_dir(module):
@@ -456,7 +454,8 @@ def _skipped(fn):
     import torch
     import graphjit
     filename = fn.__code__.co_filename
-    return (filename.startswith(_STDLIB) and "site-packages" not in filename) or \
+    from .variables.functions import STDLIB_DIRS
+    return (filename.startswith(STDLIB_DIRS) and "site-packages" not in filename) or \
         filename.startswith((_package_dir(torch), _package_dir(graphjit))) or filename.startswith("<")
 
 

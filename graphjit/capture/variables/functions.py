@@ -85,7 +85,7 @@ class CellVariable(Variable):
         self.contents = value
 
 
-_STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
 # Standard-library modules whose Python code is plain data manipulation: inlined like user code.
 _INLINED_STDLIB = {"functools", "contextlib", "dataclasses", "collections", "enum", "typing", "abc",
                    "operator", "itertools", "_collections_abc", "types", "inspect", "copyreg", "numbers",
@@ -97,7 +97,7 @@ def skipped_library(code):
     filename = code.co_filename
     if "site-packages" in filename:
         return None
-    for root in _STDLIB_DIRS:
+    for root in STDLIB_DIRS:
         if filename.startswith(root + os.sep):
             module = os.path.splitext(os.path.relpath(filename, root))[0].split(os.sep)[0]
             return None if module in _INLINED_STDLIB else module
