@@ -582,6 +582,30 @@ def full(size, fill_value, dtype=None, layout=None, device=None, pin_memory=None
     return constant_value(fill_value, meta.shape, meta.dtype, meta.device)
 
 
+@register(aten.full_like.default)
+def full_like(x, fill_value, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    # sizes, dtype and device from the output's fake tensor (dtype= and device= applied); its strides
+    # (preserve_format keeps x's) are the realized buffer's
+    meta = out_meta()
+    return constant_value(fill_value, meta.shape, meta.dtype, meta.device)
+
+
+@register(aten.zeros_like.default)
+def zeros_like(x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return full_like(x, 0)
+
+
+@register(aten.ones_like.default)
+def ones_like(x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return full_like(x, 1)
+
+
+@register(aten.empty_like.default, aten.empty_permuted.default, aten.empty.memory_format)
+def empty(*args, **kwargs):
+    """Uninitialized memory in eager: any contents will do, zeros are the cheapest to fuse."""
+    return full_like(None, 0)
+
+
 @register(aten.scalar_tensor.default)
 def scalar_tensor(value, dtype=None, layout=None, device=None, pin_memory=None):
     meta = out_meta()
@@ -704,6 +728,23 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     return Pointwise(sizes, weight.dtype, weight.device, inner)
 
 
+@register(aten.gather.default)
+def gather(x, dim, index, sparse_grad=False):
+    """out[i] = x[i with i[dim] replaced by index[i]]; index may be smaller than x in every dim."""
+    ndim = len(x.sizes)
+    if ndim == 0 or len(index.sizes) != ndim:
+        raise NotLowered("gather of a 0-d tensor or with a 0-d index")
+    dim = dim % ndim
+    x_loader, index_loader = x.make_loader(), index.make_loader()
+    size = x.sizes[dim]
+
+    def inner(idx):
+        src = list(idx)
+        src[dim] = ops.indirect_indexing(index_loader(idx), size)
+        return x_loader(src)
+    return Pointwise(tuple(index.sizes), x.dtype, x.device, inner)
+
+
 @register(aten.cat.default)
 def cat(tensors, dim=0):
     meta = out_meta()
@@ -800,6 +841,25 @@ def amin(x, dim=(), keepdim=False):
     return reduce(x, _dims_list(dim), "min", out_meta().dtype, keepdim)
 
 
+def _bool_reduce(x, dim, keepdim, reduction_type):
+    """any (max) / all (min) of x != 0 over dim (None: every dim), as a bool reduction."""
+    truth = x if x.dtype == torch.bool else make_pointwise(
+        lambda v: ops.ne(v, ops.constant(0, x.dtype)), x, dtype=torch.bool, compute_dtype=x.dtype)
+    if dim is not None and not isinstance(dim, int) and len(dim) == 0:
+        return _copy(truth)             # any.dims over no dims: elementwise
+    return reduce(truth, _dims_list(dim), reduction_type, torch.bool, keepdim, acc_dtype=torch.bool)
+
+
+@register(aten.any.dim, aten.any.dims, aten.any.default)
+def any_(x, dim=None, keepdim=False):
+    return _bool_reduce(x, dim, keepdim, "max")
+
+
+@register(aten.all.dim, aten.all.dims, aten.all.default)
+def all_(x, dim=None, keepdim=False):
+    return _bool_reduce(x, dim, keepdim, "min")
+
+
 def _variance(x, dims, correction, keepdim, acc):
     """(mean, var) in dtype acc, two passes over x: the second sums squared deviations from the mean."""
     dims = dims or list(range(len(x.sizes)))
@@ -836,6 +896,43 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     if bias is not None:
         normed = make_pointwise(ops.add, normed, bias, dtype=acc)
     return (cast(normed, out_meta_.dtype), cast(mean, mean_meta.dtype), cast(rstd, rstd_meta.dtype))
+
+
+@register(aten._native_batch_norm_legit_no_training.default)
+def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
+    """BatchNorm with running statistics (eval): out = x * scale + shift per channel (dim 1), where
+    scale = weight / sqrt(var + eps) and shift = bias - mean * scale, computed in fp32 for 16-bit x.
+    The saved mean and invstd are empty, as eager's are."""
+    out_meta_, mean_meta, invstd_meta = out_meta()
+    if len(x.sizes) < 2:
+        raise NotLowered("batch norm of a tensor without a channel dim")
+    acc = acc_dtype_of(x.dtype, "sum")
+    channels = x.sizes[1]
+    per_channel = [channels] + [1] * (len(x.sizes) - 2)     # broadcasts against x's dims 1..
+
+    def channel(v):
+        return view_reshape(cast(v, acc), per_channel)
+    scale = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), channel(running_var),
+                           dtype=acc)
+    if weight is not None:
+        scale = make_pointwise(ops.mul, scale, channel(weight), dtype=acc)
+    shift = make_pointwise(lambda m, s: ops.neg(ops.mul(m, s)), channel(running_mean), scale, dtype=acc)
+    if bias is not None:
+        shift = make_pointwise(ops.add, shift, channel(bias), dtype=acc)
+    out = make_pointwise(lambda v, s, t: ops.add(ops.mul(v, s), t), x, scale, shift, dtype=out_meta_.dtype,
+                         compute_dtype=acc)
+    # eager's CPU kernel makes them of the running statistics' dtype (fp32 for a bf16 x with fp32
+    # statistics, where torch's meta function says bf16)
+    return (out, constant_value(0, mean_meta.shape, running_mean.dtype, mean_meta.device),
+            constant_value(0, invstd_meta.shape, running_mean.dtype, invstd_meta.device))
+
+
+@register(aten.native_batch_norm.default)
+def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    # what BatchNorm in eval mode reaches the lowering as (torch's core decompositions leave it whole)
+    if training or running_mean is None or running_var is None:
+        raise NotLowered("batch norm in training mode (batch statistics)")
+    return batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps)
 
 
 @register(aten._softmax.default)
