@@ -340,7 +340,7 @@ def kernel_bytes(recording):
 # One workload
 # ---------------------------------------------------------------------------------------------------------
 
-def run_workload(key, runs, do_profile, bandwidth, cprofile=()):
+def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default",)):
     title, make_model, make_inputs, output = WORKLOADS[key]
     row = dict(key=key, title=title)
     model = make_model()
@@ -352,66 +352,75 @@ def run_workload(key, runs, do_profile, bandwidth, cprofile=()):
             row["eager_profile"], kernels = profile(model, inputs)
             row["eager_top"] = top_kernels(kernels)
 
-        try:
-            if SMOKE:
-                raise RuntimeError("skipped under --smoke")
-            torch._dynamo.reset()
-            inductor = torch.compile(model)
-            out, row["inductor_cold_s"] = timed_call(inductor, inputs)
-            row["inductor_rel_err"] = rel_error(output(out), expected)
-            row["inductor_ms"] = median_ms(inductor, inputs, runs)
-            if do_profile:
-                row["inductor_profile"], kernels = profile(inductor, inputs)
-                row["inductor_top"] = top_kernels(kernels)
-        except Exception as e:           # noqa: BLE001 -- a failing compiler is a result, not a crash
-            row["inductor_error"] = f"{type(e).__name__}: {e}"[:500]
-        finally:
-            torch._dynamo.reset()
+        for mode in modes:
+            suffix = "" if mode == "default" else f"_{mode}"
+            torch_mode = None if mode == "default" else mode
+            try:
+                if SMOKE:
+                    raise RuntimeError("skipped under --smoke")
+                torch._dynamo.reset()
+                inductor = torch.compile(model, mode=torch_mode)
+                out, row[f"inductor{suffix}_cold_s"] = timed_call(inductor, inputs)
+                row[f"inductor{suffix}_rel_err"] = rel_error(output(out), expected)
+                row[f"inductor{suffix}_ms"] = median_ms(inductor, inputs, runs)
+                if do_profile and not suffix:
+                    row["inductor_profile"], kernels = profile(inductor, inputs)
+                    row["inductor_top"] = top_kernels(kernels)
+            except Exception as e:           # noqa: BLE001 -- a failing compiler is a result, not a crash
+                row[f"inductor{suffix}_error"] = f"{type(e).__name__}: {e}"[:500]
+            finally:
+                torch._dynamo.reset()
 
-        try:
-            graphjit.reset()
-            recording = Recording()
-            ours = graphjit.compile(model, backend=recording)
-            out, row["graphjit_cold_s"] = timed_call(ours, inputs)
-            row["graphjit_rel_err"] = rel_error(output(out), expected)
-            row["graphjit_ms"] = median_ms(ours, inputs, runs)
-            row["graphjit_stats"] = recording.summary()
-            if key in cprofile:
-                row["graphjit_cprofile"] = python_profile(ours, inputs)
-            if do_profile:
-                by_category, by_kernel = profile(ours, inputs)
-                row["graphjit_profile"] = by_category
-                row["graphjit_top"] = top_kernels(by_kernel)
-                sizes = kernel_bytes(recording)
-                top = sorted(((ms, name, count) for name, (ms, count) in by_kernel.items() if name in sizes),
-                             reverse=True)[:12]
-                row["graphjit_top_kernels"] = [
-                    dict(name=name, ms=ms, calls=count, mb=sizes[name] / 1e6,
-                         gbps=sizes[name] * count / (ms / 1e3) / 1e9 if ms else None,
-                         of_copy=(sizes[name] * count / (ms / 1e3) / 1e9) / bandwidth if ms and bandwidth else None)
-                    for ms, name, count in top]
-        except Exception as e:           # noqa: BLE001
-            row["graphjit_error"] = f"{type(e).__name__}: {e}"[:800]
-            row["graphjit_traceback"] = traceback.format_exc()[-3000:]
-        finally:
-            graphjit.reset()
+            try:
+                graphjit.reset()
+                recording = Recording()
+                ours = graphjit.compile(model, backend=recording, mode=torch_mode)
+                out, row[f"graphjit{suffix}_cold_s"] = timed_call(ours, inputs)
+                row[f"graphjit{suffix}_rel_err"] = rel_error(output(out), expected)
+                row[f"graphjit{suffix}_ms"] = median_ms(ours, inputs, runs)
+                row[f"graphjit{suffix}_stats"] = recording.summary()
+                if key in cprofile and not suffix:
+                    row["graphjit_cprofile"] = python_profile(ours, inputs)
+                if do_profile and not suffix:
+                    by_category, by_kernel = profile(ours, inputs)
+                    row["graphjit_profile"] = by_category
+                    row["graphjit_top"] = top_kernels(by_kernel)
+                    sizes = kernel_bytes(recording)
+                    top = sorted(((ms, name, count) for name, (ms, count) in by_kernel.items() if name in sizes),
+                                 reverse=True)[:12]
+                    row["graphjit_top_kernels"] = [
+                        dict(name=name, ms=ms, calls=count, mb=sizes[name] / 1e6,
+                             gbps=sizes[name] * count / (ms / 1e3) / 1e9 if ms else None,
+                             of_copy=(sizes[name] * count / (ms / 1e3) / 1e9) / bandwidth if ms and bandwidth
+                             else None)
+                        for ms, name, count in top]
+            except Exception as e:           # noqa: BLE001
+                row[f"graphjit{suffix}_error"] = f"{type(e).__name__}: {e}"[:800]
+                row[f"graphjit{suffix}_traceback"] = traceback.format_exc()[-3000:]
+            finally:
+                graphjit.reset()
     return row
 
 
-def fmt_row(r):
+def fmt_row(r, mode="default"):
     eager = r["eager_ms"]
+    suffix = "" if mode == "default" else f"_{mode}"
 
     def cell(prefix):
+        prefix += suffix
         if f"{prefix}_error" in r:
             return f"failed: {r[f'{prefix}_error'][:120]}"
         return f"{r[f'{prefix}_ms']:.2f} ({eager / r[f'{prefix}_ms']:.2f}x)"
 
     def cold(prefix):
+        prefix += suffix
         return f"{r[f'{prefix}_cold_s']:.1f}" if f"{prefix}_cold_s" in r else "-"
 
     def err(prefix):
+        prefix += suffix
         return f"{r[f'{prefix}_rel_err']:.1e}" if f"{prefix}_rel_err" in r else "-"
-    return (f"| {r['title']} | {eager:.2f} | {cell('inductor')} | {cell('graphjit')} | {cold('inductor')} | "
+    title = r["title"] + ("" if mode == "default" else f", {mode}")
+    return (f"| {title} | {eager:.2f} | {cell('inductor')} | {cell('graphjit')} | {cold('inductor')} | "
             f"{cold('graphjit')} | {err('inductor')} | {err('graphjit')} |")
 
 
@@ -423,6 +432,9 @@ def main():
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="tiny models on the CPU (GRAPHJIT_TRITON_CPU=1)")
     parser.add_argument("--cprofile", default="", help="workloads whose graphjit call gets a cProfile of 20 calls")
+    parser.add_argument("--modes", default="default",
+                        help="comma-separated compile modes for both compilers: default, reduce-overhead, "
+                             "max-autotune, max-autotune-no-cudagraphs")
     parser.add_argument("--probe", action="store_true", help="run the hypothesis probes first (see probe())")
     parser.add_argument("--probe-mm-only", action="store_true", help="only the matmul part of --probe")
     args = parser.parse_args()
@@ -450,7 +462,8 @@ def main():
     for key in chosen:
         start = time.perf_counter()
         try:
-            row = run_workload(key, args.runs, args.profile, bandwidth, args.cprofile.split(","))
+            row = run_workload(key, args.runs, args.profile, bandwidth, args.cprofile.split(","),
+                               [m for m in args.modes.split(",") if m])
         except Exception as e:           # noqa: BLE001
             row = dict(key=key, title=WORKLOADS[key][0], error=f"{type(e).__name__}: {e}"[:500],
                        traceback=traceback.format_exc()[-3000:])
@@ -473,7 +486,11 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["key"] != "probe":
-            print(fmt_row(r) if "eager_ms" in r else f"| {r['title']} | failed: {r.get('error', '?')[:200]} |")
+            if "eager_ms" not in r:
+                print(f"| {r['title']} | failed: {r.get('error', '?')[:200]} |")
+                continue
+            for mode in [m for m in args.modes.split(",") if m]:
+                print(fmt_row(r, mode))
     for r in rows:
         for line in r.get("graphjit_cprofile", []):
             print(f"{r['key']} graphjit cProfile: {line[0]:.3f} ms/call, {line[1]} calls/call, {line[2]}")

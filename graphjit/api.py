@@ -25,8 +25,12 @@ def compile(fn_or_module=None, *, backend=None, fullgraph=False, dynamic=None, m
         raise ValueError("graphjit.compile: pass either mode= or options=, not both")
     if dynamic not in (None, False, True):
         raise ValueError(f"graphjit.compile: dynamic must be None, True or False, not {dynamic!r}")
-    opts = CompileOptions(backend=backend if backend is not None else config.default_backend,
-                          fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options)
+    from . import modes
+    chosen = modes.lookup(mode)
+    if backend is None:    # a named mode means graphjit's compiler, as torch.compile's modes mean Inductor
+        backend = config.default_backend if mode is None else "graphjit"
+    opts = CompileOptions(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                          mode=None if chosen.name == "default" else chosen.name, options=options)
     from .backends.registry import lookup_backend
     lookup_backend(opts.backend)   # unknown backend names fail here, not at the first call
     if fn_or_module is None:

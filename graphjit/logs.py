@@ -6,7 +6,8 @@ import sys
 
 from . import config
 
-ARTIFACTS = ("graph_breaks", "recompiles", "guards", "bytecode", "graph", "output_code", "fusion")
+ARTIFACTS = ("graph_breaks", "recompiles", "guards", "bytecode", "graph", "output_code", "fusion", "cudagraphs",
+             "autotune")
 
 
 def enabled_set():

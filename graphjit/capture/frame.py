@@ -14,11 +14,14 @@ import types
 import warnings
 import weakref
 
+import torch
+
 from .. import config, logs
 from ..exc import Unsupported
 from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, entry_namespace,
                       graph_call_body, forward_call_body)
 from .interpreter import Tracer, BreakPoint
+from .sources import AttrSource, ItemSource
 from .variables.base import BINARY_OPS
 
 
@@ -29,6 +32,14 @@ class CompileOptions:
     dynamic: object = None
     mode: object = None
     options: object = None
+    _pool: object = dataclasses.field(default=None, compare=False, repr=False)
+
+    def graph_pool(self):
+        """The CUDA graph memory pool of the graphs compiled under these options (one compile() call)."""
+        if self._pool is None:
+            from ..backends.cudagraphs import GraphPool
+            self._pool = GraphPool(self.mode)
+        return self._pool
 
     @property
     def key(self):
@@ -264,7 +275,7 @@ def _finish(fn, options, tracer, record, make_tail):
     compiled = None
     if record.op_count:
         logs.log("graph", f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
-        compiled = compile_graph(gm, example_inputs, options)
+        compiled = compile_graph(gm, example_inputs, options, sources, fn.__code__.co_qualname)
         record.graph = gm
     record.guards = [g.reason for g in tracer.guards.ordered()]
     logs.log("guards", f"guards of {fn.__code__.co_qualname}:\n  " + "\n  ".join(record.guards))
@@ -492,15 +503,34 @@ def intercepted(fn, options):
     return fn
 
 
-def compile_graph(gm, example_inputs, options):
+def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
+    """The backend's callable for gm; in a CUDA-graph mode, wrapped to record and replay CUDA graphs."""
+    from .. import modes
+    from ..backends import cudagraphs
     from ..backends.registry import lookup_backend
     backend = lookup_backend(options.backend)
+    mode = modes.lookup(options.mode)
     try:
-        return backend(gm, example_inputs)
+        with modes.active(mode):
+            compiled = backend(gm, example_inputs)
     except Exception as e:  # a backend failure must not fail the user's program: run the graph as is
         warnings.warn(f"graphjit: backend {getattr(backend, '__name__', backend)} failed ({type(e).__name__}: "
                       f"{e}); running the captured graph without it", RuntimeWarning)
         return gm.forward
+    if mode.cudagraphs:
+        static = [_is_parameter_or_buffer(value, source)
+                  for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]
+        compiled = cudagraphs.wrap(compiled, example_inputs, static, options.graph_pool(), name,
+                                   cudagraphs.mutated_inputs(gm))
+    return compiled
+
+
+def _is_parameter_or_buffer(value, source):
+    """Whether a graph input is a module's parameter or buffer: CUDA graphs read those in place."""
+    if isinstance(value, torch.nn.Parameter):
+        return True
+    return isinstance(source, ItemSource) and isinstance(source.base, AttrSource) and \
+        source.base.attr in ("_parameters", "_buffers")
 
 
 def eager_entry(fn, guards):

@@ -300,6 +300,8 @@ class Launch:
     num_stages: int = 1
     checks_indices: bool = False
     kind: str = "pointwise"
+    sizes: tuple = (1, 1, False)    # (outer elements, row length, rows strided along x): autotuning's input
+    written: tuple = ()             # the args it stores to
 
 
 def pointwise_blocks(numel):
@@ -414,8 +416,9 @@ class TritonOps:
 class TritonKernel:
     """Prints one scheduler.Kernel as a @triton.jit function and says how to launch it."""
 
-    def __init__(self, kernel, buffers, name, check_indices):
+    def __init__(self, kernel, buffers, name, check_indices, config=None):
         self.kernel = kernel
+        self.config = config                # {"XBLOCK", "RBLOCK", "num_warps"} overriding the heuristics (autotuning)
         self.buffers = buffers              # name -> Buffer
         self.name = name
         self.check_indices = check_indices
@@ -627,6 +630,8 @@ class TritonKernel:
                                                              list(zip(rs, group.inner)), xs, rs), exprs)
         numel = int(product([s for _, s in dims]))
         xblock, warps = pointwise_blocks(numel)
+        if self.config:
+            xblock, warps = self.config["XBLOCK"], self.config["num_warps"]
         self._program_start("")
         if numel % xblock:
             self.emit(f"xmask = xindex < {numel}")
@@ -634,7 +639,7 @@ class TritonKernel:
         self._decode(dims, "xindex", "x")
         for node in group.nodes:
             node.buffer.store_body()(*node.body_args(xs, rs))
-        return self._launch(-(-numel // xblock), {"XBLOCK": xblock}, warps, "pointwise")
+        return self._launch(-(-numel // xblock), {"XBLOCK": xblock}, warps, "pointwise", (numel, 1, False))
 
     def _by_output_strides(self, group, dims, xs, rs):
         """A pointwise kernel's loops may run in any order: the one the first stored output is laid out in
@@ -665,6 +670,8 @@ class TritonKernel:
         transposed = self._transposed(outer_dims, group_dims, exprs)
         persistent = rnumel <= persistent_rnumel and not (transposed and rnumel > 64)
         xblock, rblock, warps = reduction_blocks(xnumel, rnumel, persistent, transposed)
+        if self.config:
+            xblock, rblock, warps = self.config["XBLOCK"], self.config["RBLOCK"], self.config["num_warps"]
         self.emit(f"# {'persistent' if persistent else 'looped'} reduction: outer [{xnumel}], rows of "
                   f"[{', '.join(str(n) for n in rnumels)}]" + (", x-contiguous" if transposed else ""))
         self._program_start("[:, None]")
@@ -683,7 +690,8 @@ class TritonKernel:
             self.pop_scope()
             self._group_scope_open = False
         return self._launch(-(-xnumel // xblock), {"XBLOCK": xblock, "RBLOCK": rblock}, warps,
-                            "persistent reduction" if persistent else "looped reduction")
+                            "persistent reduction" if persistent else "looped reduction",
+                            (xnumel, rnumel, transposed))
 
     def _transposed(self, outer_dims, group_dims, exprs):
         """Whether the kernel's loads are contiguous along x (its innermost outer dim) rather than r."""
@@ -794,8 +802,8 @@ class TritonKernel:
             result = self.cse(f"{acc}.to({COMPUTE_TYPES[data.dtype]})", self.dims_of(acc), scope=0)
         self.store(node.name, self.rewrite(node.write_index(xs, [])), result, scope=0)
 
-    def _launch(self, grid, constexprs, warps, kind):
-        self.launch = Launch(self.name, (), grid, constexprs, warps, 1, self.uses_status, kind)
+    def _launch(self, grid, constexprs, warps, kind, sizes):
+        self.launch = Launch(self.name, (), grid, constexprs, warps, 1, self.uses_status, kind, sizes)
         return self.launch
 
     def _function(self):
@@ -805,6 +813,7 @@ class TritonKernel:
         params = list(names) + (["gj_status"] if self.uses_status else [])
         params += [f"{c}: tl.constexpr" for c in self.launch.constexprs]
         self.launch.args = tuple(names)
+        self.launch.written = tuple(n for n in names if n in self.written)
         self.launch.checks_indices = self.uses_status
         body = ["    " + line for line in self.lines]
         return "\n".join(["@triton.jit", f"def {self.name}({', '.join(params)}):"] + body)
@@ -864,19 +873,39 @@ def split(kernel):
     return out
 
 
-def generate(graph, items, check=False):
-    """The Triton module source of a scheduled graph, and each scheduler kernel's KernelLaunches."""
+def generate(graph, items, check=False, tuning=None, device=None, candidates=True):
+    """The Triton module source of a scheduled graph, and each scheduler kernel's KernelLaunches.
+
+    tuning (a list, mode max-autotune): each kernel uses its cached autotuning choice if there is one;
+    otherwise (if `candidates`: there is a GPU to time them on) the module also gets the candidate
+    configurations of autotune.candidates, and the list gets (cache key, [heuristic Launch, candidate
+    Launches ...], scheduler kernel name, piece index) to time."""
+    from .. import autotune
     buffers = {b.name: b for b in graph.buffers()}
     parts, launches = [PRELUDE], {}
     index = itertools.count()
+
+    def emit(piece, name, cfg=None):
+        tk = TritonKernel(piece, buffers, name, check, cfg)
+        with use_ops(TritonOps(tk)):
+            return tk.generate()
     for item in items:
         if not isinstance(item, Kernel):
             continue
         found, args = [], []
         for piece in split(item):
-            tk = TritonKernel(piece, buffers, kernel_name(piece, next(index)), check)
-            with use_ops(TritonOps(tk)):
-                source, launch = tk.generate()
+            name = kernel_name(piece, next(index))
+            source, launch = emit(piece, name)
+            if tuning is not None and not launch.checks_indices:
+                key = autotune.cache_key(source, name, device)
+                cfg = autotune.load_choice(key)
+                if cfg is not None and autotune.valid(cfg, launch):
+                    if cfg != {**launch.constexprs, "num_warps": launch.num_warps}:
+                        source, launch = emit(piece, name, cfg)
+                elif candidates:
+                    variants = [emit(piece, f"{name}_c{k}", c) for k, c in enumerate(autotune.candidates(launch))]
+                    parts += [v[0] for v in variants]
+                    tuning.append((key, [launch] + [v[1] for v in variants], item.name, len(found)))
             parts.append(source)
             found.append(launch)
             args += [a for a in launch.args if a not in args]
@@ -1082,14 +1111,17 @@ def compile_graph(gm, example_inputs):
     items = scheduler.schedule(graph)
     lap("schedule")
     check = check_indices == 1 or (check_indices == -1 and interpret)
-    source, launches = generate(graph, items, check)
+    from ... import modes
+    tuning = [] if modes.current().autotune else None
+    source, launches = generate(graph, items, check, tuning, device, candidates=not interpret)
     lap("codegen")
     module = triton_build.load(source, interpret=interpret)
     by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
+    by_name.update({launch.name: launch for _, variants, _, _ in tuning or () for launch in variants})
     launchers, aligned = {}, []
     if not interpret:
         aligned = _aligned_inputs(graph, launches, example_inputs)
-        examples = _warmup_args(graph, launches, example_inputs)
+        examples = _warmup_args(graph, by_name.values(), example_inputs)
         try:
             compiled = triton_build.compile_all(module, list(by_name.values()), device, examples, compile_threads)
         except Exception as e:     # a Triton compile error is a graphjit bug: say so, run eagerly
@@ -1098,6 +1130,15 @@ def compile_graph(gm, example_inputs):
                        f"Running it eagerly. The kernels are in {triton_build.module_path(source)}")
             return gm.forward
         lap("triton compile")
+        if tuning:
+            from .. import autotune
+            with torch.cuda.device(device):
+                winners = autotune.tune([(key, variants) for key, variants, _, _ in tuning], compiled,
+                                        _tuning_arguments(graph, example_inputs, device), device)
+            for key, _, item_name, position in tuning:
+                launches[item_name].launches[position] = winners[key]
+            by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
+            lap("autotune")
         if fast_launch:
             with torch.cuda.device(device):
                 launchers = {name: (compiled[name].run, compiled[name].function, compiled[name].packed_metadata)
@@ -1134,12 +1175,41 @@ def _aligned_inputs(graph, launches, example_inputs):
             and example_inputs[buf.position].data_ptr() % 16 == 0]
 
 
-def _warmup_args(graph, launches, example_inputs):
+def _tuning_arguments(graph, example_inputs, device):
+    """launch -> the tensors to time it on: the real inputs (copies of those it writes), and zero-filled
+    buffers for the ones graphjit allocates (zeros: an index read from one stays in range)."""
+    by_name = {b.name: b for b in graph.buffers()}
+    made = {}
+
+    def tensor(name, written):
+        buf = by_name[name]
+        position = getattr(buf, "position", None)
+        if position is not None:
+            value = example_inputs[position]
+            return value.clone() if written else value
+        if getattr(buf, "value", None) is not None:
+            return buf.value
+        if name not in made:
+            layout = buf.layout
+            made[name] = torch.empty_strided(tuple(int(s) for s in layout.sizes),
+                                             tuple(int(s) for s in layout.strides),
+                                             dtype=layout.dtype, device=device).zero_()
+        return made[name]
+
+    def arguments(launch):
+        args = [tensor(name, name in launch.written) for name in launch.args]
+        if launch.checks_indices:
+            args.append(torch.zeros((1,), dtype=torch.int32, device=device))
+        return args
+    return arguments
+
+
+def _warmup_args(graph, all_launches, example_inputs):
     """Per kernel, what warmup() specializes on: inputs' example tensors (their alignment), constants, and
     the dtype of every buffer graphjit allocates (allocations are aligned)."""
     by_name = {b.name: b for b in graph.buffers()}
     examples = {}
-    for launch in (launch for kl in launches.values() for launch in kl.launches):
+    for launch in all_launches:
         args = []
         for name in launch.args:
             buf = by_name[name]

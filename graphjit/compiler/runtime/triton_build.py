@@ -27,6 +27,7 @@ import threading
 import time
 
 from ... import logs
+from ...progress import Progress
 from .. import config
 
 
@@ -138,9 +139,12 @@ def compile_all(module, launches, device, example_args, threads):
                 # torch dtypes stand for buffers graphjit allocates: warmup() makes them aligned MockTensors
                 compiled[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **launch.constexprs,
                                                   num_warps=launch.num_warps, num_stages=launch.num_stages)
-        for name, kernel in compiled.items():
+        progress = Progress("compiling Triton kernels", len(compiled), start=start)
+        for done, (name, kernel) in enumerate(list(compiled.items()), 1):
             if hasattr(kernel, "result"):
                 compiled[name] = kernel.result()
+            progress.update(done)
+        progress.finish()
     logs.log("output_code", f"compiled {len(launches)} Triton kernels in {time.perf_counter() - start:.2f} s "
                             f"({threads} threads)")
     return compiled

@@ -1,0 +1,290 @@
+"""mode="reduce-overhead": a compiled graph's GPU work recorded once as a CUDA graph, then replayed.
+
+At small batch a GPU model waits on the CPU: Python, the wrapper and one launch per kernel cost more than
+the kernels themselves. A CUDA graph replays all of a graph's kernels with one launch.
+
+    runner = wrap(compiled, example_inputs, static, pool)   # compiled: any backend's callable
+
+The first call runs `compiled` as it is (the warm-up: lazy initialization, cuBLAS workspaces; its outputs
+are ordinary tensors), then records it into a CUDA graph on a side stream, reading its inputs from static
+buffers. Later calls copy the inputs that change between calls into those buffers and replay.
+
+The rules (also in the README):
+- Parameters and buffers of modules (`static`) are read in place, never copied. If one's memory moves (a
+  parameter reassigned, model.to(...)), the graph is recorded again.
+- Outputs live in the memory pool of the compiled model (one pool per compile() call, shared by its graphs).
+  A replay of a graph overwrites the outputs of the previous replay of that graph and of every graph
+  recorded after it. Outputs still referenced when that happens are invalidated: using one raises an error
+  that says so; clone outputs you keep across calls. Outputs of graphs recorded *before* it (the graph
+  before a graph break, whose outputs feed this one) stay valid.
+- A graph that can't be recorded runs as plain launches, with the reason logged under
+  GRAPHJIT_LOGS=cudagraphs: CPU tensors, non-tensor inputs, inputs that need gradients, outputs that alias
+  inputs, and work a CUDA graph can't capture (a host synchronization such as .item()).
+"""
+import torch
+import torch._prims_common
+from torch.utils import _pytree as pytree
+
+from .. import logs
+
+INVALIDATED = ("graphjit: this tensor was an output of a CUDA graph replay (compile mode \"{mode}\") and "
+               "has been overwritten by a later call of the compiled model ({name}). Outputs stay valid only "
+               "until the next call: clone the ones you keep across calls (out = model(x).clone()), or "
+               "compile with mode=\"default\".")
+
+
+class GraphPool:
+    """The CUDA memory pool shared by the CUDA graphs of one compiled model, and which of its graphs have
+    handed out outputs that a replay may overwrite."""
+
+    def __init__(self, mode_name):
+        self.mode_name = mode_name
+        self.handle = None
+        self.streams = {}
+        self.recorded = 0          # graphs recorded so far: each runner's `order`
+        self.live = set()          # recordings whose last replay's outputs were handed out
+
+    def stream(self, device):
+        if device not in self.streams:
+            self.streams[device] = torch.cuda.Stream(device)
+        return self.streams[device]
+
+    def invalidate_from(self, recording):
+        """Before `recording` replays: invalidate the outputs it may overwrite (its own, and those of graphs
+        recorded after it, whose memory may overlap its temporaries)."""
+        for other in [r for r in self.live if r.order >= recording.order]:
+            other.invalidate_outputs()
+
+
+def reason_not_to_record(example_inputs):
+    """Why a graph with these inputs runs without CUDA graphs, or None."""
+    devices = set()
+    for value in example_inputs:
+        if not isinstance(value, torch.Tensor):
+            return f"a graph input is a {type(value).__name__}, not a tensor"
+        devices.add(value.device)
+        if value.requires_grad and torch.is_grad_enabled():
+            return "an input requires grad (training runs without CUDA graphs)"
+    if any(d.type != "cuda" for d in devices):
+        return f"inputs on {', '.join(sorted(str(d) for d in devices if d.type != 'cuda'))}, not only CUDA"
+    if len(devices) > 1:
+        return f"inputs on several devices ({', '.join(sorted(map(str, devices)))})"
+    if not devices:
+        return "the graph has no tensor inputs"
+    if not torch.cuda.is_available():
+        return "CUDA is not available"
+    if not all(hasattr(torch._C, f) for f in ("_construct_CUDA_Tensor_From_Storage_And_Metadata",
+                                               "_set_storage_data_ptr_access_error_msg")):
+        return f"this torch ({torch.__version__}) lacks the storage functions the output rules need"
+    return None
+
+
+def wrap(fn, example_inputs, static, pool, name="graph", mutated=()):
+    """fn as a CUDA graph runner, or fn itself (with the reason logged) when it can't be recorded.
+    static[i]: input i is a parameter or buffer, read in place. mutated: positions of inputs the graph
+    writes to (copied back from the static buffers after each replay, unless read in place)."""
+    reason = reason_not_to_record(example_inputs)
+    if reason:
+        logs.log("cudagraphs", f"{name}: no CUDA graph: {reason}")
+        return fn
+    return CUDAGraphRunner(fn, example_inputs, static, pool, name, mutated)
+
+
+_VIEW_METHODS = {"view", "reshape", "transpose", "permute", "__getitem__", "select", "narrow", "expand",
+                 "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "t", "as_strided", "view_as",
+                 "detach", "split", "chunk", "unbind", "movedim", "swapaxes", "diagonal", "contiguous"}
+
+
+def mutated_inputs(gm):
+    """Positions of gm's inputs that an in-place op may write (through views of them): x.add_(1),
+    x[0] = y, torch.relu_(x), F.relu(x, inplace=True), out=x."""
+    import operator
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    position = {n: i for i, n in enumerate(placeholders)}
+    found = set()
+
+    def root(node):
+        while isinstance(node, torch.fx.Node) and node not in position:
+            name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+            if name not in _VIEW_METHODS or not node.args:
+                return None
+            node = node.args[0]
+        return position.get(node) if isinstance(node, torch.fx.Node) else None
+
+    for node in gm.graph.nodes:
+        targets = []
+        if node.op in ("call_method", "call_function"):
+            name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+            inplace = (name.endswith("_") and not name.startswith("_")) or node.target in (
+                operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv)
+            if (inplace or node.kwargs.get("inplace") is True) and node.args:
+                targets.append(node.args[0])
+            if isinstance(node.kwargs.get("out"), torch.fx.Node):
+                targets.append(node.kwargs["out"])
+        elif node.op == "call_module":
+            module = gm.get_submodule(node.target)
+            if getattr(module, "inplace", False) and node.args:
+                targets.append(node.args[0])
+        for target in targets:
+            index = root(target)
+            if index is not None:
+                found.add(index)
+    return sorted(found)
+
+
+def _span(t):
+    """Elements of t's storage from its first element to its last (t's strides are non-negative)."""
+    return 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if s > 0) if t.numel() else 0
+
+
+class CUDAGraphRunner:
+    """One compiled graph's CUDA graphs: one recording per set of parameter addresses (two instances of a
+    model class share compiled graphs but not parameters), up to `max_recordings`."""
+    max_recordings = 8
+
+    def __init__(self, fn, example_inputs, static, pool, name, mutated=()):
+        self.fn = fn
+        self.pool = pool
+        self.name = name
+        self.device = example_inputs[0].device
+        self.static_idx = [i for i, s in enumerate(static) if s]
+        self.copied_idx = [i for i, s in enumerate(static) if not s]
+        # (position in args, position in copied_idx) of the copied inputs the graph writes to
+        self.written_back = [(i, self.copied_idx.index(i)) for i in mutated if not static[i]]
+        self.recordings = {}          # tuple of static inputs' data_ptr -> Recording
+        self.failed = None
+
+    def __call__(self, *args):
+        if self.failed:
+            return self.fn(*args)
+        recording = self.recordings.get(tuple([args[i].data_ptr() for i in self.static_idx]))
+        if recording is None:
+            return self._record(args)
+        for i, (view, base, span, meta) in zip(self.copied_idx, recording.copies):
+            x = args[i]
+            if (x.shape, x.stride()) != meta:   # the frontend's guards make this rare: run it plainly
+                logs.log("cudagraphs", f"{self.name}: input {i} changed layout; running without the graph")
+                return self.fn(*args)
+            if base is None:
+                view.copy_(x)
+            else:                              # overlapping or gapped strides: copy the storage span
+                base.copy_(torch.as_strided(x, (span,), (1,), x.storage_offset()))
+        self.pool.invalidate_from(recording)
+        recording.graph.replay()
+        for i, k in self.written_back:      # the graph wrote the static copy: write the caller's tensor
+            view, base, span, _ = recording.copies[k]
+            if base is None:
+                args[i].copy_(view)
+            else:
+                torch.as_strided(args[i], (span,), (1,), args[i].storage_offset()).copy_(base)
+        return recording.hand_out()
+
+    def _record(self, args):
+        out = self.fn(*args)                   # the warm-up, and this call's result
+        why = "first call" if not self.recordings else "parameters or buffers at new addresses"
+        if len(self.recordings) >= self.max_recordings:
+            self._fail(f"{self.max_recordings} recordings for different parameter addresses")
+            return out
+        try:
+            recording = Recording(self, args)
+        except Exception as e:   # noqa: BLE001 -- a graph that can't be captured still runs, as plain launches
+            message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            self._fail(f"recording failed ({type(e).__name__}: {message})")
+            return out
+        self.recordings[recording.static_ptrs] = recording
+        logs.log("cudagraphs", f"{self.name}: recorded a CUDA graph ({why}): {len(self.copied_idx)} inputs "
+                               f"copied per call, {len(self.static_idx)} read in place, "
+                               f"{len(recording.out_storages)} output buffers")
+        return out
+
+    def _fail(self, reason):
+        logs.log("cudagraphs", f"{self.name}: no CUDA graph: {reason}")
+        self.failed = reason
+        for recording in self.recordings.values():
+            recording.invalidate_outputs()
+        self.recordings = {}
+
+
+class Recording:
+    """One CUDA graph of a runner: static input buffers, the graph, and its outputs in the pool."""
+
+    def __init__(self, runner, args):
+        self.pool = pool = runner.pool
+        self.name = runner.name
+        self.device = device = runner.device
+        self.static_ptrs = tuple(args[i].data_ptr() for i in runner.static_idx)
+        self.handed_out = []          # the storages of the outputs handed out by the last replay
+        static_args = list(args)
+        self.copies = []
+        for i in runner.copied_idx:
+            x = args[i]
+            span = _span(x)
+            base = torch.empty(max(span, 1), dtype=x.dtype, device=x.device)
+            view = torch.as_strided(base, x.shape, x.stride(), 0)
+            dense = torch._prims_common.is_non_overlapping_and_dense(x)
+            self.copies.append((view, None if dense else base, span, (x.shape, x.stride())))
+            if dense:
+                view.copy_(x)
+            elif span:
+                base.copy_(torch.as_strided(x, (span,), (1,), x.storage_offset()))
+            static_args[i] = view
+        if pool.handle is None:
+            pool.handle = torch.cuda.graph_pool_handle()
+        stream = pool.stream(device)
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize(device)
+        with torch.cuda.device(device), torch.cuda.stream(stream):
+            graph.capture_begin(pool=pool.handle)
+            try:
+                static_out = runner.fn(*static_args)
+            finally:
+                graph.capture_end()
+        leaves, self.out_spec = pytree.tree_flatten(static_out)
+        inputs = {x.untyped_storage().data_ptr() for x in static_args if isinstance(x, torch.Tensor)}
+        storages, self.out_leaves = {}, []
+        for leaf in leaves:
+            if not isinstance(leaf, torch.Tensor):
+                self.out_leaves.append((None, leaf))
+                continue
+            storage = leaf.untyped_storage()
+            if storage.data_ptr() in inputs:
+                raise RuntimeError("an output aliases an input (a view or the input itself)")
+            if leaf.device != device or leaf.requires_grad:
+                raise RuntimeError("an output is not a plain tensor on the graph's device")
+            key = storage.data_ptr()
+            if key not in storages:
+                storages[key] = (len(storages), storage.nbytes())
+            meta = {"nbytes": storage.nbytes(), "data_ptr": key, "size": leaf.shape, "stride": leaf.stride(),
+                    "dtype": leaf.dtype, "device": leaf.device, "storage_offset": leaf.storage_offset()}
+            self.out_leaves.append((storages[key][0], meta))
+        self.out_storages = [(ptr, nbytes) for ptr, (_, nbytes) in storages.items()]
+        self.static_out = static_out          # keeps the outputs' pool memory allocated
+        self.static_args = static_args
+        self.graph = graph
+        self.order = pool.recorded
+        pool.recorded += 1
+
+    def hand_out(self):
+        """This replay's outputs: new tensors over new (non-owning) storages of the pool memory, so that a
+        later replay can invalidate exactly what the user still holds."""
+        make_storage = torch._C._construct_storage_from_data_pointer
+        make_tensor = torch._C._construct_CUDA_Tensor_From_Storage_And_Metadata
+        device = self.device
+        storages = [make_storage(ptr, device, nbytes) for ptr, nbytes in self.out_storages]
+        leaves = [value if k is None else make_tensor(value, storages[k]) for k, value in self.out_leaves]
+        self.handed_out = storages
+        self.pool.live.add(self)
+        return pytree.tree_unflatten(leaves, self.out_spec)
+
+    def invalidate_outputs(self):
+        """The outputs handed out by the last replay are about to be overwritten: those still referenced
+        (their storage used by more than our own handle) raise on use from now on."""
+        use_count = torch._C._storage_Use_Count
+        message = None
+        for storage in self.handed_out:
+            if use_count(storage._cdata) > 1:
+                if message is None:
+                    message = INVALIDATED.format(mode=self.pool.mode_name, name=self.name)
+                torch._C._set_storage_data_ptr_access_error_msg(storage._cdata, message)
+        self.handed_out = []
+        self.pool.live.discard(self)

@@ -1,0 +1,56 @@
+"""compile(mode=...): the named modes, as in torch.compile, and what each turns on.
+
+    mode                          CUDA graphs   autotuning    backend when none is given
+    None / "default"              no            no            config.default_backend
+    "reduce-overhead"             yes           no            "graphjit"
+    "max-autotune"                yes           yes           "graphjit"
+    "max-autotune-no-cudagraphs"  no            yes           "graphjit"
+
+CUDA graphs (backends/cudagraphs.py) wrap whatever callable the backend returns, so they apply to any
+backend; autotuning is a knob of graphjit's own compiler, which reads it from `current()` while a graph
+compiles. On the CPU both degrade to the default mode (the reason is logged under GRAPHJIT_LOGS=cudagraphs).
+"""
+import contextlib
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    name: str
+    cudagraphs: bool = False
+    autotune: bool = False
+
+
+MODES = {
+    "default": Mode("default"),
+    "reduce-overhead": Mode("reduce-overhead", cudagraphs=True),
+    "max-autotune": Mode("max-autotune", cudagraphs=True, autotune=True),
+    "max-autotune-no-cudagraphs": Mode("max-autotune-no-cudagraphs", autotune=True),
+}
+
+_DEFAULT = MODES["default"]
+_current = _DEFAULT
+
+
+def lookup(name):
+    """The Mode called `name` (None is "default"); a ValueError naming the known modes otherwise."""
+    if name is None:
+        return _DEFAULT
+    if not isinstance(name, str) or name not in MODES:
+        raise ValueError(f"graphjit.compile: unknown mode {name!r}; known modes: {', '.join(MODES)}")
+    return MODES[name]
+
+
+def current():
+    """The mode of the graph being compiled right now (the default mode outside a compile)."""
+    return _current
+
+
+@contextlib.contextmanager
+def active(mode):
+    global _current
+    saved, _current = _current, mode
+    try:
+        yield
+    finally:
+        _current = saved

@@ -1,0 +1,183 @@
+"""compile(mode=...) on the CPU: names are checked, named modes pick graphjit's compiler, CUDA graphs and
+autotuning step aside with a logged reason and results equal eager; autotuning's cached choices are
+validated and applied (through the Triton interpreter where Triton is installed); the progress line."""
+import json
+import os
+
+import pytest
+import torch
+
+import graphjit
+from graphjit import config as frontend_config
+from graphjit.backends import registry
+from graphjit.compiler import autotune
+from graphjit.compiler import config as compiler_config
+from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit.progress import Progress
+
+MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+
+
+def f(x, y):
+    return (torch.sin(x) * 2 + y).relu().sum(-1), x.cos()
+
+
+def test_unknown_mode_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown mode 'fastest'; known modes: default, reduce-overhead"):
+        graphjit.compile(f, mode="fastest")
+    with pytest.raises(ValueError, match="either mode= or options="):
+        graphjit.compile(f, mode="reduce-overhead", options={})
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_modes_on_cpu_equal_eager_and_pick_graphjits_compiler(mode, monkeypatch):
+    calls = []
+    real = registry.lookup_backend("graphjit")
+
+    def spy(gm, example_inputs):
+        calls.append(gm)
+        return real(gm, example_inputs)
+    monkeypatch.setitem(registry._BACKENDS, "graphjit", spy)
+    compiled = graphjit.compile(f, mode=mode)
+    for _ in range(3):
+        x, y = torch.randn(5, 7), torch.randn(7)
+        got, want = compiled(x, y), f(x, y)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+    assert len(calls) == 1          # one graph, compiled once, by the graphjit backend
+
+
+def test_cuda_graph_modes_say_why_they_step_aside_on_cpu(monkeypatch, capsys):
+    monkeypatch.setattr(frontend_config, "logs", "cudagraphs")
+    compiled = graphjit.compile(f, mode="reduce-overhead")
+    x, y = torch.randn(4, 3), torch.randn(3)
+    torch.testing.assert_close(compiled(x, y)[0], f(x, y)[0])
+    assert "no CUDA graph: inputs on cpu, not only CUDA" in capsys.readouterr().err
+
+
+def test_an_explicit_backend_keeps_its_place_under_a_mode():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(len(example_inputs))
+        return gm.forward
+    compiled = graphjit.compile(f, backend=backend, mode="reduce-overhead")
+    x, y = torch.randn(2, 3), torch.randn(3)
+    torch.testing.assert_close(compiled(x, y)[1], x.cos())
+    assert seen == [2]
+
+
+# ---- autotuning's choices: validity, the on-disk cache ----
+
+def _launch(kind, constexprs, warps, sizes):
+    return triton_codegen.Launch("k", ("a",), 1, constexprs, warps, kind=kind, sizes=sizes)
+
+
+def test_valid_rejects_configs_that_would_compute_something_else():
+    persistent = _launch("persistent reduction", {"XBLOCK": 8, "RBLOCK": 1024}, 4, (512, 1000, False))
+    assert autotune.valid({"XBLOCK": 2, "RBLOCK": 1024, "num_warps": 8}, persistent)
+    assert not autotune.valid({"XBLOCK": 16, "RBLOCK": 32, "num_warps": 4}, persistent)   # row not covered
+    assert not autotune.valid({"XBLOCK": 3, "RBLOCK": 1024, "num_warps": 4}, persistent)  # not a power of 2
+    assert not autotune.valid({"XBLOCK": 2, "num_warps": 4}, persistent)                  # other parameters
+    assert not autotune.valid(["XBLOCK"], persistent)
+    looped = _launch("looped reduction", {"XBLOCK": 1, "RBLOCK": 2048}, 8, (64, 50000, False))
+    assert autotune.valid({"XBLOCK": 4, "RBLOCK": 512, "num_warps": 4}, looped)
+
+
+@pytest.mark.parametrize("launch", [
+    _launch("pointwise", {"XBLOCK": 1024}, 4, (1 << 20, 1, False)),
+    _launch("pointwise", {"XBLOCK": 128}, 1, (100, 1, False)),
+    _launch("persistent reduction", {"XBLOCK": 4, "RBLOCK": 1024}, 8, (4096, 768, False)),
+    _launch("looped reduction", {"XBLOCK": 1, "RBLOCK": 2048}, 8, (64, 50000, False)),
+    _launch("looped reduction", {"XBLOCK": 64, "RBLOCK": 64}, 8, (4096, 4096, True)),
+], ids=lambda l: l.kind)
+def test_candidates_are_valid_distinct_and_exclude_the_heuristic(launch):
+    found = autotune.candidates(launch)
+    assert found, "every kind of kernel has other configurations to try"
+    heuristic = {**launch.constexprs, "num_warps": launch.num_warps}
+    assert heuristic not in found
+    assert len({json.dumps(c, sort_keys=True) for c in found}) == len(found)
+    assert all(autotune.valid(c, launch) for c in found)
+
+
+def test_choice_cache_round_trip_and_damaged_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(compiler_config, "cache_dir", str(tmp_path))
+    autotune.store_choice("abc", {"XBLOCK": 64, "num_warps": 4}, [0.1, 0.05])
+    assert autotune.load_choice("abc") == {"XBLOCK": 64, "num_warps": 4}
+    path = tmp_path / "autotune" / "abc.json"
+    path.write_text("{not json")
+    assert autotune.load_choice("abc") is None
+    path.write_text(json.dumps({"ms": []}))
+    assert autotune.load_choice("abc") is None
+    assert autotune.load_choice("missing") is None
+    assert [p for p in os.listdir(tmp_path / "autotune") if p.startswith(".tmp")] == []
+
+
+# ---- cached choices applied to generated Triton (interpreter) ----
+
+needs_triton = pytest.mark.skipif(not triton_codegen.triton_available(), reason="Triton is not installed")
+
+
+def kernels(x, y, z):
+    # a persistent softmax over rows of 1000, a reduction over dim 0 (strided rows), a masked pointwise
+    # kernel (37 * 1000 is no multiple of any block), a looped reduction over rows of 5000
+    return torch.softmax(x * 2, -1) + y, (x.sin() + 1).sum(0), z.exp().sum(-1)
+
+
+CONFIGS = [
+    None,
+    {"XBLOCK": 2, "RBLOCK": 1024, "num_warps": 4},          # persistent kernels
+    {"XBLOCK": 1, "RBLOCK": 1024, "num_warps": 1},
+    {"XBLOCK": 256, "num_warps": 2},                        # pointwise kernels
+    {"XBLOCK": 4096, "num_warps": 8},
+    {"XBLOCK": 2, "RBLOCK": 512, "num_warps": 4},           # looped: 5000 = 9 full steps of 512 + a tail
+    {"XBLOCK": 8, "RBLOCK": 32, "num_warps": 4},            # invalid for persistent rows: must be ignored
+]
+
+
+@needs_triton
+@pytest.mark.parametrize("cfg", CONFIGS, ids=str)
+def test_cached_choices_apply_and_compute_the_same(cfg, monkeypatch, tmp_path):
+    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(compiler_config, "cache_dir", str(tmp_path))
+    applied = []
+
+    def load_choice(key):
+        return cfg
+    real_valid = autotune.valid
+
+    def valid(c, launch):
+        ok = real_valid(c, launch)
+        applied.append(ok)
+        return ok
+    monkeypatch.setattr(autotune, "load_choice", load_choice)
+    monkeypatch.setattr(autotune, "valid", valid)
+    compiled = graphjit.compile(kernels, mode="max-autotune-no-cudagraphs")
+    for _ in range(2):
+        x, y, z = torch.randn(37, 1000), torch.randn(1000), torch.randn(3, 5000)
+        for got, want in zip(compiled(x, y, z), kernels(x, y, z)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    if cfg is not None:
+        assert applied, "the cached choice was looked at"
+
+
+# ---- the progress line ----
+
+def test_progress_is_quiet_for_short_work_and_reports_long_work(capsys, monkeypatch):
+    monkeypatch.delenv("GRAPHJIT_PROGRESS", raising=False)
+    quick = Progress("quick", 3)
+    for i in range(1, 4):
+        quick.update(i)
+    quick.finish()
+    assert capsys.readouterr().err == ""
+    slow = Progress("compiling Triton kernels", 4, after=0.0)
+    for i in range(1, 5):
+        slow.update(i)
+    slow.finish()
+    err = capsys.readouterr().err
+    assert "graphjit: compiling Triton kernels [" in err and "4/4" in err
+    assert err.count("4/4") == 1
+    monkeypatch.setenv("GRAPHJIT_PROGRESS", "0")
+    off = Progress("off", 1, after=0.0)
+    off.update(1)
+    assert capsys.readouterr().err == ""
