@@ -902,7 +902,8 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
 def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
     """BatchNorm with running statistics (eval): out = x * scale + shift per channel (dim 1), where
     scale = weight / sqrt(var + eps) and shift = bias - mean * scale, computed in fp32 for 16-bit x.
-    The saved mean and invstd are empty, as eager's are."""
+    The saved statistics are as eager's: empty on the CPU; on CUDA the running mean and 1 / sqrt(var + eps)
+    (torch's meta function says which, by their size)."""
     out_meta_, mean_meta, invstd_meta = out_meta()
     if len(x.sizes) < 2:
         raise NotLowered("batch norm of a tensor without a channel dim")
@@ -921,10 +922,14 @@ def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, e
         shift = make_pointwise(ops.add, shift, channel(bias), dtype=acc)
     out = make_pointwise(lambda v, s, t: ops.add(ops.mul(v, s), t), x, scale, shift, dtype=out_meta_.dtype,
                          compute_dtype=acc)
-    # eager's CPU kernel makes them of the running statistics' dtype (fp32 for a bf16 x with fp32
-    # statistics, where torch's meta function says bf16)
-    return (out, constant_value(0, mean_meta.shape, running_mean.dtype, mean_meta.device),
-            constant_value(0, invstd_meta.shape, running_mean.dtype, invstd_meta.device))
+    if mean_meta.numel() == 0:
+        # eager's CPU kernel makes them of the running statistics' dtype (fp32 for a bf16 x with fp32
+        # statistics, where torch's meta function says bf16)
+        return (out, constant_value(0, mean_meta.shape, running_mean.dtype, mean_meta.device),
+                constant_value(0, invstd_meta.shape, running_mean.dtype, invstd_meta.device))
+    invstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), running_var,
+                            dtype=invstd_meta.dtype, compute_dtype=acc)
+    return out, _copy(cast(running_mean, mean_meta.dtype)), invstd
 
 
 @register(aten.native_batch_norm.default)
