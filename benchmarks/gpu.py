@@ -379,8 +379,8 @@ def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default"
                 row[f"graphjit{suffix}_rel_err"] = rel_error(output(out), expected)
                 row[f"graphjit{suffix}_ms"] = median_ms(ours, inputs, runs)
                 row[f"graphjit{suffix}_stats"] = recording.summary()
-                if key in cprofile and not suffix:
-                    row["graphjit_cprofile"] = python_profile(ours, inputs)
+                if key in cprofile:
+                    row[f"graphjit{suffix}_cprofile"] = python_profile(ours, inputs)
                 if do_profile and not suffix:
                     by_category, by_kernel = profile(ours, inputs)
                     row["graphjit_profile"] = by_category
@@ -492,8 +492,9 @@ def main():
             for mode in [m for m in args.modes.split(",") if m]:
                 print(fmt_row(r, mode))
     for r in rows:
-        for line in r.get("graphjit_cprofile", []):
-            print(f"{r['key']} graphjit cProfile: {line[0]:.3f} ms/call, {line[1]} calls/call, {line[2]}")
+        for name in [k for k in r if k.endswith("_cprofile")]:
+            for line in r[name]:
+                print(f"{r['key']} {name}: {line[0]:.3f} ms/call, {line[1]} calls/call, {line[2]}")
     if args.profile:
         print()
         for r in rows:

@@ -55,7 +55,11 @@ class Spy(TorchFunctionMode):
 
 
 def real_like(fake):
-    return torch.empty_strided(fake.shape, fake.stride(), dtype=fake.dtype, device="cuda").normal_()
+    """A real CUDA tensor with fake's sizes, strides and dtype (random values; stride-0 dims allowed)."""
+    span = 1 + sum((s - 1) * st for s, st in zip(fake.shape, fake.stride()) if s > 0)
+    base = torch.randn(span, device="cuda").to(fake.dtype) if fake.is_floating_point() else \
+        torch.ones(span, device="cuda", dtype=fake.dtype)
+    return torch.as_strided(base, fake.shape, fake.stride())
 
 
 def main():
@@ -92,6 +96,7 @@ def main():
                                           choice_real_same_layout=choice(q, k, v, mask_real, kw.get("dropout_p", 0.0),
                                                                          kw.get("is_causal", False), kw.get("scale"),
                                                                          kw.get("enable_gqa", False))))
+                entry["masks_folded"] = decompose.fold_constant_attention_masks(gm)
                 aten_gm = decompose.decompose(gm, example_inputs)
                 entry["captured"] = found
                 entry["aten_attention_ops"] = sorted({str(n.target) for n in aten_gm.graph.nodes if any(

@@ -30,6 +30,7 @@ MODES = {
 
 _DEFAULT = MODES["default"]
 _current = _DEFAULT
+_guarded = False
 
 
 def lookup(name):
@@ -46,11 +47,19 @@ def current():
     return _current
 
 
+def inputs_guarded():
+    """Whether the graph being compiled comes from graphjit's frontend, whose guards check every tensor
+    input's dtype, device, shape and strides before the compiled graph runs (so the compiled wrapper need
+    not check them again)."""
+    return _guarded
+
+
 @contextlib.contextmanager
-def active(mode):
-    global _current
-    saved, _current = _current, mode
+def active(mode, guarded=False):
+    global _current, _guarded
+    saved = _current, _guarded
+    _current, _guarded = mode, guarded
     try:
         yield
     finally:
-        _current = saved
+        _current, _guarded = saved

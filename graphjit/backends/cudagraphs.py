@@ -21,11 +21,15 @@ The rules (also in the README):
   GRAPHJIT_LOGS=cudagraphs: CPU tensors, non-tensor inputs, inputs that need gradients, outputs that alias
   inputs, and work a CUDA graph can't capture (a host synchronization such as .item()).
 """
+import sys
+import warnings
+
 import torch
-import torch._prims_common
 from torch.utils import _pytree as pytree
 
 from .. import logs
+
+_warned = set()
 
 INVALIDATED = ("graphjit: this tensor was an output of a CUDA graph replay (compile mode \"{mode}\") and "
                "has been overwritten by a later call of the compiled model ({name}). Outputs stay valid only "
@@ -90,7 +94,7 @@ def wrap(fn, example_inputs, static, pool, name="graph", mutated=()):
     return CUDAGraphRunner(fn, example_inputs, static, pool, name, mutated)
 
 
-_VIEW_METHODS = {"view", "reshape", "transpose", "permute", "__getitem__", "select", "narrow", "expand",
+_VIEW_METHODS = {"view", "reshape", "transpose", "permute", "__getitem__", "getitem", "select", "narrow", "expand",
                  "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "t", "as_strided", "view_as",
                  "detach", "split", "chunk", "unbind", "movedim", "swapaxes", "diagonal", "contiguous"}
 
@@ -135,6 +139,17 @@ def mutated_inputs(gm):
 def _span(t):
     """Elements of t's storage from its first element to its last (t's strides are non-negative)."""
     return 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if s > 0) if t.numel() else 0
+
+
+def _dense(t):
+    """Whether t's elements fill its storage span without gaps or overlaps (some order of its dims is
+    contiguous): then copy_ into a tensor of the same strides writes every byte of the span once."""
+    expected = 1
+    for size, stride in sorted(((s, st) for s, st in zip(t.shape, t.stride()) if s != 1), key=lambda d: d[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 class CUDAGraphRunner:
@@ -199,9 +214,15 @@ class CUDAGraphRunner:
 
     def _fail(self, reason):
         logs.log("cudagraphs", f"{self.name}: no CUDA graph: {reason}")
+        key = (self.name, reason.split(":")[0])
+        if key not in _warned:      # a mode that silently does nothing would be a mystery: say it once
+            _warned.add(key)
+            warnings.warn(f"graphjit: compile mode \"{self.pool.mode_name}\": {self.name} runs without CUDA "
+                          f"graphs: {reason}", RuntimeWarning, stacklevel=3)
         self.failed = reason
         for recording in self.recordings.values():
             recording.invalidate_outputs()
+            self.pool.live.discard(recording)
         self.recordings = {}
 
 
@@ -213,7 +234,7 @@ class Recording:
         self.name = runner.name
         self.device = device = runner.device
         self.static_ptrs = tuple(args[i].data_ptr() for i in runner.static_idx)
-        self.handed_out = []          # the storages of the outputs handed out by the last replay
+        self.cached = None            # (storages, leaves, tensors, references) of the outputs handed out
         static_args = list(args)
         self.copies = []
         for i in runner.copied_idx:
@@ -221,7 +242,7 @@ class Recording:
             span = _span(x)
             base = torch.empty(max(span, 1), dtype=x.dtype, device=x.device)
             view = torch.as_strided(base, x.shape, x.stride(), 0)
-            dense = torch._prims_common.is_non_overlapping_and_dense(x)
+            dense = _dense(x)
             self.copies.append((view, None if dense else base, span, (x.shape, x.stride())))
             if dense:
                 view.copy_(x)
@@ -265,26 +286,41 @@ class Recording:
         pool.recorded += 1
 
     def hand_out(self):
-        """This replay's outputs: new tensors over new (non-owning) storages of the pool memory, so that a
-        later replay can invalidate exactly what the user still holds."""
-        make_storage = torch._C._construct_storage_from_data_pointer
-        make_tensor = torch._C._construct_CUDA_Tensor_From_Storage_And_Metadata
-        device = self.device
-        storages = [make_storage(ptr, device, nbytes) for ptr, nbytes in self.out_storages]
-        leaves = [value if k is None else make_tensor(value, storages[k]) for k, value in self.out_leaves]
-        self.handed_out = storages
+        """This replay's outputs: tensors over non-owning storages of the pool memory, separate from the
+        ones the graph itself holds, so that a later replay can invalidate exactly what the user still
+        holds. When nothing of the previous replay's outputs is still referenced, its tensors are handed
+        out again (building ~25 tensors costs more than the replay of a small model)."""
+        if self.cached is None:
+            make_storage = torch._C._construct_storage_from_data_pointer
+            make_tensor = torch._C._construct_CUDA_Tensor_From_Storage_And_Metadata
+            device = self.device
+            storages = [make_storage(ptr, device, nbytes) for ptr, nbytes in self.out_storages]
+            leaves = [value if k is None else make_tensor(value, storages[k]) for k, value in self.out_leaves]
+            tensors = [leaf for (k, _), leaf in zip(self.out_leaves, leaves) if k is not None]
+            self.cached = (storages, leaves, tensors, self._references(storages, tensors))
         self.pool.live.add(self)
-        return pytree.tree_unflatten(leaves, self.out_spec)
+        return pytree.tree_unflatten(self.cached[1], self.out_spec)
+
+    @staticmethod
+    def _references(storages, tensors):
+        """How much each output storage and tensor is referenced: by us alone right after hand_out builds
+        them; more while the caller holds an output, a view of one, or a structure containing one."""
+        use_count, refs = torch._C._storage_Use_Count, sys.getrefcount
+        return [use_count(s._cdata) for s in storages], [refs(t) for t in tensors]
 
     def invalidate_outputs(self):
-        """The outputs handed out by the last replay are about to be overwritten: those still referenced
-        (their storage used by more than our own handle) raise on use from now on."""
-        use_count = torch._C._storage_Use_Count
-        message = None
-        for storage in self.handed_out:
-            if use_count(storage._cdata) > 1:
-                if message is None:
-                    message = INVALIDATED.format(mode=self.pool.mode_name, name=self.name)
-                torch._C._set_storage_data_ptr_access_error_msg(storage._cdata, message)
-        self.handed_out = []
+        """The outputs handed out by the last replay are about to be overwritten. If nothing of them is
+        referenced outside, they are kept to be handed out again; otherwise every storage is marked so that
+        using any tensor over it raises (`INVALIDATED`), and the next hand_out builds new ones."""
         self.pool.live.discard(self)
+        if self.cached is None:
+            return
+        storages, leaves, tensors, expected = self.cached
+        if self._references(storages, tensors) == expected and all(
+                (t.shape, t.stride(), t.storage_offset()) == (meta["size"], meta["stride"], meta["storage_offset"])
+                for t, meta in zip(tensors, (m for k, m in self.out_leaves if k is not None))):
+            return
+        message = INVALIDATED.format(mode=self.pool.mode_name, name=self.name)
+        for storage in storages:
+            torch._C._set_storage_data_ptr_access_error_msg(storage._cdata, message)
+        self.cached = None

@@ -158,9 +158,17 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     code = fn.__code__
     lines = [f"def __gj_entry({signature_source(code)}):", "    try:"]
     names = SourceNames(lines)
+    batched = guards.batched_tensor_check()
     for guard in guards.ordered():
+        if batched is not None and guard.tensor:
+            continue
         check = guard.template.format(*(names.ref(s) for s in guard.sources))
         lines.append(f"        if not ({check}): return __gj_MISS")
+    if batched is not None:
+        checker, sources = batched
+        namespace["__gj_tensor_guards"] = checker
+        lines.append(f"        if not __gj_tensor_guards.check({', '.join(names.ref(s) for s in sources)}): "
+                     "return __gj_MISS")
     inputs = ", ".join(names.ref(s) for s in input_sources)
     lines += ["    except Exception:", "        return __gj_MISS"]
     lines += ["    " + line.replace("__gj_inputs", inputs) for line in body]

@@ -511,7 +511,7 @@ def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
     backend = lookup_backend(options.backend)
     mode = modes.lookup(options.mode)
     try:
-        with modes.active(mode):
+        with modes.active(mode, guarded=True):   # our guards check every tensor input's layout
             compiled = backend(gm, example_inputs)
     except Exception as e:  # a backend failure must not fail the user's program: run the graph as is
         warnings.warn(f"graphjit: backend {getattr(backend, '__name__', backend)} failed ({type(e).__name__}: "

@@ -59,7 +59,7 @@ def _compile(gm, example_inputs):
     source, signatures = cpp.generate(graph, items)
     lib = load(source) if signatures else None
     eager_if_grad = any(t.requires_grad for t in example_inputs)
-    code, call = wrapper.build(graph, items, signatures, lib, gm.forward, config.check_inputs, eager_if_grad)
+    code, call = wrapper.build(graph, items, signatures, lib, gm.forward, config.wrapper_checks_inputs(), eager_if_grad)
     if logs.enabled("output_code"):
         logs.log("output_code", f"wrapper:\n{code}\nkernels:\n{source}")
     n_kernels = sum(isinstance(i, scheduler.Kernel) for i in items)

@@ -38,8 +38,9 @@ realize_opcount_threshold = _env_int("REALIZE_OPCOUNT_THRESHOLD", 96)
 max_fusion_size = _env_int("MAX_FUSION_SIZE", 64)
 
 # The compiled wrapper checks each input's shape and strides per call (a few hundred ns per tensor) and
-# runs the graph eagerly on a mismatch. The frontend's guards already ensure this: 0 skips the check.
-check_inputs = _env_int("CHECK_INPUTS", 1)
+# runs the graph eagerly on a mismatch. -1: only when the graph does not come from graphjit's frontend,
+# whose guards already check them (torch.compile's do too, but a custom caller might not); 1: always; 0: never.
+check_inputs = _env_int("CHECK_INPUTS", -1)
 
 # Call glibc's vector math library (libmvec) for exp, log, tanh, erf ... so loops using them vectorize
 # (x86-64, glibc >= 2.22). Its results differ from scalar libm by a few ulp, as eager's vectorized ones do.
@@ -48,3 +49,11 @@ vector_math = _env_int("VECTOR_MATH", 1)
 # A graph the compiler fails on (an unsupported op pattern, a compiler bug) runs eagerly with one warning.
 # 1 raises the error instead (the compiler's own tests do).
 raise_errors = _env_int("COMPILER_RAISE", 0)
+
+
+def wrapper_checks_inputs():
+    """check_inputs resolved for the graph being compiled now."""
+    if check_inputs != -1:
+        return bool(check_inputs)
+    from .. import modes
+    return not modes.inputs_guarded()

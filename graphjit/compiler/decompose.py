@@ -51,8 +51,75 @@ def unsupported_reason(gm, example_inputs):
     return None
 
 
+_SDPA = torch.nn.functional.scaled_dot_product_attention
+_RANDOM = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential")
+
+
+def fold_constant_attention_masks(gm):
+    """Drop attention masks that are all True (or all 0 added) whatever the inputs: fused attention kernels
+    (flash, cuDNN) take no mask, so such a mask costs the math path (two batched matmuls and a softmax).
+
+    Traced models make them: transformers, while compiling, cannot test at run time whether a padding mask
+    is all ones, so it builds the full [batch, 1, query, key] mask from torch.ones(...) even when there is
+    no padding at all (BERT and ViT without an attention_mask argument). A mask computed only from
+    constants and factory calls (no graph input, nothing random) is evaluated here, once: the graph is
+    specialized to its shapes, so its value is the same on every call. Returns the number of masks dropped."""
+    dropped = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not _SDPA:
+            continue
+        in_kwargs = "attn_mask" in node.kwargs
+        mask = node.kwargs["attn_mask"] if in_kwargs else (node.args[3] if len(node.args) > 3 else None)
+        if not isinstance(mask, torch.fx.Node):
+            continue
+        value = _constant_value(gm, mask)
+        if not isinstance(value, torch.Tensor):
+            continue
+        neutral = bool(value.all()) if value.dtype == torch.bool else \
+            (value.is_floating_point() and not bool(value.any()))
+        if not neutral:
+            continue
+        if in_kwargs:
+            node.kwargs = {**node.kwargs, "attn_mask": None}
+        else:
+            node.args = node.args[:3] + (None,) + node.args[4:]
+        dropped += 1
+    if dropped:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return dropped
+
+
+def _constant_value(gm, node, limit=200):
+    """node's value if it depends on no graph input and nothing random (evaluated now), else None."""
+    needed, stack = {}, [node]
+    while stack:
+        current = stack.pop()
+        if current in needed:
+            continue
+        if current.op in ("placeholder", "output") or len(needed) > limit:
+            return None
+        name = current.target if isinstance(current.target, str) else getattr(current.target, "__name__", "")
+        if any(word in name for word in _RANDOM):
+            return None
+        needed[current] = True
+        stack.extend(current.all_input_nodes)
+    sub = torch.fx.Graph()
+    env = {}
+    for n in gm.graph.nodes:            # graph order: every input is copied before its users
+        if n in needed:
+            env[n] = sub.node_copy(n, lambda a: env[a])
+    sub.output(env[node])
+    try:
+        with torch.no_grad():
+            return torch.fx.GraphModule(gm, sub)()
+    except Exception:   # noqa: BLE001 -- a mask that can't be evaluated early is just kept
+        return None
+
+
 def decompose(gm, example_inputs):
     """The functional core-ATen GraphModule equivalent to gm on inputs shaped like example_inputs."""
+    fold_constant_attention_masks(gm)
     functional = torch.func.functionalize(gm, remove="mutations")
     with torch.no_grad():
         # _allow_non_fake_inputs: tensor constants held by the graph (get_attr) stay real; make_fx keeps them

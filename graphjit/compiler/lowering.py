@@ -101,6 +101,7 @@ class Lowering(torch.fx.Interpreter):
         self.loops = LoopGraph()
         self.example_inputs = example_inputs
         self._inputs = iter(range(len(example_inputs)))
+        self._input_writes = []     # (fx node, args, kwargs) of copy_ into graph inputs, run after the outputs
 
     def run_node(self, n):
         _current.append(n)
@@ -132,6 +133,12 @@ class Lowering(torch.fx.Interpreter):
     def call_function(self, target, args, kwargs):
         if target is operator.getitem:
             return args[0][args[1]]
+        if target is aten.copy_.default:
+            # functionalization writes mutated inputs back last (copy_(input, new value)); lazy values that
+            # read the input's old contents are computed later, when their readers realize them, so the
+            # write waits until the outputs are computed
+            self._input_writes.append((_current[-1], args, kwargs))
+            return args[0]
         lowering = LOWERINGS.get(target)
         reason = self._refusal(target, lowering, args, kwargs)
         if reason is None:
@@ -213,6 +220,12 @@ class Lowering(torch.fx.Interpreter):
             outs.append(value)
         self.loops.outputs = outs
         self.loops.output_spec = spec
+        for node, write_args, write_kwargs in self._input_writes:
+            _current.append(node)
+            try:
+                self._extern(aten.copy_.default, write_args, write_kwargs, "extern op")
+            finally:
+                _current.pop()
         return result
 
 

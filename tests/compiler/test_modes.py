@@ -181,3 +181,103 @@ def test_progress_is_quiet_for_short_work_and_reports_long_work(capsys, monkeypa
     off = Progress("off", 1, after=0.0)
     off.update(1)
     assert capsys.readouterr().err == ""
+
+
+# ---- CUDA-graph helpers that run without a GPU ----
+
+@pytest.mark.parametrize("make,dense,span", [
+    (lambda: torch.randn(3, 4), True, 12),
+    (lambda: torch.randn(3, 4).t(), True, 12),
+    (lambda: torch.randn(2, 3, 4).permute(2, 0, 1), True, 24),
+    (lambda: torch.randn(1, 5), True, 5),
+    (lambda: torch.randn(3, 4)[:, :2], False, 10),
+    (lambda: torch.randn(4).expand(3, 4), False, 4),
+    (lambda: torch.randn(6)[::2], False, 5),
+    (lambda: torch.randn(0, 3), True, 0),
+])
+def test_static_input_copies_know_dense_layouts_and_spans(make, dense, span):
+    from graphjit.backends.cudagraphs import _dense, _span
+    t = make()
+    assert _dense(t) is dense
+    assert _span(t) == span
+
+
+def test_mutated_inputs_are_found_through_views():
+    from graphjit.backends.cudagraphs import mutated_inputs
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(mutated_inputs(gm))
+        return gm.forward
+
+    def f(a, b, c, d, e):
+        a.add_(1)
+        b[0] = 2
+        c.view(-1)[1:].mul_(2)
+        fresh = d + 1
+        fresh.add_(1)                   # a new tensor: d is only read
+        return fresh + e, torch.relu(e)
+    graphjit.compile(f, backend=backend)(*[torch.zeros(2, 2) for _ in range(5)])
+    assert seen == [[0, 1, 2]]
+
+
+# ---- the output rules of CUDA-graph replays, on CPU memory standing in for the pool ----
+
+class _FakePool:
+    mode_name = "reduce-overhead"
+
+    def __init__(self):
+        self.live = set()
+
+
+def _recording_over(pool_tensor, outputs):
+    """A cudagraphs.Recording whose 'graph outputs' are views of pool_tensor (no GPU, no capture)."""
+    from torch.utils import _pytree as pytree
+    from graphjit.backends import cudagraphs
+    rec = object.__new__(cudagraphs.Recording)
+    rec.pool, rec.name, rec.device, rec.cached = _FakePool(), "f", pool_tensor.device, None
+    storage = pool_tensor.untyped_storage()
+    rec.out_storages = [(storage.data_ptr(), storage.nbytes())]
+    leaves, rec.out_spec = pytree.tree_flatten(outputs)
+    rec.out_leaves = [(0, {"size": t.shape, "stride": t.stride(), "storage_offset": t.storage_offset(),
+                           "dtype": t.dtype}) for t in leaves]
+    return rec
+
+
+@pytest.fixture
+def cpu_tensors_from_storages(monkeypatch):
+    if not hasattr(torch._C, "_set_storage_data_ptr_access_error_msg"):
+        pytest.skip("this torch lacks storage access errors")
+
+    def make(meta, storage):
+        return torch.empty(0, dtype=meta["dtype"]).set_(storage, meta["storage_offset"], meta["size"],
+                                                        meta["stride"])
+    monkeypatch.setattr(torch._C, "_construct_CUDA_Tensor_From_Storage_And_Metadata", make, raising=False)
+
+
+def test_unreferenced_outputs_are_handed_out_again(cpu_tensors_from_storages):
+    pool = torch.arange(12.0)
+    rec = _recording_over(pool, (pool[:4], pool[4:].view(2, 4)))
+    a, b = rec.hand_out()
+    torch.testing.assert_close(b, pool[4:].view(2, 4))
+    ids = (id(a), id(b))
+    del a, b
+    rec.invalidate_outputs()               # nothing referenced: kept
+    a2, b2 = rec.hand_out()
+    assert (id(a2), id(b2)) == ids
+    pool.add_(1)                           # "the replay" writes the pool; the handed-out tensors see it
+    torch.testing.assert_close(a2, pool[:4])
+
+
+@pytest.mark.parametrize("hold", ["tensor", "view", "tuple"])
+def test_referenced_outputs_raise_after_the_next_replay(hold, cpu_tensors_from_storages):
+    pool = torch.arange(12.0)
+    rec = _recording_over(pool, (pool[:4], pool[4:]))
+    out = rec.hand_out()
+    held = {"tensor": out[0], "view": out[1][2:], "tuple": out}[hold]
+    del out
+    rec.invalidate_outputs()
+    with pytest.raises(RuntimeError, match="overwritten by a later call of the compiled model"):
+        (held[0] if hold == "tuple" else held).sum()
+    fresh = rec.hand_out()                 # new tensors, readable
+    torch.testing.assert_close(fresh[0], pool[:4])

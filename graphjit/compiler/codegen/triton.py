@@ -1147,7 +1147,7 @@ def compile_graph(gm, example_inputs):
     code = TritonWrapperCode(graph, items, launches, launchers, interpret, device, aligned)
     for name in by_name:
         code.globals[name] = getattr(module, name)
-    wrapper_source = code.generate(config.check_inputs, eager_if_grad)
+    wrapper_source = code.generate(config.wrapper_checks_inputs(), eager_if_grad)
     code.globals["eager"] = gm.forward
     namespace = dict(code.globals)
     exec(compile(wrapper_source, "<graphjit triton wrapper>", "exec"), namespace)

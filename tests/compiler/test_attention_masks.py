@@ -1,0 +1,85 @@
+"""Attention masks that are all True whatever the inputs (transformers builds them from torch.ones while
+compiling) are dropped before decomposition, so attention runs as one fused kernel (flash/cuDNN on CUDA)
+instead of the math path. Masks that depend on inputs, on randomness, or that mask something, stay."""
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.compiler import decompose
+
+
+def capture(fn, *args, **kwargs):
+    graphs = []
+
+    def backend(gm, example_inputs):
+        gm.example_inputs = example_inputs
+        graphs.append(gm)
+        return gm.forward
+    graphjit.compile(fn, backend=backend)(*args, **kwargs)
+    (gm,) = graphs
+    return gm
+
+
+def masks_of(gm):
+    found = []
+    for node in gm.graph.nodes:
+        if node.target is F.scaled_dot_product_attention:
+            found.append(node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None))
+    return found
+
+
+def attention(q, mask_fn):
+    return F.scaled_dot_product_attention(q, q, q, attn_mask=mask_fn(q))
+
+
+def test_an_all_true_mask_built_from_constants_is_dropped_and_results_hold():
+    def all_true(q):
+        return torch.ones(q.shape[0], 1, q.shape[2], q.shape[2], dtype=torch.bool).expand(-1, q.shape[1], -1, -1)
+    q = torch.randn(2, 3, 7, 8)
+    gm = capture(lambda q: attention(q, all_true), q)
+    assert decompose.fold_constant_attention_masks(gm) == 1
+    assert masks_of(gm) == [None]
+    torch.testing.assert_close(gm(q)[0], attention(q, all_true))
+    compiled = graphjit.compile(lambda q: attention(q, all_true), backend="graphjit")
+    for _ in range(2):
+        q = torch.randn(2, 3, 7, 8)
+        torch.testing.assert_close(compiled(q), attention(q, all_true), rtol=1e-5, atol=1e-5)
+
+
+def test_an_all_zero_additive_mask_is_dropped():
+    q = torch.randn(1, 2, 5, 4)
+    gm = capture(lambda q: attention(q, lambda q: torch.zeros(5, 5)), q)
+    assert decompose.fold_constant_attention_masks(gm) == 1
+
+
+def test_masks_that_mask_depend_on_inputs_or_are_random_stay():
+    q = torch.randn(1, 2, 6, 4)
+    causal = capture(lambda q: attention(q, lambda q: torch.ones(6, 6, dtype=torch.bool).tril()), q)
+    assert decompose.fold_constant_attention_masks(causal) == 0
+    torch.testing.assert_close(causal(q)[0], attention(q, lambda q: torch.ones(6, 6, dtype=torch.bool).tril()))
+    from_input = capture(lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m), q,
+                         torch.ones(6, 6, dtype=torch.bool))
+    assert decompose.fold_constant_attention_masks(from_input) == 0
+    random = capture(lambda q: attention(q, lambda q: torch.rand(6, 6) < 2.0), q)   # all True, but random
+    assert decompose.fold_constant_attention_masks(random) == 0
+
+
+def test_bert_and_vit_without_masks_get_fused_attention():
+    from transformers import BertConfig, BertModel, ViTConfig, ViTModel
+    small = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128)
+    torch.manual_seed(0)
+    cases = [(BertModel(BertConfig(**small), add_pooling_layer=False).eval(), torch.randint(0, 1000, (2, 16))),
+             (ViTModel(ViTConfig(**small, image_size=32, patch_size=8), add_pooling_layer=False).eval(),
+              torch.randn(2, 3, 32, 32))]
+    for model, x in cases:
+        with torch.no_grad():
+            gm = capture(model, x)
+            decompose.fold_constant_attention_masks(gm)
+            assert masks_of(gm) == [None, None]     # (on the CPU transformers passes none in the first place)
+            aten = decompose.decompose(gm, gm.example_inputs)
+            ops = {str(n.target) for n in aten.graph.nodes}
+            assert not any("bmm" in op or "softmax" in op for op in ops), sorted(ops)
+            graphjit.reset()
+            compiled = graphjit.compile(model, backend="graphjit")
+            torch.testing.assert_close(compiled(x)[0], model(x)[0], rtol=1e-4, atol=1e-4)
+
