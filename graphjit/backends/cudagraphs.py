@@ -83,11 +83,13 @@ def reason_not_to_record(example_inputs):
     return None
 
 
-def wrap(fn, example_inputs, static, pool, name="graph", mutated=()):
+def wrap(fn, example_inputs, static, pool, name="graph", mutated=(), gm=None):
     """fn as a CUDA graph runner, or fn itself (with the reason logged) when it can't be recorded.
     static[i]: input i is a parameter or buffer, read in place. mutated: positions of inputs the graph
     writes to (copied back from the static buffers after each replay, unless read in place)."""
     reason = reason_not_to_record(example_inputs)
+    if reason is None and gm is not None and syncing_op(gm):
+        reason = f"{syncing_op(gm)} waits for the GPU (data-dependent output shape or host copy)"
     if reason:
         logs.log("cudagraphs", f"{name}: no CUDA graph: {reason}")
         return fn
@@ -141,6 +143,41 @@ def _span(t):
     return 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if s > 0) if t.numel() else 0
 
 
+def _repair_generators(device):
+    """After a failed capture, the device's default random generator still believes a capture is running
+    (every later random op raises "Offset increment outside graph capture"). Give it a fresh copy of its
+    own state (seed and offset kept), which is not capturing."""
+    try:
+        generator = torch.cuda.default_generators[device.index or 0]
+        generator.graphsafe_set_state(generator.clone_state())
+    except Exception as e:   # noqa: BLE001
+        logs.log("cudagraphs", f"could not reset the CUDA generator after a failed capture: {e}")
+
+
+# Ops that wait for the GPU (or copy to the host) on every call: a CUDA graph can't capture them, and a
+# failed capture costs a warm-up; the graph runs as plain launches instead.
+_SYNCING = {"nonzero", "masked_select", "item", "tolist", "unique", "unique_consecutive", "cpu", "numpy",
+            "argwhere", "repeat_interleave", "bincount", "histc", "_local_scalar_dense", "synchronize"}
+
+
+def syncing_op(gm):
+    """The first op of gm that synchronizes with the host, as 'name (line)', or None."""
+    import operator
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        if name in _SYNCING:
+            return name
+        if node.target is operator.getitem and len(node.args) == 2:
+            index = node.args[1]
+            for part in index if isinstance(index, (tuple, list)) else (index,):
+                value = part.meta.get("example_value") if isinstance(part, torch.fx.Node) else None
+                if isinstance(value, torch.Tensor) and value.dtype == torch.bool:
+                    return "indexing with a boolean mask"
+    return None
+
+
 def _dense(t):
     """Whether t's elements fill its storage span without gaps or overlaps (some order of its dims is
     contiguous): then copy_ into a tensor of the same strides writes every byte of the span once."""
@@ -150,6 +187,16 @@ def _dense(t):
             return False
         expected *= size
     return True
+
+
+_tensors_at_pointers = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+
+
+def _same_pointers(args, table, indices):
+    """Whether args[i].data_ptr() == table[i] for every i in indices (one C++ loop where torch has it)."""
+    if _tensors_at_pointers is not None:
+        return _tensors_at_pointers(list(args), table, indices)
+    return all(args[i].data_ptr() == table[i] for i in indices)
 
 
 class CUDAGraphRunner:
@@ -167,14 +214,18 @@ class CUDAGraphRunner:
         # (position in args, position in copied_idx) of the copied inputs the graph writes to
         self.written_back = [(i, self.copied_idx.index(i)) for i in mutated if not static[i]]
         self.recordings = {}          # tuple of static inputs' data_ptr -> Recording
+        self.last = None              # the recording used last (checked first)
         self.failed = None
 
     def __call__(self, *args):
         if self.failed:
             return self.fn(*args)
-        recording = self.recordings.get(tuple([args[i].data_ptr() for i in self.static_idx]))
-        if recording is None:
-            return self._record(args)
+        recording = self.last
+        if recording is None or not _same_pointers(args, recording.pointer_table, self.static_idx):
+            recording = self.recordings.get(tuple([args[i].data_ptr() for i in self.static_idx]))
+            if recording is None:
+                return self._record(args)
+            self.last = recording
         for i, (view, base, span, meta) in zip(self.copied_idx, recording.copies):
             x = args[i]
             if (x.shape, x.stride()) != meta:   # the frontend's guards make this rare: run it plainly
@@ -207,6 +258,7 @@ class CUDAGraphRunner:
             self._fail(f"recording failed ({type(e).__name__}: {message})")
             return out
         self.recordings[recording.static_ptrs] = recording
+        self.last = recording
         logs.log("cudagraphs", f"{self.name}: recorded a CUDA graph ({why}): {len(self.copied_idx)} inputs "
                                f"copied per call, {len(self.static_idx)} read in place, "
                                f"{len(recording.out_storages)} output buffers")
@@ -224,6 +276,7 @@ class CUDAGraphRunner:
             recording.invalidate_outputs()
             self.pool.live.discard(recording)
         self.recordings = {}
+        self.last = None
 
 
 class Recording:
@@ -234,6 +287,9 @@ class Recording:
         self.name = runner.name
         self.device = device = runner.device
         self.static_ptrs = tuple(args[i].data_ptr() for i in runner.static_idx)
+        self.pointer_table = [0] * len(args)      # _same_pointers' layout: position -> data_ptr
+        for i, ptr in zip(runner.static_idx, self.static_ptrs):
+            self.pointer_table[i] = ptr
         self.cached = None            # (storages, leaves, tensors, references) of the outputs handed out
         static_args = list(args)
         self.copies = []
@@ -255,11 +311,15 @@ class Recording:
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize(device)
         with torch.cuda.device(device), torch.cuda.stream(stream):
-            graph.capture_begin(pool=pool.handle)
+            graph.capture_begin(pool=pool.handle, capture_error_mode="thread_local")
             try:
                 static_out = runner.fn(*static_args)
             finally:
-                graph.capture_end()
+                try:
+                    graph.capture_end()
+                except Exception:
+                    _repair_generators(device)
+                    raise
         leaves, self.out_spec = pytree.tree_flatten(static_out)
         inputs = {x.untyped_storage().data_ptr() for x in static_args if isinstance(x, torch.Tensor)}
         storages, self.out_leaves = {}, []

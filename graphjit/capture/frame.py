@@ -521,7 +521,7 @@ def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
         static = [_is_parameter_or_buffer(value, source)
                   for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]
         compiled = cudagraphs.wrap(compiled, example_inputs, static, options.graph_pool(), name,
-                                   cudagraphs.mutated_inputs(gm))
+                                   cudagraphs.mutated_inputs(gm), gm)
     return compiled
 
 

@@ -281,3 +281,10 @@ def test_referenced_outputs_raise_after_the_next_replay(hold, cpu_tensors_from_s
         (held[0] if hold == "tuple" else held).sum()
     fresh = rec.hand_out()                 # new tensors, readable
     torch.testing.assert_close(fresh[0], pool[:4])
+
+
+def test_graphs_that_wait_for_the_gpu_are_not_recorded():
+    from graphjit.backends.cudagraphs import syncing_op
+    assert syncing_op(torch.fx.symbolic_trace(lambda x: torch.nonzero(x) + 1)) == "nonzero"
+    assert syncing_op(torch.fx.symbolic_trace(lambda x: x.sum().item())) == "item"
+    assert syncing_op(torch.fx.symbolic_trace(lambda x: (x * 2).sin())) is None
