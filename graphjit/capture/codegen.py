@@ -152,6 +152,10 @@ class SourceNames:
         return name
 
 
+def _instance_dict(obj):
+    return object.__getattribute__(obj, "__dict__")
+
+
 def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     """Generate and exec the entry function: the guard checks, then `body` (lines of Python, where
     `__gj_inputs` stands for the graph's input expressions)."""
@@ -159,8 +163,14 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     lines = [f"def __gj_entry({signature_source(code)}):", "    try:"]
     names = SourceNames(lines)
     batched = guards.batched_tensor_check()
+    covered, snapshots = guards.snapshot_guards()
+    for base, snapshot in snapshots:
+        name = f"__gj_snapshot{len(namespace)}"
+        namespace[name] = snapshot
+        lines.append(f"        if not (__gj_instance_dict({names.ref(base)}) == {name}): return __gj_MISS")
+    namespace["__gj_instance_dict"] = _instance_dict
     for guard in guards.ordered():
-        if batched is not None and guard.tensor:
+        if (batched is not None and guard.tensor) or guard in covered:
             continue
         check = guard.template.format(*(names.ref(s) for s in guard.sources))
         lines.append(f"        if not ({check}): return __gj_MISS")

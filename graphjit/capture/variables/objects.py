@@ -300,7 +300,9 @@ class UserObjectVariable(ObjectLikeVariable):
                 value = getattr(self.value, name)
             except AttributeError as e:
                 tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
+                tx.guards.note_attribute(self.source, self.value, name, _MISSING)
                 raise AttributeMissing(str(e))
+            tx.guards.note_attribute(self.source, self.value, name, value)
             return wrap(tx, value, AttrSource(self.source, name))
         if not self.is_new:
             d = _instance_dict(self.value)

@@ -1,0 +1,91 @@
+"""The entry's two fast paths must guard exactly what the plain checks did:
+
+* tensors: one batched C++ check (torch's TensorGuards) of type, dtype, device, shape, strides and
+  requires_grad for all tensor inputs;
+* objects whose class has a Python __getattribute__ (transformers' configs): one comparison of the
+  instance dict with a snapshot instead of a guard per attribute read.
+
+Each test changes one thing between calls and checks compiled == eager and the recompile count."""
+import torch
+
+import graphjit
+from graphjit.testing import CompileCounter
+
+
+class AliasedConfig:
+    """Like transformers' PretrainedConfig: attribute names mapped through a Python __getattribute__."""
+    attribute_map = {"hidden_size": "n_embd"}
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in type(self).attribute_map:
+            key = type(self).attribute_map[key]
+        return super().__getattribute__(key)
+
+
+def use_config(x, cfg):
+    y = x * cfg.hidden_size
+    if cfg.flag:
+        y = y + 1
+    if getattr(cfg, "extra", None) is not None:
+        y = y * cfg.extra
+    return y + cfg.sizes[0]
+
+
+def run(fn, *args):
+    counter = CompileCounter()
+    compiled = graphjit.compile(fn, backend=counter)
+    return counter, compiled
+
+
+def test_config_attribute_changes_recompile_and_match_eager():
+    cfg = AliasedConfig(n_embd=3, flag=False, sizes=[5, 6])
+    counter, compiled = run(use_config)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x, cfg), use_config(x, cfg))
+    torch.testing.assert_close(compiled(x, cfg), use_config(x, cfg))
+    assert counter.frame_count == 1
+    steps = [lambda c: setattr(c, "flag", True),          # a read attribute changes
+             lambda c: setattr(c, "n_embd", 4),           # ... through the alias
+             lambda c: setattr(c, "extra", 2.0),          # a missing attribute appears
+             lambda c: c.sizes.__setitem__(0, 7),         # a nested mutable value changes in place
+             lambda c: setattr(c, "unrelated", 1)]        # an attribute never read: a (harmless) recompile
+    for step in steps:
+        step(cfg)
+        torch.testing.assert_close(compiled(x, cfg), use_config(x, cfg))
+    assert counter.frame_count <= 1 + len(steps)
+    before = counter.frame_count
+    for _ in range(3):                                    # stable again: no more compiles
+        torch.testing.assert_close(compiled(x, cfg), use_config(x, cfg))
+    assert counter.frame_count == before
+
+
+def test_two_configs_with_equal_values_share_the_entry():
+    a = AliasedConfig(n_embd=3, flag=True, sizes=[1])
+    b = AliasedConfig(n_embd=3, flag=True, sizes=[1])
+    counter, compiled = run(use_config)
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(x, a), use_config(x, a))
+    torch.testing.assert_close(compiled(x, b), use_config(x, b))
+    assert counter.frame_count == 1
+
+
+def test_tensor_metadata_changes_recompile_and_match_eager():
+    def f(x, w):
+        return (x @ w).sin()
+    counter, compiled = run(f)
+    x, w = torch.randn(3, 4), torch.randn(4, 5)
+    torch.testing.assert_close(compiled(x, w), f(x, w))
+    variants = [(torch.randn(3, 4), torch.randn(4, 5)),                  # fresh, same metadata
+                (torch.randn(3, 4).double(), torch.randn(4, 5).double()),  # dtype
+                (torch.randn(2, 4), torch.randn(4, 5)),                  # shape
+                (torch.randn(4, 3).t(), torch.randn(4, 5)),              # strides
+                (torch.nn.Parameter(torch.randn(3, 4)), torch.randn(4, 5))]   # type and requires_grad
+    for x, w in variants:
+        torch.testing.assert_close(compiled(x, w), f(x, w))
+    assert counter.frame_count == 5
+    with torch.no_grad():
+        x, w = variants[0]
+        torch.testing.assert_close(compiled(x, w), f(x, w))
