@@ -315,3 +315,12 @@ def test_gather_index_out_of_range_raises_triton_interpreter():
     assert compiled(x, torch.tensor([[1], [4], [0]]))[0].shape == (3, 1)
     with pytest.raises(IndexError, match="index out of range"):
         compiled(x, torch.tensor([[1], [5], [0]]))
+
+
+def test_int64_constants_mix_with_int64_values_in_cpp():
+    """T5's relative position buckets: minimum(int64 tensor, full_like(..., 7)). The C++ literal must be an
+    int64_t (`long` on Linux), not `7LL` (`long long`), or gj_minimum's template can't deduce its type."""
+    x = torch.arange(-5, 20, dtype=torch.int64)
+    compiled = run_cases(lambda t: torch.minimum(t, torch.full_like(t, 7)) + torch.clamp(t, max=5) * 3,
+                         [(x,), (x[::2],)])
+    assert kernel_count(compiled) >= 1      # compiled, not run eagerly after a C++ compile error

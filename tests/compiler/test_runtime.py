@@ -69,6 +69,7 @@ def test_compile_error_says_how_to_reproduce(fresh_cache):
 def test_missing_compiler_warns_once_and_runs_eagerly(fresh_cache, monkeypatch):
     monkeypatch.setattr(config, "cxx", "no-such-cxx-compiler")
     monkeypatch.setattr(cpp_build, "_compiler_ids", {})
+    monkeypatch.setattr(config, "raise_errors", 0)     # the user's setting: warn and run eagerly
     x = make((8, 8), torch.float32)
     with pytest.warns(RuntimeWarning, match="not found"):
         compiled, inputs = compile_cases(lambda t: t.exp() * 3, [(x,)])

@@ -205,8 +205,10 @@ def literal(value, dtype):
         return value.hex()
     value = int(value)
     if value == -(2 ** 63):
-        return "(-9223372036854775807LL - 1)"
-    return f"{ctype}({value}LL)" if ctype != "int64_t" else f"{value}LL"
+        return f"{ctype}(-9223372036854775807LL - 1)"
+    # the cast matters for int64 too: int64_t is `long` on Linux, `7LL` is `long long`, and the gj_*
+    # templates (gj_minimum(a, b)) deduce one T from both arguments
+    return f"{ctype}({value}LL)"
 
 
 # Accumulator start values and update statements of the reductions.
