@@ -123,13 +123,19 @@ def store_choice(key, cfg, timings):
 def time_launch(compiled_kernel, launch, tensors, device):
     """Milliseconds per launch of one compiled kernel on `tensors` (its arguments, in order)."""
     import torch
-    stream = torch.cuda.current_stream(device)
-    raw = stream.cuda_stream
+    raw = torch.cuda.current_stream(device).cuda_stream
     run, function, metadata = compiled_kernel.run, compiled_kernel.function, compiled_kernel.packed_metadata
     constexprs = list(launch.constexprs.values())
 
     def go():
         run(launch.grid, 1, 1, raw, function, metadata, None, None, None, *tensors, *constexprs)
+    return time_call(go, device)
+
+
+def time_call(go, device):
+    """Milliseconds of GPU time per call of go() (which only queues GPU work)."""
+    import torch
+    stream = torch.cuda.current_stream(device)
     go()
     go()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -140,6 +146,42 @@ def time_launch(compiled_kernel, launch, tensors, device):
     end.record(stream)
     end.synchronize()
     return start.elapsed_time(end) / TIMED_LAUNCHES
+
+
+def tune_matmuls(contests, compiled, arguments, device):
+    """contests: [(key, MatmulPlan, [TemplateLaunch ...])]. Each plan's ATen op (cuBLAS) races its
+    template candidates on the same tensors; returns {extern item name: winning TemplateLaunch, or None
+    where cuBLAS won} and stores each choice ({"extern": 1} for cuBLAS)."""
+    from .codegen import matmul
+    chosen = {}
+    progress = Progress("autotuning matmuls", len(contests))
+    for done, (key, plan, candidates) in enumerate(contests):
+        args = arguments(candidates[0])
+        a, b, *bias = args[:len(matmul.views(plan))]
+        op, op_args = plan.item.op, (*bias, a, b)       # addmm(bias, a, b), mm(a, b)
+        extern_ms = time_call(lambda: op(*op_args), device)
+        timings = []
+        for launch in candidates:
+            try:
+                timings.append(time_launch(compiled[launch.name], launch, args, device))
+            except Exception as e:   # noqa: BLE001
+                logs.log("autotune", f"{launch.name}: candidate failed ({type(e).__name__}: {e})")
+                timings.append(float("inf"))
+        best = min(range(len(candidates)), key=timings.__getitem__) if candidates else None
+        if best is not None and timings[best] < 0.97 * extern_ms:    # a clear win only
+            winner = candidates[best]
+            cfg = {k: winner.constexprs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+            cfg.update(num_warps=winner.num_warps, num_stages=winner.num_stages)
+            chosen[plan.item.name] = winner
+        else:
+            cfg = {"extern": 1}
+            chosen[plan.item.name] = None
+        store_choice(key, cfg, [round(extern_ms, 5)] + [round(t, 5) for t in timings])
+        logs.log("autotune", f"{plan.key_text()}: cuBLAS {extern_ms * 1e3:.1f} us, best template "
+                             f"{min(timings, default=float('inf')) * 1e3:.1f} us -> {cfg}")
+        progress.update(done + 1)
+    progress.finish()
+    return chosen
 
 
 def tune(contests, compiled, arguments, device):

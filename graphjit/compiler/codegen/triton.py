@@ -927,8 +927,9 @@ class TritonWrapperCode(WrapperCode):
             triton_fused_sin_add_0_run(256, 1, 1, stream, ..., arg0, buf0, 1024)   # launcher of the cubin
     """
 
-    def __init__(self, graph, items, launches, launchers, interpret, device, aligned_inputs):
+    def __init__(self, graph, items, launches, launchers, interpret, device, aligned_inputs, templates=None):
         super().__init__(graph, items, launches)
+        self.templates = templates or {}    # extern item name -> matmul.TemplateLaunch run instead
         self.launches = launches
         self.launchers = launchers          # kernel name -> (run, function, packed metadata), fast launch
         self.interpret = interpret
@@ -951,8 +952,36 @@ class TritonWrapperCode(WrapperCode):
         return "\n".join(lines)
 
     def _extern_call(self, kernel):
+        if kernel.name in self.templates:
+            return self._template_call(self.templates[kernel.name])
         padded = self._padded_mm(kernel)
         return padded if padded is not None else super()._extern_call(kernel)
+
+    def _template_call(self, launch):
+        """A matmul template in place of the ATen op: allocate the output, launch."""
+        from . import matmul
+        plan, name = launch.plan, launch.name
+        layout = plan.out.layout
+        lines = [f"{plan.out.name} = empty_strided({tuple(int(s) for s in layout.sizes)}, "
+                 f"{tuple(int(s) for s in layout.strides)}, dtype={self.bind(layout.dtype, '_dtype')}, "
+                 f"device={self.bind(layout.device, '_device')})   # {plan.kind} as a Triton template"]
+        args = [self.view(v) for v in matmul.views(plan)] + [plan.out.name] + [str(s) for s in plan.strides()]
+        if name in self.launchers:
+            run, function, metadata = self.launchers[name]
+            self.globals[f"{name}_run"], self.globals[f"{name}_fn"], self.globals[f"{name}_meta"] = \
+                run, function, metadata
+            constexprs = ", ".join(str(v) for v in launch.constexprs.values())
+            lines.append(f"{name}_run({launch.grid}, 1, 1, stream, {name}_fn, {name}_meta, None, None, None, "
+                         f"{', '.join(args)}, {constexprs})")
+        else:
+            kwargs = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
+            call = f"{name}[({launch.grid},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
+                   f"num_stages={launch.num_stages})"
+            if self.interpret:
+                self.globals["interpreting"] = _interpreting
+                call = f"with interpreting(): {call}"
+            lines.append(call)
+        return lines
 
     def _padded_mm(self, kernel):
         """mm/addmm with N padded to a multiple of 8, sliced back into eager's layout; None if not needed."""
@@ -1114,16 +1143,28 @@ def compile_graph(gm, example_inputs):
     from ... import modes
     tuning = [] if modes.current().autotune else None
     source, launches = generate(graph, items, check, tuning, device, candidates=not interpret)
+    templates, mm_contests = {}, []
+    if tuning is not None:
+        extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests)
+        source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
     lap("codegen")
     module = triton_build.load(source, interpret=interpret)
     by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
     by_name.update({launch.name: launch for _, variants, _, _ in tuning or () for launch in variants})
+    template_launches = {t.name: t for t in templates.values()}
+    template_launches.update({t.name: t for _, _, candidates in mm_contests for t in candidates})
     launchers, aligned = {}, []
     if not interpret:
-        aligned = _aligned_inputs(graph, launches, example_inputs)
+        aligned = _aligned_inputs(graph, launches, example_inputs, template_launches.values())
         examples = _warmup_args(graph, by_name.values(), example_inputs)
+        template_args = _template_arguments(graph, example_inputs, device)
+        examples.update({name: template_args(t) for name, t in template_launches.items()})
         try:
-            compiled = triton_build.compile_all(module, list(by_name.values()), device, examples, compile_threads)
+            heuristic = {launch.name for kl in launches.values() for launch in kl.launches} | \
+                {t.name for t in templates.values()}
+            compiled = triton_build.compile_all(module, list(by_name.values()) + list(template_launches.values()),
+                                                device, examples, compile_threads,
+                                                optional=(set(by_name) | set(template_launches)) - heuristic)
         except Exception as e:     # a Triton compile error is a graphjit bug: say so, run eagerly
             from .. import _warn_once
             _warn_once(f"graphjit: Triton failed to compile a kernel of this graph: {e}\n"
@@ -1138,14 +1179,18 @@ def compile_graph(gm, example_inputs):
             for key, _, item_name, position in tuning:
                 launches[item_name].launches[position] = winners[key]
             by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
+            if mm_contests:
+                with torch.cuda.device(device):
+                    chosen = autotune.tune_matmuls(mm_contests, compiled, template_args, device)
+                templates.update({item_name: t for item_name, t in chosen.items() if t is not None})
             lap("autotune")
         if fast_launch:
             with torch.cuda.device(device):
                 launchers = {name: (compiled[name].run, compiled[name].function, compiled[name].packed_metadata)
-                             for name in by_name}
+                             for name in list(by_name) + [t.name for t in templates.values()]}
     eager_if_grad = any(t.requires_grad for t in example_inputs)
-    code = TritonWrapperCode(graph, items, launches, launchers, interpret, device, aligned)
-    for name in by_name:
+    code = TritonWrapperCode(graph, items, launches, launchers, interpret, device, aligned, templates)
+    for name in list(by_name) + [t.name for t in templates.values()]:
         code.globals[name] = getattr(module, name)
     wrapper_source = code.generate(config.wrapper_checks_inputs(), eager_if_grad)
     code.globals["eager"] = gm.forward
@@ -1167,17 +1212,69 @@ def compile_graph(gm, example_inputs):
     return call
 
 
-def _aligned_inputs(graph, launches, example_inputs):
+def _plan_matmul_templates(items, device, interpret, templates, contests):
+    """mode max-autotune: for each mm/addmm extern call, its cached choice (cuBLAS, or a template
+    configuration, filling `templates`: item name -> TemplateLaunch), or, with a GPU to time them on, the
+    template candidates to race against cuBLAS (appended to `contests`). Returns the kernel sources to add."""
+    from .. import autotune
+    from . import matmul
+    sources = []
+    for item in items:
+        plan = matmul.plan_for(item)
+        if plan is None:
+            continue
+        base = f"triton_mm_{len(templates) + len(contests)}"
+        key = autotune.cache_key(plan.key_text(), "", device)
+        cfg = autotune.load_choice(key)
+        if cfg is not None and matmul.valid(cfg):
+            templates[item.name] = matmul.launch(base, plan, cfg)
+            sources.append(matmul.source(base, plan, cfg, interpret))
+        elif cfg is not None and cfg == {"extern": 1}:
+            continue
+        elif not interpret:         # a GPU to time the candidates on
+            candidates = []
+            for k, c in enumerate(matmul.candidates(plan)):
+                candidates.append(matmul.launch(f"{base}_c{k}", plan, c))
+                sources.append(matmul.source(f"{base}_c{k}", plan, c))
+            contests.append((key, plan, candidates))
+    return sources
+
+
+def _template_arguments(graph, example_inputs, device):
+    """TemplateLaunch -> its arguments: the real inputs (as the views the op reads) or zero-filled
+    buffers, a fresh output, then the strides."""
+    tensors = _tuning_arguments(graph, example_inputs, device)
+
+    def arguments(launch):
+        from . import matmul
+        plan = launch.plan
+        args = []
+        for view in matmul.views(plan):
+            base = tensors(view.buffer.name, False)
+            args.append(torch.as_strided(base, tuple(int(s) for s in view.sizes),
+                                         tuple(int(s) for s in view.strides),
+                                         base.storage_offset() + int(view.offset)))
+        layout = plan.out.layout
+        args.append(torch.empty_strided(tuple(int(s) for s in layout.sizes), tuple(int(s) for s in layout.strides),
+                                        dtype=layout.dtype, device=device))
+        return args + plan.strides()
+    return arguments
+
+
+def _aligned_inputs(graph, launches, example_inputs, templates=()):
     """Graph inputs that Triton kernels read and whose example started 16-byte aligned: the kernels were
     compiled assuming so, and the wrapper checks it per call."""
+    from . import matmul
     used = {name for kl in launches.values() for name in kl.args}
+    used |= {view.buffer.name for t in templates for view in matmul.views(t.plan)}
     return [buf.name for buf in graph.inputs if buf.position is not None and buf.name in used
             and example_inputs[buf.position].data_ptr() % 16 == 0]
 
 
 def _tuning_arguments(graph, example_inputs, device):
     """launch -> the tensors to time it on: the real inputs (copies of those it writes), and zero-filled
-    buffers for the ones graphjit allocates (zeros: an index read from one stays in range)."""
+    buffers for the ones graphjit allocates (zeros: an index read from one stays in range). The returned
+    function also answers tensor(buffer name, written) itself when called with a name."""
     by_name = {b.name: b for b in graph.buffers()}
     made = {}
 
@@ -1196,7 +1293,9 @@ def _tuning_arguments(graph, example_inputs, device):
                                              dtype=layout.dtype, device=device).zero_()
         return made[name]
 
-    def arguments(launch):
+    def arguments(launch, written=False):
+        if isinstance(launch, str):
+            return tensor(launch, written)
         args = [tensor(name, name in launch.written) for name in launch.args]
         if launch.checks_indices:
             args.append(torch.zeros((1,), dtype=torch.int32, device=device))

@@ -124,10 +124,11 @@ def _write_checked(source):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def compile_all(module, launches, device, example_args, threads):
+def compile_all(module, launches, device, example_args, threads, optional=()):
     """Compiles every kernel of the module for its launch (Triton's AsyncCompileMode: the compiles run in a
     thread pool; LLVM and ptxas release the GIL). example_args: kernel name -> arguments for warmup (tensors
-    or torch dtypes standing for aligned buffers). Returns kernel name -> CompiledKernel."""
+    or torch dtypes standing for aligned buffers). Returns kernel name -> CompiledKernel; a kernel named in
+    `optional` (an autotuning candidate) that fails to compile is left out instead of failing the rest."""
     import torch
     from triton.runtime._async_compile import AsyncCompileMode
     start = time.perf_counter()
@@ -142,7 +143,15 @@ def compile_all(module, launches, device, example_args, threads):
         progress = Progress("compiling Triton kernels", len(compiled), start=start)
         for done, (name, kernel) in enumerate(list(compiled.items()), 1):
             if hasattr(kernel, "result"):
-                compiled[name] = kernel.result()
+                try:
+                    compiled[name] = kernel.result()
+                except Exception as e:
+                    if name not in optional:
+                        raise
+                    # an autotuning candidate that doesn't compile (too much shared memory ...) just
+                    # doesn't take part
+                    logs.log("autotune", f"{name}: candidate failed to compile ({type(e).__name__}: {e})")
+                    del compiled[name]
             progress.update(done)
         progress.finish()
     logs.log("output_code", f"compiled {len(launches)} Triton kernels in {time.perf_counter() - start:.2f} s "

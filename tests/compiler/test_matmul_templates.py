@@ -1,0 +1,98 @@
+"""max-autotune's Triton matmul templates (compiler/codegen/matmul.py), run in Triton's interpreter: a
+cached choice of a template configuration replaces the mm/addmm extern call, and the result matches eager
+for odd sizes, transposed operands, broadcast and full biases, fp32/bf16/fp16. Which calls qualify, and
+that a cached "cuBLAS won" keeps the ATen call."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.compiler import autotune
+from graphjit.compiler import config as compiler_config
+from graphjit.compiler.codegen import matmul
+from graphjit.compiler.codegen import triton as triton_codegen
+
+pytestmark = pytest.mark.skipif(not triton_codegen.triton_available(), reason="Triton is not installed")
+
+CONFIGS = [dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=8, num_warps=4, num_stages=2),
+           dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=64, GROUP_M=2, num_warps=4, num_stages=3)]
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.bfloat16: dict(rtol=2e-2, atol=2e-2),
+       torch.float16: dict(rtol=2e-3, atol=2e-3)}
+
+
+def products(x, w, b, y, b2):
+    return F.linear(x, w, b).relu(), x @ y, torch.addmm(b2, x, y), x @ w.t()[:, :7]
+
+
+@pytest.fixture
+def cached(monkeypatch, tmp_path):
+    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(compiler_config, "cache_dir", str(tmp_path))
+
+    def use(choice):
+        monkeypatch.setattr(autotune, "load_choice", lambda key: choice)
+    return use
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=["16x32x16", "32x16x64"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("M", [1, 37])
+def test_templates_match_eager(cfg, dtype, M, cached):
+    cached(cfg)
+    compiled = graphjit.compile(products, mode="max-autotune-no-cudagraphs")
+    gen = torch.Generator().manual_seed(M)
+    for _ in range(2):
+        x = torch.randn(M, 33, generator=gen).to(dtype)
+        w, b = torch.randn(50, 33, generator=gen).to(dtype), torch.randn(50, generator=gen).to(dtype)
+        y, b2 = torch.randn(33, 21, generator=gen).to(dtype), torch.randn(M, 21, generator=gen).to(dtype)
+        for got, want in zip(compiled(x, w, b, y, b2), products(x, w, b, y, b2)):
+            torch.testing.assert_close(got, want, **TOL[dtype])
+    (call,) = _wrappers(compiled)
+    assert call.wrapper_source.count("as a Triton template") == 4
+
+
+def test_a_cached_cublas_choice_keeps_the_aten_call(cached):
+    cached({"extern": 1})
+    compiled = graphjit.compile(lambda x, y: x @ y, mode="max-autotune-no-cudagraphs")
+    x, y = torch.randn(5, 6), torch.randn(6, 7)
+    torch.testing.assert_close(compiled(x, y), x @ y)
+    (call,) = _wrappers(compiled)
+    assert "Triton template" not in call.wrapper_source
+
+
+def test_damaged_choices_are_ignored():
+    assert matmul.valid(CONFIGS[0])
+    assert not matmul.valid({**CONFIGS[0], "BLOCK_M": 24})
+    assert not matmul.valid({**CONFIGS[0], "BLOCK_K": 8})
+    assert not matmul.valid({"BLOCK_M": 16})
+    assert not matmul.valid({"extern": 1})
+
+
+def test_which_calls_qualify():
+    plans = []
+
+    def backend(gm, example_inputs):
+        from graphjit.compiler import decompose, lowering, scheduler
+        graph = lowering.lower(decompose.decompose(gm, example_inputs), example_inputs)
+        plans.extend(matmul.plan_for(item) for item in scheduler.schedule(graph))
+        return gm.forward
+    x, y, b = torch.randn(4, 6), torch.randn(6, 5), torch.randn(5)
+    graphjit.compile(lambda x, y, b: (x @ y, torch.addmm(b, x, y, beta=0.5), (x @ y).sum(),
+                                      x.double() @ y.double()), backend=backend)(x, y, b)
+    kinds = sorted(p.kind for p in plans if p is not None)
+    assert kinds == ["mm", "mm"]          # beta != 1 and float64 stay with ATen; sum is a kernel
+    plan = next(p for p in plans if p is not None)
+    assert (plan.M, plan.N, plan.K) == (4, 5, 6)
+    assert all(matmul.valid(c) for c in matmul.candidates(plan))
+
+
+def _wrappers(compiled):
+    """The compiled graph callables behind a compiled function (through its cache entries)."""
+    from graphjit.capture.frame import _CACHES
+    found = []
+    for cache in _CACHES.values():
+        for entry in cache.entries:
+            graph = getattr(entry, "__globals__", {}).get("__gj_graph")
+            if graph is not None and hasattr(graph, "wrapper_source"):
+                found.append(graph)
+    return found
