@@ -183,13 +183,36 @@ class Lowering(torch.fx.Interpreter):
             return slot.value
         return pytree.tree_map(unwrap, tree)
 
+    def _traced_layout(self, tree):
+        """Slots -> StorageViews with the strides the trace saw. The trace picked the ATen kernel for those
+        strides: efficient attention's mask is padded to aligned rows and sliced back (`pad_bias`), and
+        given a compact copy instead the kernel refuses it ("attn_bias is not correctly aligned"). A value
+        realized in another layout is copied into one with the traced strides (gaps kept; expanded,
+        overlapping layouts are left as they are)."""
+        def unwrap(slot):
+            if not isinstance(slot, Slot):
+                return slot
+            meta = slot.node.meta.get("val")
+            view = self._realized(slot)
+            strides = _gapped_strides(meta)
+            if strides is None or not isinstance(view, StorageView) or \
+                    tuple(as_expr(s) for s in view.sizes) != tuple(as_expr(s) for s in meta.shape) or \
+                    tuple(view.strides) == strides:
+                return view
+            logs.log("fusion", f"copy {slot.node.name} into its traced strides {tuple(meta.stride())} for "
+                               f"{_current[-1].name}")
+            copy = make_pointwise(lambda v: v, view, dtype=view.dtype)
+            slot.value = realize(copy, self.loops, strides)
+            return slot.value
+        return pytree.tree_map(unwrap, tree)
+
     def _extern(self, target, args, kwargs, reason):
         node = _current[-1]
         if reason != "extern op":
             self.loops.fallbacks.append((str(target), reason))
             logs.log("fusion", f"fallback {node.name} = {target}: {reason} (runs the ATen op, not fused)")
-        kernel = ExternKernel(self.loops.new_name("extern"), target, self._realized(args),
-                              self._realized(kwargs), reason)
+        kernel = ExternKernel(self.loops.new_name("extern"), target, self._traced_layout(args),
+                              self._traced_layout(kwargs), reason)
         self.loops.nodes.append(kernel)
 
         def make_output(path, meta):
@@ -283,6 +306,19 @@ def _new_buffer(value, graph, strides):
     buf = ComputedBuffer(graph.new_name(), Layout(sizes, tuple(strides), value.dtype, value.device), value)
     graph.nodes.append(buf)
     return full_view(buf)
+
+
+def _gapped_strides(meta):
+    """meta's strides if no two of its elements share memory (gaps allowed: a padded row), else None."""
+    if not isinstance(meta, torch.Tensor) or meta.numel() == 0:
+        return None
+    dims = sorted((st, n) for n, st in zip(meta.shape, meta.stride()) if n != 1)
+    extent = 1
+    for stride, size in dims:
+        if stride < extent:
+            return None
+        extent = stride * size
+    return tuple(as_expr(s) for s in meta.stride())
 
 
 def _dense_strides(meta):

@@ -77,6 +77,8 @@ check_indices = _env_int("TRITON_CHECK_INDICES", -1)
 pad_mm = _env_int("TRITON_PAD_MM", 1)
 # Launch compiled kernels straight through Triton's launcher (skips the JIT's per-call argument binding).
 fast_launch = _env_int("TRITON_FAST_LAUNCH", 1)
+# mode="max-autotune": race Triton matmul templates against cuBLAS for each mm/addmm (0: cuBLAS always).
+mm_templates = _env_int("TRITON_MM_TEMPLATES", 1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1144,7 +1146,7 @@ def compile_graph(gm, example_inputs):
     tuning = [] if modes.current().autotune else None
     source, launches = generate(graph, items, check, tuning, device, candidates=not interpret)
     templates, mm_contests = {}, []
-    if tuning is not None:
+    if tuning is not None and mm_templates:
         extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests)
         source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
     lap("codegen")
