@@ -201,8 +201,12 @@ class Lowering(torch.fx.Interpreter):
                 return view
             logs.log("fusion", f"copy {slot.node.name} into its traced strides {tuple(meta.stride())} for "
                                f"{_current[-1].name}")
-            copy = make_pointwise(lambda v: v, view, dtype=view.dtype)
-            slot.value = realize(copy, self.loops, strides)
+            # broadcast dims (stride 0) are stored once: the buffer has size 1 there, the view expands it
+            sizes = tuple(as_expr(1) if st == 0 else as_expr(n) for n, st in zip(meta.shape, strides))
+            load = view.make_loader()
+            copy = Pointwise(sizes, view.dtype, view.device, load)   # broadcast dims: index 0, as all alike
+            stored = realize(copy, self.loops, strides)
+            slot.value = StorageView(stored.buffer, tuple(as_expr(n) for n in meta.shape), strides, stored.offset)
             return slot.value
         return pytree.tree_map(unwrap, tree)
 
@@ -309,10 +313,11 @@ def _new_buffer(value, graph, strides):
 
 
 def _gapped_strides(meta):
-    """meta's strides if no two of its elements share memory (gaps allowed: a padded row), else None."""
+    """meta's strides if no two of its elements share memory apart from broadcast (stride 0) dims (gaps
+    allowed: a padded row), else None."""
     if not isinstance(meta, torch.Tensor) or meta.numel() == 0:
         return None
-    dims = sorted((st, n) for n, st in zip(meta.shape, meta.stride()) if n != 1)
+    dims = sorted((st, n) for n, st in zip(meta.shape, meta.stride()) if n != 1 and st != 0)
     extent = 1
     for stride, size in dims:
         if stride < extent:
