@@ -1013,16 +1013,11 @@ class TritonWrapperCode(WrapperCode):
         return [f"{out.name} = {op}({', '.join(args)})[:, :{cols}].contiguous()   "
                 f"# N padded {cols} -> {cols + extra} for cuBLAS"]
 
+    def _allocated(self, kernel):
+        return [n for n in kernel.nodes if n.name not in kernel.local]
+
     def _kernel_call(self, kernel):
-        lines = []
-        for node in kernel.nodes:
-            if node.name in kernel.local:
-                continue
-            layout = node.buffer.layout
-            sizes = tuple(int(s) for s in layout.sizes)
-            strides = tuple(int(s) for s in layout.strides)
-            lines.append(f"{node.name} = empty_strided({sizes}, {strides}, dtype={self.bind(layout.dtype, '_dtype')}, "
-                         f"device={self.bind(layout.device, '_device')})")
+        lines = [self.alloc(node) for node in self._allocated(kernel)]
         for launch in self.launches[kernel.name].launches:
             lines += self._launch(launch)
         return lines

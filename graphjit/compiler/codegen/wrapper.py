@@ -10,6 +10,7 @@
 Everything the source names (kernels, ops, dtypes, constants) is bound in its globals, so each call runs
 only these lines. GRAPHJIT_LOGS=output_code prints it.
 """
+import collections
 import ctypes
 import operator
 
@@ -84,28 +85,68 @@ class WrapperCode:
                 self.globals[buf.name] = buf.value
         last_use = self._last_uses()
         outputs = {v.buffer.name for v in graph.outputs if isinstance(v, StorageView)}
+        donors = self._donors(outputs)
+        layouts = {b.name: b.layout for b in graph.buffers()}
+
+        def key(name):
+            layout = layouts[name]
+            return (tuple(int(s) for s in layout.sizes), tuple(int(s) for s in layout.strides), layout.dtype,
+                    layout.device)
+        allocated = [[n.name for n in self._allocated(item)] if isinstance(item, Kernel) else []
+                     for item in self.items]
+        upcoming = collections.Counter(key(name) for names in allocated for name in names)
+        free = collections.defaultdict(list)     # layout key -> dead buffers kept for a later allocation
+        self.reuse = {}
         for step, item in enumerate(self.items):
+            for name in allocated[step]:
+                upcoming[key(name)] -= 1
+                if free[key(name)]:
+                    self.reuse[name] = free[key(name)].pop()
             if isinstance(item, Kernel):
                 body += self._kernel_call(item)
             else:
                 body += self._extern_call(item)
-            dead = [name for name, last in last_use.items() if last == step and name not in outputs]
+            dead = []
+            for name, last in last_use.items():
+                if last != step or name in outputs:
+                    continue
+                if name in donors and upcoming[key(name)] > len(free[key(name)]):
+                    free[key(name)].append(name)      # a later kernel output of the same layout takes it
+                else:
+                    dead.append(name)
             if dead:
                 body.append(f"del {', '.join(dead)}")
         body.append("return " + self._outputs())
         self.lines += ["    " + line for line in body]
         return "\n".join(self.lines) + "\n"
 
+    def _allocated(self, kernel):
+        """The nodes of a kernel whose buffers the wrapper allocates (not kept in registers)."""
+        return [n for n in kernel.nodes if n.name not in kernel.local and n.name not in kernel.scratch]
+
+    def _donors(self, outputs):
+        """Kernel outputs whose memory may be reused once dead: not graph outputs, and read only by
+        kernels and by extern ops that return new tensors (a view op's result would alias the memory)."""
+        from ..lowering import EXTERN_OPS
+        donors = {n.name for item in self.items if isinstance(item, Kernel) for n in self._allocated(item)}
+        for item in self.items:
+            if not isinstance(item, Kernel) and item.op not in EXTERN_OPS:
+                donors -= {v.buffer.name for v in item.inputs()}
+        return donors - outputs
+
+    def alloc(self, node):
+        """The line allocating a kernel output: a dead buffer of the same layout, or a new one."""
+        donor = self.reuse.get(node.name)
+        if donor is not None:
+            return f"{node.name} = {donor}; del {donor}   # reuse"
+        layout = node.buffer.layout
+        sizes = tuple(int(s) for s in layout.sizes)
+        strides = tuple(int(s) for s in layout.strides)
+        return (f"{node.name} = empty_strided({sizes}, {strides}, dtype={self.bind(layout.dtype, '_dtype')}, "
+                f"device={self.bind(layout.device, '_device')})")
+
     def _kernel_call(self, kernel):
-        lines = []
-        for node in kernel.nodes:
-            if node.name in kernel.local or node.name in kernel.scratch:
-                continue
-            layout = node.buffer.layout
-            sizes = tuple(int(s) for s in layout.sizes)
-            strides = tuple(int(s) for s in layout.strides)
-            lines.append(f"{node.name} = empty_strided({sizes}, {strides}, dtype={self.bind(layout.dtype, '_dtype')}, "
-                         f"device={self.bind(layout.device, '_device')})")
+        lines = [self.alloc(node) for node in self._allocated(kernel)]
         signature = self.signatures[kernel.name]
         args = ", ".join(f"{name}.data_ptr()" for name in signature.args)
         call = f"{kernel.name}({args})"
