@@ -968,21 +968,7 @@ class TritonWrapperCode(WrapperCode):
                  f"{tuple(int(s) for s in layout.strides)}, dtype={self.bind(layout.dtype, '_dtype')}, "
                  f"device={self.bind(layout.device, '_device')})   # {plan.kind} as a Triton template"]
         args = [self.view(v) for v in matmul.views(plan)] + [plan.out.name] + [str(s) for s in plan.strides()]
-        if name in self.launchers:
-            run, function, metadata = self.launchers[name]
-            self.globals[f"{name}_run"], self.globals[f"{name}_fn"], self.globals[f"{name}_meta"] = \
-                run, function, metadata
-            constexprs = ", ".join(str(v) for v in launch.constexprs.values())
-            lines.append(f"{name}_run({launch.grid}, 1, 1, stream, {name}_fn, {name}_meta, None, None, None, "
-                         f"{', '.join(args)}, {constexprs})")
-        else:
-            kwargs = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
-            call = f"{name}[({launch.grid},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
-                   f"num_stages={launch.num_stages})"
-            if self.interpret:
-                self.globals["interpreting"] = _interpreting
-                call = f"with interpreting(): {call}"
-            lines.append(call)
+        lines.append(self._launch_line(launch, args))
         return lines
 
     def _padded_mm(self, kernel):
@@ -1022,6 +1008,25 @@ class TritonWrapperCode(WrapperCode):
             lines += self._launch(launch)
         return lines
 
+    def _launch_line(self, launch, args):
+        """One launch of a compiled kernel (a Launch or a TemplateLaunch) on argument expressions: through
+        its launcher when there is one (the constexpr values trail the arguments), else the JIT call."""
+        name = launch.name
+        if name in self.launchers:
+            run, function, metadata = self.launchers[name]
+            self.globals[f"{name}_run"], self.globals[f"{name}_fn"], self.globals[f"{name}_meta"] = \
+                run, function, metadata
+            constexprs = ", ".join(str(v) for v in launch.constexprs.values())
+            return (f"{name}_run({launch.grid}, 1, 1, stream, {name}_fn, {name}_meta, None, None, None, "
+                    f"{', '.join(args)}, {constexprs})")
+        kwargs = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
+        call = f"{name}[({launch.grid},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
+               f"num_stages={launch.num_stages})"
+        if self.interpret:
+            self.globals["interpreting"] = _interpreting
+            return f"with interpreting(): {call}"
+        return call
+
     def _launch(self, launch):
         if launch.grid == 0:
             return []
@@ -1032,22 +1037,7 @@ class TritonWrapperCode(WrapperCode):
             lines.append(f"gj_status = zeros((1,), dtype=_int32, device={self.bind(self.device, '_device')})")
             args.append("gj_status")
         name = launch.name
-        if name in self.launchers:
-            run, function, metadata = self.launchers[name]
-            self.globals[f"{name}_run"], self.globals[f"{name}_fn"], self.globals[f"{name}_meta"] = \
-                run, function, metadata
-            constexprs = ", ".join(str(v) for v in launch.constexprs.values())
-            lines.append(f"{name}_run({launch.grid}, 1, 1, stream, {name}_fn, {name}_meta, None, None, None, "
-                         f"{', '.join(args)}, {constexprs})")
-        else:
-            kwargs = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
-            call = f"{name}[({launch.grid},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
-                   f"num_stages={launch.num_stages})"
-            if self.interpret:
-                self.globals["interpreting"] = _interpreting
-                lines.append(f"with interpreting(): {call}")
-            else:
-                lines.append(call)
+        lines.append(self._launch_line(launch, args))
         if launch.checks_indices:
             lines.append(f"if gj_status.item(): raise IndexError('graphjit: index out of range in {name} "
                          "(an embedding or gather index outside the table)')")
