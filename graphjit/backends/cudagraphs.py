@@ -89,7 +89,7 @@ def wrap(fn, example_inputs, static, pool, name="graph", mutated=(), gm=None):
     writes to (copied back from the static buffers after each replay, unless read in place)."""
     reason = reason_not_to_record(example_inputs)
     if reason is None and gm is not None and syncing_op(gm):
-        reason = f"{syncing_op(gm)} waits for the GPU (data-dependent output shape or host copy)"
+        reason = f"{syncing_op(gm)}: the GPU would wait for the host (data-dependent output shape or a host copy)"
     if reason:
         logs.log("cudagraphs", f"{name}: no CUDA graph: {reason}")
         return fn
@@ -161,11 +161,15 @@ _SYNCING = {"nonzero", "masked_select", "item", "tolist", "unique", "unique_cons
 
 
 def syncing_op(gm):
-    """The first op of gm that synchronizes with the host, as 'name (line)', or None."""
+    """The first op of gm that synchronizes with the host (or copies a CPU tensor to the GPU, which a
+    capture refuses for pageable memory), by name, or None."""
     import operator
     for node in gm.graph.nodes:
         if node.op not in ("call_function", "call_method"):
             continue
+        if any(_on_cpu(a) for a in node.all_input_nodes) and not _on_cpu(node) and \
+                isinstance(node.meta.get("example_value"), torch.Tensor):
+            return "a copy of a CPU tensor to the GPU"
         name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
         if name in _SYNCING:
             return name
@@ -176,6 +180,11 @@ def syncing_op(gm):
                 if isinstance(value, torch.Tensor) and value.dtype == torch.bool:
                     return "indexing with a boolean mask"
     return None
+
+
+def _on_cpu(node):
+    value = node.meta.get("example_value")
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() > 0
 
 
 def _dense(t):

@@ -290,3 +290,17 @@ def test_graphs_that_wait_for_the_gpu_are_not_recorded():
     assert syncing_op(torch.fx.symbolic_trace(lambda x: torch.nonzero(x) + 1)) == "nonzero"
     assert syncing_op(torch.fx.symbolic_trace(lambda x: x.sum().item())) == "item"
     assert syncing_op(torch.fx.symbolic_trace(lambda x: (x * 2).sin())) is None
+
+
+def test_graphs_copying_cpu_tensors_to_the_gpu_are_not_recorded():
+    from graphjit.backends.cudagraphs import syncing_op
+    gm = torch.fx.symbolic_trace(lambda x, c: x + c.to("meta"))     # "meta" stands in for a GPU here
+    for node in gm.graph.nodes:
+        if node.op != "output":
+            device = "cpu" if node.name == "c" else "meta"
+            node.meta["example_value"] = torch.empty(3, device=device)
+    assert syncing_op(gm) == "a copy of a CPU tensor to the GPU"
+    for node in gm.graph.nodes:
+        if node.name == "c":
+            node.meta["example_value"] = torch.empty(3, device="meta")
+    assert syncing_op(gm) is None
