@@ -121,8 +121,9 @@ class GuardSet:
         """(guards made redundant, [(base source, snapshot dict)]). An attribute read through a Python
         __getattribute__ costs ~1 us per guard per call (a GPT-2 config: ~70 reads). When the object's
         instance dict equals a snapshot taken now (one C-level dict comparison), such a lookup returns what
-        it returned while tracing, so the guards on those attributes' immutable values, and the guards that
-        an attribute is missing, need not run."""
+        it returned while tracing, so the guards on the immutable values of attributes stored in that dict,
+        and the guards that an attribute is missing, need not run (this assumes the class's own attributes
+        don't change between calls)."""
         covered, checks = set(), []
         for base, (obj, names) in self.snapshots.items():
             try:
@@ -137,7 +138,10 @@ class GuardSet:
                 (source,) = guard.sources if len(guard.sources) == 1 else (None,)
                 if source == base and guard.template.startswith("not hasattr("):
                     covered.add(guard)
-                elif getattr(source, "base", None) == base and getattr(source, "attr", None) in names:
+                elif getattr(source, "base", None) == base and getattr(source, "attr", None) in names and \
+                        source.attr in snapshot:
+                    # only names stored in the instance dict: an alias resolved by __getattribute__
+                    # (attribute_map) or a class attribute keeps its own guard
                     covered.add(guard)
         return covered, checks
 

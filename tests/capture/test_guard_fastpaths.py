@@ -89,3 +89,18 @@ def test_tensor_metadata_changes_recompile_and_match_eager():
     with torch.no_grad():
         x, w = variants[0]
         torch.testing.assert_close(compiled(x, w), f(x, w))
+
+
+def test_class_attributes_and_aliases_keep_their_own_guards():
+    class Cfg(AliasedConfig):
+        scale = 2.0                                   # a class attribute, read through __getattribute__
+
+    def f(x, cfg):
+        return x * cfg.scale + cfg.hidden_size        # hidden_size: an alias of n_embd
+    cfg = Cfg(n_embd=3)
+    counter, compiled = run(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x, cfg), f(x, cfg))
+    Cfg.scale = 5.0                                   # the instance dict is unchanged
+    torch.testing.assert_close(compiled(x, cfg), f(x, cfg))
+    assert counter.frame_count == 2
