@@ -35,6 +35,7 @@ import dataclasses
 import functools
 import itertools
 import os
+import re
 import time
 
 import sympy
@@ -812,12 +813,19 @@ class TritonKernel:
         names = [n for n in self.reads]
         names += sorted((n for n in self.written if n not in names),
                         key=lambda n: [node.name for node in self.kernel.nodes].index(n))
-        params = list(names) + (["gj_status"] if self.uses_status else [])
+        # parameters are named by role, not by buffer: the same fused loop over the same shapes (each layer
+        # of a transformer) prints the same text, and generate() compiles it once
+        roles = {}
+        for n in names:
+            kind = "inout" if n in self.written and n in self.reads else "out" if n in self.written else "in"
+            roles[n] = f"{kind}_ptr{sum(r.startswith(kind + '_') for r in roles.values())}"
+        rename = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
+        params = [roles[n] for n in names] + (["gj_status"] if self.uses_status else [])
         params += [f"{c}: tl.constexpr" for c in self.launch.constexprs]
         self.launch.args = tuple(names)
         self.launch.written = tuple(n for n in names if n in self.written)
         self.launch.checks_indices = self.uses_status
-        body = ["    " + line for line in self.lines]
+        body = ["    " + (rename.sub(lambda m: roles[m.group(1)], line) if rename else line) for line in self.lines]
         return "\n".join(["@triton.jit", f"def {self.name}({', '.join(params)}):"] + body)
 
 
@@ -875,17 +883,33 @@ def split(kernel):
     return out
 
 
-def generate(graph, items, check=False, tuning=None, device=None, candidates=True):
+def generate(graph, items, check=False, tuning=None, device=None, candidates=True, followers=None,
+             example_inputs=None):
     """The Triton module source of a scheduled graph, and each scheduler kernel's KernelLaunches.
 
     tuning (a list, mode max-autotune): each kernel uses its cached autotuning choice if there is one;
     otherwise (if `candidates`: there is a GPU to time them on) the module also gets the candidate
     configurations of autotune.candidates, and the list gets (cache key, [heuristic Launch, candidate
-    Launches ...], scheduler kernel name, piece index) to time."""
+    Launches ...], scheduler kernel name, piece index) to time.
+
+    A kernel whose text (name aside) was printed already, another layer's copy of the same fused loop, is
+    not printed again: its Launch names the first one's function, so Triton compiles it once. `followers`
+    (a list) gets (cache key, scheduler kernel name, piece index, Launch) for copies of a kernel being
+    tuned; they take the winner's configuration. Kernels reading a graph input whose example was not
+    16-byte aligned (`example_inputs`) are never shared (Triton specializes on alignment)."""
     from .. import autotune
     buffers = {b.name: b for b in graph.buffers()}
     parts, launches = [PRELUDE], {}
     index = itertools.count()
+    seen = {}      # (kernel text, name replaced; constexprs; warps; stages) -> (first Launch, contest key or None)
+
+    def shareable(launch):
+        for name in launch.args:
+            position = getattr(buffers[name], "position", None)
+            if position is not None and example_inputs is not None and \
+                    example_inputs[position].data_ptr() % 16:
+                return False
+        return True
 
     def emit(piece, name, cfg=None):
         tk = TritonKernel(piece, buffers, name, check, cfg)
@@ -898,6 +922,7 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
         for piece in split(item):
             name = kernel_name(piece, next(index))
             source, launch = emit(piece, name)
+            contest = None
             if tuning is not None and not launch.checks_indices:
                 key = autotune.cache_key(source, name, device)
                 cfg = autotune.load_choice(key)
@@ -905,10 +930,23 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
                     if cfg != {**launch.constexprs, "num_warps": launch.num_warps}:
                         source, launch = emit(piece, name, cfg)
                 elif candidates:
+                    contest = key
+            # same text and same compile-time parameters: one compiled kernel serves both launches
+            text = (source.replace(launch.name, "KERNEL"), tuple(launch.constexprs.items()), launch.num_warps,
+                    launch.num_stages)
+            if text in seen and shareable(launch):
+                first, first_contest = seen[text]
+                launch.name = first.name
+                if first_contest is not None and followers is not None:
+                    followers.append((first_contest, item.name, len(found), launch))
+            else:
+                if shareable(launch):
+                    seen[text] = (launch, contest)
+                parts.append(source)
+                if contest is not None:
                     variants = [emit(piece, f"{name}_c{k}", c) for k, c in enumerate(autotune.candidates(launch))]
                     parts += [v[0] for v in variants]
-                    tuning.append((key, [launch] + [v[1] for v in variants], item.name, len(found)))
-            parts.append(source)
+                    tuning.append((contest, [launch] + [v[1] for v in variants], item.name, len(found)))
             found.append(launch)
             args += [a for a in launch.args if a not in args]
         launches[item.name] = KernelLaunches(found, tuple(args))
@@ -1129,7 +1167,9 @@ def compile_graph(gm, example_inputs):
     check = check_indices == 1 or (check_indices == -1 and interpret)
     from ... import modes
     tuning = [] if modes.current().autotune else None
-    source, launches = generate(graph, items, check, tuning, device, candidates=not interpret)
+    followers = []
+    source, launches = generate(graph, items, check, tuning, device, candidates=not interpret,
+                                followers=followers, example_inputs=example_inputs)
     templates, mm_contests = {}, []
     if tuning is not None and mm_templates:
         extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests)
@@ -1165,6 +1205,9 @@ def compile_graph(gm, example_inputs):
                                         _tuning_arguments(graph, example_inputs, device), device)
             for key, _, item_name, position in tuning:
                 launches[item_name].launches[position] = winners[key]
+            for key, item_name, position, own in followers:    # copies of a tuned kernel: its winner
+                launches[item_name].launches[position] = dataclasses.replace(
+                    winners[key], args=own.args, written=own.written, checks_indices=own.checks_indices)
             by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
             if mm_contests:
                 with torch.cuda.device(device):
