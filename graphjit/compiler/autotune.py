@@ -85,7 +85,8 @@ def cache_key(kernel_source, kernel_name, device):
     import torch
     import triton
     gpu = torch.cuda.get_device_name(device) if getattr(device, "type", None) == "cuda" else "interpreter"
-    text = "\n".join([kernel_source.replace(kernel_name, "KERNEL"), gpu, triton.__version__, "v1"])
+    source = kernel_source.replace(kernel_name, "KERNEL") if kernel_name else kernel_source
+    text = "\n".join([source, gpu, triton.__version__, "v1"])
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
