@@ -88,8 +88,9 @@ def wrap(fn, example_inputs, static, pool, name="graph", mutated=(), gm=None):
     static[i]: input i is a parameter or buffer, read in place. mutated: positions of inputs the graph
     writes to (copied back from the static buffers after each replay, unless read in place)."""
     reason = reason_not_to_record(example_inputs)
-    if reason is None and gm is not None and syncing_op(gm):
-        reason = f"{syncing_op(gm)}: the GPU would wait for the host (data-dependent output shape or a host copy)"
+    syncing = syncing_op(gm) if reason is None and gm is not None else None
+    if syncing:
+        reason = f"{syncing}: the GPU would wait for the host (data-dependent output shape or a host copy)"
     if reason:
         logs.log("cudagraphs", f"{name}: no CUDA graph: {reason}")
         return fn

@@ -41,6 +41,11 @@ def unsupported_reason(gm, example_inputs):
             return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"
         if value.device.type != "cpu":
             return f"an input is on {value.device}: the C++ codegen is CPU-only (Triton codegen is next)"
+    return graph_reason(gm, example_inputs)
+
+
+def graph_reason(gm, example_inputs):
+    """What any of graphjit's codegens refuses in a graph of tensor inputs: gradients, global state."""
     if torch.is_grad_enabled() and any(v.requires_grad for v in example_inputs):
         return "inputs require grad and grad mode is on: the compiler is inference-only for now " \
                "(wrap the call in torch.no_grad() or torch.inference_mode())"

@@ -934,13 +934,14 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
             # same text and same compile-time parameters: one compiled kernel serves both launches
             text = (source.replace(launch.name, "KERNEL"), tuple(launch.constexprs.items()), launch.num_warps,
                     launch.num_stages)
-            if text in seen and shareable(launch):
+            shared = shareable(launch)
+            if text in seen and shared:
                 first, first_contest = seen[text]
                 launch.name = first.name
                 if first_contest is not None and followers is not None:
                     followers.append((first_contest, item.name, len(found), launch))
             else:
-                if shareable(launch):
+                if shared:
                     seen[text] = (launch, contest)
                 parts.append(source)
                 if contest is not None:
@@ -1125,14 +1126,7 @@ def unsupported_reason(gm, example_inputs):
         return "Triton is not installed (pip install triton)"
     if devices and next(iter(devices)).type not in ("cuda", "cpu"):
         return f"inputs on {next(iter(devices))}: Triton kernels run on CUDA devices"
-    if torch.is_grad_enabled() and any(v.requires_grad for v in example_inputs):
-        return "inputs require grad and grad mode is on: the compiler is inference-only for now " \
-               "(wrap the call in torch.no_grad() or torch.inference_mode())"
-    for node in gm.graph.nodes:
-        name = getattr(node.target, "__name__", "")
-        if node.op == "call_function" and (node.target in decompose.STATE_FUNCTIONS or "autocast" in name):
-            return f"the graph changes global state ({name})"
-    return None
+    return decompose.graph_reason(gm, example_inputs)
 
 
 def compile_graph(gm, example_inputs):
@@ -1273,14 +1267,14 @@ def _plan_matmul_templates(items, device, interpret, templates, contests):
 def _template_arguments(graph, example_inputs, device):
     """TemplateLaunch -> its arguments: the real inputs (as the views the op reads) or zero-filled
     buffers, a fresh output, then the strides."""
-    tensors = _tuning_arguments(graph, example_inputs, device)
+    tensor = _tuning_arguments(graph, example_inputs, device).tensor
 
     def arguments(launch):
         from . import matmul
         plan = launch.plan
         args = []
         for view in matmul.views(plan):
-            base = tensors(view.buffer.name, False)
+            base = tensor(view.buffer.name, False)
             args.append(torch.as_strided(base, tuple(int(s) for s in view.sizes),
                                          tuple(int(s) for s in view.strides),
                                          base.storage_offset() + int(view.offset)))
@@ -1303,8 +1297,8 @@ def _aligned_inputs(graph, launches, example_inputs, templates=()):
 
 def _tuning_arguments(graph, example_inputs, device):
     """launch -> the tensors to time it on: the real inputs (copies of those it writes), and zero-filled
-    buffers for the ones graphjit allocates (zeros: an index read from one stays in range). The returned
-    function also answers tensor(buffer name, written) itself when called with a name."""
+    buffers for the ones graphjit allocates (zeros: an index read from one stays in range). Its `tensor`
+    attribute gives one buffer's tensor: tensor(buffer name, written)."""
     by_name = {b.name: b for b in graph.buffers()}
     made = {}
 
@@ -1323,13 +1317,12 @@ def _tuning_arguments(graph, example_inputs, device):
                                              dtype=layout.dtype, device=device).zero_()
         return made[name]
 
-    def arguments(launch, written=False):
-        if isinstance(launch, str):
-            return tensor(launch, written)
+    def arguments(launch):
         args = [tensor(name, name in launch.written) for name in launch.args]
         if launch.checks_indices:
             args.append(torch.zeros((1,), dtype=torch.int32, device=device))
         return args
+    arguments.tensor = tensor
     return arguments
 
 
