@@ -1,6 +1,7 @@
 """The generated wrapper reuses a dead kernel output's memory for a later kernel output of the same layout
 (one allocation fewer per call), but never memory that a graph output or an alias still refers to (a view
-returned by an ATen fallback such as unfold). C++ codegen and, where installed, Triton's interpreter."""
+returned by an ATen fallback such as unfold). C++ codegen and, where installed, Triton's interpreter.
+Also where the wrapper's per-call input layout checks run, and where they don't need to."""
 import pytest
 import torch
 
@@ -66,3 +67,19 @@ def test_the_alias_test_can_fail(monkeypatch):
     got, want = compiled(x), aliased(x)
     assert "# reuse" in calls[0].wrapper_source
     assert not torch.allclose(got[1], want[1])
+
+
+def test_input_layout_checks_live_in_the_guards_or_in_the_wrapper(monkeypatch):
+    """Through graphjit.compile the frontend's guards check every input's shape and strides, so the
+    wrapper doesn't repeat it; called directly (a torch.compile-style caller) the wrapper checks."""
+    from graphjit.backends.registry import graphjit_backend
+    compiled, calls = compiled_with_wrapper(lambda x: (x * 2).sin(), "cpp", monkeypatch)
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(compiled(x), (x * 2).sin())
+    assert "_expected" not in calls[0].wrapper_source
+    xt = torch.randn(6, 4).t()                       # other strides: the guards send it to a new compile
+    torch.testing.assert_close(compiled(xt), (xt * 2).sin())
+    assert len(calls) == 2
+    direct = graphjit_backend(torch.fx.symbolic_trace(lambda x: (x * 2).sin()), [x])
+    assert "_expected" in direct.wrapper_source
+    torch.testing.assert_close(direct(xt), (xt * 2).sin())   # mismatched strides: runs eagerly, right
