@@ -763,6 +763,23 @@ def as_strided(x, size, stride, storage_offset=None):
     return view_as_strided(x, size, stride, storage_offset or 0)
 
 
+@register(aten.as_strided_.default)
+def as_strided_(x, size, stride, storage_offset=None):
+    """In place on a value this graph computed and nothing else reads (decompositions restride a fresh
+    result so, e.g. adaptive_avg_pool2d's to channels-last): the value is stored in its traced layout and
+    the result views that storage. On a graph input, or a value other nodes read, it stays an ATen call."""
+    node = _current[-1].args[0]
+    meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    strides = _dense_strides(meta)
+    if node.op != "call_function" or len(node.users) != 1 or strides is None:
+        raise NotLowered("as_strided_ of a graph input, or of a value read elsewhere")
+    view = realize(x, current_graph(), strides)
+    if not isinstance(view, StorageView) or not view.is_full() or isinstance(view.buffer, InputBuffer) or \
+            tuple(view.strides) != strides:
+        raise NotLowered("as_strided_ of a value not stored whole in its traced layout")
+    return view_as_strided(view, size, stride, storage_offset or 0)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Indexing, concatenation, padding
 # ---------------------------------------------------------------------------------------------------------
@@ -863,6 +880,96 @@ def constant_pad_nd(x, pad, value=0):
             return loader(src)
         return ops.masked(mask, lambda: loader(src), value, meta.dtype)
     return Pointwise(sizes, meta.dtype, meta.device, inner)
+
+
+@register(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """Each output element is the max over its window, read with masked loads (padding reads -inf), as
+    eager: NaN wins, ties keep the first element. The indices (flat positions in the input plane) are a
+    second lazy value: computed only when something reads them."""
+    kh, kw = _pair(kernel_size)
+    sh, sw = _pair(stride) if stride else (kh, kw)
+    ph, pw = _pair(padding)
+    dh, dw = _pair(dilation)
+    if kh * kw > 49 or len(x.sizes) not in (3, 4):
+        raise NotLowered("max_pool2d window over 49 elements or input not 3-d/4-d")
+    values_meta, indices_meta = out_meta()
+    sizes = tuple(as_expr(s) for s in values_meta.shape)
+    height, width = int(x.sizes[-2]), int(x.sizes[-1])
+    loader = x.make_loader()
+    dtype = values_meta.dtype
+    lowest = float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+    out_h, out_w = int(sizes[-2]), int(sizes[-1])
+
+    def bounds(out, kernel, stride_, pad, dilation_, extent, count):
+        """Per window row (or column): its position and an in-bounds check, None where always inside."""
+        result = []
+        for k in range(kernel):
+            low = k * dilation_ - pad                       # position at output 0 ...
+            high = (count - 1) * stride_ + low              # ... and at the last output
+            pos = out * stride_ + low
+            check = None
+            if low < 0 or high >= extent:
+                value = ops.index_expr(pos, torch.int64)
+                if low < 0:
+                    check = ops.ge(value, ops.constant(0, torch.int64))
+                if high >= extent:
+                    upper = ops.lt(value, ops.constant(extent, torch.int64))
+                    check = upper if check is None else ops.logical_and(check, upper)
+            result.append((pos, check))
+        return result
+
+    def windows(index):
+        """(in-bounds mask or None, (row, column), input index) per window element, in eager's order."""
+        oh, ow = index[-2], index[-1]
+        rows = bounds(oh, kh, sh, ph, dh, height, out_h)
+        cols = bounds(ow, kw, sw, pw, dw, width, out_w)
+        for h, row_check in rows:
+            for w, col_check in cols:
+                checks = [c for c in (row_check, col_check) if c is not None]
+                mask = ops.logical_and(*checks) if len(checks) == 2 else (checks[0] if checks else None)
+                yield mask, (h, w), list(index[:-2]) + [h, w]
+
+    def load(mask, src):
+        return loader(src) if mask is None else ops.masked(mask, lambda: loader(src), lowest, dtype)
+
+    def values(index):
+        best = None
+        for mask, _, src in windows(index):
+            value = load(mask, src)
+            best = value if best is None else ops.maximum(best, value)
+        return best
+
+    def first_in_bounds(positions):
+        """The first of a window's rows (or columns) inside the input, as an index value."""
+        first = None
+        for pos, check in reversed(positions):
+            value = ops.index_expr(pos, torch.int64)
+            first = value if first is None or check is None else ops.where(check, value, first)
+        return first
+
+    def indices(index):
+        oh, ow = index[-2], index[-1]
+        # eager starts at the window's first in-bounds element, so a window of -inf points there
+        where_ = ops.add(ops.mul(first_in_bounds(bounds(oh, kh, sh, ph, dh, height, out_h)),
+                                 ops.constant(width, torch.int64)),
+                         first_in_bounds(bounds(ow, kw, sw, pw, dw, width, out_w)))
+        best = ops.constant(lowest, dtype)
+        for mask, (h, w), src in windows(index):
+            value = load(mask, src)
+            position = ops.index_expr(h * width + w, torch.int64)
+            take = ops.logical_or(ops.gt(value, best), ops.isnan(value))
+            take = take if mask is None else ops.logical_and(mask, take)
+            best = ops.where(take, value, best)
+            where_ = ops.where(take, position, where_)
+        return where_
+    return (Pointwise(sizes, dtype, values_meta.device, values),
+            Pointwise(sizes, indices_meta.dtype, indices_meta.device, indices))
+
+
+def _pair(value):
+    value = list(value) if isinstance(value, (list, tuple)) else [value]
+    return (value[0], value[0]) if len(value) == 1 else (value[0], value[1])
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One device-tool call, several phases: bash benchmarks/device_run.sh "tests bench" [extra gpu.py args]
+# Run from the repository root on the lent GPU machine, with .whl carried (bytecode wheel); results in $OUT.
+set -u
+phases="${1:-tests bench}"; shift || true
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+git log --oneline -1 2>/dev/null
+for phase in $phases; do
+  start=$(date +%s)
+  case "$phase" in
+    tests)   timeout "${TESTS_S:-240}" python3 -m pytest tests/cuda tests/compiler -q -m gpu -p no:cacheprovider \
+               > "$OUT/cuda_tests.txt" 2>&1; tail -25 "$OUT/cuda_tests.txt" ;;
+    bench)   timeout "${BENCH_S:-330}" python3 benchmarks/gpu.py --out "$OUT" "$@" 2>&1 | tail -150 ;;
+    probe)   timeout "${PROBE_S:-120}" python3 benchmarks/modes_probe.py 2>&1 | tail -40 ;;
+    *)       echo "unknown phase $phase" ;;
+  esac
+  echo "[device_run] $phase took $(( $(date +%s) - start )) s"
+done
