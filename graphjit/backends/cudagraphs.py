@@ -330,17 +330,27 @@ class Recording:
                 except Exception:
                     _repair_generators(device)
                     raise
-        leaves, self.out_spec = pytree.tree_flatten(static_out)
         inputs = {x.untyped_storage().data_ptr() for x in static_args if isinstance(x, torch.Tensor)}
+        self._describe_outputs(static_out, inputs)
+        self.static_out = static_out          # keeps the outputs' pool memory allocated
+        self.static_args = static_args
+        self.graph = graph
+        self.order = pool.recorded
+        pool.recorded += 1
+
+    def _describe_outputs(self, static_out, input_storages=()):
+        """What hand_out needs to rebuild the outputs over the pool memory: each output storage (address,
+        size) once, and each leaf's storage index and metadata."""
+        leaves, self.out_spec = pytree.tree_flatten(static_out)
         storages, self.out_leaves = {}, []
         for leaf in leaves:
             if not isinstance(leaf, torch.Tensor):
                 self.out_leaves.append((None, leaf))
                 continue
             storage = leaf.untyped_storage()
-            if storage.data_ptr() in inputs:
+            if storage.data_ptr() in input_storages:
                 raise RuntimeError("an output aliases an input (a view or the input itself)")
-            if leaf.device != device or leaf.requires_grad:
+            if leaf.device != self.device or leaf.requires_grad:
                 raise RuntimeError("an output is not a plain tensor on the graph's device")
             key = storage.data_ptr()
             if key not in storages:
@@ -349,11 +359,11 @@ class Recording:
                     "dtype": leaf.dtype, "device": leaf.device, "storage_offset": leaf.storage_offset()}
             self.out_leaves.append((storages[key][0], meta))
         self.out_storages = [(ptr, nbytes) for ptr, (_, nbytes) in storages.items()]
-        self.static_out = static_out          # keeps the outputs' pool memory allocated
-        self.static_args = static_args
-        self.graph = graph
-        self.order = pool.recorded
-        pool.recorded += 1
+        self.out_metas = [(m["size"], m["stride"], m["storage_offset"]) for k, m in self.out_leaves if k is not None]
+        spec = self.out_spec
+        # a flat tuple or list of outputs (what compiled graphs return) is rebuilt without pytree
+        self.flat_type = spec.type if spec.type in (tuple, list) and all(
+            c.is_leaf() for c in spec.children_specs) else None
 
     def hand_out(self):
         """This replay's outputs: tensors over non-owning storages of the pool memory, separate from the
@@ -369,6 +379,8 @@ class Recording:
             tensors = [leaf for (k, _), leaf in zip(self.out_leaves, leaves) if k is not None]
             self.cached = (storages, leaves, tensors, self._references(storages, tensors))
         self.pool.live.add(self)
+        if self.flat_type is not None:
+            return self.flat_type(self.cached[1])
         return pytree.tree_unflatten(self.cached[1], self.out_spec)
 
     @staticmethod
@@ -386,9 +398,8 @@ class Recording:
         if self.cached is None:
             return
         storages, leaves, tensors, expected = self.cached
-        if self._references(storages, tensors) == expected and all(
-                (t.shape, t.stride(), t.storage_offset()) == (meta["size"], meta["stride"], meta["storage_offset"])
-                for t, meta in zip(tensors, (m for k, m in self.out_leaves if k is not None))):
+        if self._references(storages, tensors) == expected and \
+                [(t.shape, t.stride(), t.storage_offset()) for t in tensors] == self.out_metas:
             return
         message = INVALIDATED.format(mode=self.pool.mode_name, name=self.name)
         for storage in storages:

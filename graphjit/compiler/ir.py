@@ -233,7 +233,20 @@ def contiguous_strides(sizes):
 
 
 def linear_index(index, strides, offset=0):
-    return simplify_index(sum((i * s for i, s in zip(index, strides)), as_expr(offset)))
+    key = (tuple(index), tuple(strides), offset)
+    try:
+        return _linear_indices[key]
+    except KeyError:
+        pass
+    except TypeError:       # an unhashable part: compute it
+        return simplify_index(sum((i * s for i, s in zip(index, strides)), as_expr(offset)))
+    if len(_linear_indices) > 1 << 16:
+        _linear_indices.clear()
+    value = _linear_indices[key] = simplify_index(sum((i * s for i, s in zip(index, strides)), as_expr(offset)))
+    return value
+
+
+_linear_indices = {}    # every layer of a model loads with the same indices: expand each once
 
 
 def product(sizes):
@@ -884,7 +897,7 @@ def _check_bounds(node_name, buffer, expr, sizes):
     expr = sympy.expand(expr)
     if not expr.free_symbols <= set(sizes) or not expr.is_polynomial(*sizes):
         return
-    top = expr.subs({v: s - 1 for v, s in sizes.items()})
+    top = expr.xreplace({v: s - 1 for v, s in sizes.items()})
     if any(s == 0 for s in sizes.values()):
         return
     poly_ok = all(c >= 0 for c in sympy.Poly(expr, *sizes).coeffs()) if sizes else True

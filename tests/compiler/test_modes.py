@@ -234,15 +234,10 @@ class _FakePool:
 
 def _recording_over(pool_tensor, outputs):
     """A cudagraphs.Recording whose 'graph outputs' are views of pool_tensor (no GPU, no capture)."""
-    from torch.utils import _pytree as pytree
     from graphjit.backends import cudagraphs
     rec = object.__new__(cudagraphs.Recording)
     rec.pool, rec.name, rec.device, rec.cached = _FakePool(), "f", pool_tensor.device, None
-    storage = pool_tensor.untyped_storage()
-    rec.out_storages = [(storage.data_ptr(), storage.nbytes())]
-    leaves, rec.out_spec = pytree.tree_flatten(outputs)
-    rec.out_leaves = [(0, {"size": t.shape, "stride": t.stride(), "storage_offset": t.storage_offset(),
-                           "dtype": t.dtype}) for t in leaves]
+    rec._describe_outputs(outputs)
     return rec
 
 

@@ -271,7 +271,7 @@ def merge_dims(dims, exprs):
                 break
         if ok:
             sub = {va: sympy.Integer(0), vb: va}
-            exprs = [e.subs(sub, simultaneous=True) for e in exprs]
+            exprs = [e.xreplace(sub) for e in exprs]
             subs.append(sub)
             dims[i:i + 2] = [(va, sa * sb)]
         i -= 1
@@ -407,7 +407,7 @@ class CppKernel:
     def rewrite(self, index):
         index = simplify_with_ranges(index, self.ranges)
         for sub in self.subs:
-            index = index.subs(sub, simultaneous=True)
+            index = index.xreplace(sub)
         return sympy.expand(index)
 
     def lookup_store(self, name, index):
@@ -455,7 +455,7 @@ class CppKernel:
                 continue
             rs = inner_vars(len(node.inner))
             index = simplify_with_ranges(node.write_index(xs, rs), node.ranges())
-            base = index.subs({r: 0 for r in rs})
+            base = index.xreplace({r: sympy.Integer(0) for r in rs})
             bounds = value_range(sympy.expand(index - base), dict(zip(rs, node.inner)))
             assert bounds is not None and bounds[0] >= 0, f"{self.kernel.name}: scratch {node.name} at {index}"
             ctype = STORAGE_TYPES[node.buffer.dtype]

@@ -494,7 +494,7 @@ class TritonKernel:
     def rewrite(self, index):
         index = simplify_with_ranges(index, self.ranges)
         for sub in self.subs:
-            index = index.subs(sub, simultaneous=True)
+            index = index.xreplace(sub)
         return sympy.expand(index)
 
     def use_arg(self, name):

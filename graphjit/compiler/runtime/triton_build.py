@@ -153,10 +153,34 @@ def compile_all(module, launches, device, example_args, threads, optional=()):
                     logs.log("autotune", f"{name}: candidate failed to compile ({type(e).__name__}: {e})")
                     del compiled[name]
             progress.update(done)
+        # loading each binary and building its launcher (a C compile when Triton's cache lacks it) happen
+        # lazily at the first launch, one after another; here they run in the pool, next to each other
+        for name, failure in zip(list(compiled), pool.map(_load, [device] * len(compiled), compiled.values())):
+            if failure is None:
+                continue
+            if name not in optional:
+                raise failure
+            logs.log("autotune", f"{name}: candidate failed to load ({type(failure).__name__}: {failure})")
+            del compiled[name]
         progress.finish()
     logs.log("output_code", f"compiled {len(launches)} Triton kernels in {time.perf_counter() - start:.2f} s "
                             f"({threads} threads)")
     return compiled
+
+
+def _load(device, kernel):
+    """Loads a compiled kernel onto the GPU and builds its launcher; the exception if that fails (too much
+    shared memory for this GPU ...), else None."""
+    import torch
+    init = getattr(kernel, "_init_handles", None)
+    if init is None:
+        return None
+    try:
+        with torch.cuda.device(device):
+            init()
+    except Exception as e:      # noqa: BLE001 -- handed back to the caller, who knows if it may fail
+        return e
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------
