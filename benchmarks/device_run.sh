@@ -13,9 +13,9 @@ for phase in $phases; do
   case "$phase" in
     tests)   timeout "${TESTS_S:-240}" python3 -m pytest tests/cuda tests/compiler -q -m gpu -p no:cacheprovider \
                > "$OUT/cuda_tests.txt" 2>&1; tail -25 "$OUT/cuda_tests.txt" ;;
-    bench)   timeout "${BENCH_S:-330}" python3 benchmarks/gpu.py --out "$OUT" "$@" 2>&1 | tail -150 ;;
+    bench)   timeout "${BENCH_S:-330}" python3 benchmarks/gpu.py --out "$OUT" "$@" > "$OUT/bench.txt" 2>&1; tail -60 "$OUT/bench.txt" ;;
     probe)   timeout "${PROBE_S:-120}" python3 benchmarks/modes_probe.py 2>&1 | tail -40 ;;
-    lmhead)  timeout "${PROBE_S:-120}" python3 benchmarks/lm_head_probe.py 2>&1 | tail -40 ;;
+    lmhead)  timeout "${PROBE_S:-120}" python3 benchmarks/lm_head_probe.py > "$OUT/lmhead.txt" 2>&1; tail -40 "$OUT/lmhead.txt" ;;
     pytest:*) timeout "${TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider ${phase#pytest:} 2>&1 | tail -25 ;;
     *)       echo "unknown phase $phase" ;;
   esac

@@ -363,7 +363,7 @@ class Recording:
         spec = self.out_spec
         # a flat tuple or list of outputs (what compiled graphs return) is rebuilt without pytree
         self.flat_type = spec.type if spec.type in (tuple, list) and all(
-            c.is_leaf() for c in spec.children_specs) else None
+            c.is_leaf() for c in spec.children()) else None
 
     def hand_out(self):
         """This replay's outputs: tensors over non-owning storages of the pool memory, separate from the
