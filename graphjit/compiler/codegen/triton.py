@@ -976,12 +976,19 @@ class TritonWrapperCode(WrapperCode):
         self.interpret = interpret
         self.device = device
         self.aligned_inputs = aligned_inputs
+        self.fast_cuda_empty = device.type == "cuda" and not interpret
 
     def generate(self, check_inputs, eager_if_grad):
         source = super().generate(check_inputs, eager_if_grad)
         head, _, rest = source.partition("\n")
         params = head[len("def call("):-2]
         prologue = []
+        if self.fast_cuda_empty:
+            # allocations and launches go to the current device: make it the graph's
+            index = self.device.index or 0
+            self.globals["get_device"], self.globals["device_guard"] = torch._C._cuda_getDevice, torch.cuda.device
+            prologue += [f"if get_device() != {index}:",
+                         f"    with device_guard({index}): return call({params})"]
         if self.aligned_inputs:
             # kernels were compiled assuming these inputs start 16-byte aligned (as their examples did)
             ptrs = " | ".join(f"{name}.data_ptr()" for name in self.aligned_inputs)
@@ -1003,9 +1010,7 @@ class TritonWrapperCode(WrapperCode):
         from . import matmul
         plan, name = launch.plan, launch.name
         layout = plan.out.layout
-        lines = [f"{plan.out.name} = empty_strided({tuple(int(s) for s in layout.sizes)}, "
-                 f"{tuple(int(s) for s in layout.strides)}, dtype={self.bind(layout.dtype, '_dtype')}, "
-                 f"device={self.bind(layout.device, '_device')})   # {plan.kind} as a Triton template"]
+        lines = [self.empty(plan.out.name, layout) + f"   # {plan.kind} as a Triton template"]
         args = [self.view(v) for v in matmul.views(plan)] + [plan.out.name] + [str(s) for s in plan.strides()]
         lines.append(self._launch_line(launch, args))
         return lines
@@ -1053,9 +1058,15 @@ class TritonWrapperCode(WrapperCode):
         name = launch.name
         if name in self.launchers:
             run, function, metadata = self.launchers[name]
-            self.globals[f"{name}_run"], self.globals[f"{name}_fn"], self.globals[f"{name}_meta"] = \
-                run, function, metadata
+            self.globals[f"{name}_fn"], self.globals[f"{name}_meta"] = function, metadata
             constexprs = ", ".join(str(v) for v in launch.constexprs.values())
+            direct = _direct_launch(run)
+            if direct is not None:      # the C launch function itself, without the launcher's Python
+                launch_fn, cooperative, pdl = direct
+                self.globals[f"{name}_launch"] = launch_fn
+                return (f"{name}_launch({launch.grid}, 1, 1, stream, {name}_fn, {cooperative}, {pdl}, None, None, "
+                        f"{name}_meta, None, None, None, {', '.join(args)}, {constexprs})")
+            self.globals[f"{name}_run"] = run
             return (f"{name}_run({launch.grid}, 1, 1, stream, {name}_fn, {name}_meta, None, None, None, "
                     f"{', '.join(args)}, {constexprs})")
         kwargs = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
@@ -1081,6 +1092,19 @@ class TritonWrapperCode(WrapperCode):
             lines.append(f"if gj_status.item(): raise IndexError('graphjit: index out of range in {name} "
                          "(an embedding or gather index outside the table)')")
         return lines
+
+
+def _direct_launch(run):
+    """(launch function, cooperative, pdl) of a Triton CUDA launcher whose Python __call__ only allocates
+    scratch memory (Triton 3.6's CudaLauncher) when the kernel needs none; else None (call the launcher)."""
+    call = getattr(type(run), "__call__", None)
+    code = getattr(call, "__code__", None)
+    if type(run).__name__ != "CudaLauncher" or code is None or code.co_argcount != 6 or \
+            not all(hasattr(run, a) for a in ("launch", "launch_cooperative_grid", "launch_pdl")) or \
+            getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1) or \
+            code.co_varnames[:6] != ("self", "gridX", "gridY", "gridZ", "stream", "function"):
+        return None
+    return run.launch, bool(run.launch_cooperative_grid), bool(run.launch_pdl)
 
 
 def _interpreting():

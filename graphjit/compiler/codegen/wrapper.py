@@ -3,7 +3,7 @@
     def call(arg0, arg1):
         buf0 = empty_strided((256, 1024), (1024, 1), dtype=float32)
         kernel0(arg0.data_ptr(), buf0.data_ptr())
-        buf1 = extern0(buf0, as_strided(arg1, (1024, 512), (1, 1024), arg1.storage_offset()))
+        buf1 = extern0(buf0, reinterpret(arg1, (1024, 512), (1, 1024), 0))
         del buf0
         return (buf1,)
 
@@ -21,13 +21,22 @@ from ..ir import ComputedBuffer, StorageView
 from ..scheduler import Kernel
 
 
+_guards = getattr(torch._C, "_dynamo", None) and getattr(torch._C._dynamo, "guards", None)
+_FAST_EMPTY = {device: getattr(_guards, f"_empty_strided_{device}", None) for device in ("cpu", "cuda")}
+_FAST_EMPTY = {device: fn for device, fn in _FAST_EMPTY.items() if fn is not None}
+_reinterpret = getattr(_guards, "_reinterpret_tensor", None) or (
+    lambda t, sizes, strides, offset: torch.as_strided(t, sizes, strides, t.storage_offset() + offset))
+
+
 class WrapperCode:
+    fast_cuda_empty = False     # set by wrappers that run on their device (see empty())
+
     def __init__(self, graph, items, signatures):
         self.graph = graph
         self.items = items
         self.signatures = signatures
         self.lines = []
-        self.globals = {"empty_strided": torch.empty_strided, "as_strided": torch.as_strided, "torch": torch}
+        self.globals = {"empty_strided": torch.empty_strided, "reinterpret": _reinterpret, "torch": torch}
         self._constants = {}
 
     def bind(self, value, prefix="_c"):
@@ -59,10 +68,7 @@ class WrapperCode:
             return name
         sizes = tuple(int(s) for s in view.sizes)
         strides = tuple(int(s) for s in view.strides)
-        offset = int(view.offset)
-        if isinstance(view.buffer, ComputedBuffer):      # our allocations start at storage offset 0
-            return f"as_strided({name}, {sizes}, {strides}, {offset})"
-        return f"as_strided({name}, {sizes}, {strides}, {name}.storage_offset() + {offset})"
+        return f"reinterpret({name}, {sizes}, {strides}, {int(view.offset)})"    # offset from name's own
 
     def generate(self, check_inputs, eager_if_grad):
         graph = self.graph
@@ -139,11 +145,20 @@ class WrapperCode:
         donor = self.reuse.get(node.name)
         if donor is not None:
             return f"{node.name} = {donor}; del {donor}   # reuse"
-        layout = node.buffer.layout
+        return self.empty(node.name, node.buffer.layout)
+
+    def empty(self, name, layout):
+        """The line allocating a new buffer `name` of `layout`. On the CPU and CUDA through torch's C++
+        allocation helpers (what Inductor's wrappers call: a third of empty_strided's cost); a CUDA wrapper
+        makes sure its device is the current one first (TritonWrapperCode's prologue)."""
         sizes = tuple(int(s) for s in layout.sizes)
         strides = tuple(int(s) for s in layout.strides)
-        return (f"{node.name} = empty_strided({sizes}, {strides}, dtype={self.bind(layout.dtype, '_dtype')}, "
-                f"device={self.bind(layout.device, '_device')})")
+        dtype = self.bind(layout.dtype, '_dtype')
+        fast = _FAST_EMPTY.get(layout.device.type) if self.fast_cuda_empty or layout.device.type == "cpu" else None
+        if fast is not None:
+            self.globals[f"empty_{layout.device.type}"] = fast
+            return f"{name} = empty_{layout.device.type}({sizes}, {strides}, {dtype})"
+        return f"{name} = empty_strided({sizes}, {strides}, dtype={dtype}, device={self.bind(layout.device, '_device')})"
 
     def _kernel_call(self, kernel):
         lines = [self.alloc(node) for node in self._allocated(kernel)]
