@@ -46,6 +46,13 @@ check_inputs = _env_int("CHECK_INPUTS", -1)
 # (x86-64, glibc >= 2.22). Its results differ from scalar libm by a few ulp, as eager's vectorized ones do.
 vector_math = _env_int("VECTOR_MATH", 1)
 
+# 16-bit matrix products on CUDA whose output width N is not a multiple of 8 (GPT-2's 50257 logits) and that
+# are large (M * N * K >= 2**30): cuBLAS has no fast Hopper kernel for rows of such a width (eager's
+# [4096, 768] x [768, 50257] takes 3.4 ms on an H200, padded 0.45 ms). The output's rows are padded to a
+# multiple of 8 and the result is a view of its first N columns: its strides differ from eager's, as
+# torch.compile's do for the same product (benchmarks/lm_head_probe.py). 0 turns it off.
+pad_mm = _env_int("TRITON_PAD_MM", 1)
+
 # A graph the compiler fails on (an unsupported op pattern, a compiler bug) runs eagerly with one warning.
 # 1 raises the error instead (the compiler's own tests do).
 raise_errors = _env_int("COMPILER_RAISE", 0)

@@ -20,7 +20,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 from torch.utils import _pytree as pytree
 
 from .. import logs
-from . import scheduler
+from . import config, scheduler
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
                  Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
                  ops, product, view_as_strided, view_expand, view_permute, view_reshape,
@@ -222,7 +222,8 @@ class Lowering(torch.fx.Interpreter):
         def make_output(path, meta):
             if not isinstance(meta, torch.Tensor):
                 return meta
-            out = ExternOutput(self.loops.new_name(), Layout.of(meta), kernel, path)
+            layout = row_padded_layout(target, node, meta) or Layout.of(meta)
+            out = ExternOutput(self.loops.new_name(), layout, kernel, path)
             kernel.outputs.append(out)
             return full_view(out)
         result = out_meta()
@@ -254,6 +255,21 @@ class Lowering(torch.fx.Interpreter):
             finally:
                 _current.pop()
         return result
+
+
+def row_padded_layout(target, node, meta):
+    """The layout of a large 16-bit CUDA mm/addmm output whose width isn't a multiple of 8, rows padded to
+    one (config.pad_mm: the Triton wrapper runs the product padded and views its first N columns), else
+    None (eager's layout)."""
+    if not config.pad_mm or target not in (aten.mm.default, aten.addmm.default) or meta.dim() != 2 or \
+            meta.device.type != "cuda" or meta.dtype not in (torch.bfloat16, torch.float16):
+        return None
+    right = node.args[-1].meta.get("val") if isinstance(node.args[-1], torch.fx.Node) else None
+    rows, cols = meta.shape
+    if not isinstance(right, torch.Tensor) or cols % 8 == 0 or rows * cols * right.shape[0] < (1 << 30):
+        return None
+    return Layout(tuple(as_expr(n) for n in meta.shape), (as_expr(cols + -cols % 8), as_expr(1)), meta.dtype,
+                  meta.device)
 
 
 def lower(gm, example_inputs):

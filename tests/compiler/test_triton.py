@@ -168,11 +168,14 @@ def test_misaligned_input_runs(device):
 
 @pytest.mark.gpu
 def test_product_with_unaligned_width_is_padded_on_cuda():
-    """GPT-2's logits: N = 50257 has no fast cuBLAS kernel; the product runs with N padded to 50264."""
+    """GPT-2's logits: N = 50257 has no fast cuBLAS kernel; the product runs with rows padded to 50264, and
+    a product returned as it is keeps the padded rows (strides (50264, 1), as torch.compile's)."""
     x, w, b = make((256, 96), torch.bfloat16), make((50257, 96), torch.bfloat16), make((50257,), torch.bfloat16)
-    compiled = run_triton(lambda x, w, b: ((x @ w.t()) * 2, F.linear(x, w, b)), [(x, w, b)], "cuda",
+    compiled = run_triton(lambda x, w, b: ((x @ w.t()) * 2, F.linear(x, w, b), x @ w.t()), [(x, w, b)], "cuda",
                           rtol=2e-2, atol=2e-2)
-    assert compiled.wrapper_source.count("N padded 50257 -> 50264") == 2
+    assert compiled.wrapper_source.count("rows padded 50257 -> 50264") == 3
+    cuda = [t.cuda() for t in (x, w, b)]
+    assert compiled(*cuda)[2].stride() == (50264, 1)
 
 
 # ---- the module cache ----

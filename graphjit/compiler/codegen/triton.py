@@ -72,10 +72,6 @@ compile_threads = _env_int("TRITON_COMPILE_THREADS", min(16, os.cpu_count() or 1
 # Embedding/gather indices out of range raise IndexError: needs a device sync per kernel that checks.
 # -1: check in the interpreter only; 0: never (out-of-range indices read row 0); 1: always.
 check_indices = _env_int("TRITON_CHECK_INDICES", -1)
-# 16-bit matrix products on CUDA with an output width N that is not a multiple of 8 (GPT-2's 50257 logits)
-# run with N padded (zero columns appended to the right factor: cuBLAS has no fast Hopper kernel for such N;
-# measured 93 TFLOP/s for GPT-2's lm_head, padded rows alone did not help); the result is sliced back.
-pad_mm = _env_int("TRITON_PAD_MM", 1)
 # Launch compiled kernels straight through Triton's launcher (skips the JIT's per-call argument binding).
 fast_launch = _env_int("TRITON_FAST_LAUNCH", 1)
 # mode="max-autotune": race Triton matmul templates against cuBLAS for each mm/addmm (0: cuBLAS always).
@@ -1016,32 +1012,32 @@ class TritonWrapperCode(WrapperCode):
         return lines
 
     def _padded_mm(self, kernel):
-        """mm/addmm with N padded to a multiple of 8, sliced back into eager's layout; None if not needed."""
+        """mm/addmm whose output the lowering laid out with padded rows (lowering.row_padded_layout): the
+        right factor (and addmm's bias) padded with zero columns, the product's first N columns viewed.
+        None for any other extern call."""
         aten = torch.ops.aten
-        if not pad_mm or self.interpret or kernel.op not in (aten.mm.default, aten.addmm.default):
+        if kernel.op not in (aten.mm.default, aten.addmm.default) or len(kernel.outputs) != 1:
             return None
-        (out,) = kernel.outputs or (None,)
-        if out is None or out.path != () or len(out.layout.sizes) != 2 or \
-                out.layout.dtype not in (torch.bfloat16, torch.float16):
-            return None
+        (out,) = kernel.outputs
         rows, cols = (int(s) for s in out.layout.sizes)
-        left, right = kernel.args[-2], kernel.args[-1]
-        depth = int(left.sizes[-1]) if isinstance(left, StorageView) else 0
-        if cols % 8 == 0 or rows * cols * depth < (1 << 30) or not isinstance(right, StorageView):
+        if int(out.layout.strides[0]) == cols or rows == 0:
             return None
-        extra = -cols % 8
+        extra = int(out.layout.strides[0]) - cols
         self.globals["_pad"] = torch.constant_pad_nd
         args = [self.arg(a) for a in kernel.args]
-        args[-1] = f"_pad({args[-1]}, (0, {extra}))"
+        right = kernel.args[-1]
+        if isinstance(right, StorageView) and int(right.strides[0]) == 1:
+            # a transposed weight (x @ w.t()): pad w's rows, so the factor stays transposed (cuBLAS's fast
+            # TN kernel; padding the transposed view's columns makes an NN copy, 5% slower)
+            args[-1] = f"_pad({args[-1]}.t(), (0, 0, 0, {extra})).t()"
+        else:
+            args[-1] = f"_pad({args[-1]}, (0, {extra}))"
         if kernel.op == aten.addmm.default:
-            bias = kernel.args[0]
-            if not isinstance(bias, StorageView) or int(bias.sizes[-1]) != cols:
-                return None
-            args[0] = f"_pad({args[0]}, (0, {extra}))"
+            args[0] = f"_pad({args[0]}, (0, {extra}))" if int(kernel.args[0].sizes[-1]) == cols else args[0]
         args += [f"{k}={self.arg(v)}" for k, v in kernel.kwargs.items()]
         op = self.bind(getattr(kernel.op, "_op", kernel.op), "_op")
-        return [f"{out.name} = {op}({', '.join(args)})[:, :{cols}].contiguous()   "
-                f"# N padded {cols} -> {cols + extra} for cuBLAS"]
+        return [f"{out.name} = {op}({', '.join(args)})[:, :{cols}]   # rows padded {cols} -> {cols + extra} "
+                f"for cuBLAS"]
 
     def _allocated(self, kernel):
         return [n for n in kernel.nodes if n.name not in kernel.local]
