@@ -96,3 +96,30 @@ def _wrappers(compiled):
             if graph is not None and hasattr(graph, "wrapper_source"):
                 found.append(graph)
     return found
+
+
+def test_repeated_layers_share_one_template_kernel(cached):
+    """Three products of the same shapes and strides (a stack of equal layers) print and compile one
+    template kernel, each launch on its own operands; a copy whose input starts misaligned gets its own."""
+    cached(CONFIGS[0])
+
+    def layers(x, w1, w2, w3):
+        return F.linear(F.linear(F.linear(x, w1).relu(), w2).relu(), w3)
+    compiled = graphjit.compile(layers, mode="max-autotune-no-cudagraphs")
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(9, 24, generator=gen)
+    ws = [torch.randn(24, 24, generator=gen) for _ in range(3)]
+    torch.testing.assert_close(compiled(x, *ws), layers(x, *ws), **TOL[torch.float32])
+    (call,) = _wrappers(compiled)
+    assert call.wrapper_source.count("as a Triton template") == 3
+    assert call.source.count("def triton_mm_") == 1
+
+    def two(x, y, w):
+        return x @ w.t(), y @ w.t()
+    compiled = graphjit.compile(two, mode="max-autotune-no-cudagraphs")
+    storage = torch.randn(9 * 24 + 1, generator=gen)
+    y = storage[1:].view(9, 24)                      # same shape and strides, 4 bytes past 16-byte alignment
+    for got, want in zip(compiled(x, y, ws[0]), two(x, y, ws[0])):
+        torch.testing.assert_close(got, want, **TOL[torch.float32])
+    calls = _wrappers(compiled)
+    assert calls[-1].source.count("def triton_mm_") == 2

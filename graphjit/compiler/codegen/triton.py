@@ -1184,9 +1184,10 @@ def compile_graph(gm, example_inputs):
     followers = []
     source, launches = generate(graph, items, check, tuning, device, candidates=not interpret,
                                 followers=followers, example_inputs=example_inputs)
-    templates, mm_contests = {}, []
+    templates, mm_contests, mm_followers = {}, [], []
     if tuning is not None and mm_templates:
-        extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests)
+        extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests, mm_followers,
+                                       example_inputs)
         source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
     lap("codegen")
     module = triton_build.load(source, interpret=interpret)
@@ -1196,7 +1197,8 @@ def compile_graph(gm, example_inputs):
     template_launches.update({t.name: t for _, _, candidates in mm_contests for t in candidates})
     launchers, aligned = {}, []
     if not interpret:
-        aligned = _aligned_inputs(graph, launches, example_inputs, template_launches.values())
+        aligned = _aligned_inputs(graph, launches, example_inputs, list(templates.values()) + [
+            t for _, _, candidates in mm_contests for t in candidates] + [f for _, f in mm_followers])
         examples = _warmup_args(graph, by_name.values(), example_inputs)
         template_args = _template_arguments(graph, example_inputs, device)
         examples.update({name: template_args(t) for name, t in template_launches.items()})
@@ -1227,6 +1229,10 @@ def compile_graph(gm, example_inputs):
                 with torch.cuda.device(device):
                     chosen = autotune.tune_matmuls(mm_contests, compiled, template_args, device)
                 templates.update({item_name: t for item_name, t in chosen.items() if t is not None})
+                for leader, follower in mm_followers:      # the same product in another layer
+                    if chosen.get(leader) is not None:
+                        templates[follower.plan.item.name] = dataclasses.replace(chosen[leader],
+                                                                                 plan=follower.plan)
             lap("autotune")
         if fast_launch:
             with torch.cuda.device(device):
@@ -1256,32 +1262,62 @@ def compile_graph(gm, example_inputs):
     return call
 
 
-def _plan_matmul_templates(items, device, interpret, templates, contests):
+def _plan_matmul_templates(items, device, interpret, templates, contests, followers, example_inputs):
     """mode max-autotune: for each mm/addmm extern call, its cached choice (cuBLAS, or a template
     configuration, filling `templates`: item name -> TemplateLaunch), or, with a GPU to time them on, the
-    template candidates to race against cuBLAS (appended to `contests`). Returns the kernel sources to add."""
+    template candidates to race against cuBLAS (appended to `contests`). A product with the same shapes,
+    strides and operand alignment as an earlier one (each layer's copy) shares that one's kernel and
+    choice: cached, it gets the same TemplateLaunch over its own operands; in a contest it is appended to
+    `followers` as (leader's item name, TemplateLaunch placeholder over its operands). Returns the kernel
+    sources to add."""
     from .. import autotune
     from . import matmul
     sources = []
+    first = {}          # (cache key, operand alignment) -> (item name, a TemplateLaunch of its plan)
     for item in items:
         plan = matmul.plan_for(item)
         if plan is None:
             continue
-        base = f"triton_mm_{len(templates) + len(contests)}"
         key = autotune.cache_key(plan.key_text(), "", device)
+        twin = first.get((key, _operand_alignment(plan, example_inputs)))
+        if twin is not None:
+            leader, launch = twin
+            if leader in templates:
+                templates[item.name] = dataclasses.replace(templates[leader], plan=plan)
+            elif launch is not None:
+                followers.append((leader, dataclasses.replace(launch, plan=plan)))
+            continue
+        base = f"triton_mm_{len(templates) + len(contests)}"
         cfg = autotune.load_choice(key)
+        launch = None
         if cfg is not None and matmul.valid(cfg):
-            templates[item.name] = matmul.launch(base, plan, cfg)
+            launch = templates[item.name] = matmul.launch(base, plan, cfg)
             sources.append(matmul.source(base, plan, cfg, interpret))
         elif cfg is not None and cfg == {"extern": 1}:
-            continue
+            pass
         elif not interpret:         # a GPU to time the candidates on
             candidates = []
             for k, c in enumerate(matmul.candidates(plan)):
                 candidates.append(matmul.launch(f"{base}_c{k}", plan, c))
                 sources.append(matmul.source(f"{base}_c{k}", plan, c))
             contests.append((key, plan, candidates))
+            launch = candidates[0] if candidates else None
+        first[(key, _operand_alignment(plan, example_inputs))] = (item.name, launch)
     return sources
+
+
+def _operand_alignment(plan, example_inputs):
+    """Which of a product's operands start 16-byte aligned (Triton specializes kernels on it): graph
+    inputs by their examples, buffers graphjit allocates by the view's offset alone."""
+    from . import matmul
+    found = []
+    for view in matmul.views(plan):
+        position = getattr(view.buffer, "position", None)
+        value = getattr(view.buffer, "value", None)
+        base = example_inputs[position].data_ptr() if position is not None else \
+            (value.data_ptr() if isinstance(value, torch.Tensor) else 0)
+        found.append((base + int(view.offset) * view.dtype.itemsize) % 16 == 0)
+    return tuple(found)
 
 
 def _template_arguments(graph, example_inputs, device):
