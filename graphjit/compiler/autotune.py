@@ -149,10 +149,11 @@ def time_call(go, device):
     return start.elapsed_time(end) / TIMED_LAUNCHES
 
 
-def tune_matmuls(contests, compiled, arguments, device):
+def tune_matmuls(contests, compiled, arguments, device, epilogue_ms=lambda plan: 0.0):
     """contests: [(key, MatmulPlan, [TemplateLaunch ...])]. Each plan's ATen op (cuBLAS) races its
     template candidates on the same tensors; returns {extern item name: winning TemplateLaunch, or None
-    where cuBLAS won} and stores each choice ({"extern": 1} for cuBLAS)."""
+    where cuBLAS won} and stores each choice ({"extern": 1} for cuBLAS). A plan with an epilogue races
+    cuBLAS plus the epilogue kernel's own time (epilogue_ms(plan))."""
     from .codegen import matmul
     chosen = {}
     progress = Progress("autotuning matmuls", len(contests))
@@ -160,7 +161,7 @@ def tune_matmuls(contests, compiled, arguments, device):
         args = arguments(candidates[0])
         a, b, *bias = args[:len(matmul.views(plan))]
         op, op_args = plan.item.op, (*bias, a, b)       # addmm(bias, a, b), mm(a, b)
-        extern_ms = time_call(lambda: op(*op_args), device)
+        extern_ms = time_call(lambda: op(*op_args), device) + epilogue_ms(plan)
         timings = []
         for launch in candidates:
             try:

@@ -98,10 +98,11 @@ def _wrappers(compiled):
     return found
 
 
-def test_repeated_layers_share_one_template_kernel(cached):
+def test_repeated_layers_share_one_template_kernel(cached, monkeypatch):
     """Three products of the same shapes and strides (a stack of equal layers) print and compile one
     template kernel, each launch on its own operands; a copy whose input starts misaligned gets its own."""
     cached(CONFIGS[0])
+    monkeypatch.setattr(triton_codegen, "epilogues", 0)
 
     def layers(x, w1, w2, w3):
         return F.linear(F.linear(F.linear(x, w1).relu(), w2).relu(), w3)
@@ -123,3 +124,73 @@ def test_repeated_layers_share_one_template_kernel(cached):
         torch.testing.assert_close(got, want, **TOL[torch.float32])
     calls = _wrappers(compiled)
     assert calls[-1].source.count("def triton_mm_") == 2
+
+
+# ---- epilogues: the pointwise kernel after a template's product runs on its accumulator tile ----
+
+def _gelu_mlp(x, w1, b1, w2, b2, r):
+    return F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2, b2) + r
+
+
+def _epilogue_inputs(dtype, M=37, gen=None):
+    gen = gen or torch.Generator().manual_seed(M)
+    x = torch.randn(M, 24, generator=gen).to(dtype)
+    w1, b1 = torch.randn(40, 24, generator=gen).to(dtype), torch.randn(40, generator=gen).to(dtype)
+    w2, b2 = torch.randn(24, 40, generator=gen).to(dtype), torch.randn(24, generator=gen).to(dtype)
+    return x, w1, b1, w2, b2, torch.randn(M, 24, generator=gen).to(dtype)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=["16x32x16", "32x16x64"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_gelu_and_residual_run_as_epilogues(cfg, dtype, cached):
+    """GPT-2's MLP: the GELU after the first product and the bias-and-residual add after the second run
+    inside the templates; the products are never stored, and results match eager (16-bit products are
+    rounded before the epilogue, as the store and reload would)."""
+    cached(cfg)
+    compiled = graphjit.compile(_gelu_mlp, mode="max-autotune-no-cudagraphs")
+    for M in (37, 37, 1):
+        inputs = _epilogue_inputs(dtype, M)
+        torch.testing.assert_close(compiled(*inputs), _gelu_mlp(*inputs), **TOL[dtype])
+    call = _wrappers(compiled)[0]
+    assert call.wrapper_source.count("as its epilogue") == 2
+    assert call.source.count("acc_in = ") == 2 and "tl.store(c_ptr" not in call.source
+    assert "triton_fused" not in call.wrapper_source           # no kernel of its own left
+
+
+def test_a_product_read_twice_or_by_a_reduction_keeps_its_store(cached):
+    """Epilogues only for a kernel that alone reads the product, elementwise, in the product's order."""
+    cached(CONFIGS[0])
+
+    def read_twice(x, w):
+        y = x @ w.t()
+        return y.relu(), y
+
+    def reduced(x, w):
+        return F.layer_norm(x @ w.t(), (40,))
+
+    def transposed(x, w):       # written in the other order: not elementwise along the tile
+        return (x @ w.t()).t().contiguous() * 2
+    for fn in (read_twice, reduced, transposed):
+        compiled = graphjit.compile(fn, mode="max-autotune-no-cudagraphs")
+        x, w = torch.randn(37, 24), torch.randn(40, 24)
+        got, want = compiled(x, w), fn(x, w)
+        for g, e in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            torch.testing.assert_close(g, e, **TOL[torch.float32])
+        call = _wrappers(compiled)[-1]
+        assert "as its epilogue" not in call.wrapper_source, fn.__name__
+        assert call.wrapper_source.count("as a Triton template") == 1, fn.__name__
+
+
+def test_layers_with_epilogues_share_their_kernel(cached):
+    """Three Linear+ReLU layers: one template kernel with the ReLU epilogue, launched three times."""
+    cached(CONFIGS[1])
+
+    def layers(x, w1, w2, w3):
+        return F.linear(F.linear(F.linear(x, w1).relu(), w2).relu(), w3).relu()
+    compiled = graphjit.compile(layers, mode="max-autotune-no-cudagraphs")
+    gen = torch.Generator().manual_seed(3)
+    x, ws = torch.randn(9, 24, generator=gen), [torch.randn(24, 24, generator=gen) for _ in range(3)]
+    torch.testing.assert_close(compiled(x, *ws), layers(x, *ws), **TOL[torch.float32])
+    (call,) = _wrappers(compiled)
+    assert call.wrapper_source.count("as its epilogue") == 3
+    assert call.source.count("def triton_mm_") == 1

@@ -11,7 +11,11 @@ so neighbouring programs share tiles of B in L2): loads A and B tiles masked at 
 float32, rounds once to the output dtype, stores. Strides are arguments, so transposed weights
 (`x @ w.t()`) need no copy. Which one wins (cuBLAS or a configuration) is timed by compile_graph and
 cached with the Triton kernels' choices (compiler/autotune.py), keyed by op, shapes, strides, dtype, GPU.
-No epilogue fusion yet: a GELU or a residual add after the product stays a separate kernel.
+Epilogue fusion: when the product's only reader is the pointwise kernel right after it (a GELU, a
+residual add, a scale), that kernel's body (an `Epilogue`, printed by TritonKernel.epilogue) runs on the
+accumulator tile instead of a store: the product is rounded to its dtype as the store and reload would,
+then the epilogue's loads, math and stores follow, masked to the tile; the product itself is never
+written. The contest then times the fused template against cuBLAS plus that kernel.
 """
 import dataclasses
 
@@ -21,6 +25,21 @@ from ..ir import StorageView
 
 aten = torch.ops.aten
 DTYPES = {torch.bfloat16: "tl.bfloat16", torch.float16: "tl.float16", torch.float32: "tl.float32"}
+
+
+@dataclasses.dataclass
+class Epilogue:
+    """A pointwise kernel folded into a template (see TritonKernel.epilogue)."""
+    item: str               # the scheduler Kernel's name (the wrapper skips it)
+    lines: list             # its body: reads `acc_in` (the rounded product) and `xindex`/`xmask`
+    args: tuple             # buffer names of its pointer parameters, in order
+    params: tuple           # their parameter names (by role: in_ptr0, out_ptr0 ...)
+    written: tuple          # the args it stores to
+    allocated: tuple        # the kernel's nodes the wrapper allocates (before the template's launch)
+    launch: object          # the kernel's own Launch (timed with cuBLAS when the contest runs)
+
+    def text(self):
+        return "\n".join(self.lines)
 
 
 @dataclasses.dataclass
@@ -34,6 +53,7 @@ class MatmulPlan:
     M: int
     N: int
     K: int
+    epilogue: object = None     # an Epilogue, or None
 
     def strides(self):
         """The stride arguments, in the kernel's order."""
@@ -44,7 +64,8 @@ class MatmulPlan:
         return found + [int(out[0]), int(out[1])]
 
     def key_text(self):
-        return f"{self.kind} M{self.M} N{self.N} K{self.K} {self.a.dtype} strides {self.strides()}"
+        text = f"{self.kind} M{self.M} N{self.N} K{self.K} {self.a.dtype} strides {self.strides()}"
+        return text + (f" epilogue:\n{self.epilogue.text()}" if self.epilogue is not None else "")
 
 
 def _bias_strides(bias, M, N):
@@ -121,13 +142,16 @@ def source(name, plan, cfg, interpret=False):
     precision = '"ieee"' if plan.a.dtype == torch.float32 or interpret else '"tf32"'
     widen = ".to(tl.float32)" if interpret and plan.a.dtype != torch.float32 else ""
     out = DTYPES[plan.out.layout.dtype]
-    params = ["a_ptr", "b_ptr"] + (["x_ptr"] if bias else []) + ["c_ptr", "sam", "sak", "sbk", "sbn"] + \
+    epilogue = plan.epilogue
+    outputs = list(epilogue.params) if epilogue is not None else ["c_ptr"]
+    params = ["a_ptr", "b_ptr"] + (["x_ptr"] if bias else []) + outputs + ["sam", "sak", "sbk", "sbn"] + \
         (["sxm", "sxn"] if bias else []) + ["scm", "scn"] + \
         [f"{p}: tl.constexpr" for p in ("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")]
     lines = [
         "@triton.jit",
         f"def {name}({', '.join(params)}):",
-        f"    # {plan.kind} template: [{plan.M}, {plan.K}] @ [{plan.K}, {plan.N}]" + (" + bias" if bias else ""),
+        f"    # {plan.kind} template: [{plan.M}, {plan.K}] @ [{plan.K}, {plan.N}]" + (" + bias" if bias else "") +
+        (" -> epilogue" if epilogue is not None else ""),
         "    pid = tl.program_id(0)",
         "    grid_m = (M + BLOCK_M - 1) // BLOCK_M",
         "    grid_n = (N + BLOCK_N - 1) // BLOCK_N",
@@ -150,7 +174,15 @@ def source(name, plan, cfg, interpret=False):
     if bias:
         lines.append("    acc += tl.load(x_ptr + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0)"
                      ".to(tl.float32)")
-    lines.append(f"    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to({out}), mask=mask)")
+    if epilogue is None:
+        lines.append(f"    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to({out}), mask=mask)")
+        return "\n".join(lines)
+    # the epilogue reads the product as the unfused kernel would: stored in its dtype, loaded as float32
+    rounded = "acc" if plan.out.layout.dtype == torch.float32 else f"acc.to({out}).to(tl.float32)"
+    lines += [f"    acc_in = {rounded}",
+              f"    xindex = rm[:, None] * {plan.N} + rn[None, :]",
+              "    xmask = mask"]
+    lines += ["    " + line for line in epilogue.lines]
     return "\n".join(lines)
 
 
@@ -175,5 +207,5 @@ def launch(name, plan, cfg):
 
 
 def views(plan):
-    """The tensor arguments, in the kernel's order (the output last)."""
+    """The input tensor arguments, in the kernel's order (the output, or the epilogue's buffers, follow)."""
     return [plan.a, plan.b] + ([plan.bias] if plan.bias is not None else [])

@@ -76,6 +76,8 @@ check_indices = _env_int("TRITON_CHECK_INDICES", -1)
 fast_launch = _env_int("TRITON_FAST_LAUNCH", 1)
 # mode="max-autotune": race Triton matmul templates against cuBLAS for each mm/addmm (0: cuBLAS always).
 mm_templates = _env_int("TRITON_MM_TEMPLATES", 1)
+# max-autotune: a pointwise kernel that alone reads a template's product runs as the template's epilogue.
+epilogues = _env_int("TRITON_MM_EPILOGUES", 1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -349,6 +351,10 @@ class TritonOps:
         cached = k.lookup_store(name, index)
         if cached is not None:
             return cached
+        if name == k.epilogue_input:     # the template's product, as the rounded accumulator
+            if index != k.epilogue_index:
+                raise NotFusable(f"reads the product at {index}, not elementwise")
+            return "acc_in"
         if name in k.kernel.local:
             raise AssertionError(f"{k.name}: local buffer {name} read outside where it is made")
         if name in k.written:
@@ -412,6 +418,10 @@ class TritonOps:
 # ---------------------------------------------------------------------------------------------------------
 
 
+class NotFusable(Exception):
+    """A kernel that can't be a matmul template's epilogue (TritonKernel.epilogue)."""
+
+
 class TritonKernel:
     """Prints one scheduler.Kernel as a @triton.jit function and says how to launch it."""
 
@@ -438,6 +448,7 @@ class TritonKernel:
         self.needs_barrier = False
         self.uses_status = False
         self._group_scope_open = False
+        self.epilogue_input = self.epilogue_index = None    # set by epilogue()
 
     # -- emission helpers --
     def emit(self, line):
@@ -640,6 +651,39 @@ class TritonKernel:
             node.buffer.store_body()(*node.body_args(xs, rs))
         return self._launch(-(-numel // xblock), {"XBLOCK": xblock}, warps, "pointwise", (numel, 1, False))
 
+    def epilogue(self, product, rows, cols):
+        """This pointwise kernel as the epilogue of a matmul template whose [rows, cols] row-major output
+        `product` it reads elementwise: (body lines, pointer args, their parameter names, written args).
+        The body runs on the template's tile: `xindex` (row * cols + col), `xmask`, and `acc_in` for the
+        product. Raises NotFusable when the kernel is not such a loop."""
+        kernel = self.kernel
+        if any(n.is_reduction for n in kernel.nodes) or len(kernel.groups) != 1:
+            raise NotFusable("not a pointwise kernel")
+        xs = outer_vars(len(kernel.outer))
+        self.ranges = dict(zip(xs, kernel.outer))
+        (group,) = kernel.groups
+        rs = inner_vars(len(group.inner))
+        self.ranges.update(zip(rs, group.inner))
+        exprs = self._index_exprs(group, xs)
+        dims, self.subs = merge_dims(self._by_output_strides(group, list(zip(xs, kernel.outer)) +
+                                                             list(zip(rs, group.inner)), xs, rs), exprs)
+        if len(dims) != 1 or int(dims[0][1]) != rows * cols or rows * cols >= 2 ** 31:
+            raise NotFusable("its loops do not run once over the product's elements")
+        self.rank = 2           # constants print as [1, 1]: they broadcast against the template's 2-d tile
+        self.xmask = "xmask"
+        self.value_dims["acc_in"] = frozenset("x")
+        self.epilogue_input, self.epilogue_index = product, dims[0][0]
+        self._decode(dims, "xindex", "x")
+        for node in group.nodes:
+            node.buffer.store_body()(*node.body_args(xs, rs))
+        if self.uses_status or self.needs_barrier or product in self.written or any(
+                word in line for line in self.lines for word in ("XBLOCK", "RBLOCK", "tl.arange", "gj_status")):
+            raise NotFusable("its body needs its own block shape, index checks or a barrier")
+        names, roles = self._parameters()
+        names = [n for n in names if n != product]
+        body = [self._renamed(line, names, roles) for line in self.lines]
+        return body, tuple(names), tuple(roles[n] for n in names), tuple(n for n in names if n in self.written)
+
     def _by_output_strides(self, group, dims, xs, rs):
         """A pointwise kernel's loops may run in any order: the one the first stored output is laid out in
         (largest stride outermost) makes neighbouring lanes write neighbouring addresses."""
@@ -805,23 +849,33 @@ class TritonKernel:
         self.launch = Launch(self.name, (), grid, constexprs, warps, 1, self.uses_status, kind, sizes)
         return self.launch
 
-    def _function(self):
+    def _parameters(self):
+        """(buffer names of the pointer parameters in order, name -> parameter name). Parameters are named
+        by role, not by buffer: the same fused loop over the same shapes (each layer of a transformer)
+        prints the same text, and generate() compiles it once."""
         names = [n for n in self.reads]
         names += sorted((n for n in self.written if n not in names),
                         key=lambda n: [node.name for node in self.kernel.nodes].index(n))
-        # parameters are named by role, not by buffer: the same fused loop over the same shapes (each layer
-        # of a transformer) prints the same text, and generate() compiles it once
         roles = {}
         for n in names:
             kind = "inout" if n in self.written and n in self.reads else "out" if n in self.written else "in"
             roles[n] = f"{kind}_ptr{sum(r.startswith(kind + '_') for r in roles.values())}"
-        rename = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
+        return names, roles
+
+    @staticmethod
+    def _renamed(line, names, roles):
+        if not names:
+            return line
+        return re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", lambda m: roles[m.group(1)], line)
+
+    def _function(self):
+        names, roles = self._parameters()
         params = [roles[n] for n in names] + (["gj_status"] if self.uses_status else [])
         params += [f"{c}: tl.constexpr" for c in self.launch.constexprs]
         self.launch.args = tuple(names)
         self.launch.written = tuple(n for n in names if n in self.written)
         self.launch.checks_indices = self.uses_status
-        body = ["    " + (rename.sub(lambda m: roles[m.group(1)], line) if rename else line) for line in self.lines]
+        body = ["    " + self._renamed(line, names, roles) for line in self.lines]
         return "\n".join(["@triton.jit", f"def {self.name}({', '.join(params)}):"] + body)
 
 
@@ -973,6 +1027,12 @@ class TritonWrapperCode(WrapperCode):
         self.device = device
         self.aligned_inputs = aligned_inputs
         self.fast_cuda_empty = device.type == "cuda" and not interpret
+        for launch in self.templates.values():      # kernels run as a template's epilogue
+            epilogue = launch.plan.epilogue
+            if epilogue is not None:
+                self.fused_away.add(epilogue.item)
+                self.fresh.update(epilogue.allocated)    # allocated before the template reads its operands
+                self.unbound.add(launch.plan.out.name)   # the product itself is never stored
 
     def generate(self, check_inputs, eager_if_grad):
         source = super().generate(check_inputs, eager_if_grad)
@@ -1006,8 +1066,17 @@ class TritonWrapperCode(WrapperCode):
         from . import matmul
         plan, name = launch.plan, launch.name
         layout = plan.out.layout
-        lines = [self.empty(plan.out.name, layout) + f"   # {plan.kind} as a Triton template"]
-        args = [self.view(v) for v in matmul.views(plan)] + [plan.out.name] + [str(s) for s in plan.strides()]
+        epilogue = plan.epilogue
+        if epilogue is None:
+            lines = [self.empty(plan.out.name, layout) + f"   # {plan.kind} as a Triton template"]
+            outputs = [plan.out.name]
+        else:
+            buffers = {b.name: b for b in self.graph.buffers()}
+            lines = [self.empty(name, buffers[name].layout) for name in epilogue.allocated]
+            lines[-1:] = [(lines[-1] if lines else "pass") +
+                          f"   # {plan.kind} as a Triton template, {epilogue.item} as its epilogue"]
+            outputs = list(epilogue.args)
+        args = [self.view(v) for v in matmul.views(plan)] + outputs + [str(s) for s in plan.strides()]
         lines.append(self._launch_line(launch, args))
         return lines
 
@@ -1043,6 +1112,8 @@ class TritonWrapperCode(WrapperCode):
         return [n for n in kernel.nodes if n.name not in kernel.local]
 
     def _kernel_call(self, kernel):
+        if kernel.name in self.fused_away:
+            return []
         lines = [self.alloc(node) for node in self._allocated(kernel)]
         for launch in self.launches[kernel.name].launches:
             lines += self._launch(launch)
@@ -1187,7 +1258,7 @@ def compile_graph(gm, example_inputs):
     templates, mm_contests, mm_followers = {}, [], []
     if tuning is not None and mm_templates:
         extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests, mm_followers,
-                                       example_inputs)
+                                       example_inputs, graph, launches, check)
         source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
     lap("codegen")
     module = triton_build.load(source, interpret=interpret)
@@ -1226,8 +1297,15 @@ def compile_graph(gm, example_inputs):
                     winners[key], args=own.args, written=own.written, checks_indices=own.checks_indices)
             by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
             if mm_contests:
+                tuning_args = _tuning_arguments(graph, example_inputs, device)
+
+                def epilogue_ms(plan):      # the kernel a fused template saves, as it runs unfused
+                    if plan.epilogue is None:
+                        return 0.0
+                    launch = launches[plan.epilogue.item].launches[0]
+                    return autotune.time_launch(compiled[launch.name], launch, tuning_args(launch), device)
                 with torch.cuda.device(device):
-                    chosen = autotune.tune_matmuls(mm_contests, compiled, template_args, device)
+                    chosen = autotune.tune_matmuls(mm_contests, compiled, template_args, device, epilogue_ms)
                 templates.update({item_name: t for item_name, t in chosen.items() if t is not None})
                 for leader, follower in mm_followers:      # the same product in another layer
                     if chosen.get(leader) is not None:
@@ -1262,24 +1340,29 @@ def compile_graph(gm, example_inputs):
     return call
 
 
-def _plan_matmul_templates(items, device, interpret, templates, contests, followers, example_inputs):
+def _plan_matmul_templates(items, device, interpret, templates, contests, followers, example_inputs, graph,
+                           launches, check):
     """mode max-autotune: for each mm/addmm extern call, its cached choice (cuBLAS, or a template
     configuration, filling `templates`: item name -> TemplateLaunch), or, with a GPU to time them on, the
     template candidates to race against cuBLAS (appended to `contests`). A product with the same shapes,
     strides and operand alignment as an earlier one (each layer's copy) shares that one's kernel and
     choice: cached, it gets the same TemplateLaunch over its own operands; in a contest it is appended to
-    `followers` as (leader's item name, TemplateLaunch placeholder over its operands). Returns the kernel
-    sources to add."""
+    `followers` as (leader's item name, TemplateLaunch placeholder over its operands). With `epilogues`,
+    a product whose only reader is the pointwise kernel right after it gets that kernel as its epilogue
+    (_epilogue_for; part of the cache key). Returns the kernel sources to add."""
     from .. import autotune
     from . import matmul
     sources = []
+    buffers = {b.name: b for b in graph.buffers()}
     first = {}          # (cache key, operand alignment) -> (item name, a TemplateLaunch of its plan)
-    for item in items:
+    for position, item in enumerate(items):
         plan = matmul.plan_for(item)
         if plan is None:
             continue
+        if epilogues:
+            plan.epilogue = _epilogue_for(plan, items, position, graph, launches, check)
         key = autotune.cache_key(plan.key_text(), "", device)
-        twin = first.get((key, _operand_alignment(plan, example_inputs)))
+        twin = first.get((key, _operand_alignment(plan, example_inputs, buffers)))
         if twin is not None:
             leader, launch = twin
             if leader in templates:
@@ -1302,11 +1385,37 @@ def _plan_matmul_templates(items, device, interpret, templates, contests, follow
                 sources.append(matmul.source(f"{base}_c{k}", plan, c))
             contests.append((key, plan, candidates))
             launch = candidates[0] if candidates else None
-        first[(key, _operand_alignment(plan, example_inputs))] = (item.name, launch)
+        first[(key, _operand_alignment(plan, example_inputs, buffers))] = (item.name, launch)
     return sources
 
 
-def _operand_alignment(plan, example_inputs):
+def _epilogue_for(plan, items, position, graph, launches, check):
+    """The matmul.Epilogue of plan's product: the kernel right after it, if it is the product's only
+    reader, runs once over its elements in order, and prints as an epilogue; else None."""
+    from . import matmul
+    out = plan.out
+    if tuple(int(s) for s in out.layout.strides) != (plan.N, 1) or position + 1 >= len(items):
+        return None
+    if any(isinstance(v, StorageView) and v.buffer.name == out.name for v in graph.outputs):
+        return None
+    readers = [i for i, item in enumerate(items) if i != position and (
+        out.name in launches[item.name].args if isinstance(item, Kernel) else
+        any(v.buffer.name == out.name for v in item.inputs()))]
+    nxt = items[position + 1]
+    if readers != [position + 1] or not isinstance(nxt, Kernel) or len(launches[nxt.name].launches) != 1:
+        return None
+    tk = TritonKernel(nxt, {b.name: b for b in graph.buffers()}, "epilogue", check)
+    try:
+        with use_ops(TritonOps(tk)):
+            lines, args, params, written = tk.epilogue(out.name, plan.M, plan.N)
+    except NotFusable as e:
+        logs.log("fusion", f"{nxt.name} is not an epilogue of {plan.item.name}'s template: {e}")
+        return None
+    allocated = tuple(n.name for n in nxt.nodes if n.name not in nxt.local and n.name not in nxt.scratch)
+    return matmul.Epilogue(nxt.name, lines, args, params, written, allocated, launches[nxt.name].launches[0])
+
+
+def _operand_alignment(plan, example_inputs, buffers):
     """Which of a product's operands start 16-byte aligned (Triton specializes kernels on it): graph
     inputs by their examples, buffers graphjit allocates by the view's offset alone."""
     from . import matmul
@@ -1317,6 +1426,9 @@ def _operand_alignment(plan, example_inputs):
         base = example_inputs[position].data_ptr() if position is not None else \
             (value.data_ptr() if isinstance(value, torch.Tensor) else 0)
         found.append((base + int(view.offset) * view.dtype.itemsize) % 16 == 0)
+    for name in plan.epilogue.args if plan.epilogue is not None else ():
+        position = getattr(buffers[name], "position", None)
+        found.append(position is None or example_inputs[position].data_ptr() % 16 == 0)
     return tuple(found)
 
 
@@ -1334,9 +1446,13 @@ def _template_arguments(graph, example_inputs, device):
             args.append(torch.as_strided(base, tuple(int(s) for s in view.sizes),
                                          tuple(int(s) for s in view.strides),
                                          base.storage_offset() + int(view.offset)))
-        layout = plan.out.layout
-        args.append(torch.empty_strided(tuple(int(s) for s in layout.sizes), tuple(int(s) for s in layout.strides),
-                                        dtype=layout.dtype, device=device))
+        if plan.epilogue is not None:
+            args += [tensor(name, name in plan.epilogue.written) for name in plan.epilogue.args]
+        else:
+            layout = plan.out.layout
+            args.append(torch.empty_strided(tuple(int(s) for s in layout.sizes),
+                                            tuple(int(s) for s in layout.strides), dtype=layout.dtype,
+                                            device=device))
         return args + plan.strides()
     return arguments
 
@@ -1347,6 +1463,7 @@ def _aligned_inputs(graph, launches, example_inputs, templates=()):
     from . import matmul
     used = {name for kl in launches.values() for name in kl.args}
     used |= {view.buffer.name for t in templates for view in matmul.views(t.plan)}
+    used |= {name for t in templates if t.plan.epilogue is not None for name in t.plan.epilogue.args}
     return [buf.name for buf in graph.inputs if buf.position is not None and buf.name in used
             and example_inputs[buf.position].data_ptr() % 16 == 0]
 

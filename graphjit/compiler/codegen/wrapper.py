@@ -37,6 +37,9 @@ class WrapperCode:
         self.signatures = signatures
         self.lines = []
         self.globals = {"empty_strided": torch.empty_strided, "reinterpret": _reinterpret, "torch": torch}
+        # matmul epilogues (TritonWrapperCode): kernels emitted at an earlier item, buffers that must not
+        # take a dead buffer's memory (allocated earlier than the item order says), names never bound
+        self.fused_away, self.fresh, self.unbound = set(), set(), set()
         self._constants = {}
 
     def bind(self, value, prefix="_c"):
@@ -106,7 +109,7 @@ class WrapperCode:
         for step, item in enumerate(self.items):
             for name in allocated[step]:
                 upcoming[key(name)] -= 1
-                if free[key(name)]:
+                if free[key(name)] and name not in self.fresh:
                     self.reuse[name] = free[key(name)].pop()
             if isinstance(item, Kernel):
                 body += self._kernel_call(item)
@@ -114,7 +117,7 @@ class WrapperCode:
                 body += self._extern_call(item)
             dead = []
             for name, last in last_use.items():
-                if last != step or name in outputs:
+                if last != step or name in outputs or name in self.unbound:
                     continue
                 if name in donors and upcoming[key(name)] > len(free[key(name)]):
                     free[key(name)].append(name)      # a later kernel output of the same layout takes it
