@@ -832,6 +832,54 @@ def gather(x, dim, index, sparse_grad=False):
     return Pointwise(tuple(index.sizes), x.dtype, x.device, inner)
 
 
+@register(aten.index.Tensor)
+def index(x, indices):
+    """Advanced indexing x[i0, :, i2 ...] by integer tensors (broadcast together), as gathers: the
+    broadcast index dims replace the indexed dims where those are adjacent, else they come first (numpy's
+    rule). Boolean masks (a data-dependent shape) stay ATen calls."""
+    ndim = len(x.sizes)
+    indices = list(indices) + [None] * (ndim - len(indices))
+    tensors = [(d, t) for d, t in enumerate(indices) if t is not None]
+    if not tensors or any(not is_value(t) or t.dtype not in (torch.int64, torch.int32) for _, t in tensors):
+        raise NotLowered("index by boolean masks or by no tensor")
+    positions = [d for d, _ in tensors]
+    shape = broadcast_sizes(*[t.sizes for _, t in tensors])
+    loaders = {d: _broadcast_loader(t, shape) for d, t in tensors}
+    rest = [d for d in range(ndim) if d not in loaders]
+    adjacent = positions == list(range(positions[0], positions[-1] + 1))
+    first = positions[0] if adjacent else 0
+    sizes = tuple(x.sizes[d] for d in rest[:first]) + tuple(shape) + tuple(x.sizes[d] for d in rest[first:])
+    if tuple(sizes) != tuple(as_expr(n) for n in out_meta().shape):
+        raise NotLowered("index result shape differs from the trace's")
+    x_loader = x.make_loader()
+
+    def inner(out_index):
+        picked = out_index[first:first + len(shape)]
+        plain = list(out_index[:first]) + list(out_index[first + len(shape):])
+        src, others = [], iter(plain)
+        for d in range(ndim):
+            if d in loaders:
+                src.append(ops.indirect_indexing(loaders[d](picked), x.sizes[d]))
+            else:
+                src.append(next(others))
+        return x_loader(src)
+    return Pointwise(sizes, x.dtype, x.device, inner)
+
+
+@register(aten.repeat.default)
+def repeat(x, repeats):
+    """x tiled `repeats` times along each dim (leading new dims for extra repeats): a modulo index."""
+    extra = len(repeats) - len(x.sizes)
+    if extra < 0:
+        raise NotLowered("fewer repeats than dims")
+    sizes = tuple(as_expr(n) for n in out_meta().shape)
+    loader = x.make_loader()
+
+    def inner(index):
+        return loader([i % n if r != 1 else i for i, n, r in zip(index[extra:], x.sizes, repeats[extra:])])
+    return Pointwise(sizes, x.dtype, x.device, inner)
+
+
 @register(aten.cat.default)
 def cat(tensors, dim=0):
     meta = out_meta()

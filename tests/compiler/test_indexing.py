@@ -1,0 +1,89 @@
+"""Advanced indexing (aten.index.Tensor) and repeat, lowered instead of falling back to ATen: every HF
+model's attention mask indexes a padding mask by broadcast aranges. Against eager through the C++
+codegen and Triton's interpreter (and CUDA where there is a GPU), with negative, int32, broadcast and
+non-adjacent indices; each graph must compile without a fallback."""
+import pytest
+import torch
+
+from graphjit.compiler import decompose, lowering
+
+from .harness import compile_cases, make, run_cases, trace_cases
+from .test_ops import Op
+
+aten = torch.ops.aten
+F32, BF16, I64 = torch.float32, torch.bfloat16, torch.int64
+
+
+def ix(*values, dtype=I64):
+    return torch.tensor(values, dtype=dtype)
+
+
+def index_inputs(dtype):
+    g = torch.Generator().manual_seed(6)
+    x3 = make((5, 6, 7), dtype, gen=g)
+    return [(x3, ix([0, -1], [2, 3]), ix(1, 4)),
+            (make((7, 6, 5), dtype, gen=g).permute(2, 1, 0), ix(4, 0, -5), ix(0, 1, 2, dtype=torch.int32)),
+            (make((5, 12, 7), dtype, gen=g)[:, ::2], ix([1], [2]), ix([0, 5]))]     # broadcast [2,1] x [1,2]
+
+
+def hf_padding_mask(mask):
+    """transformers' padding_mask_function under the vmap-free mask builder: mask[batch, kv] with
+    broadcast aranges, then a causal mask over the last 3 queries and'ed in."""
+    q = 3
+    b = torch.arange(mask.shape[0])[:, None, None, None]
+    kv = torch.arange(mask.shape[1])[None, None, None, :]
+    qi = torch.arange(q)[None, None, :, None]
+    return mask.bool()[b, kv] & (kv <= qi + (mask.shape[1] - q))
+
+
+OPS = [
+    Op("index_first", lambda x, i, j: x[i] * 2, index_inputs),
+    Op("index_middle", lambda x, i, j: x[:, i] + 1, index_inputs),
+    Op("index_two_adjacent", lambda x, i, j: x[i, j], index_inputs),
+    Op("index_non_adjacent", lambda x, i, j: x[i, :, j], index_inputs),
+    Op("index_last", lambda x, i, j: x[..., j].relu(), index_inputs),
+    Op("hf_padding_mask", hf_padding_mask,
+       lambda d: [(torch.tensor([[1, 1, 1, 0, 0], [0, 1, 1, 1, 1]]),), (torch.ones(1, 4, dtype=I64),)],
+       (F32,)),
+    Op("repeat", lambda x: (x.repeat(2, 3) * 1, x.repeat(2, 1, 1) + 1, x.t().repeat(1, 2) - 1),
+       lambda d: [(make((3, 4), d),), (make((5, 2), d)[::2],)]),
+]
+PARAMS = [pytest.param(op, dtype, id=f"{op.name}-{str(dtype).replace('torch.', '')}")
+          for op in OPS for dtype in (op.dtypes if op.name == "hf_padding_mask" else (F32, BF16))]
+
+
+@pytest.mark.parametrize("op,dtype", PARAMS)
+def test_op(op, dtype):
+    compiled = run_cases(op.fn, op.inputs(dtype))
+    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
+
+
+DEVICES = [pytest.param("cpu", id="interpret"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op,dtype", PARAMS)
+def test_op_triton(op, dtype, device):
+    pytest.importorskip("triton")
+    from . import test_triton
+    compiled = test_triton.run_triton(op.fn, op.inputs(dtype), device)
+    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
+
+
+def test_lowerings_are_reached():
+    reached = set()
+    for op in OPS:
+        cases = op.inputs(F32)
+        gm = trace_cases(op.fn, cases)
+        inputs = [t for case in cases for t in case]
+        reached |= {n.target for n in decompose.decompose(gm, inputs).graph.nodes if n.op == "call_function"}
+    assert {aten.index.Tensor, aten.repeat.default} <= reached
+    assert {aten.index.Tensor, aten.repeat.default} <= set(lowering.LOWERINGS)
+
+
+def test_index_out_of_range_raises():
+    x = make((3, 5), F32)
+    compiled, _ = compile_cases(lambda x, i: x[:, i] + 1, [(x, ix(0, 4))])
+    assert compiled(x, ix(-5, 2))[0].shape == (3, 2)
+    with pytest.raises(IndexError, match="index out of range"):
+        compiled(x, ix(1, 5))
