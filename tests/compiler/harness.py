@@ -135,3 +135,26 @@ def binary_inputs(dtype, low=-3.0, high=3.0, seed=1, other_dtype=None, other_low
         (a(10, 40)[::3, 5:], b(4, 35)),          # sliced first
         (a(3, 1, 5), b(4, 1)),                   # size-1 dims
     ]
+
+
+# ---- lowering tests: an op through both codegens, without a fallback ----
+
+def triton_devices():
+    """Triton's interpreter on CPU tensors, and CUDA where there is a GPU (the `gpu` marker skips it)."""
+    import pytest
+    return [pytest.param("cpu", id="interpret"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+
+
+def check_lowered(op, dtype, device=None, **tolerance):
+    """op against eager on its inputs: the C++ codegen (device None) or the Triton codegen on `device`;
+    the graph must compile without a fallback."""
+    if device is None:
+        compiled = run_cases(op.fn, op.inputs(dtype), **tolerance)
+    else:
+        import pytest
+        pytest.importorskip("triton")
+        from . import test_triton
+        compiled = test_triton.run_triton(op.fn, op.inputs(dtype), device, **tolerance)
+    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
+    return compiled
+

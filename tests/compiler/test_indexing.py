@@ -7,7 +7,7 @@ import torch
 
 from graphjit.compiler import decompose, lowering
 
-from .harness import compile_cases, make, run_cases, trace_cases
+from .harness import check_lowered, compile_cases, make, trace_cases, triton_devices
 from .test_ops import Op
 
 aten = torch.ops.aten
@@ -54,20 +54,13 @@ PARAMS = [pytest.param(op, dtype, id=f"{op.name}-{str(dtype).replace('torch.', '
 
 @pytest.mark.parametrize("op,dtype", PARAMS)
 def test_op(op, dtype):
-    compiled = run_cases(op.fn, op.inputs(dtype))
-    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
+    check_lowered(op, dtype)
 
 
-DEVICES = [pytest.param("cpu", id="interpret"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
-
-
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", triton_devices())
 @pytest.mark.parametrize("op,dtype", PARAMS)
 def test_op_triton(op, dtype, device):
-    pytest.importorskip("triton")
-    from . import test_triton
-    compiled = test_triton.run_triton(op.fn, op.inputs(dtype), device)
-    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
+    check_lowered(op, dtype, device)
 
 
 def test_lowerings_are_reached():

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from .harness import make, run_cases
+from .harness import check_lowered, make, run_cases, triton_devices
 from .test_ops import Op
 
 aten = torch.ops.aten
@@ -58,20 +58,13 @@ PARAMS = [pytest.param(op, dtype, id=f"{op.name}-{str(dtype).replace('torch.', '
 
 @pytest.mark.parametrize("op,dtype", PARAMS)
 def test_op(op, dtype):
-    compiled = run_cases(op.fn, op.inputs(dtype))
-    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
+    check_lowered(op, dtype)
 
 
-DEVICES = [pytest.param("cpu", id="interpret"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
-
-
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", triton_devices())
 @pytest.mark.parametrize("op,dtype", [p for p in PARAMS if p.values[1] in (F32, BF16)])
 def test_op_triton(op, dtype, device):
-    pytest.importorskip("triton")
-    from . import test_triton
-    compiled = test_triton.run_triton(op.fn, op.inputs(dtype), device)
-    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
+    check_lowered(op, dtype, device)
 
 
 def test_max_pool_indices_are_computed_only_when_read():

@@ -17,7 +17,7 @@ import operator
 import torch
 from torch.utils import _pytree as pytree
 
-from ..ir import ComputedBuffer, StorageView
+from ..ir import StorageView
 from ..scheduler import Kernel
 
 
