@@ -457,6 +457,36 @@ def reduce(x, dims, reduction_type, dtype, keepdim, acc_dtype=None):
     return realize(red, current_graph())
 
 
+CUMSUM_MAX_LENGTH = 1024     # cumsum as a masked sum per element costs length**2: longer scans stay ATen
+
+
+@register(aten.cumsum.default)
+def cumsum(x, dim, dtype=None):
+    """out[..., i, ...] = sum of x[..., :i + 1, ...] along dim, as a reduction per element over the whole
+    dim with the terms past i masked to 0: quadratic in the length, so only up to CUMSUM_MAX_LENGTH (the
+    position ids that OPT and RoBERTa compute from the attention mask). Integer sums are exact; float sums
+    add in another order than eager's loop (as torch's CUDA scan does too)."""
+    ndim = len(x.sizes)
+    if ndim == 0:
+        raise NotLowered("cumsum of a 0-d tensor")
+    dim = dim % ndim
+    length = x.sizes[dim]
+    if not length.is_Integer or int(length) > CUMSUM_MAX_LENGTH:
+        raise NotLowered(f"cumsum over more than {CUMSUM_MAX_LENGTH} elements")
+    out_dtype = out_meta().dtype
+    acc_dtype = acc_dtype_of(out_dtype, "sum")
+    loader = cast(x, acc_dtype).make_loader()
+
+    def inner(index, rindex):
+        (r,) = rindex
+        src = list(index)
+        src[dim] = r
+        keep = ops.le(ops.index_expr(r, torch.int64), ops.index_expr(index[dim], torch.int64))
+        return ops.where(keep, loader(src), ops.constant(0, acc_dtype))
+    red = Reduction(tuple(x.sizes), (length,), "sum", out_dtype, acc_dtype, x.device, inner)
+    return realize(red, current_graph())
+
+
 def _dims_list(dim):
     if dim is None:
         return []

@@ -1,5 +1,6 @@
-"""Advanced indexing (aten.index.Tensor) and repeat, lowered instead of falling back to ATen: every HF
-model's attention mask indexes a padding mask by broadcast aranges. Against eager through the C++
+"""Advanced indexing (aten.index.Tensor), repeat and short cumsums, lowered instead of falling back to ATen:
+every HF model's attention mask indexes a padding mask by broadcast aranges; OPT and RoBERTa compute
+position ids with a cumsum over the mask. Against eager through the C++
 codegen and Triton's interpreter (and CUDA where there is a GPU), with negative, int32, broadcast and
 non-adjacent indices; each graph must compile without a fallback."""
 import pytest
@@ -7,7 +8,7 @@ import torch
 
 from graphjit.compiler import decompose, lowering
 
-from .harness import check_lowered, compile_cases, make, trace_cases, triton_devices
+from .harness import check_lowered, compile_cases, make, run_cases, trace_cases, triton_devices
 from .test_ops import Op
 
 aten = torch.ops.aten
@@ -47,9 +48,13 @@ OPS = [
        (F32,)),
     Op("repeat", lambda x: (x.repeat(2, 3) * 1, x.repeat(2, 1, 1) + 1, x.t().repeat(1, 2) - 1),
        lambda d: [(make((3, 4), d),), (make((5, 2), d)[::2],)]),
+    Op("cumsum", lambda x: (torch.cumsum(x, 0) * 2, x.t().cumsum(1), x.cumsum(-1, dtype=torch.float32)),
+       lambda d: [(make((7, 3), d),), (make((9, 12), d)[::2, 1:],)]),
+    Op("cumsum_position_ids", lambda m: ((m.cumsum(-1) - 1).clamp(min=0) * m, torch.cumsum(m.bool(), 1)),
+       lambda d: [(torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 0]]),), (torch.ones(3, 40, dtype=I64),)], (I64,)),
 ]
 PARAMS = [pytest.param(op, dtype, id=f"{op.name}-{str(dtype).replace('torch.', '')}")
-          for op in OPS for dtype in (op.dtypes if op.name == "hf_padding_mask" else (F32, BF16))]
+          for op in OPS for dtype in (op.dtypes if op.dtypes != Op.dtypes else (F32, BF16))]
 
 
 @pytest.mark.parametrize("op,dtype", PARAMS)
@@ -70,8 +75,15 @@ def test_lowerings_are_reached():
         gm = trace_cases(op.fn, cases)
         inputs = [t for case in cases for t in case]
         reached |= {n.target for n in decompose.decompose(gm, inputs).graph.nodes if n.op == "call_function"}
-    assert {aten.index.Tensor, aten.repeat.default} <= reached
-    assert {aten.index.Tensor, aten.repeat.default} <= set(lowering.LOWERINGS)
+    lowered = {aten.index.Tensor, aten.repeat.default, aten.cumsum.default}
+    assert lowered <= reached and lowered <= set(lowering.LOWERINGS)
+
+
+def test_long_cumsum_stays_aten():
+    """Past lowering.CUMSUM_MAX_LENGTH the per-element masked sum would cost length**2."""
+    x = make((2, lowering.CUMSUM_MAX_LENGTH + 1), F32)
+    compiled = run_cases(lambda x: x.cumsum(-1), [(x,)], rtol=1e-4, atol=1e-4)
+    assert [target for target, _ in compiled.graph.fallbacks] == [str(aten.cumsum.default)]
 
 
 def test_index_out_of_range_raises():
