@@ -457,13 +457,15 @@ def reduce(x, dims, reduction_type, dtype, keepdim, acc_dtype=None):
     return realize(red, current_graph())
 
 
-CUMSUM_MAX_LENGTH = 1024     # cumsum as a masked sum per element costs length**2: longer scans stay ATen
+# cumsum as a masked sum per element costs numel * length: longer or larger scans stay ATen calls
+CUMSUM_MAX_LENGTH = 1024
+CUMSUM_MAX_WORK = 1 << 24
 
 
 @register(aten.cumsum.default)
 def cumsum(x, dim, dtype=None):
     """out[..., i, ...] = sum of x[..., :i + 1, ...] along dim, as a reduction per element over the whole
-    dim with the terms past i masked to 0: quadratic in the length, so only up to CUMSUM_MAX_LENGTH (the
+    dim with the terms past i masked to 0: numel * length work, so only for short, small scans (the
     position ids that OPT and RoBERTa compute from the attention mask). Integer sums are exact; float sums
     add in another order than eager's loop (as torch's CUDA scan does too)."""
     ndim = len(x.sizes)
@@ -471,8 +473,11 @@ def cumsum(x, dim, dtype=None):
         raise NotLowered("cumsum of a 0-d tensor")
     dim = dim % ndim
     length = x.sizes[dim]
-    if not length.is_Integer or int(length) > CUMSUM_MAX_LENGTH:
-        raise NotLowered(f"cumsum over more than {CUMSUM_MAX_LENGTH} elements")
+    numel = product(x.sizes)
+    if not length.is_Integer or not numel.is_Integer or int(length) > CUMSUM_MAX_LENGTH or \
+            int(numel) * int(length) > CUMSUM_MAX_WORK:
+        raise NotLowered(f"cumsum over more than {CUMSUM_MAX_LENGTH} elements, or of more than "
+                         f"{CUMSUM_MAX_WORK} element-terms")
     out_dtype = out_meta().dtype
     acc_dtype = acc_dtype_of(out_dtype, "sum")
     loader = cast(x, acc_dtype).make_loader()
