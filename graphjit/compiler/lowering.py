@@ -1101,6 +1101,48 @@ def amin(x, dim=(), keepdim=False):
     return reduce(x, _dims_list(dim), "min", out_meta().dtype, keepdim)
 
 
+@register(aten.argmax.default)
+def argmax(x, dim=None, keepdim=False):
+    return _arg_reduce(x, dim, keepdim, "max")
+
+
+@register(aten.argmin.default)
+def argmin(x, dim=None, keepdim=False):
+    return _arg_reduce(x, dim, keepdim, "min")
+
+
+def _arg_reduce(x, dim, keepdim, kind):
+    """argmax/argmin as two reductions: the extreme (NaN if any, as eager), then the smallest index whose
+    value equals it (or is NaN when it is): eager's first-occurrence rule."""
+    if x.dtype == torch.bool or not x.sizes:
+        raise NotLowered("argmax/argmin of a bool or 0-d tensor")
+    if dim is None:                 # over every element, in row-major order
+        x, dim = view_reshape(x, [int(product(x.sizes))]), 0
+    dim = dim % len(x.sizes)
+    extreme = reduce(x, [dim], kind, x.dtype, True)
+    x_loader, extreme_loader = x.make_loader(), extreme.make_loader()
+    length = x.sizes[dim]
+    sizes = tuple(as_expr(n) for n in out_meta().shape)
+    floating = x.dtype.is_floating_point
+
+    def inner(index, rindex):
+        index = list(index)
+        if len(index) < len(x.sizes):           # keepdim=False: dim is gone from the output index
+            index.insert(dim, sympy.Integer(0))
+        elif len(index) > len(x.sizes):          # dim=None, keepdim=True: the output has x's rank before
+            index = [sympy.Integer(0)]
+        (r,) = rindex
+        src = list(index)
+        src[dim] = r
+        value, best = x_loader(src), extreme_loader(index)
+        hit = ops.eq(value, best)
+        if floating:
+            hit = ops.logical_or(hit, ops.logical_and(ops.isnan(value), ops.isnan(best)))
+        return ops.where(hit, ops.index_expr(r, torch.int64), ops.constant(int(length), torch.int64))
+    red = Reduction(sizes, (length,), "min", torch.int64, torch.int64, x.device, inner)
+    return realize(red, current_graph())
+
+
 def _bool_reduce(x, dim, keepdim, reduction_type):
     """any (max) / all (min) of x != 0 over dim (None: every dim), as a bool reduction."""
     truth = x if x.dtype == torch.bool else make_pointwise(

@@ -1,6 +1,6 @@
-"""Advanced indexing (aten.index.Tensor), repeat and short cumsums, lowered instead of falling back to ATen:
-every HF model's attention mask indexes a padding mask by broadcast aranges; OPT and RoBERTa compute
-position ids with a cumsum over the mask. Against eager through the C++
+"""Advanced indexing (aten.index.Tensor), repeat, short cumsums and argmax/argmin, lowered instead of
+falling back to ATen: every HF model's attention mask indexes a padding mask by broadcast aranges; OPT and
+RoBERTa compute position ids with a cumsum over the mask; CLIP pools at the argmax of the token ids. Against eager through the C++
 codegen and Triton's interpreter (and CUDA where there is a GPU), with negative, int32, broadcast and
 non-adjacent indices; each graph must compile without a fallback."""
 import pytest
@@ -37,6 +37,20 @@ def hf_padding_mask(mask):
     return mask.bool()[b, kv] & (kv <= qi + (mask.shape[1] - q))
 
 
+def _arg_inputs(dtype):
+    """Ties (the first index wins), NaN (it wins, the first one), a transposed and a sliced input."""
+    g = torch.Generator().manual_seed(8)
+    if dtype.is_floating_point:
+        x = make((5, 7), dtype, gen=g)
+        x[1, 3] = x[1, 5] = float("nan")
+        x[2, 4] = x[2, 5] = 100.0
+        x[3, 0] = x[3, 6] = -100.0
+    else:
+        x = torch.randint(-3, 3, (5, 7), generator=g).to(dtype)     # many ties
+    return [(x,), (x.t().contiguous().t(),), (make((6, 9), dtype, gen=g)[::2, 1:] if dtype.is_floating_point
+                                              else x[::2, 1:],)]
+
+
 OPS = [
     Op("index_first", lambda x, i, j: x[i] * 2, index_inputs),
     Op("index_middle", lambda x, i, j: x[:, i] + 1, index_inputs),
@@ -50,6 +64,10 @@ OPS = [
        lambda d: [(make((3, 4), d),), (make((5, 2), d)[::2],)]),
     Op("cumsum", lambda x: (torch.cumsum(x, 0) * 2, x.t().cumsum(1), x.cumsum(-1, dtype=torch.float32)),
        lambda d: [(make((7, 3), d),), (make((9, 12), d)[::2, 1:],)]),
+    Op("argmax_argmin", lambda x: (x.argmax(-1), x.argmin(0, keepdim=True), x.argmax(), x.t().argmax(1),
+                                   torch.argmax(x * 2, dim=None, keepdim=True)), lambda d: _arg_inputs(d)),
+    Op("argmax_int", lambda x: (x.argmax(-1), x.argmin(1, keepdim=True), x.argmax()), lambda d: _arg_inputs(d),
+       (I64, torch.int32)),
     Op("cumsum_position_ids", lambda m: ((m.cumsum(-1) - 1).clamp(min=0) * m, torch.cumsum(m.bool(), 1)),
        lambda d: [(torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 0]]),), (torch.ones(3, 40, dtype=I64),)], (I64,)),
 ]
@@ -75,7 +93,8 @@ def test_lowerings_are_reached():
         gm = trace_cases(op.fn, cases)
         inputs = [t for case in cases for t in case]
         reached |= {n.target for n in decompose.decompose(gm, inputs).graph.nodes if n.op == "call_function"}
-    lowered = {aten.index.Tensor, aten.repeat.default, aten.cumsum.default}
+    lowered = {aten.index.Tensor, aten.repeat.default, aten.cumsum.default, aten.argmax.default,
+               aten.argmin.default}
     assert lowered <= reached and lowered <= set(lowering.LOWERINGS)
 
 
