@@ -90,14 +90,14 @@ def test_an_attention_mask_gets_its_traced_broadcast_layout():
 
 def test_a_broadcast_operand_of_a_fallback_keeps_stride_zero():
     def f(x):
-        return torch.cumsum(x.sin()[:, None].expand(3, 4, 5), 1)     # cumsum: an ATen fallback
+        return torch.cumprod(x.sin()[:, None].expand(3, 4, 5), 1)    # cumprod: an ATen fallback
     found = []
 
     def backend(gm, example_inputs):
         aten = decompose.decompose(gm, example_inputs)
         graph = lowering.lower(aten, example_inputs)
         found.extend(tuple(int(s) for s in a.strides) for item in scheduler.schedule(graph)
-                     if "cumsum" in str(getattr(item, "op", "")) for a in item.inputs())
+                     if "cumprod" in str(getattr(item, "op", "")) for a in item.inputs())
         return gm.forward
     graphjit.compile(f, backend=backend)(torch.randn(3, 5))
     assert found == [(5, 0, 1)]
@@ -112,15 +112,15 @@ def test_a_padded_and_broadcast_operand_keeps_both():
     broadcast; the kernel checks the row stride."""
     def f(x):
         mask = F.pad(x.sin(), (0, 2))[..., :6][:, None].expand(2, 4, 3, 6)
-        return torch.cumsum(mask, 2)                      # cumsum: an ATen fallback, like the attention op
+        return torch.cumprod(mask, 2)                     # cumprod: an ATen fallback, like the attention op
     found = []
 
     def backend(gm, example_inputs):
         aten = decompose.decompose(gm, example_inputs)
-        traced = [n.args[0].meta["val"].stride() for n in aten.graph.nodes if "cumsum" in str(n.target)]
+        traced = [n.args[0].meta["val"].stride() for n in aten.graph.nodes if "cumprod" in str(n.target)]
         graph = lowering.lower(aten, example_inputs)
         found.extend((tuple(traced[0]), tuple(int(s) for s in a.strides)) for item in scheduler.schedule(graph)
-                     if "cumsum" in str(getattr(item, "op", "")) for a in item.inputs())
+                     if "cumprod" in str(getattr(item, "op", "")) for a in item.inputs())
         return gm.forward
     graphjit.compile(f, backend=backend)(torch.randn(2, 3, 6))
     ((traced, given),) = found

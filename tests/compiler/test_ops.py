@@ -237,8 +237,9 @@ EXTERN = [
        lambda d: [(make((2, 3, 9, 9), d), make((4, 3, 3, 3), d))], tol=LOOSE),
     Op("sdpa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2,
        lambda d: [(make((2, 4, 9, 8), d), make((2, 4, 9, 8), d), make((2, 4, 9, 8), d))], tol=LOOSE),
-    Op("fallback_cumsum", lambda x: torch.cumsum(x.exp(), -1) + 1, rows((7, 33),), (F32,)),
-    Op("fallback_argmax", lambda x: x.argmax(-1), rows((7, 33),), (F32,)),
+    Op("cumsum_of_exp", lambda x: torch.cumsum(x.exp(), -1) + 1, rows((7, 33),), (F32,)),
+    Op("argmax_rows", lambda x: x.argmax(-1), rows((7, 33),), (F32,)),
+    Op("fallback_cumprod", lambda x: torch.cumprod(x.exp(), -1) + 1, rows((7, 33),), (F32,)),
 ]
 
 ALL = POINTWISE + REDUCTIONS + VIEWS + CREATION + INDEXING + EXTERN
