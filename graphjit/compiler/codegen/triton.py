@@ -632,12 +632,7 @@ class TritonKernel:
     def _pointwise(self, xs):
         """One flat index over every element: all loop dims (merged where contiguous) decode from xindex."""
         self.rank = 1
-        (group,) = self.kernel.groups
-        rs = inner_vars(len(group.inner))
-        self.ranges.update(zip(rs, group.inner))
-        exprs = self._index_exprs(group, xs)
-        dims, self.subs = merge_dims(self._by_output_strides(group, list(zip(xs, self.kernel.outer)) +
-                                                             list(zip(rs, group.inner)), xs, rs), exprs)
+        group, rs, dims = self._flat_dims(xs)
         numel = int(product([s for _, s in dims]))
         xblock, warps = pointwise_blocks(numel)
         if self.config:
@@ -661,12 +656,7 @@ class TritonKernel:
             raise NotFusable("not a pointwise kernel")
         xs = outer_vars(len(kernel.outer))
         self.ranges = dict(zip(xs, kernel.outer))
-        (group,) = kernel.groups
-        rs = inner_vars(len(group.inner))
-        self.ranges.update(zip(rs, group.inner))
-        exprs = self._index_exprs(group, xs)
-        dims, self.subs = merge_dims(self._by_output_strides(group, list(zip(xs, kernel.outer)) +
-                                                             list(zip(rs, group.inner)), xs, rs), exprs)
+        group, rs, dims = self._flat_dims(xs)
         if len(dims) != 1 or int(dims[0][1]) != rows * cols or rows * cols >= 2 ** 31:
             raise NotFusable("its loops do not run once over the product's elements")
         self.rank = 2           # constants print as [1, 1]: they broadcast against the template's 2-d tile
@@ -683,6 +673,17 @@ class TritonKernel:
         names = [n for n in names if n != product]
         body = [self._renamed(line, names, roles) for line in self.lines]
         return body, tuple(names), tuple(roles[n] for n in names), tuple(n for n in names if n in self.written)
+
+    def _flat_dims(self, xs):
+        """(group, inner vars, loop dims merged where contiguous, in the first output's order) of a
+        pointwise kernel; sets the index substitutions the merge needs."""
+        (group,) = self.kernel.groups
+        rs = inner_vars(len(group.inner))
+        self.ranges.update(zip(rs, group.inner))
+        exprs = self._index_exprs(group, xs)
+        dims, self.subs = merge_dims(self._by_output_strides(group, list(zip(xs, self.kernel.outer)) +
+                                                             list(zip(rs, group.inner)), xs, rs), exprs)
+        return group, rs, dims
 
     def _by_output_strides(self, group, dims, xs, rs):
         """A pointwise kernel's loops may run in any order: the one the first stored output is laid out in
@@ -1062,7 +1063,8 @@ class TritonWrapperCode(WrapperCode):
         return padded if padded is not None else super()._extern_call(kernel)
 
     def _template_call(self, launch):
-        """A matmul template in place of the ATen op: allocate the output, launch."""
+        """A matmul template in place of the ATen op: allocate the output (or, with an epilogue, the
+        epilogue kernel's outputs), launch."""
         from . import matmul
         plan, name = launch.plan, launch.name
         layout = plan.out.layout
@@ -1072,9 +1074,8 @@ class TritonWrapperCode(WrapperCode):
             outputs = [plan.out.name]
         else:
             buffers = {b.name: b for b in self.graph.buffers()}
-            lines = [self.empty(name, buffers[name].layout) for name in epilogue.allocated]
-            lines[-1:] = [(lines[-1] if lines else "pass") +
-                          f"   # {plan.kind} as a Triton template, {epilogue.item} as its epilogue"]
+            lines = [f"# {plan.kind} as a Triton template, {epilogue.item} as its epilogue"]
+            lines += [self.empty(name, buffers[name].layout) for name in epilogue.allocated]
             outputs = list(epilogue.args)
         args = [self.view(v) for v in matmul.views(plan)] + outputs + [str(s) for s in plan.strides()]
         lines.append(self._launch_line(launch, args))
