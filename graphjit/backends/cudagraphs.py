@@ -25,6 +25,7 @@ import sys
 import warnings
 
 import torch
+from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.utils import _pytree as pytree
 
 from .. import logs
@@ -112,8 +113,7 @@ def mutated_inputs(gm):
 
     def root(node):
         while isinstance(node, torch.fx.Node) and node not in position:
-            name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-            if name not in _VIEW_METHODS or not node.args:
+            if _op_name(node) not in _VIEW_METHODS or not node.args:
                 return None
             node = node.args[0]
         return position.get(node) if isinstance(node, torch.fx.Node) else None
@@ -121,7 +121,7 @@ def mutated_inputs(gm):
     for node in gm.graph.nodes:
         targets = []
         if node.op in ("call_method", "call_function"):
-            name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+            name = _op_name(node)
             inplace = (name.endswith("_") and not name.startswith("_")) or node.target in (
                 operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv)
             if (inplace or node.kwargs.get("inplace") is True) and node.args:
@@ -137,6 +137,11 @@ def mutated_inputs(gm):
             if index is not None:
                 found.add(index)
     return sorted(found)
+
+
+def _op_name(node):
+    """A call_method's method name, or a call_function's function name."""
+    return node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
 
 
 def _span(t):
@@ -171,7 +176,7 @@ def syncing_op(gm):
         if any(_on_cpu(a) for a in node.all_input_nodes) and not _on_cpu(node) and \
                 isinstance(node.meta.get("example_value"), torch.Tensor):
             return "a copy of a CPU tensor to the GPU"
-        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        name = _op_name(node)
         if name in _SYNCING:
             return name
         if node.target is operator.getitem and len(node.args) == 2:
@@ -188,15 +193,19 @@ def _on_cpu(node):
     return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() > 0
 
 
-def _dense(t):
-    """Whether t's elements fill its storage span without gaps or overlaps (some order of its dims is
-    contiguous): then copy_ into a tensor of the same strides writes every byte of the span once."""
-    expected = 1
-    for size, stride in sorted(((s, st) for s, st in zip(t.shape, t.stride()) if s != 1), key=lambda d: d[1]):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+def _copy_static(view, base, span, x, into_static):
+    """Copy between a caller's input x and its static copy (`view`, over `base` of `span` elements): the
+    elements themselves when x is dense (base None), else the whole storage span, gaps and overlaps kept."""
+    if base is None:
+        ours, theirs = view, x
+    elif span:
+        ours, theirs = base, torch.as_strided(x, (span,), (1,), x.storage_offset())
+    else:
+        return
+    if into_static:
+        ours.copy_(theirs)
+    else:
+        theirs.copy_(ours)
 
 
 _tensors_at_pointers = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
@@ -241,18 +250,12 @@ class CUDAGraphRunner:
             if (x.shape, x.stride()) != meta:   # the frontend's guards make this rare: run it plainly
                 logs.log("cudagraphs", f"{self.name}: input {i} changed layout; running without the graph")
                 return self.fn(*args)
-            if base is None:
-                view.copy_(x)
-            else:                              # overlapping or gapped strides: copy the storage span
-                base.copy_(torch.as_strided(x, (span,), (1,), x.storage_offset()))
+            _copy_static(view, base, span, x, into_static=True)
         self.pool.invalidate_from(recording)
         recording.graph.replay()
         for i, k in self.written_back:      # the graph wrote the static copy: write the caller's tensor
             view, base, span, _ = recording.copies[k]
-            if base is None:
-                args[i].copy_(view)
-            else:
-                torch.as_strided(args[i], (span,), (1,), args[i].storage_offset()).copy_(base)
+            _copy_static(view, base, span, args[i], into_static=False)
         return recording.hand_out()
 
     def _record(self, args):
@@ -308,12 +311,9 @@ class Recording:
             span = _span(x)
             base = torch.empty(max(span, 1), dtype=x.dtype, device=x.device)
             view = torch.as_strided(base, x.shape, x.stride(), 0)
-            dense = _dense(x)
+            dense = is_non_overlapping_and_dense_or_false(x)
             self.copies.append((view, None if dense else base, span, (x.shape, x.stride())))
-            if dense:
-                view.copy_(x)
-            elif span:
-                base.copy_(torch.as_strided(x, (span,), (1,), x.storage_offset()))
+            _copy_static(view, None if dense else base, span, x, into_static=True)
             static_args[i] = view
         if pool.handle is None:
             pool.handle = torch.cuda.graph_pool_handle()

@@ -198,10 +198,30 @@ def test_progress_is_quiet_for_short_work_and_reports_long_work(capsys, monkeypa
     (lambda: torch.randn(0, 3), True, 0),
 ])
 def test_static_input_copies_know_dense_layouts_and_spans(make, dense, span):
-    from graphjit.backends.cudagraphs import _dense, _span
+    from graphjit.backends.cudagraphs import _span, is_non_overlapping_and_dense_or_false
     t = make()
-    assert _dense(t) is dense
+    assert is_non_overlapping_and_dense_or_false(t) is dense
     assert _span(t) == span
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(3, 4).t(), lambda: torch.randn(3, 4)[:, :2],
+                                  lambda: torch.randn(6)[::2], lambda: torch.randn(0, 3)],
+                         ids=["dense", "gapped", "strided", "empty"])
+def test_static_copies_round_trip(make):
+    """An input copied into its static buffer reads the same there; what the graph writes into the static
+    buffer is copied back into the caller's tensor (the runner's two directions, on CPU memory)."""
+    from graphjit.backends.cudagraphs import _copy_static, _span, is_non_overlapping_and_dense_or_false
+    x = make()
+    span = _span(x)
+    base = torch.empty(max(span, 1), dtype=x.dtype)
+    view = torch.as_strided(base, x.shape, x.stride(), 0)
+    dense_base = None if is_non_overlapping_and_dense_or_false(x) else base
+    _copy_static(view, dense_base, span, x, into_static=True)
+    torch.testing.assert_close(view, x)
+    view.mul_(2)
+    expected = view.clone()
+    _copy_static(view, dense_base, span, x, into_static=False)
+    torch.testing.assert_close(x, expected)
 
 
 def test_mutated_inputs_are_found_through_views():
