@@ -233,20 +233,7 @@ def contiguous_strides(sizes):
 
 
 def linear_index(index, strides, offset=0):
-    key = (tuple(index), tuple(strides), offset)
-    try:
-        return _linear_indices[key]
-    except KeyError:
-        pass
-    except TypeError:       # an unhashable part: compute it
-        return simplify_index(sum((i * s for i, s in zip(index, strides)), as_expr(offset)))
-    if len(_linear_indices) > 1 << 16:
-        _linear_indices.clear()
-    value = _linear_indices[key] = simplify_index(sum((i * s for i, s in zip(index, strides)), as_expr(offset)))
-    return value
-
-
-_linear_indices = {}    # every layer of a model loads with the same indices: expand each once
+    return simplify_index(sum((i * s for i, s in zip(index, strides)), as_expr(offset)))
 
 
 def product(sizes):
