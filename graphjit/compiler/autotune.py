@@ -149,6 +149,18 @@ def time_call(go, device):
     return start.elapsed_time(end) / TIMED_LAUNCHES
 
 
+def _timings(launches, compiled, arguments, device):
+    """ms per launch of each launch's compiled kernel on arguments(launch); inf for one that fails."""
+    timings = []
+    for launch in launches:
+        try:
+            timings.append(time_launch(compiled[launch.name], launch, arguments(launch), device))
+        except Exception as e:   # noqa: BLE001 -- a candidate that fails to launch is not a winner
+            logs.log("autotune", f"{launch.name}: candidate failed ({type(e).__name__}: {e})")
+            timings.append(float("inf"))
+    return timings
+
+
 def tune_matmuls(contests, compiled, arguments, device, epilogue_ms=lambda plan: 0.0):
     """contests: [(key, MatmulPlan, [TemplateLaunch ...])]. Each plan's ATen op (cuBLAS) races its
     template candidates on the same tensors; returns {extern item name: winning TemplateLaunch, or None
@@ -162,13 +174,7 @@ def tune_matmuls(contests, compiled, arguments, device, epilogue_ms=lambda plan:
         a, b, *bias = args[:len(matmul.views(plan))]
         op, op_args = plan.item.op, (*bias, a, b)       # addmm(bias, a, b), mm(a, b)
         extern_ms = time_call(lambda: op(*op_args), device) + epilogue_ms(plan)
-        timings = []
-        for launch in candidates:
-            try:
-                timings.append(time_launch(compiled[launch.name], launch, args, device))
-            except Exception as e:   # noqa: BLE001
-                logs.log("autotune", f"{launch.name}: candidate failed ({type(e).__name__}: {e})")
-                timings.append(float("inf"))
+        timings = _timings(candidates, compiled, lambda launch: args, device)
         best = min(range(len(candidates)), key=timings.__getitem__) if candidates else None
         if best is not None and timings[best] < 0.97 * extern_ms:    # a clear win only
             winner = candidates[best]
@@ -192,14 +198,7 @@ def tune(contests, compiled, arguments, device):
     winners = {}
     progress = Progress("autotuning kernels", len(contests))
     for done, (key, launches) in enumerate(contests):
-        timings = []
-        for launch in launches:
-            try:
-                ms = time_launch(compiled[launch.name], launch, arguments(launch), device)
-            except Exception as e:   # noqa: BLE001 -- a candidate that fails to launch is not a winner
-                logs.log("autotune", f"{launch.name}: candidate failed ({type(e).__name__}: {e})")
-                ms = float("inf")
-            timings.append(ms)
+        timings = _timings(launches, compiled, arguments, device)
         best = min(range(len(launches)), key=timings.__getitem__)
         winner = launches[best]
         winners[key] = winner

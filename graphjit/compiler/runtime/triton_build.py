@@ -140,28 +140,26 @@ def compile_all(module, launches, device, example_args, threads, optional=()):
                 # torch dtypes stand for buffers graphjit allocates: warmup() makes them aligned MockTensors
                 compiled[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **launch.constexprs,
                                                   num_warps=launch.num_warps, num_stages=launch.num_stages)
+        def drop(name, step, error):
+            # an autotuning candidate that doesn't compile or load (too much shared memory ...) just
+            # doesn't take part; any other kernel's failure fails the graph
+            if name not in optional:
+                raise error
+            logs.log("autotune", f"{name}: candidate failed to {step} ({type(error).__name__}: {error})")
+            del compiled[name]
         progress = Progress("compiling Triton kernels", len(compiled), start=start)
         for done, (name, kernel) in enumerate(list(compiled.items()), 1):
             if hasattr(kernel, "result"):
                 try:
                     compiled[name] = kernel.result()
                 except Exception as e:
-                    if name not in optional:
-                        raise
-                    # an autotuning candidate that doesn't compile (too much shared memory ...) just
-                    # doesn't take part
-                    logs.log("autotune", f"{name}: candidate failed to compile ({type(e).__name__}: {e})")
-                    del compiled[name]
+                    drop(name, "compile", e)
             progress.update(done)
         # loading each binary and building its launcher (a C compile when Triton's cache lacks it) happen
         # lazily at the first launch, one after another; here they run in the pool, next to each other
         for name, failure in zip(list(compiled), pool.map(_load, [device] * len(compiled), compiled.values())):
-            if failure is None:
-                continue
-            if name not in optional:
-                raise failure
-            logs.log("autotune", f"{name}: candidate failed to load ({type(failure).__name__}: {failure})")
-            del compiled[name]
+            if failure is not None:
+                drop(name, "load", failure)
         progress.finish()
     logs.log("output_code", f"compiled {len(launches)} Triton kernels in {time.perf_counter() - start:.2f} s "
                             f"({threads} threads)")
