@@ -955,12 +955,7 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
     seen = {}      # (kernel text, name replaced; constexprs; warps; stages) -> (first Launch, contest key or None)
 
     def shareable(launch):
-        for name in launch.args:
-            position = getattr(buffers[name], "position", None)
-            if position is not None and example_inputs is not None and \
-                    example_inputs[position].data_ptr() % 16:
-                return False
-        return True
+        return example_inputs is None or all(_starts_aligned(buffers[name], example_inputs) for name in launch.args)
 
     def emit(piece, name, cfg=None):
         tk = TritonKernel(piece, buffers, name, check, cfg)
@@ -1032,7 +1027,7 @@ class TritonWrapperCode(WrapperCode):
             epilogue = launch.plan.epilogue
             if epilogue is not None:
                 self.fused_away.add(epilogue.item)
-                self.fresh.update(epilogue.allocated)    # allocated before the template reads its operands
+                self.fresh.update(n.name for n in epilogue.allocated)   # allocated before the template runs
                 self.unbound.add(launch.plan.out.name)   # the product itself is never stored
 
     def generate(self, check_inputs, eager_if_grad):
@@ -1073,9 +1068,8 @@ class TritonWrapperCode(WrapperCode):
             lines = [self.empty(plan.out.name, layout) + f"   # {plan.kind} as a Triton template"]
             outputs = [plan.out.name]
         else:
-            buffers = {b.name: b for b in self.graph.buffers()}
             lines = [f"# {plan.kind} as a Triton template, {epilogue.item} as its epilogue"]
-            lines += [self.empty(name, buffers[name].layout) for name in epilogue.allocated]
+            lines += [self.empty(node.name, node.buffer.layout) for node in epilogue.allocated]
             outputs = list(epilogue.args)
         args = [self.view(v) for v in matmul.views(plan)] + outputs + [str(s) for s in plan.strides()]
         lines.append(self._launch_line(launch, args))
@@ -1109,7 +1103,9 @@ class TritonWrapperCode(WrapperCode):
         return [f"{out.name} = {op}({', '.join(args)})[:, :{cols}]   # rows padded {cols} -> {cols + extra} "
                 f"for cuBLAS"]
 
-    def _allocated(self, kernel):
+    @staticmethod
+    def _allocated(kernel):
+        """The nodes of a kernel the wrapper allocates: all but those kept in registers (no scratch here)."""
         return [n for n in kernel.nodes if n.name not in kernel.local]
 
     def _kernel_call(self, kernel):
@@ -1272,7 +1268,9 @@ def compile_graph(gm, example_inputs):
         aligned = _aligned_inputs(graph, launches, example_inputs, list(templates.values()) + [
             t for _, _, candidates in mm_contests for t in candidates] + [f for _, f in mm_followers])
         examples = _warmup_args(graph, by_name.values(), example_inputs)
-        template_args = _template_arguments(graph, example_inputs, device)
+        # one set of buffers to time candidates on (zero-filled, allocated when first asked for)
+        tuning_args = _tuning_arguments(graph, example_inputs, device)
+        template_args = _template_arguments(tuning_args.tensor, device)
         examples.update({name: template_args(t) for name, t in template_launches.items()})
         try:
             heuristic = {launch.name for kl in launches.values() for launch in kl.launches} | \
@@ -1290,7 +1288,7 @@ def compile_graph(gm, example_inputs):
             from .. import autotune
             with torch.cuda.device(device):
                 winners = autotune.tune([(key, variants) for key, variants, _, _ in tuning], compiled,
-                                        _tuning_arguments(graph, example_inputs, device), device)
+                                        tuning_args, device)
             for key, _, item_name, position in tuning:
                 launches[item_name].launches[position] = winners[key]
             for key, item_name, position, own in followers:    # copies of a tuned kernel: its winner
@@ -1298,8 +1296,6 @@ def compile_graph(gm, example_inputs):
                     winners[key], args=own.args, written=own.written, checks_indices=own.checks_indices)
             by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
             if mm_contests:
-                tuning_args = _tuning_arguments(graph, example_inputs, device)
-
                 def epilogue_ms(plan):      # the kernel a fused template saves, as it runs unfused
                     if plan.epilogue is None:
                         return 0.0
@@ -1363,7 +1359,8 @@ def _plan_matmul_templates(items, device, interpret, templates, contests, follow
         if epilogues:
             plan.epilogue = _epilogue_for(plan, items, position, graph, launches, check)
         key = autotune.cache_key(plan.key_text(), "", device)
-        twin = first.get((key, _operand_alignment(plan, example_inputs, buffers)))
+        identity = (key, _operand_alignment(plan, example_inputs, buffers))
+        twin = first.get(identity)
         if twin is not None:
             leader, launch = twin
             if leader in templates:
@@ -1386,7 +1383,7 @@ def _plan_matmul_templates(items, device, interpret, templates, contests, follow
                 sources.append(matmul.source(f"{base}_c{k}", plan, c))
             contests.append((key, plan, candidates))
             launch = candidates[0] if candidates else None
-        first[(key, _operand_alignment(plan, example_inputs, buffers))] = (item.name, launch)
+        first[identity] = (item.name, launch)
     return sources
 
 
@@ -1412,32 +1409,32 @@ def _epilogue_for(plan, items, position, graph, launches, check):
     except NotFusable as e:
         logs.log("fusion", f"{nxt.name} is not an epilogue of {plan.item.name}'s template: {e}")
         return None
-    allocated = tuple(n.name for n in nxt.nodes if n.name not in nxt.local and n.name not in nxt.scratch)
-    return matmul.Epilogue(nxt.name, lines, args, params, written, allocated, launches[nxt.name].launches[0])
+    return matmul.Epilogue(nxt.name, lines, args, params, written, tuple(TritonWrapperCode._allocated(nxt)),
+                           launches[nxt.name].launches[0])
 
 
 def _operand_alignment(plan, example_inputs, buffers):
-    """Which of a product's operands start 16-byte aligned (Triton specializes kernels on it): graph
-    inputs by their examples, buffers graphjit allocates by the view's offset alone."""
+    """Which of a product's operands (and its epilogue's buffers) start 16-byte aligned: Triton
+    specializes kernels on it."""
     from . import matmul
-    found = []
-    for view in matmul.views(plan):
-        position = getattr(view.buffer, "position", None)
-        value = getattr(view.buffer, "value", None)
-        base = example_inputs[position].data_ptr() if position is not None else \
-            (value.data_ptr() if isinstance(value, torch.Tensor) else 0)
-        found.append((base + int(view.offset) * view.dtype.itemsize) % 16 == 0)
-    for name in plan.epilogue.args if plan.epilogue is not None else ():
-        position = getattr(buffers[name], "position", None)
-        found.append(position is None or example_inputs[position].data_ptr() % 16 == 0)
-    return tuple(found)
+    views = [(v.buffer, int(v.offset) * v.dtype.itemsize) for v in matmul.views(plan)]
+    views += [(buffers[name], 0) for name in (plan.epilogue.args if plan.epilogue is not None else ())]
+    return tuple(_starts_aligned(buffer, example_inputs, offset) for buffer, offset in views)
 
 
-def _template_arguments(graph, example_inputs, device):
+def _starts_aligned(buffer, example_inputs, offset_bytes=0):
+    """Whether a buffer's data, `offset_bytes` in, is 16-byte aligned: a graph input's by its example, a
+    constant's by its tensor; buffers graphjit allocates are aligned."""
+    position = getattr(buffer, "position", None)
+    value = getattr(buffer, "value", None)
+    base = example_inputs[position].data_ptr() if position is not None else \
+        (value.data_ptr() if isinstance(value, torch.Tensor) else 0)
+    return (base + offset_bytes) % 16 == 0
+
+
+def _template_arguments(tensor, device):
     """TemplateLaunch -> its arguments: the real inputs (as the views the op reads) or zero-filled
-    buffers, a fresh output, then the strides."""
-    tensor = _tuning_arguments(graph, example_inputs, device).tensor
-
+    buffers (`tensor`: _tuning_arguments' buffers), a fresh output, then the strides."""
     def arguments(launch):
         from . import matmul
         plan = launch.plan
@@ -1466,7 +1463,7 @@ def _aligned_inputs(graph, launches, example_inputs, templates=()):
     used |= {view.buffer.name for t in templates for view in matmul.views(t.plan)}
     used |= {name for t in templates if t.plan.epilogue is not None for name in t.plan.epilogue.args}
     return [buf.name for buf in graph.inputs if buf.position is not None and buf.name in used
-            and example_inputs[buf.position].data_ptr() % 16 == 0]
+            and _starts_aligned(buf, example_inputs)]
 
 
 def _tuning_arguments(graph, example_inputs, device):
