@@ -1018,11 +1018,12 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
             result.append((pos, check))
         return result
 
-    def windows(index):
+    def axes(index):
+        """bounds() of the window's rows and of its columns at output `index`."""
+        return bounds(index[-2], kh, sh, ph, dh, height, out_h), bounds(index[-1], kw, sw, pw, dw, width, out_w)
+
+    def windows(index, rows, cols):
         """(in-bounds mask or None, (row, column), input index) per window element, in eager's order."""
-        oh, ow = index[-2], index[-1]
-        rows = bounds(oh, kh, sh, ph, dh, height, out_h)
-        cols = bounds(ow, kw, sw, pw, dw, width, out_w)
         for h, row_check in rows:
             for w, col_check in cols:
                 checks = [c for c in (row_check, col_check) if c is not None]
@@ -1034,7 +1035,7 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
 
     def values(index):
         best = None
-        for mask, _, src in windows(index):
+        for mask, _, src in windows(index, *axes(index)):
             value = load(mask, src)
             best = value if best is None else ops.maximum(best, value)
         return best
@@ -1048,13 +1049,11 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
         return first
 
     def indices(index):
-        oh, ow = index[-2], index[-1]
+        rows, cols = axes(index)
         # eager starts at the window's first in-bounds element, so a window of -inf points there
-        where_ = ops.add(ops.mul(first_in_bounds(bounds(oh, kh, sh, ph, dh, height, out_h)),
-                                 ops.constant(width, torch.int64)),
-                         first_in_bounds(bounds(ow, kw, sw, pw, dw, width, out_w)))
+        where_ = ops.add(ops.mul(first_in_bounds(rows), ops.constant(width, torch.int64)), first_in_bounds(cols))
         best = ops.constant(lowest, dtype)
-        for mask, (h, w), src in windows(index):
+        for mask, (h, w), src in windows(index, rows, cols):
             value = load(mask, src)
             position = ops.index_expr(h * width + w, torch.int64)
             take = ops.logical_or(ops.gt(value, best), ops.isnan(value))
@@ -1215,8 +1214,10 @@ def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, e
 
     def channel(v):
         return view_reshape(cast(v, acc), per_channel)
-    scale = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), channel(running_var),
-                           dtype=acc)
+
+    def rstd(v):
+        return ops.rsqrt(ops.add(v, ops.constant(eps, acc)))
+    scale = make_pointwise(rstd, channel(running_var), dtype=acc)
     if weight is not None:
         scale = make_pointwise(ops.mul, scale, channel(weight), dtype=acc)
     shift = make_pointwise(lambda m, s: ops.neg(ops.mul(m, s)), channel(running_mean), scale, dtype=acc)
@@ -1229,8 +1230,7 @@ def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, e
         # statistics, where torch's meta function says bf16)
         return (out, constant_value(0, mean_meta.shape, running_mean.dtype, mean_meta.device),
                 constant_value(0, invstd_meta.shape, running_mean.dtype, invstd_meta.device))
-    invstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), running_var,
-                            dtype=invstd_meta.dtype, compute_dtype=acc)
+    invstd = make_pointwise(rstd, running_var, dtype=invstd_meta.dtype, compute_dtype=acc)
     return out, _copy(cast(running_mean, mean_meta.dtype)), invstd
 
 
