@@ -17,24 +17,16 @@ import graphjit  # noqa: E402
 from graphjit.compiler.codegen import triton as triton_codegen  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu import gpt2, ids, median_ms  # noqa: E402
+from gpu import gpt2, ids, median_ms, profile  # noqa: E402
 
 
 def gpu_split(fn, inputs, runs=20):
-    from torch.profiler import ProfilerActivity, profile
-    fn(*inputs)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            fn(*inputs)
-        torch.cuda.synchronize()
+    """GPU ms per call: matmul templates, other Triton kernels, library and ATen kernels."""
+    _, by_kernel = profile(fn, inputs, runs)
     split = {}
-    for e in prof.key_averages():
-        us = getattr(e, "device_time_total", 0) or 0
-        if us <= 0:
-            continue
-        kind = "templates" if "triton_mm" in e.key else "triton" if "triton" in e.key else "library/ATen"
-        split[kind] = split.get(kind, 0) + us / runs / 1e3
+    for name, (ms, _) in by_kernel.items():
+        kind = "templates" if "triton_mm" in name else "triton" if "triton" in name else "library/ATen"
+        split[kind] = split.get(kind, 0) + ms
     return {k: round(v, 4) for k, v in split.items()}
 
 
