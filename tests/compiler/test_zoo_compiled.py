@@ -6,31 +6,18 @@ import os
 import sys
 
 import pytest
-import torch
 
 import graphjit
 from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "models"))
-from zoo import ZOO, build, missing  # noqa: E402
+from zoo import ZOO, build, matches_eager, missing  # noqa: E402
 
 # ops still without a lowering that the zoo reaches: a new fallback fails the test (lower it, or add it here)
 KNOWN_FALLBACKS = set()
 EVAL = [name for name, spec in ZOO.items() if not spec.train and name != "bert-all-outputs"]
 TRITON = ["gpt2", "llama", "bert", "vit", "resnet-channels-last", "clip-text"]
-
-
-def outputs(result):
-    if isinstance(result, torch.Tensor):
-        return [result]
-    if hasattr(result, "to_tuple"):
-        result = result.to_tuple()
-    if isinstance(result, dict):
-        result = list(result.values())
-    if isinstance(result, (list, tuple)):
-        return [t for item in result for t in outputs(item)]
-    return []
 
 
 def check(name):
@@ -46,16 +33,7 @@ def check(name):
         return fn
     model, _ = build(spec)
     model.eval()
-    compiled = graphjit.compile(model, backend=backend)
-    with torch.no_grad():
-        for seed in range(3):
-            torch.manual_seed(seed + 1)
-            inputs = spec.inputs()
-            expected = [t.clone() for t in outputs(model(**inputs))]
-            got = [t.clone() for t in outputs(compiled(**inputs))]
-            assert len(got) == len(expected)
-            for g, e in zip(got, expected):
-                torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    matches_eager(model, graphjit.compile(model, backend=backend), spec, rtol=1e-4, atol=1e-4)
     assert compiled_graphs and all(hasattr(fn, "items") for fn in compiled_graphs), "a graph ran eagerly"
     fallbacks = {target for fn in compiled_graphs for target, _ in fn.graph.fallbacks}
     assert fallbacks <= KNOWN_FALLBACKS, fallbacks - KNOWN_FALLBACKS

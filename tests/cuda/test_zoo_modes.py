@@ -10,7 +10,7 @@ import torch
 import graphjit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "models"))
-from zoo import ZOO, build, missing  # noqa: E402
+from zoo import ZOO, build, matches_eager, missing  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -28,16 +28,6 @@ def to_cuda(tree):
     return tree
 
 
-def outputs(result):
-    if isinstance(result, torch.Tensor):
-        return [result]
-    if hasattr(result, "to_tuple"):
-        result = result.to_tuple()
-    if isinstance(result, (list, tuple)):
-        return [t for item in result for t in outputs(item)]
-    return []
-
-
 def check(name, mode):
     spec = ZOO[name]
     reason = missing(spec)
@@ -45,16 +35,7 @@ def check(name, mode):
         pytest.skip(reason)
     model, _ = build(spec)
     model = model.cuda()
-    compiled = graphjit.compile(model, mode=mode)
-    with torch.no_grad():
-        for seed in range(3):
-            torch.manual_seed(seed + 1)
-            inputs = to_cuda(spec.inputs())
-            expected = [t.clone() for t in outputs(model(**inputs))]
-            got = [t.clone() for t in outputs(compiled(**inputs))]
-            assert len(got) == len(expected)
-            for g, e in zip(got, expected):
-                torch.testing.assert_close(g, e, rtol=2e-3, atol=2e-3)
+    matches_eager(model, graphjit.compile(model, mode=mode), spec, prepare=to_cuda, rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("name", EVAL)

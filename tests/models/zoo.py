@@ -65,6 +65,33 @@ def build(spec):
     return model, spec.inputs()
 
 
+def output_tensors(result):
+    """Every tensor of a model's result (a ModelOutput, dict, tuple or tensor), in order."""
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if hasattr(result, "to_tuple"):
+        result = result.to_tuple()
+    if isinstance(result, dict):
+        result = list(result.values())
+    if isinstance(result, (list, tuple)):
+        return [t for item in result for t in output_tensors(item)]
+    return []
+
+
+def matches_eager(model, compiled, spec, prepare=lambda inputs: inputs, calls=3, **tolerance):
+    """compiled against model over `calls` calls with fresh inputs (seeds 1, 2 ...), under no_grad: every
+    output tensor equal within tolerance. prepare(kwargs) moves the inputs (to a device)."""
+    with torch.no_grad():
+        for seed in range(calls):
+            torch.manual_seed(seed + 1)
+            inputs = prepare(spec.inputs())
+            expected = [t.clone() for t in output_tensors(model(**inputs))]
+            got = [t.clone() for t in output_tensors(compiled(**inputs))]
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                torch.testing.assert_close(g, e, **tolerance)
+
+
 # --------------------------------------------------------------------------------------------- inputs
 
 def token_ids(low=3, seq=SEQ, batch=BATCH):
