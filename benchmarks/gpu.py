@@ -132,6 +132,34 @@ def median_ms(fn, inputs, runs, warmup=10):
     return statistics.median(samples)
 
 
+def interleaved_ms(contenders, inputs, runs, row, suffix, warmup=10):
+    """{name: (median ms, (25th, 75th percentile))} of each contender, timed in rounds of one call each,
+    the order rotating: a slow spell of the machine (its CPU is shared) falls on all of them alike instead
+    of on whichever was being timed. A contender that fails is dropped, its error put in row."""
+    samples = {name: [] for name in contenders}
+    for name, fn in list(contenders.items()):
+        try:
+            for _ in range(warmup):
+                fn(*inputs)
+        except Exception as e:           # noqa: BLE001
+            row[f"{name}{suffix}_error"] = f"{type(e).__name__}: {e}"[:800]
+            del samples[name]
+    names = list(samples)
+    for r in range(runs):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if name in samples:
+                try:
+                    samples[name].append(timed_call(contenders[name], inputs)[1] * 1e3)
+                except Exception as e:   # noqa: BLE001
+                    row[f"{name}{suffix}_error"] = f"{type(e).__name__}: {e}"[:800]
+                    del samples[name]
+    result = {}
+    for name, times in samples.items():
+        quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else times * 3
+        result[name] = statistics.median(times), (round(quartiles[0], 3), round(quartiles[2], 3))
+    return result
+
+
 def rel_error(got, expected):
     got, expected = got.float(), expected.float()
     return ((got - expected).abs().max() / expected.abs().max().clamp_min(1e-30)).item()
@@ -241,6 +269,29 @@ def top_kernels(by_kernel, n=6):
     return [(round(ms, 3), count, category(name), name[:90]) for ms, count, name in top]
 
 
+def host_profile(fn, inputs, runs=10):
+    """The CPU side of a call: ms until the call returns without waiting for the GPU (median), and the CUDA
+    runtime/driver calls it makes ({name: (calls per call, CPU ms per call)}). A call whose issue time is its
+    whole wall time waits for the GPU somewhere (a sync, a pageable copy); the API calls say which."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    issue = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn(*inputs)
+        issue.append((time.perf_counter() - start) * 1e3)
+    torch.cuda.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            fn(*inputs)
+        torch.cuda.synchronize()
+    api = {}
+    for event in prof.key_averages():
+        if event.key.startswith("cu"):
+            api[event.key] = (round(event.count / runs, 2), round(event.cpu_time_total / 1e3 / runs, 3))
+    return round(statistics.median(issue), 3), api
+
+
 def python_profile(fn, inputs, calls=20):
     """Where a call's CPU time goes: the top functions of cProfile over `calls` calls (tottime, ms/call)."""
     import cProfile
@@ -347,7 +398,6 @@ def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default"
     inputs = make_inputs()
     with torch.inference_mode():
         expected = output(model(*inputs))
-        row["eager_ms"] = median_ms(model, inputs, runs)
         if do_profile:
             row["eager_profile"], kernels = profile(model, inputs)
             row["eager_top"] = top_kernels(kernels)
@@ -355,6 +405,7 @@ def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default"
         for mode in modes:
             suffix = "" if mode == "default" else f"_{mode}"
             torch_mode = None if mode == "default" else mode
+            contenders = {"eager": model}
             try:
                 if SMOKE:
                     raise RuntimeError("skipped under --smoke")
@@ -362,26 +413,33 @@ def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default"
                 inductor = torch.compile(model, mode=torch_mode)
                 out, row[f"inductor{suffix}_cold_s"] = timed_call(inductor, inputs)
                 row[f"inductor{suffix}_rel_err"] = rel_error(output(out), expected)
-                row[f"inductor{suffix}_ms"] = median_ms(inductor, inputs, runs)
-                if do_profile and not suffix:
-                    row["inductor_profile"], kernels = profile(inductor, inputs)
-                    row["inductor_top"] = top_kernels(kernels)
+                contenders["inductor"] = inductor
             except Exception as e:           # noqa: BLE001 -- a failing compiler is a result, not a crash
                 row[f"inductor{suffix}_error"] = f"{type(e).__name__}: {e}"[:500]
-            finally:
-                torch._dynamo.reset()
-
             try:
                 graphjit.reset()
                 recording = Recording()
                 ours = graphjit.compile(model, backend=recording, mode=torch_mode)
                 out, row[f"graphjit{suffix}_cold_s"] = timed_call(ours, inputs)
                 row[f"graphjit{suffix}_rel_err"] = rel_error(output(out), expected)
-                row[f"graphjit{suffix}_ms"] = median_ms(ours, inputs, runs)
                 row[f"graphjit{suffix}_stats"] = recording.summary()
-                if key in cprofile:
+                contenders["graphjit"] = ours
+            except Exception as e:           # noqa: BLE001
+                row[f"graphjit{suffix}_error"] = f"{type(e).__name__}: {e}"[:800]
+                row[f"graphjit{suffix}_traceback"] = traceback.format_exc()[-3000:]
+            try:
+                for name, (ms, spread) in interleaved_ms(contenders, inputs, runs, row, suffix).items():
+                    row[f"{name}{suffix}_ms"], row[f"{name}{suffix}_spread"] = ms, spread
+                if mode == modes[0]:
+                    row["eager_ms"] = row[f"eager{suffix}_ms"]
+                if "inductor" in contenders and do_profile and not suffix:
+                    row["inductor_issue_ms"], row["inductor_api"] = host_profile(inductor, inputs)
+                    row["inductor_profile"], kernels = profile(inductor, inputs)
+                    row["inductor_top"] = top_kernels(kernels)
+                if "graphjit" in contenders and key in cprofile:
                     row[f"graphjit{suffix}_cprofile"] = python_profile(ours, inputs)
-                if do_profile and not suffix:
+                if "graphjit" in contenders and do_profile and not suffix:
+                    row["graphjit_issue_ms"], row["graphjit_api"] = host_profile(ours, inputs)
                     by_category, by_kernel = profile(ours, inputs)
                     row["graphjit_profile"] = by_category
                     row["graphjit_top"] = top_kernels(by_kernel)
@@ -395,16 +453,16 @@ def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default"
                              else None)
                         for ms, name, count in top]
             except Exception as e:           # noqa: BLE001
-                row[f"graphjit{suffix}_error"] = f"{type(e).__name__}: {e}"[:800]
-                row[f"graphjit{suffix}_traceback"] = traceback.format_exc()[-3000:]
+                row[f"profile{suffix}_error"] = f"{type(e).__name__}: {e}"[:800]
             finally:
+                torch._dynamo.reset()
                 graphjit.reset()
     return row
 
 
 def fmt_row(r, mode="default"):
-    eager = r["eager_ms"]
     suffix = "" if mode == "default" else f"_{mode}"
+    eager = r.get(f"eager{suffix}_ms", r.get("eager_ms"))
 
     def cell(prefix):
         prefix += suffix
@@ -472,7 +530,7 @@ def main():
         with open(os.path.join(args.out, "gpu_results.json"), "w") as f:
             json.dump(dict(header=header, rows=rows), f, indent=1, default=str)
         print(f"[{key} done in {row['wall_s']:.0f} s] " + json.dumps(
-            {k: v for k, v in row.items() if not k.endswith(("traceback", "profile", "top_kernels"))}, default=str),
+            {k: v for k, v in row.items() if not k.endswith(("traceback", "profile", "top_kernels", "_api"))}, default=str),
             flush=True)
         if not any(k.startswith("gpt2") for k in chosen[chosen.index(key) + 1:]):
             _gpt2.clear()
@@ -491,6 +549,14 @@ def main():
                 continue
             for mode in [m for m in args.modes.split(",") if m]:
                 print(fmt_row(r, mode))
+    print()
+    for r in rows:
+        for mode in [m for m in args.modes.split(",") if m]:
+            suffix = "" if mode == "default" else f"_{mode}"
+            spreads = [f"{name} {r[f'{name}{suffix}_spread'][0]:.2f}-{r[f'{name}{suffix}_spread'][1]:.2f}"
+                       for name in ("eager", "inductor", "graphjit") if f"{name}{suffix}_spread" in r]
+            if spreads:
+                print(f"{r['key']} {mode}: middle half of the calls (ms): {', '.join(spreads)}")
     for r in rows:
         for name in [k for k in r if k.endswith("_cprofile")]:
             for line in r[name]:
@@ -505,6 +571,10 @@ def main():
                 if f"{name}_profile" in r:
                     parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r[f"{name}_profile"].items()))
                     print(f"{r['key']} {name} GPU ms/call: {parts}")
+            for name in ("inductor", "graphjit"):
+                if f"{name}_api" in r:
+                    calls = ", ".join(f"{k} x{n} {ms:.3f} ms" for k, (n, ms) in sorted(r[f"{name}_api"].items()))
+                    print(f"{r['key']} {name} issue {r[f'{name}_issue_ms']:.3f} ms/call; CUDA API per call: {calls}")
             for k in r.get("graphjit_top_kernels", []):
                 print(f"  {r['key']} {k['name']}: {k['ms']:.3f} ms/call, {k['calls']:.0f} calls, {k['mb']:.1f} MB "
                       f"each, {k['gbps'] or 0:.0f} GB/s ({(k['of_copy'] or 0) * 100:.0f}% of copy)")

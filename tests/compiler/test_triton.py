@@ -149,6 +149,52 @@ def test_embedding_index_out_of_range_raises():
         compiled(w, torch.tensor([3, 10]))
 
 
+def test_gpu_index_checks_are_device_asserts_without_a_status_flag():
+    """On a GPU, index checks cost no sync: the kernel asserts on the device (compiled with Triton's debug
+    option) and the wrapper reads no status flag after it."""
+    from graphjit.compiler import decompose, lowering, scheduler
+    w, i = make((10, 4), torch.float32), torch.tensor([1, 2, 7])
+    gm = trace_cases(lambda w, i: (F.embedding(i, w) * 2,), [(w, i)])
+    graph = lowering.lower(decompose.decompose(gm, [w, i]), [w, i])
+    source, launches = triton_codegen.generate(graph, scheduler.schedule(graph), "assert")
+    (launch,) = [launch for kl in launches.values() for launch in kl.launches]
+    assert "tl.device_assert(" in source and "index out of range" in source and "gj_status" not in source
+    assert launch.debug and not launch.checks_indices
+    source, launches = triton_codegen.generate(graph, scheduler.schedule(graph), "status")
+    (launch,) = [launch for kl in launches.values() for launch in kl.launches]
+    assert "gj_status" in source and "device_assert" not in source and launch.checks_indices and not launch.debug
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_gpu_out_of_range_index_fails_its_device_assert(tmp_path):
+    """An out-of-range embedding index on the GPU fails the kernel's device-side assert, as eager's CUDA
+    embedding does (in a child process: the assert ends the CUDA context); in range, results are eager's."""
+    import subprocess
+    import sys
+    import textwrap
+    script = tmp_path / "oob.py"
+    script.write_text(textwrap.dedent("""
+        import torch, torch.nn.functional as F
+        from graphjit.compiler.codegen import triton as triton_codegen
+        w = torch.randn(10, 4, device="cuda")
+        fn = lambda w, i: (F.embedding(i, w) * 2,)
+        gm = torch.fx.symbolic_trace(fn)
+        compiled = triton_codegen.compile_graph(gm, [w, torch.tensor([1, 2], device="cuda")])
+        ok = torch.tensor([3, 9], device="cuda")
+        torch.testing.assert_close(compiled(w, ok)[0], fn(w, ok)[0])
+        print("in range ok", flush=True)
+        compiled(w, torch.tensor([3, 10], device="cuda"))
+        torch.cuda.synchronize()
+        print("no assert", flush=True)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert "in range ok" in done.stdout, done.stderr[-3000:]
+    assert "no assert" not in done.stdout and done.returncode != 0
+    assert "index out of range" in done.stderr and "device-side assert" in done.stderr, done.stderr[-3000:]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_cat_and_pad_never_load_outside_their_inputs(device):
     """The lowerings compute every piece in every lane and select after: loads are masked to the buffer."""
@@ -175,7 +221,7 @@ def test_product_with_unaligned_width_is_padded_on_cuda():
                           rtol=2e-2, atol=2e-2)
     assert compiled.wrapper_source.count("rows padded 50257 -> 50264") == 3
     cuda = [t.cuda() for t in (x, w, b)]
-    assert compiled(*cuda)[2].stride() == (50264, 1)
+    assert compiled(*cuda)[0][2].stride() == (50264, 1)
 
 
 # ---- the module cache ----

@@ -69,8 +69,10 @@ persistent_rnumel = _env_int("TRITON_PERSISTENT_RNUMEL", 1024)
 split_rows = _env_int("TRITON_SPLIT_ROWS", 1024)
 # Threads compiling a graph's kernels at once (LLVM and ptxas release the GIL).
 compile_threads = _env_int("TRITON_COMPILE_THREADS", min(16, os.cpu_count() or 1))
-# Embedding/gather indices out of range raise IndexError: needs a device sync per kernel that checks.
-# -1: check in the interpreter only; 0: never (out-of-range indices read row 0); 1: always.
+# Embedding/gather indices out of range. -1: in the interpreter they raise IndexError (a status flag read
+# after the kernel), on a GPU they fail a device-side assert, as eager's CUDA kernels do (no sync: the
+# CUDA context is lost, and the error shows at the next sync); 0: never checked (they read row 0);
+# 1: IndexError everywhere (a device sync after each kernel that checks).
 check_indices = _env_int("TRITON_CHECK_INDICES", -1)
 # Launch compiled kernels straight through Triton's launcher (skips the JIT's per-call argument binding).
 fast_launch = _env_int("TRITON_FAST_LAUNCH", 1)
@@ -89,6 +91,9 @@ TL_TYPES = {
     torch.float16: "tl.float16", torch.int64: "tl.int64", torch.int32: "tl.int32", torch.int16: "tl.int16",
     torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
 }
+# integer dtypes and the values they hold (bounds of index arithmetic survive casts that fit)
+INT_LIMITS = {dtype: (torch.iinfo(dtype).min, torch.iinfo(dtype).max)
+              for dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)}
 COMPUTE_TYPES = {**TL_TYPES, torch.bfloat16: "tl.float32", torch.float16: "tl.float32"}
 ROUND_16 = {torch.bfloat16: "gj_round_bf16", torch.float16: "gj_round_f16"}   # float32 -> as 16-bit holds it
 
@@ -299,10 +304,11 @@ class Launch:
     constexprs: dict
     num_warps: int
     num_stages: int = 1
-    checks_indices: bool = False
+    checks_indices: bool = False    # takes a status flag that the wrapper reads after the launch
     kind: str = "pointwise"
     sizes: tuple = (1, 1, False)    # (outer elements, row length, rows strided along x): autotuning's input
     written: tuple = ()             # the args it stores to
+    debug: bool = False             # compiled with Triton's debug option: its device_asserts are live
 
 
 def pointwise_blocks(numel):
@@ -374,10 +380,12 @@ class TritonOps:
 
     def index_expr(self, expr, dtype):
         k = self.k
+        bounds = value_range(expr, k.ranges)
         expr = k.rewrite(expr)
         if not expr.free_symbols:
             return k.constant(int(expr), dtype)
-        return k.cse(f"({texpr(expr)}).to({COMPUTE_TYPES[dtype]})", k.expr_dims(expr))
+        return k.bounded(k.cse(f"({texpr(expr)}).to({COMPUTE_TYPES[dtype]})", k.expr_dims(expr)),
+                         bounds or value_range(expr, k.var_sizes))
 
     def to_dtype(self, x, dtype):
         k = self.k
@@ -385,10 +393,29 @@ class TritonOps:
             return k.cse(f"({x} != 0)", k.dims_of(x))
         if dtype in (torch.bfloat16, torch.float16):
             return k.cse(f"{ROUND_16[dtype]}({x})", k.dims_of(x))
-        return k.cse(f"{x}.to({COMPUTE_TYPES[dtype]})", k.dims_of(x))
+        bounds = k.bounds.get(x)
+        fits = bounds is not None and dtype in INT_LIMITS and \
+            INT_LIMITS[dtype][0] <= bounds[0] and bounds[1] <= INT_LIMITS[dtype][1]
+        return k.bounded(k.cse(f"{x}.to({COMPUTE_TYPES[dtype]})", k.dims_of(x)), bounds if fits else None)
 
     def where(self, cond, a, b):
-        return self.k.cse(f"tl.where({cond}, {a}, {b})", self.k.dims_of(cond, a, b))
+        ranges = [self.k.bounds.get(a), self.k.bounds.get(b)]
+        union = None if None in ranges else (min(r[0] for r in ranges), max(r[1] for r in ranges))
+        return self.k.bounded(self.k.cse(f"tl.where({cond}, {a}, {b})", self.k.dims_of(cond, a, b)), union)
+
+    def add(self, a, b):
+        return self._interval("add", a, b, lambda x, y: (x[0] + y[0], x[1] + y[1]))
+
+    def sub(self, a, b):
+        return self._interval("sub", a, b, lambda x, y: (x[0] - y[1], x[1] - y[0]))
+
+    def _interval(self, op, a, b, combine):
+        """An integer add/sub, carrying the operands' known bounds (index math: a position plus an offset)."""
+        ranges = [self.k.bounds.get(a), self.k.bounds.get(b)]
+        bounds = None if None in ranges else combine(*ranges)
+        if bounds is not None and not -2 ** 31 <= bounds[0] <= bounds[1] < 2 ** 31:
+            bounds = None           # might wrap around in int32 arithmetic
+        return self.k.bounded(self.k.cse(EXPRESSIONS[op].format(a, b), self.k.dims_of(a, b)), bounds)
 
     def masked(self, mask, body, other, dtype):
         """Every lane runs the body; its loads are masked by `mask` too, and the result is `other` off it.
@@ -440,6 +467,7 @@ class TritonKernel:
         self.symbol_dims = {}               # loop/indirect variable name -> block dims
         self.ranges = {}
         self.var_sizes = {}                 # decoded loop variable -> its length (bounds of indices)
+        self.bounds = {}                    # variable -> (lo, hi) of an integer value known to lie there
         self.subs = []
         self.masks = []                     # conditions of the ops.masked bodies being printed
         self.rank = 1
@@ -447,6 +475,7 @@ class TritonKernel:
         self.reads, self.written = [], set()    # buffer arguments it loads; buffers it stores
         self.needs_barrier = False
         self.uses_status = False
+        self.uses_assert = False
         self._group_scope_open = False
         self.epilogue_input = self.epilogue_index = None    # set by epilogue()
 
@@ -476,7 +505,15 @@ class TritonKernel:
         return name
 
     def constant(self, value, dtype):
-        return self.cse(f"tl.full({self.shape(())}, {literal(value, dtype)}, {COMPUTE_TYPES[dtype]})", ())
+        name = self.cse(f"tl.full({self.shape(())}, {literal(value, dtype)}, {COMPUTE_TYPES[dtype]})", ())
+        known = isinstance(value, int) and not isinstance(value, bool) and dtype in INT_LIMITS
+        return self.bounded(name, (value, value) if known else None)
+
+    def bounded(self, name, bounds):
+        """name, noting the integer bounds (lo, hi) its value is known to lie in (None: unknown)."""
+        if bounds is not None:
+            self.bounds[name] = bounds
+        return name
 
     def dims_of(self, *values):
         dims = set()
@@ -568,19 +605,32 @@ class TritonKernel:
 
     def indirect(self, value, size, check):
         """An index read from a tensor (embedding, gather): negative wraps; out of range reads element 0,
-        and with index checks on sets the kernel's status flag (the wrapper raises IndexError)."""
+        and with index checks on sets the kernel's status flag (check_indices "status": the wrapper raises
+        IndexError) or fails a device-side assert ("assert")."""
         name = f"ind{next(self._indirect_ids)}"
         dims = self.dims_of(value)
+        self.symbol_dims[name] = dims
+        known = self.bounds.get(value)
+        if known is not None and sympy.sympify(size).is_Integer and 0 <= known[0] and known[1] < int(size):
+            # computed from loop positions and constants (a mask's arange, a shifted position): in range
+            self.emit(f"{name} = {value}.to(tl.int64)")
+            return sympy.Symbol(name, integer=True)
         size = texpr(size)
         self.emit(f"{name} = {value}.to(tl.int64)")
         self.emit(f"{name} = tl.where({name} < 0, {name} + {size}, {name})")
         bad = f"({name} < 0) | ({name} >= {size})"
         if check and self.check_indices:
-            self.uses_status = True
             all_dims = dims | self.dims_of(*self.masks)
             masks, _ = self.mask_for(all_dims)
-            self.emit(f"tl.store(gj_status + tl.full({self.shape(all_dims)}, 0, tl.int32), 1, "
-                      f"{' & '.join([f'({bad})'] + masks)})")
+            if self.check_indices == "assert":
+                self.uses_assert = True
+                fine = " | ".join([f"~({bad})"] + [f"~({m})" for m in masks])
+                self.emit(f"tl.device_assert({fine}, \"graphjit: index out of range in {self.name} (an "
+                          f"embedding or gather index outside [0, {size}))\")")
+            else:
+                self.uses_status = True
+                self.emit(f"tl.store(gj_status + tl.full({self.shape(all_dims)}, 0, tl.int32), 1, "
+                          f"{' & '.join([f'({bad})'] + masks)})")
         self.emit(f"{name} = tl.where({bad}, 0, {name})")
         self.symbol_dims[name] = dims
         return sympy.Symbol(name, integer=True)
@@ -666,7 +716,7 @@ class TritonKernel:
         self._decode(dims, "xindex", "x")
         for node in group.nodes:
             node.buffer.store_body()(*node.body_args(xs, rs))
-        if self.uses_status or self.needs_barrier or product in self.written or any(
+        if self.uses_status or self.uses_assert or self.needs_barrier or product in self.written or any(
                 word in line for line in self.lines for word in ("XBLOCK", "RBLOCK", "tl.arange", "gj_status")):
             raise NotFusable("its body needs its own block shape, index checks or a barrier")
         names, roles = self._parameters()
@@ -876,6 +926,7 @@ class TritonKernel:
         self.launch.args = tuple(names)
         self.launch.written = tuple(n for n in names if n in self.written)
         self.launch.checks_indices = self.uses_status
+        self.launch.debug = self.uses_assert
         body = ["    " + self._renamed(line, names, roles) for line in self.lines]
         return "\n".join(["@triton.jit", f"def {self.name}({', '.join(params)}):"] + body)
 
@@ -1134,8 +1185,9 @@ class TritonWrapperCode(WrapperCode):
             return (f"{name}_run({launch.grid}, 1, 1, stream, {name}_fn, {name}_meta, None, None, None, "
                     f"{', '.join(args)}, {constexprs})")
         kwargs = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
+        debug = ", debug=True, sanitize_overflow=False" if getattr(launch, "debug", False) else ""
         call = f"{name}[({launch.grid},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
-               f"num_stages={launch.num_stages})"
+               f"num_stages={launch.num_stages}{debug})"
         if self.interpret:
             self.globals["interpreting"] = _interpreting
             return f"with interpreting(): {call}"
@@ -1246,7 +1298,8 @@ def compile_graph(gm, example_inputs):
     logs.log("fusion", f"loop IR:\n{graph}")
     items = scheduler.schedule(graph)
     lap("schedule")
-    check = check_indices == 1 or (check_indices == -1 and interpret)
+    check = "status" if check_indices == 1 or (check_indices == -1 and interpret) else \
+        "assert" if check_indices == -1 else None
     from ... import modes
     tuning = [] if modes.current().autotune else None
     followers = []
@@ -1293,7 +1346,8 @@ def compile_graph(gm, example_inputs):
                 launches[item_name].launches[position] = winners[key]
             for key, item_name, position, own in followers:    # copies of a tuned kernel: its winner
                 launches[item_name].launches[position] = dataclasses.replace(
-                    winners[key], args=own.args, written=own.written, checks_indices=own.checks_indices)
+                    winners[key], args=own.args, written=own.written, checks_indices=own.checks_indices,
+                    debug=own.debug)
             by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
             if mm_contests:
                 def epilogue_ms(plan):      # the kernel a fused template saves, as it runs unfused

@@ -138,8 +138,10 @@ def compile_all(module, launches, device, example_args, threads, optional=()):
             for launch in launches:
                 fn = getattr(module, launch.name)
                 # torch dtypes stand for buffers graphjit allocates: warmup() makes them aligned MockTensors
+                # a kernel with device_asserts needs Triton's debug option (without its integer overflow checks)
+                debug = dict(debug=True, sanitize_overflow=False) if getattr(launch, "debug", False) else {}
                 compiled[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **launch.constexprs,
-                                                  num_warps=launch.num_warps, num_stages=launch.num_stages)
+                                                  num_warps=launch.num_warps, num_stages=launch.num_stages, **debug)
         def drop(name, step, error):
             # an autotuning candidate that doesn't compile or load (too much shared memory ...) just
             # doesn't take part; any other kernel's failure fails the graph
