@@ -31,6 +31,7 @@ MODES = {
 _DEFAULT = MODES["default"]
 _current = _DEFAULT
 _guarded = False
+_static = None
 
 
 def lookup(name):
@@ -54,12 +55,19 @@ def inputs_guarded():
     return _guarded
 
 
+def static_inputs():
+    """Per graph input, whether it is a module's parameter or buffer (as the frontend knows it; None when
+    the graph did not come from it). Those rarely move between calls: checks on their addresses can be
+    cached."""
+    return _static
+
+
 @contextlib.contextmanager
-def active(mode, guarded=False):
-    global _current, _guarded
-    saved = _current, _guarded
-    _current, _guarded = mode, guarded
+def active(mode, guarded=False, static=None):
+    global _current, _guarded, _static
+    saved = _current, _guarded, _static
+    _current, _guarded, _static = mode, guarded, static
     try:
         yield
     finally:
-        _current, _guarded = saved
+        _current, _guarded, _static = saved

@@ -510,16 +510,16 @@ def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
     from ..backends.registry import lookup_backend
     backend = lookup_backend(options.backend)
     mode = modes.lookup(options.mode)
+    static = [_is_parameter_or_buffer(value, source)
+              for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]
     try:
-        with modes.active(mode, guarded=True):   # our guards check every tensor input's layout
+        with modes.active(mode, guarded=True, static=static):   # our guards check every tensor input's layout
             compiled = backend(gm, example_inputs)
     except Exception as e:  # a backend failure must not fail the user's program: run the graph as is
         warnings.warn(f"graphjit: backend {getattr(backend, '__name__', backend)} failed ({type(e).__name__}: "
                       f"{e}); running the captured graph without it", RuntimeWarning)
         return gm.forward
     if mode.cudagraphs:
-        static = [_is_parameter_or_buffer(value, source)
-                  for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]
         compiled = cudagraphs.wrap(compiled, example_inputs, static, options.graph_pool(), name,
                                    cudagraphs.mutated_inputs(gm), gm)
     return compiled

@@ -1094,13 +1094,38 @@ class TritonWrapperCode(WrapperCode):
                          f"    with device_guard({index}): return call({params})"]
         if self.aligned_inputs:
             # kernels were compiled assuming these inputs start 16-byte aligned (as their examples did)
-            ptrs = " | ".join(f"{name}.data_ptr()" for name in self.aligned_inputs)
-            prologue.append(f"if ({ptrs}) & 15: return eager({params})")
+            prologue += self._alignment_checks(params)
         if self.launchers:
             self.globals["get_stream"] = torch._C._cuda_getCurrentRawStream
             prologue.append(f"stream = get_stream({self.device.index or 0})")
         lines = [head] + ["    " + line for line in prologue] + ([rest] if rest else [])
         return "\n".join(lines)
+
+    def _alignment_checks(self, params):
+        """Lines returning eager's result when an input the kernels assume 16-byte aligned is not. Inputs
+        come in two kinds: activations, whose addresses change every call (one data_ptr() each), and
+        parameters and buffers (modes.static_inputs()), which stay put: one C++ comparison of all their
+        addresses against the last ones seen aligned, and the slow check only when one has moved."""
+        from ... import modes
+        static = modes.static_inputs() or ()
+        position = {buf.name: buf.position for buf in self.graph.inputs if buf.position is not None}
+        fixed = [n for n in self.aligned_inputs if position[n] < len(static) and static[position[n]]]
+        moving = [n for n in self.aligned_inputs if n not in fixed]
+        same = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+        if same is None or len(fixed) < 8:      # a handful of data_ptr() calls cost less than the list
+            fixed, moving = [], list(self.aligned_inputs)
+        lines = []
+        if moving:
+            lines.append(f"if ({' | '.join(f'{n}.data_ptr()' for n in moving)}) & 15: return eager({params})")
+        if fixed:
+            seen = [None] * len(fixed)          # no address seen yet: the first call takes the slow check
+            self.globals.update(same_ptrs=same, fixed_ptrs=seen, fixed_idx=list(range(len(fixed))),
+                                aligned_at=functools.partial(_aligned_at, seen))
+            tensors = f"[{', '.join(fixed)}]"
+            lines += [f"fixed = {tensors}",
+                      f"if not same_ptrs(fixed, fixed_ptrs, fixed_idx) and not aligned_at(fixed): "
+                      f"return eager({params})"]
+        return lines
 
     def _extern_call(self, kernel):
         if kernel.name in self.templates:
@@ -1208,6 +1233,16 @@ class TritonWrapperCode(WrapperCode):
             lines.append(f"if gj_status.item(): raise IndexError('graphjit: index out of range in {name} "
                          "(an embedding or gather index outside the table)')")
         return lines
+
+
+def _aligned_at(seen, tensors):
+    """Whether every tensor starts 16-byte aligned; if so, remembers their addresses in `seen` (the
+    wrapper's table of parameter addresses known aligned)."""
+    ptrs = [t.data_ptr() for t in tensors]
+    if any(p & 15 for p in ptrs):
+        return False
+    seen[:] = ptrs
+    return True
 
 
 def _direct_launch(run):
@@ -1328,9 +1363,12 @@ def compile_graph(gm, example_inputs):
         try:
             heuristic = {launch.name for kl in launches.values() for launch in kl.launches} | \
                 {t.name for t in templates.values()}
+            steps = {}
             compiled = triton_build.compile_all(module, list(by_name.values()) + list(template_launches.values()),
                                                 device, examples, compile_threads,
-                                                optional=(set(by_name) | set(template_launches)) - heuristic)
+                                                optional=(set(by_name) | set(template_launches)) - heuristic,
+                                                phases=steps)
+            timings.update({f"triton {step}": seconds for step, seconds in steps.items()})
         except Exception as e:     # a Triton compile error is a graphjit bug: say so, run eagerly
             from .. import _warn_once
             _warn_once(f"graphjit: Triton failed to compile a kernel of this graph: {e}\n"

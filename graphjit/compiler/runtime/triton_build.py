@@ -124,11 +124,13 @@ def _write_checked(source):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def compile_all(module, launches, device, example_args, threads, optional=()):
+def compile_all(module, launches, device, example_args, threads, optional=(), phases=None):
     """Compiles every kernel of the module for its launch (Triton's AsyncCompileMode: the compiles run in a
     thread pool; LLVM and ptxas release the GIL). example_args: kernel name -> arguments for warmup (tensors
     or torch dtypes standing for aligned buffers). Returns kernel name -> CompiledKernel; a kernel named in
-    `optional` (an autotuning candidate) that fails to compile is left out instead of failing the rest."""
+    `optional` (an autotuning candidate) that fails to compile is left out instead of failing the rest.
+    phases: a dict that receives the seconds of each step (submit: Triton's per-kernel Python up to the
+    pool; build: waiting for the compiles; load: binaries onto the GPU and launchers)."""
     import torch
     from triton.runtime._async_compile import AsyncCompileMode
     start = time.perf_counter()
@@ -142,6 +144,7 @@ def compile_all(module, launches, device, example_args, threads, optional=()):
                 debug = dict(debug=True, sanitize_overflow=False) if getattr(launch, "debug", False) else {}
                 compiled[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **launch.constexprs,
                                                   num_warps=launch.num_warps, num_stages=launch.num_stages, **debug)
+        submitted = time.perf_counter()
         def drop(name, step, error):
             # an autotuning candidate that doesn't compile or load (too much shared memory ...) just
             # doesn't take part; any other kernel's failure fails the graph
@@ -157,14 +160,19 @@ def compile_all(module, launches, device, example_args, threads, optional=()):
                 except Exception as e:
                     drop(name, "compile", e)
             progress.update(done)
+        built = time.perf_counter()
         # loading each binary and building its launcher (a C compile when Triton's cache lacks it) happen
         # lazily at the first launch, one after another; here they run in the pool, next to each other
         for name, failure in zip(list(compiled), pool.map(_load, [device] * len(compiled), compiled.values())):
             if failure is not None:
                 drop(name, "load", failure)
         progress.finish()
-    logs.log("output_code", f"compiled {len(launches)} Triton kernels in {time.perf_counter() - start:.2f} s "
-                            f"({threads} threads)")
+    end = time.perf_counter()
+    steps = dict(submit=submitted - start, build=built - submitted, load=end - built)
+    if phases is not None:
+        phases.update(steps)
+    logs.log("output_code", f"compiled {len(launches)} Triton kernels in {end - start:.2f} s ({threads} threads: "
+                            + ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()) + ")")
     return compiled
 
 

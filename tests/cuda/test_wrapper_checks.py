@@ -1,0 +1,38 @@
+"""The Triton wrapper's per-call checks on a CUDA GPU (skipped elsewhere): kernels compiled for 16-byte
+aligned inputs must not run on a parameter that moved to an unaligned address; the cached check of the
+parameters' addresses must notice the move and the move back."""
+import pytest
+import torch
+
+import graphjit
+from graphjit.compiler.codegen import triton as triton_codegen
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*[torch.nn.LayerNorm(64) for _ in range(5)]).cuda().eval()
+
+
+@pytest.mark.gpu
+def test_a_parameter_moved_to_an_unaligned_view_gives_eager_results():
+    m = model()
+    compiled = graphjit.compile(m, backend="graphjit")
+    x = torch.randn(8, 64, device="cuda")
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), m(x))
+        original = m[2].weight
+        storage = torch.randn(65, device="cuda")
+        m[2].weight = torch.nn.Parameter(storage[1:])          # 4 bytes past an aligned start
+        assert m[2].weight.data_ptr() % 16
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), m(x))
+        m[2].weight = original
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), m(x))
+
+
+def test_aligned_at_remembers_only_aligned_addresses():
+    seen = [None, None]
+    a, b = torch.zeros(8), torch.zeros(9)
+    assert triton_codegen._aligned_at(seen, [a, b]) and seen == [a.data_ptr(), b.data_ptr()]
+    assert not triton_codegen._aligned_at(seen, [a, b[1:]]) and seen == [a.data_ptr(), b.data_ptr()]
