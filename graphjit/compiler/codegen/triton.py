@@ -1324,6 +1324,8 @@ def compile_graph(gm, example_inputs):
         clock = now
     device = next((t.device for t in example_inputs), torch.device("cpu"))
     interpret = device.type == "cpu"
+    if not interpret:
+        triton_build.prewarm()
     aten_gm = decompose.decompose(gm, example_inputs)
     lap("decompose")
     logs.log("graph", f"graphjit compiler, ATen graph:\n{aten_gm.code}")

@@ -33,6 +33,28 @@ from .. import config
 
 _modules = {}                    # (source hash, interpret) -> module (this process)
 _env_lock = threading.RLock()
+_prewarm_started = False
+
+
+def prewarm():
+    """Starts, once per process and in a background thread, the one-time work of Triton's first compile:
+    its cache key (a hash of its own sources and its 100 MB library: 0.3-0.5 s) and ptxas's version. The
+    thread runs while graphjit decomposes, lowers and prints the first graph's kernels, which are then
+    compiled without that wait."""
+    global _prewarm_started
+    if _prewarm_started:
+        return
+    _prewarm_started = True
+
+    def work():
+        try:
+            from triton.runtime.cache import triton_key
+            triton_key()
+            from triton.backends.nvidia.compiler import get_ptxas_version
+            get_ptxas_version()
+        except Exception:   # noqa: BLE001 -- only a head start: the compile does this itself if it must
+            pass
+    threading.Thread(target=work, name="graphjit-triton-prewarm", daemon=True).start()
 
 
 def source_hash(source):
