@@ -31,8 +31,12 @@ def test_a_parameter_moved_to_an_unaligned_view_gives_eager_results():
             torch.testing.assert_close(compiled(x), m(x))
 
 
-def test_aligned_at_remembers_only_aligned_addresses():
-    seen = [None, None]
+def test_static_alignment_remembers_only_aligned_addresses():
+    same = torch._C._tensors_data_ptrs_at_indices_equal
+    check = triton_codegen.StaticAlignment(2, same)
     a, b = torch.zeros(8), torch.zeros(9)
-    assert triton_codegen._aligned_at(seen, [a, b]) and seen == [a.data_ptr(), b.data_ptr()]
-    assert not triton_codegen._aligned_at(seen, [a, b[1:]]) and seen == [a.data_ptr(), b.data_ptr()]
+    assert check([a, b]) and check.seen == [a.data_ptr(), b.data_ptr()]
+    assert check([a, b])                                   # the C++ comparison alone
+    assert not check([a, b[1:]]) and check.seen == [a.data_ptr(), b.data_ptr()]
+    c = torch.zeros(8)
+    assert check([c, b]) and check.seen == [c.data_ptr(), b.data_ptr()]

@@ -1118,13 +1118,8 @@ class TritonWrapperCode(WrapperCode):
         if moving:
             lines.append(f"if ({' | '.join(f'{n}.data_ptr()' for n in moving)}) & 15: return eager({params})")
         if fixed:
-            seen = [None] * len(fixed)          # no address seen yet: the first call takes the slow check
-            self.globals.update(same_ptrs=same, fixed_ptrs=seen, fixed_idx=list(range(len(fixed))),
-                                aligned_at=functools.partial(_aligned_at, seen))
-            tensors = f"[{', '.join(fixed)}]"
-            lines += [f"fixed = {tensors}",
-                      f"if not same_ptrs(fixed, fixed_ptrs, fixed_idx) and not aligned_at(fixed): "
-                      f"return eager({params})"]
+            self.globals["static_aligned"] = StaticAlignment(len(fixed), same)
+            lines.append(f"if not static_aligned([{', '.join(fixed)}]): return eager({params})")
         return lines
 
     def _extern_call(self, kernel):
@@ -1235,14 +1230,24 @@ class TritonWrapperCode(WrapperCode):
         return lines
 
 
-def _aligned_at(seen, tensors):
-    """Whether every tensor starts 16-byte aligned; if so, remembers their addresses in `seen` (the
-    wrapper's table of parameter addresses known aligned)."""
-    ptrs = [t.data_ptr() for t in tensors]
-    if any(p & 15 for p in ptrs):
-        return False
-    seen[:] = ptrs
-    return True
+class StaticAlignment:
+    """Whether a graph's parameters and buffers all start 16-byte aligned: one C++ comparison of their
+    addresses with the last ones found aligned (`same`: torch's _tensors_data_ptrs_at_indices_equal), and
+    only when one has moved, a data_ptr() each (then remembered if aligned)."""
+
+    def __init__(self, count, same):
+        self.same = same
+        self.seen = [-1] * count        # no address yet (-1 is none): the first call checks each
+        self.indices = list(range(count))
+
+    def __call__(self, tensors):
+        if self.same(tensors, self.seen, self.indices):
+            return True
+        ptrs = [t.data_ptr() for t in tensors]
+        if any(p & 15 for p in ptrs):
+            return False
+        self.seen = ptrs
+        return True
 
 
 def _direct_launch(run):
