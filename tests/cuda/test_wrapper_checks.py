@@ -32,7 +32,9 @@ def test_a_parameter_moved_to_an_unaligned_view_gives_eager_results():
 
 
 def test_static_alignment_remembers_only_aligned_addresses():
-    same = torch._C._tensors_data_ptrs_at_indices_equal
+    same = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+    if same is None:        # CPU-only builds lack it; the wrapper then checks each parameter's data_ptr()
+        pytest.skip("this torch has no _tensors_data_ptrs_at_indices_equal")
     check = triton_codegen.StaticAlignment(2, same)
     a, b = torch.zeros(8), torch.zeros(9)
     assert check([a, b]) and check.seen == [a.data_ptr(), b.data_ptr()]
