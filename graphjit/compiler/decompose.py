@@ -1,6 +1,7 @@
 """fx graph (torch functions, methods, modules) -> functional core-ATen graph with fake-tensor metadata.
 
-make_fx retraces the captured graph with fake tensors: mutations are removed (functionalization), and
+make_fx retraces the captured graph with fake tensors: mutations are removed (functionalization, skipped
+for graphs that mutate nothing: it costs ~40% of the retrace), and
 composite ops decompose through torch's core ATen decompositions, except the ops lowering.py lowers whole
 (softmax, layer_norm, gelu ... are one fused kernel each, not a dozen small ops) and the extern ops
 (matmuls, convolution, attention). Every node of the result carries meta["val"], a FakeTensor.
@@ -9,6 +10,7 @@ composite ops decompose through torch's core ATen decompositions, except the ops
     print(aten_gm.code)       # torch.ops.aten.native_layer_norm.default(arg0_1, [64], ...)
 """
 import functools
+import operator
 
 import torch
 from torch._decomp import core_aten_decompositions
@@ -122,15 +124,47 @@ def _constant_value(gm, node, limit=200):
         return None
 
 
+_IN_PLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+                       operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
+                       operator.ilshift, operator.irshift, operator.imatmul, operator.setitem}
+
+
+def may_mutate(gm):
+    """Whether the torch-level graph visibly writes to a tensor: an in-place method or function (`add_`,
+    `relu(..., inplace=True)`, `x += y`, `x[i] = y`) or an `out=` argument. A write it misses (an
+    inplace flag passed positionally) shows in the traced graph, and decompose() then traces again."""
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        if node.kwargs.get("inplace") is True or "out" in node.kwargs or node.target in _IN_PLACE_OPERATORS:
+            return True
+        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        if name.endswith("_") and not name.endswith("__"):
+            return True
+    return False
+
+
+def _writes(traced):
+    """The ATen ops of a traced graph that write to an argument (schema annotated `(a!)`)."""
+    return [node.target for node in traced.graph.nodes if node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable]
+
+
 def decompose(gm, example_inputs):
     """The functional core-ATen GraphModule equivalent to gm on inputs shaped like example_inputs."""
     fold_constant_attention_masks(gm)
-    functional = torch.func.functionalize(gm, remove="mutations")
+    traced = None
     with torch.no_grad():
         # _allow_non_fake_inputs: tensor constants held by the graph (get_attr) stay real; make_fx keeps them
         # as constants of the traced graph.
-        traced = make_fx(functional, decomposition_table=decomposition_table(), tracing_mode="fake",
-                         _allow_non_fake_inputs=True)(*example_inputs)
+        trace = functools.partial(make_fx, decomposition_table=decomposition_table(), tracing_mode="fake",
+                                  _allow_non_fake_inputs=True)
+        if not may_mutate(gm):
+            traced = trace(gm)(*example_inputs)
+            if _writes(traced):         # a write the torch-level check missed: functionalize after all
+                traced = None
+        if traced is None:
+            traced = trace(torch.func.functionalize(gm, remove="mutations"))(*example_inputs)
     traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced

@@ -36,9 +36,48 @@ def two_inputs(x, y):
     return x + y
 
 
-CASES = [add_then_use, use_then_add, setitem_then_sum, view_mul, two_inputs]
+def positional_inplace(x, y):
+    # relu's inplace flag passed positionally: the torch-level graph shows no write, the ATen trace does
+    h = torch.nn.functional.relu(x, True)
+    return h * y + x
+
+
+CASES = [add_then_use, use_then_add, setitem_then_sum, view_mul, two_inputs, positional_inplace]
 BACKENDS = ["cpp", pytest.param("triton", marks=pytest.mark.skipif(not triton_codegen.triton_available(),
                                                                       reason="Triton is not installed"))]
+
+
+def _graph(write_positionally):
+    """x, y -> relu(x) * y + x as the frontend records it: F.relu called with its inplace flag (False, or
+    True passed positionally, which no torch-level check sees)."""
+    import operator
+    g = torch.fx.Graph()
+    x, y = g.placeholder("x"), g.placeholder("y")
+    h = g.call_function(torch.nn.functional.relu, (x, write_positionally))
+    g.output(g.call_function(operator.add, (g.call_function(operator.mul, (h, y)), x)))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_decompose_skips_functionalization_only_for_graphs_that_write_nothing(monkeypatch):
+    """A graph with no write is traced once, without functionalization; one whose write the torch-level
+    check can't see (a positional inplace flag) is traced again, functionalized, and stays right."""
+    from graphjit.compiler import decompose
+    traces = []
+    real = decompose.make_fx
+
+    def counting(fn, **kwargs):
+        traces.append(fn)
+        return real(fn, **kwargs)
+    monkeypatch.setattr(decompose, "make_fx", counting)
+    for write, expected in [(False, 1), (True, 2)]:
+        traces.clear()
+        gm = _graph(write)
+        x, y = torch.randn(6, 5), torch.randn(5)
+        traced = decompose.decompose(gm, [x, y])
+        assert len(traces) == expected
+        assert isinstance(traces[-1], torch.fx.GraphModule) == (not write)    # functionalized: a wrapper
+        ex, gx = x.clone(), x.clone()
+        torch.testing.assert_close(traced(gx, y), torch.relu(ex) * y + (ex.relu_() if write else ex))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
