@@ -98,12 +98,12 @@ COMPUTE_TYPES = {**TL_TYPES, torch.bfloat16: "tl.float32", torch.float16: "tl.fl
 ROUND_16 = {torch.bfloat16: "gj_round_bf16", torch.float16: "gj_round_f16"}   # float32 -> as 16-bit holds it
 
 # ops name -> Triton expression over the operands {0}, {1}; gj_* helpers are defined in PRELUDE. Triton's
-# own math where it is as exact as libdevice's (rsqrt: both the hardware's approximate rsqrt): a kernel
+# own math where it is as exact as libdevice's (float32 rsqrt: both the hardware's approximation): a kernel
 # that calls no libdevice function skips linking it, ~10% of its compile time (every norm kernel).
 EXPRESSIONS = {
     "neg": "(-{0})", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})",
     "expm1": "libdevice.expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})", "log1p": "libdevice.log1p({0})",
-    "sqrt": "libdevice.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})",
+    "sqrt": "libdevice.sqrt({0})", "rsqrt": "gj_rsqrt({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})",
     "tan": "libdevice.tan({0})", "tanh": "libdevice.tanh({0})", "sigmoid": "gj_sigmoid({0})",
     "erf": "libdevice.erf({0})", "floor": "gj_floor({0})", "ceil": "gj_ceil({0})", "trunc": "gj_trunc({0})",
     "round": "gj_round({0})", "sign": "gj_sign({0})", "reciprocal": "(1.0 / {0})", "logical_not": "({0} == 0)",
@@ -185,6 +185,14 @@ def gj_ceil(x):
         return tl.ceil(x)
     else:
         return x
+
+
+@triton.jit
+def gj_rsqrt(x):  # float32: the hardware's approximation, as libdevice's, without linking libdevice
+    if x.dtype == tl.float64:
+        return libdevice.rsqrt(x)
+    else:
+        return tl.rsqrt(x)
 
 
 @triton.jit
