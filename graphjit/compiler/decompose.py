@@ -165,6 +165,78 @@ def decompose(gm, example_inputs):
                 traced = None
         if traced is None:
             traced = trace(torch.func.functionalize(gm, remove="mutations"))(*example_inputs)
+    if fold_constants(traced):
+        traced.graph.eliminate_dead_code()
+        used = {node.target for node in traced.graph.nodes if node.op == "get_attr"}
+        for name in [n for n in traced._buffers if n.startswith(("_folded_constant", "_tensor_constant"))
+                     and n not in used]:
+            del traced._buffers[name]       # folded into later constants
     traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced
+
+
+def fold_constants(gm, limit=1 << 16):
+    """Evaluates, once, the nodes computed only from the graph's tensor constants (get_attr): a constant
+    built for the GPU (`torch.tensor([], device=k.device)`, transformers' empty KV-cache start) traces as
+    a CPU constant, lift_fresh_copy and a _to_copy to the device, which would copy host to device on
+    every call: a device sync in the default mode, and no CUDA-graph capture in reduce-overhead. Not
+    folded: random ops, ops that write, results over `limit` elements (memory), and anything the graph
+    returns or returns a view of (a caller could write to it; a folded value is shared by every call).
+    Returns the number of nodes folded."""
+    values, count = {}, 0
+    for node in list(gm.graph.nodes):
+        if node.op == "get_attr":
+            value = _attribute(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                values[node] = value
+            continue
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or \
+                target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
+            continue
+        inputs = node.all_input_nodes
+        if not inputs or any(i not in values for i in inputs) or _reaches_output(node):
+            continue
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
+        try:
+            with torch.no_grad():
+                value = target(*args, **kwargs)
+        except Exception:   # noqa: BLE001 -- left to run per call, as before
+            continue
+        if not isinstance(value, torch.Tensor) or value.numel() > limit:
+            continue
+        name = f"_folded_constant{count}"
+        while hasattr(gm, name):
+            name += "_"
+        gm.register_buffer(name, value, persistent=False)
+        with gm.graph.inserting_before(node):
+            constant = gm.graph.get_attr(name)
+        constant.meta = dict(node.meta)
+        node.replace_all_uses_with(constant)
+        gm.graph.erase_node(node)
+        values[constant] = value
+        count += 1
+    return count
+
+
+def _attribute(gm, target):
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part, None)
+    return value
+
+
+def _reaches_output(node):
+    """Whether the graph returns node's value or a view of it."""
+    stack, seen = [node], set()
+    while stack:
+        current = stack.pop()
+        for user in current.users:
+            if user.op == "output":
+                return True
+            if user not in seen and isinstance(user.target, torch._ops.OpOverload) and any(
+                    r.alias_info is not None for r in user.target._schema.returns):
+                seen.add(user)
+                stack.append(user)
+    return False

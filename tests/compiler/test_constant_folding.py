@@ -1,0 +1,78 @@
+"""decompose.fold_constants: nodes computed only from the graph's tensor constants are evaluated once at
+compile time (a constant built for the device, e.g. transformers' empty KV-cache start
+`torch.tensor([], device=k.device)`, would otherwise be copied host to device on every call: a sync, and
+no CUDA-graph capture). Differential: compiled vs eager through the frontend; structural: what is left in
+the ATen graph; and what must never be folded (random ops, writes, anything returned)."""
+import torch
+
+import graphjit
+from graphjit.compiler import decompose
+
+
+def cache_like(k):
+    empty = torch.tensor([], dtype=k.dtype, device=k.device)
+    scale = torch.tensor([0.5, 2.0], device=k.device).prod()
+    return torch.cat([empty, k], dim=-2) * scale + 1
+
+
+def captured(fn, *args):
+    """The ATen graph of fn as graphjit's frontend captures it (factory calls stay graph nodes)."""
+    got = []
+
+    def backend(gm, example_inputs):
+        got.append((gm, example_inputs))
+        return gm.forward
+    graphjit.compile(fn, backend=backend)(*args)
+    (gm, example_inputs), = got
+    return decompose.decompose(gm, example_inputs)
+
+
+def ops_of(gm):
+    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_constant_chains_become_one_constant_each():
+    gm = captured(cache_like, torch.randn(1, 2, 3, 4))
+    assert torch.ops.aten.lift_fresh_copy.default not in ops_of(gm)
+    assert torch.ops.aten.prod.default not in ops_of(gm)
+    folded = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
+    assert len(folded) == 2 and all(name.startswith("_folded_constant") for name in folded)
+    assert set(gm._buffers) == set(folded)      # the constants folded into them are gone
+
+
+def test_compiled_matches_eager_over_calls():
+    compiled = graphjit.compile(cache_like, backend="graphjit")
+    for seed in range(3):
+        k = torch.randn(1, 2, 3, 4, generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(compiled(k), cache_like(k))
+
+
+def test_returned_constants_and_random_ops_are_not_folded():
+    def fn(x):
+        c = torch.tensor([1.0, 2.0, 3.0])
+        noise = torch.rand(3)
+        return x + c.sum(), c.view(3), noise
+    ops = ops_of(captured(fn, torch.randn(3)))
+    assert any("rand" in str(op) for op in ops)                    # random: computed per call
+    compiled = graphjit.compile(fn, backend="graphjit")
+    x = torch.randn(3)
+    first = compiled(x)
+    first[1].add_(100)                                             # the caller writes to a returned constant
+    again = compiled(x)
+    torch.testing.assert_close(again[1], torch.tensor([1.0, 2.0, 3.0]))
+    assert not torch.equal(first[2], again[2])                     # fresh noise each call
+
+
+def test_only_small_results_are_folded():
+    def graph_on(constant):
+        g = torch.fx.Graph()
+        x = g.placeholder("x")
+        doubled = g.call_function(torch.ops.aten.mul.Tensor, (g.get_attr("c"), 2))
+        g.output(g.call_function(torch.ops.aten.add.Tensor, (x, doubled)))
+        root = torch.nn.Module()
+        root.register_buffer("c", constant)
+        return torch.fx.GraphModule(root, g)
+    small, large = graph_on(torch.ones(100)), graph_on(torch.ones(300, 300))     # 90,000 > 65,536 elements
+    assert decompose.fold_constants(small) == 1 and decompose.fold_constants(large) == 0
+    small.recompile()
+    torch.testing.assert_close(small(torch.zeros(100)), torch.full((100,), 2.0))
