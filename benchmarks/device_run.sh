@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device-tool call, several phases: bash benchmarks/device_run.sh "tests bench" [extra gpu.py args]
 # Phases: tests (tests/cuda + the GPU op tests), bench (benchmarks/gpu.py), probe (modes_probe.py),
-# lmhead (lm_head_probe.py), pytest:<args> ('%' for spaces). Each phase's output goes to a file in $OUT.
+# lmhead (lm_head_probe.py), pytest:<args> ('%' for spaces; output in $OUT/pytest_<n>.txt). Each phase's
+# output goes to a file in $OUT.
 # Run from the repository root on the lent GPU machine, with .whl carried (bytecode wheel); results in $OUT.
 set -u
 phases="${1:-tests bench}"; shift || true
@@ -19,7 +20,9 @@ for phase in $phases; do
     probe)   timeout "${PROBE_S:-120}" python3 benchmarks/modes_probe.py 2>&1 | tail -40 ;;
     lmhead)  timeout "${PROBE_S:-120}" python3 benchmarks/lm_head_probe.py > "$OUT/lmhead.txt" 2>&1; tail -40 "$OUT/lmhead.txt" ;;
     pytest:*) args="${phase#pytest:}"       # '%' stands for a space: "pytest:-m%gpu%tests/compiler"
-              timeout "${TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider ${args//%/ } 2>&1 | tail -25 ;;
+              n=$(ls "$OUT"/pytest_*.txt 2>/dev/null | wc -l)
+              timeout "${TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider ${args//%/ } \
+                > "$OUT/pytest_$n.txt" 2>&1; tail -25 "$OUT/pytest_$n.txt" ;;
     *)       echo "unknown phase $phase" ;;
   esac
   echo "[device_run] $phase took $(( $(date +%s) - start )) s"
