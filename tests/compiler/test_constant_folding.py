@@ -3,10 +3,12 @@ compile time (a constant built for the device, e.g. transformers' empty KV-cache
 `torch.tensor([], device=k.device)`, would otherwise be copied host to device on every call: a sync, and
 no CUDA-graph capture). Differential: compiled vs eager through the frontend; structural: what is left in
 the ATen graph; and what must never be folded (random ops, writes, anything returned)."""
+import pytest
 import torch
 
 import graphjit
 from graphjit.compiler import decompose
+from graphjit.compiler.codegen import triton as triton_codegen
 
 
 def cache_like(k):
@@ -40,7 +42,10 @@ def test_constant_chains_become_one_constant_each():
     assert set(gm._buffers) == set(folded)      # the constants folded into them are gone
 
 
-def test_compiled_matches_eager_over_calls():
+@pytest.mark.parametrize("codegen", ["cpp", pytest.param("triton", marks=pytest.mark.skipif(
+    not triton_codegen.triton_available(), reason="Triton is not installed"))])
+def test_compiled_matches_eager_over_calls(codegen, monkeypatch):
+    monkeypatch.setattr(triton_codegen, "triton_cpu", int(codegen == "triton"))
     compiled = graphjit.compile(cache_like, backend="graphjit")
     for seed in range(3):
         k = torch.randn(1, 2, 3, 4, generator=torch.Generator().manual_seed(seed))
