@@ -156,6 +156,19 @@ def _instance_dict(obj):
     return object.__getattribute__(obj, "__dict__")
 
 
+def _immutable_group(lines, names, root, identity, group):
+    """`if <root> is not <the tuple seen while tracing>:` then the group's guards (its type, length,
+    items), indented. Names bound inside the block are forgotten after it: the block may not run."""
+    lines.append(f"        if {names.ref(root)} is not {identity}:")
+    saved, main = dict(names.names), names.lines
+    block = names.lines = []
+    for guard in group:
+        check = guard.template.format(*(names.ref(s) for s in guard.sources))
+        block.append(f"        if not ({check}): return __gj_MISS")
+    names.names, names.lines = saved, main
+    lines += ["    " + line for line in block]
+
+
 def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     """Generate and exec the entry function: the guard checks, then `body` (lines of Python, where
     `__gj_inputs` stands for the graph's input expressions)."""
@@ -169,11 +182,21 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
         namespace[name] = snapshot
         lines.append(f"        if not (__gj_instance_dict({names.ref(base)}) == {name}): return __gj_MISS")
     namespace["__gj_instance_dict"] = _instance_dict
-    for guard in guards.ordered():
-        if (batched is not None and guard.tensor) or guard in covered:
-            continue
-        check = guard.template.format(*(names.ref(s) for s in guard.sources))
-        lines.append(f"        if not ({check}): return __gj_MISS")
+    ordered = [g for g in guards.ordered() if not ((batched is not None and g.tensor) or g in covered)]
+    groups = {}     # immutable tuple's source -> the guards on it and on its items
+    for guard in ordered:
+        root = guards.immutable_root(guard.sources[0]) if len(guard.sources) == 1 else None
+        if root is not None:
+            groups.setdefault(root, []).append(guard)
+    emitted = set()
+    for guard in ordered:
+        root = guards.immutable_root(guard.sources[0]) if len(guard.sources) == 1 else None
+        if root is None:
+            check = guard.template.format(*(names.ref(s) for s in guard.sources))
+            lines.append(f"        if not ({check}): return __gj_MISS")
+        elif root not in emitted:
+            emitted.add(root)
+            _immutable_group(lines, names, root, guards.immutable[root][1], groups[root])
     if batched is not None:
         checker, sources = batched
         namespace["__gj_tensor_guards"] = checker

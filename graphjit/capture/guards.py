@@ -48,6 +48,25 @@ class GuardSet:
         # Source -> (object, {attribute names read, whose values are immutable}) for objects whose class
         # has a Python __getattribute__ (transformers' configs): see snapshot_guards()
         self.snapshots = {}
+        # Source -> (tuple of immutable scalars read there while tracing, its namespace name): the entry
+        # checks `value is that tuple` first and runs the guards on it and its items only when it is not
+        self.immutable = {}
+
+    def note_immutable(self, source, value):
+        """Tracing read the tuple `value` (ints, floats, strings ... all the way down) at `source`: a
+        conv's stride, padding and dilation. The same object there next time means the same contents."""
+        name = f"__gj_o{len(self.objects)}"
+        self.objects[name] = value      # this very object, not an equal one (obj() shares equal tuples)
+        self.immutable[source] = (value, name)
+
+    def immutable_root(self, source):
+        """The shallowest source in source's chain (itself included) holding a noted immutable tuple."""
+        found = None
+        while source is not None:
+            if source in self.immutable:
+                found = source
+            source = getattr(source, "base", None)
+        return found
 
     def obj(self, value) -> str:
         """A name under which `value` is visible to the check function (equal tuples share one)."""

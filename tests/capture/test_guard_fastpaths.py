@@ -3,7 +3,9 @@
 * tensors: one batched C++ check (torch's TensorGuards) of type, dtype, device, shape, strides and
   requires_grad for all tensor inputs;
 * objects whose class has a Python __getattribute__ (transformers' configs): one comparison of the
-  instance dict with a snapshot instead of a guard per attribute read.
+  instance dict with a snapshot instead of a guard per attribute read;
+* tuples of immutable values (a conv's stride, padding, dilation): `is` the tuple seen while tracing,
+  the type, length and item guards only when it is another object.
 
 Each test changes one thing between calls and checks compiled == eager and the recompile count."""
 import torch
@@ -104,3 +106,43 @@ def test_class_attributes_and_aliases_keep_their_own_guards():
     Cfg.scale = 5.0                                   # the instance dict is unchanged
     torch.testing.assert_close(compiled(x, cfg), f(x, cfg))
     assert counter.frame_count == 2
+
+
+def test_immutable_tuple_attributes_identity_fast_path():
+    """The same tuple object: no guard on its items runs and nothing recompiles; an equal new tuple: the
+    item guards pass (no recompile); a different value: a recompile with eager's result; a list: too."""
+    conv = torch.nn.Conv2d(2, 3, 3, padding=1).eval()
+    counter, compiled = run(conv)
+    x = torch.randn(1, 2, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), conv(x))
+        torch.testing.assert_close(compiled(x), conv(x))
+        assert counter.frame_count == 1
+        conv.padding = (1, 1)                               # equal contents, another object
+        torch.testing.assert_close(compiled(x), conv(x))
+        assert counter.frame_count == 1
+        conv.padding = (0, 0)                               # new contents
+        torch.testing.assert_close(compiled(x), conv(x))
+        assert counter.frame_count == 2
+        conv.padding = [0, 0]                               # a list: not the tuple type guarded
+        torch.testing.assert_close(compiled(x), conv(x))
+        assert counter.frame_count == 3
+
+
+def test_entry_checks_the_tuple_by_identity_first():
+    from graphjit.capture import codegen
+    conv = torch.nn.Conv2d(2, 3, 3, stride=2).eval()
+    sources = []
+    real = codegen._immutable_group
+
+    def recording(lines, names, root, identity, group):
+        sources.append((root.expr(), len(group)))
+        return real(lines, names, root, identity, group)
+    codegen._immutable_group = recording
+    try:
+        graphjit.compile(conv, backend=CompileCounter())(torch.randn(1, 2, 8, 8))
+    finally:
+        codegen._immutable_group = real
+    roots = {expr for expr, _ in sources}
+    assert any(expr.endswith(".stride") for expr in roots) and any(expr.endswith(".padding") for expr in roots)
+    assert all(n >= 2 for _, n in sources)          # type and length at least, inside the block

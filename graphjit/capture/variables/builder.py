@@ -135,6 +135,8 @@ def wrap_sequence(tx, value, source):
     if source is not None:
         tx.guards.add_type(source, cls)
         tx.guards.add_len(source, len(value))
+        if cls is tuple and _all_immutable(value):
+            tx.guards.note_immutable(source, value)
     items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
     if cls is tuple:
         return TupleVariable(items, source)
@@ -143,6 +145,12 @@ def wrap_sequence(tx, value, source):
     if is_namedtuple_class(cls) or is_structseq_class(cls):
         return NamedTupleVariable(items, cls, source)
     unsupported(f"sequence of type {cls.__name__}")
+
+
+def _all_immutable(value):
+    """A tuple of ints, floats, bools, strings, None and such tuples: nothing in it can change."""
+    return all(type(v) in (int, float, bool, str, type(None)) or (type(v) is tuple and _all_immutable(v))
+               for v in value)
 
 
 def is_constant_key(k):
