@@ -48,6 +48,9 @@ def prewarm():
 
     def work():
         try:
+            if config.triton_compile_workers > 0:      # processes start now; each warms itself up
+                from . import triton_workers
+                triton_workers.pool(config.triton_compile_workers)
             from triton.runtime.cache import triton_key
             triton_key()
             from triton.backends.nvidia.compiler import get_ptxas_version
@@ -157,15 +160,15 @@ def compile_all(module, launches, device, example_args, threads, optional=(), ph
     from triton.runtime._async_compile import AsyncCompileMode
     start = time.perf_counter()
     compiled = {}
+    if config.triton_compile_workers > 0:
+        _compile_in_workers(module, launches, device, example_args)
+    ahead = time.perf_counter()
     with torch.cuda.device(device), concurrent.futures.ThreadPoolExecutor(max(1, threads)) as pool:
         with AsyncCompileMode(pool):
             for launch in launches:
                 fn = getattr(module, launch.name)
                 # torch dtypes stand for buffers graphjit allocates: warmup() makes them aligned MockTensors
-                # a kernel with device_asserts needs Triton's debug option (without its integer overflow checks)
-                debug = dict(debug=True, sanitize_overflow=False) if getattr(launch, "debug", False) else {}
-                compiled[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **launch.constexprs,
-                                                  num_warps=launch.num_warps, num_stages=launch.num_stages, **debug)
+                compiled[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **_warmup_options(launch))
         submitted = time.perf_counter()
         def drop(name, step, error):
             # an autotuning candidate that doesn't compile or load (too much shared memory ...) just
@@ -190,12 +193,37 @@ def compile_all(module, launches, device, example_args, threads, optional=(), ph
                 drop(name, "load", failure)
         progress.finish()
     end = time.perf_counter()
-    steps = dict(submit=submitted - start, build=built - submitted, load=end - built)
+    steps = dict(workers=ahead - start, submit=submitted - ahead, build=built - submitted, load=end - built)
     if phases is not None:
         phases.update(steps)
     logs.log("output_code", f"compiled {len(launches)} Triton kernels in {end - start:.2f} s ({threads} threads: "
                             + ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()) + ")")
     return compiled
+
+
+def _warmup_options(launch):
+    """The keyword options of a launch's warmup(): its constexprs, warps and stages; a kernel with
+    device_asserts needs Triton's debug option (without its integer overflow checks)."""
+    debug = dict(debug=True, sanitize_overflow=False) if getattr(launch, "debug", False) else {}
+    return dict(**launch.constexprs, num_warps=launch.num_warps, num_stages=launch.num_stages, **debug)
+
+
+def _compile_in_workers(module, launches, device, example_args):
+    """Compiles the launches into Triton's on-disk cache in worker processes (triton_workers), so that
+    compile_all's warmups find them there. Any failure only loses the head start."""
+    import torch
+    from triton.runtime.driver import driver
+    from . import triton_workers
+    try:
+        with torch.cuda.device(device):
+            specs = triton_workers.specializations(module, launches, example_args, _warmup_options)
+            target = dict(driver.active.get_current_target().__dict__)
+        path = module.__file__
+        jobs = [(path, module.__name__, name, spec, target) for name, spec in specs.items()]
+        if jobs:
+            triton_workers.pool(config.triton_compile_workers).compile(jobs)
+    except Exception as e:  # noqa: BLE001
+        logs.log("output_code", f"compile workers skipped ({type(e).__name__}: {e})")
 
 
 def _load(device, kernel):

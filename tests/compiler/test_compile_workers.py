@@ -1,0 +1,129 @@
+"""runtime/triton_workers: Triton kernels compiled in worker processes land in Triton's on-disk cache
+under the key the parent's own compile looks up, so the parent then compiles nothing. Runs without a
+GPU: a stand-in driver names an sm_90 target (ptxas ships with Triton), in this process as in the
+workers."""
+import importlib.util
+import os
+import sys
+import textwrap
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton")
+
+from graphjit.compiler.runtime import triton_workers  # noqa: E402
+
+SOURCE = textwrap.dedent('''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def gj_test_scale(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) * 2.0)
+
+
+    @triton.jit
+    def gj_test_shift(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) + 1.0)
+''')
+
+
+class Launch:
+    def __init__(self, name):
+        self.name, self.constexprs, self.num_warps, self.num_stages = name, {"XBLOCK": 256}, 4, 1
+
+
+class StandInDriver:
+    def __init__(self):
+        from triton.backends.compiler import GPUTarget
+        self.target = GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_target(self):
+        return self.target
+
+    def get_current_stream(self, device=None):
+        return 0
+
+
+@pytest.fixture
+def sm90(tmp_path, monkeypatch):
+    try:
+        from triton.runtime.driver import driver
+        from triton.backends.nvidia.compiler import CUDABackend  # noqa: F401
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"no NVIDIA backend in this Triton ({e})")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    saved = driver._active
+    driver.set_active(StandInDriver())
+    path = tmp_path / "gj_worker_test_kernels.py"
+    path.write_text(SOURCE)
+    name = f"gj_worker_test_kernels_{os.getpid()}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    yield module, tmp_path / "triton-cache"
+    driver._active = saved
+    sys.modules.pop(name, None)
+
+
+def cache_entries(root):
+    return sorted(os.listdir(root)) if root.exists() else []
+
+
+def test_workers_fill_the_cache_the_parent_reads(sm90):
+    module, cache = sm90
+    launches = [Launch("gj_test_scale"), Launch("gj_test_shift")]
+    examples = {launch.name: [torch.float32, torch.float32] for launch in launches}
+    options = lambda launch: dict(**launch.constexprs, num_warps=launch.num_warps, num_stages=launch.num_stages)
+    specs = triton_workers.specializations(module, launches, examples, options)
+    assert set(specs) == {"gj_test_scale", "gj_test_shift"}
+    assert cache_entries(cache) == []                   # binding only: nothing compiled in this process
+    pool = triton_workers.CompilePool(2)
+    try:
+        target = {"backend": "cuda", "arch": 90, "warp_size": 32}
+        failures = pool.compile([(module.__file__, module.__name__, name, spec, target)
+                                 for name, spec in specs.items()])
+    finally:
+        pool.close()
+    assert failures == {}
+    filled = cache_entries(cache)
+    assert filled                                       # the workers compiled
+    for launch in launches:                             # the parent's compile: cache hits, nothing new
+        kernel = getattr(module, launch.name).warmup(*examples[launch.name], grid=(1,), **options(launch))
+        assert kernel is not None and kernel.asm.get("cubin")
+    assert cache_entries(cache) == filled
+
+
+def test_a_failing_job_is_reported_not_raised(sm90):
+    module, _ = sm90
+    pool = triton_workers.CompilePool(1)
+    try:
+        failures = pool.compile([(module.__file__, module.__name__, "gj_test_scale", "{not json",
+                                  {"backend": "cuda", "arch": 90, "warp_size": 32})])
+    finally:
+        pool.close()
+    assert list(failures) == ["gj_test_scale"] and "Error" in failures["gj_test_scale"]
+
+
+def test_a_dead_worker_is_started_again(sm90):
+    module, _ = sm90
+    specs = triton_workers.specializations(module, [Launch("gj_test_scale")],
+                                           {"gj_test_scale": [torch.float32, torch.float32]},
+                                           lambda launch: dict(**launch.constexprs, num_warps=4, num_stages=1))
+    pool = triton_workers.CompilePool(1)
+    try:
+        pool.workers[0].process.kill()
+        pool.workers[0].process.wait()
+        job = (module.__file__, module.__name__, "gj_test_scale", specs["gj_test_scale"],
+               {"backend": "cuda", "arch": 90, "warp_size": 32})
+        assert pool.compile([job]) == {}
+    finally:
+        pool.close()
