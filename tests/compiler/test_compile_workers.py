@@ -37,21 +37,6 @@ class Launch:
         self.name, self.constexprs, self.num_warps, self.num_stages = name, {"XBLOCK": 256}, 4, 1
 
 
-class StandInDriver:
-    def __init__(self):
-        from triton.backends.compiler import GPUTarget
-        self.target = GPUTarget("cuda", 90, 32)
-
-    def get_current_device(self):
-        return 0
-
-    def get_current_target(self):
-        return self.target
-
-    def get_current_stream(self, device=None):
-        return 0
-
-
 @pytest.fixture
 def sm90(tmp_path, monkeypatch):
     try:
@@ -61,7 +46,8 @@ def sm90(tmp_path, monkeypatch):
         pytest.skip(f"no NVIDIA backend in this Triton ({e})")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     saved = driver._active
-    driver.set_active(StandInDriver())
+    from triton.backends.compiler import GPUTarget
+    driver.set_active(triton_workers.StandInDriver(GPUTarget("cuda", 90, 32)))
     path = tmp_path / "gj_worker_test_kernels.py"
     path.write_text(SOURCE)
     name = f"gj_worker_test_kernels_{os.getpid()}"

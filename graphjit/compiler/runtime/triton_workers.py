@@ -18,6 +18,7 @@ serialized specialization before any compile; returning True skips the compile).
 stdin and stdout. A job that fails in a worker is only a lost head start: the parent compiles it itself.
 """
 import atexit
+import inspect
 import os
 import pickle
 import struct
@@ -26,6 +27,23 @@ import sys
 import threading
 
 from ... import logs
+
+class StandInDriver:
+    """Triton's driver as far as JITFunction's binding, preload() and compile() ask it: the GPU target
+    (a worker has no CUDA; the tests have no GPU)."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_target(self):
+        return self.target
+
+    def get_current_stream(self, device=None):
+        return 0
+
 
 # The worker: no torch, no graphjit; Triton and the generated kernel modules only.
 WORKER = r'''
@@ -44,18 +62,7 @@ def reply(obj):
     out.write(struct.pack("<I", len(data)) + data)
     out.flush()
 
-class Driver:                               # Triton's driver, as far as preload() and compile() ask it
-    def __init__(self, target):
-        self.target = target
-    def get_current_device(self):
-        return 0
-    def get_current_target(self):
-        return self.target
-    def get_current_stream(self, device=None):
-        return 0
-    def is_active(self):
-        return True
-
+{driver}
 try:                                        # the one-time start, before the first job arrives
     from triton.runtime.cache import triton_key
     triton_key()
@@ -73,7 +80,7 @@ while True:
         if not ready:
             from triton.backends.compiler import GPUTarget
             from triton.runtime.driver import driver
-            driver.set_active(Driver(GPUTarget(**target)))
+            driver.set_active(StandInDriver(GPUTarget(**target)))
             ready = True
         if path not in modules:
             # the parent's module name: Triton's cache key and preload() both use the qualified name
@@ -86,7 +93,7 @@ while True:
         reply(("ok", time.perf_counter() - start))
     except BaseException:
         reply(("error", traceback.format_exc()[-2000:]))
-'''
+'''.replace("{driver}", inspect.getsource(StandInDriver))
 
 
 class Worker:
