@@ -493,9 +493,14 @@ def main():
     parser.add_argument("--modes", default="default",
                         help="comma-separated compile modes for both compilers: default, reduce-overhead, "
                              "max-autotune, max-autotune-no-cudagraphs")
+    parser.add_argument("--compile-workers", type=int, default=None,
+                        help="graphjit's Triton compile worker processes (config.triton_compile_workers)")
     parser.add_argument("--probe", action="store_true", help="run the hypothesis probes first (see probe())")
     parser.add_argument("--probe-mm-only", action="store_true", help="only the matmul part of --probe")
     args = parser.parse_args()
+    if args.compile_workers is not None:
+        from graphjit.compiler import config as compiler_config
+        compiler_config.triton_compile_workers = args.compile_workers
     if args.smoke:
         args.runs = 2
     os.makedirs(args.out, exist_ok=True)
