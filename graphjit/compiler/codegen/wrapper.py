@@ -57,7 +57,11 @@ class WrapperCode:
             return self.view(value)
         if isinstance(value, (list, tuple)):
             items = ", ".join(self.arg(v) for v in value)
-            return f"[{items}]" if isinstance(value, list) else f"({items}{',' if len(value) == 1 else ''})"
+            if isinstance(value, list) and not all(type(v) in (int, bool) for v in value):
+                return f"[{items}]"
+            # a list of ints (a conv's stride, a view's sizes) as a tuple: a constant of the code object,
+            # not a list built on every call; ATen's int[] arguments take either
+            return f"({items}{',' if len(value) == 1 else ''})"
         if value is None or isinstance(value, (bool, int, str)):
             return repr(value)
         if isinstance(value, float):
