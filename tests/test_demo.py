@@ -1,0 +1,14 @@
+"""The README's main job, `./dev demo` (python -m graphjit.demo), on a small input: it runs end to end,
+its compiled results equal eager's, and it shows graphjit's own compiler too."""
+import re
+
+from graphjit import demo
+
+
+def test_demo_runs_and_compiled_equals_eager(capsys):
+    demo.main(["--batch", "1", "--seq", "8", "--iters", "1"])
+    out = capsys.readouterr().out
+    diffs = [float(d) for d in re.findall(r"max \|compiled - eager\| on the logits: (\S+)", out)]
+    assert len(diffs) >= 2 and max(diffs) < 1e-3, out[-3000:]
+    assert "graphjit's own compiler (backend='graphjit')" in out
+    assert re.search(r"(\d+) fused kernels", out) and int(re.search(r"(\d+) fused kernels", out).group(1)) > 0
