@@ -55,6 +55,17 @@ def test_contiguous_loops_merge_into_one():
     assert body.count("for (") == 1 and "< 2112" in body
 
 
+def test_channels_last_pointwise_loops_over_channels_innermost():
+    """A per-channel scale on a channels-last tensor: the loops follow the output's memory order, so the
+    innermost (simd) loop runs over the 48 channels, stride 1, not over pixels 48 floats apart."""
+    x = make((2, 48, 5, 7), torch.float32).contiguous(memory_format=torch.channels_last)
+    w = make((48,), torch.float32)
+    compiled = run_cases(lambda x, w: (x * w.view(1, -1, 1, 1) + 1).relu(), [(x, w)])
+    body = compiled.source.split('extern "C" int kernel0')[1].split("return")[0]
+    loops = re.findall(r"for \(int64_t (\w+) = 0; \1 < (\d+);", body)
+    assert loops and loops[-1][1] == "48", loops
+
+
 def _kernels_source(compiled):
     return compiled.source[compiled.source.index('extern "C" int kernel'):]
 

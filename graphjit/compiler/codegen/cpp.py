@@ -255,6 +255,17 @@ def group_index_exprs(kernel, group, xs):
     return exprs
 
 
+def by_output_strides(kernel, group, dims, xs, rs, ranges):
+    """A pointwise kernel's loops may run in any order: the one the first stored output is laid out in
+    (largest stride outermost) makes the innermost loop, or neighbouring GPU lanes, write neighbouring
+    addresses (a channels-last batch norm loops over channels innermost, not over pixels)."""
+    stored = [n for n in group.nodes if n.name not in kernel.local]
+    if not stored:
+        return dims
+    index = sympy.expand(simplify_with_ranges(stored[0].write_index(xs, rs), ranges))
+    return sorted(dims, key=lambda d: -int(index.coeff(d[0])) if index.coeff(d[0]).is_Integer else 0)
+
+
 def merge_dims(dims, exprs):
     """Merges adjacent loops (outer a, inner b) into one when every index is affine in both with
     coeff(a) == coeff(b) * size(b): a contiguous [64, 128] loop becomes one loop of 8192.
@@ -468,8 +479,11 @@ class CppKernel:
         exprs = {i: self._index_exprs(group, xs) for i, group in enumerate(kernel.groups)}
         all_exprs = [e for es in exprs.values() for e in es]
         if all(not n.is_reduction for n in kernel.nodes) and len(kernel.groups) == 1:
-            rs = inner_vars(len(kernel.groups[0].inner))
-            dims, subs = merge_dims(list(zip(xs, kernel.outer)) + list(zip(rs, kernel.groups[0].inner)), all_exprs)
+            (group,) = kernel.groups
+            rs = inner_vars(len(group.inner))
+            dims = list(zip(xs, kernel.outer)) + list(zip(rs, group.inner))
+            ranges = {**dict(zip(xs, kernel.outer)), **dict(zip(rs, group.inner))}
+            dims, subs = merge_dims(by_output_strides(kernel, group, dims, xs, rs, ranges), all_exprs)
             self.subs = subs
             self._group_subs = [[]]
             return dims[:-1], [dims[-1:]]

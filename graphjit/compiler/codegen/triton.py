@@ -45,7 +45,7 @@ from ... import logs
 from .. import config
 from ..ir import POINTWISE_OPS, format_index, product, record, simplify_with_ranges, use_ops, value_range
 from ..scheduler import Kernel, inner_vars, outer_vars
-from .cpp import group_index_exprs, merge_dims
+from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..ir import StorageView
 from .wrapper import WrapperCode
 
@@ -741,18 +741,9 @@ class TritonKernel:
         rs = inner_vars(len(group.inner))
         self.ranges.update(zip(rs, group.inner))
         exprs = self._index_exprs(group, xs)
-        dims, self.subs = merge_dims(self._by_output_strides(group, list(zip(xs, self.kernel.outer)) +
-                                                             list(zip(rs, group.inner)), xs, rs), exprs)
+        dims = list(zip(xs, self.kernel.outer)) + list(zip(rs, group.inner))
+        dims, self.subs = merge_dims(by_output_strides(self.kernel, group, dims, xs, rs, self.ranges), exprs)
         return group, rs, dims
-
-    def _by_output_strides(self, group, dims, xs, rs):
-        """A pointwise kernel's loops may run in any order: the one the first stored output is laid out in
-        (largest stride outermost) makes neighbouring lanes write neighbouring addresses."""
-        stored = [n for n in group.nodes if n.name not in self.kernel.local]
-        if not stored:
-            return dims
-        index = sympy.expand(simplify_with_ranges(stored[0].write_index(xs, rs), self.ranges))
-        return sorted(dims, key=lambda d: -int(index.coeff(d[0])) if index.coeff(d[0]).is_Integer else 0)
 
     def _reduction(self, xs):
         self.rank = 2
