@@ -182,15 +182,14 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
         namespace[name] = snapshot
         lines.append(f"        if not (__gj_instance_dict({names.ref(base)}) == {name}): return __gj_MISS")
     namespace["__gj_instance_dict"] = _instance_dict
-    ordered = [g for g in guards.ordered() if not ((batched is not None and g.tensor) or g in covered)]
+    ordered = [(g, guards.immutable_root(g.sources[0]) if len(g.sources) == 1 else None)
+               for g in guards.ordered() if not ((batched is not None and g.tensor) or g in covered)]
     groups = {}     # immutable tuple's source -> the guards on it and on its items
-    for guard in ordered:
-        root = guards.immutable_root(guard.sources[0]) if len(guard.sources) == 1 else None
+    for guard, root in ordered:
         if root is not None:
             groups.setdefault(root, []).append(guard)
     emitted = set()
-    for guard in ordered:
-        root = guards.immutable_root(guard.sources[0]) if len(guard.sources) == 1 else None
+    for guard, root in ordered:
         if root is None:
             check = guard.template.format(*(names.ref(s) for s in guard.sources))
             lines.append(f"        if not ({check}): return __gj_MISS")

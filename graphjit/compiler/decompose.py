@@ -165,13 +165,13 @@ def decompose(gm, example_inputs):
                 traced = None
         if traced is None:
             traced = trace(torch.func.functionalize(gm, remove="mutations"))(*example_inputs)
-    if fold_constants(traced):
-        traced.graph.eliminate_dead_code()
+    folded = fold_constants(traced)
+    traced.graph.eliminate_dead_code()
+    if folded:
         used = {node.target for node in traced.graph.nodes if node.op == "get_attr"}
         for name in [n for n in traced._buffers if n.startswith(("_folded_constant", "_tensor_constant"))
                      and n not in used]:
             del traced._buffers[name]       # folded into later constants
-    traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced
 
@@ -187,7 +187,7 @@ def fold_constants(gm, limit=1 << 16):
     values, count = {}, 0
     for node in list(gm.graph.nodes):
         if node.op == "get_attr":
-            value = _attribute(gm, node.target)
+            value = operator.attrgetter(node.target)(gm)
             if isinstance(value, torch.Tensor):
                 values[node] = value
             continue
@@ -218,13 +218,6 @@ def fold_constants(gm, limit=1 << 16):
         values[constant] = value
         count += 1
     return count
-
-
-def _attribute(gm, target):
-    value = gm
-    for part in target.split("."):
-        value = getattr(value, part, None)
-    return value
 
 
 def _reaches_output(node):

@@ -482,8 +482,7 @@ class CppKernel:
             (group,) = kernel.groups
             rs = inner_vars(len(group.inner))
             dims = list(zip(xs, kernel.outer)) + list(zip(rs, group.inner))
-            ranges = {**dict(zip(xs, kernel.outer)), **dict(zip(rs, group.inner))}
-            dims, subs = merge_dims(by_output_strides(kernel, group, dims, xs, rs, ranges), all_exprs)
+            dims, subs = merge_dims(by_output_strides(kernel, group, dims, xs, rs, dict(dims)), all_exprs)
             self.subs = subs
             self._group_subs = [[]]
             return dims[:-1], [dims[-1:]]

@@ -620,13 +620,12 @@ class TritonKernel:
         name = f"ind{next(self._indirect_ids)}"
         dims = self.dims_of(value)
         self.symbol_dims[name] = dims
+        self.emit(f"{name} = {value}.to(tl.int64)")
         known = self.bounds.get(value)
         if known is not None and sympy.sympify(size).is_Integer and 0 <= known[0] and known[1] < int(size):
             # computed from loop positions and constants (a mask's arange, a shifted position): in range
-            self.emit(f"{name} = {value}.to(tl.int64)")
             return sympy.Symbol(name, integer=True)
         size = texpr(size)
-        self.emit(f"{name} = {value}.to(tl.int64)")
         self.emit(f"{name} = tl.where({name} < 0, {name} + {size}, {name})")
         bad = f"({name} < 0) | ({name} >= {size})"
         if check and self.check_indices:
@@ -642,7 +641,6 @@ class TritonKernel:
                 self.emit(f"tl.store(gj_status + tl.full({self.shape(all_dims)}, 0, tl.int32), 1, "
                           f"{' & '.join([f'({bad})'] + masks)})")
         self.emit(f"{name} = tl.where({bad}, 0, {name})")
-        self.symbol_dims[name] = dims
         return sympy.Symbol(name, integer=True)
 
     # -- index collection and loop merging (as codegen/cpp.py) --
