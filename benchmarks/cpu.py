@@ -52,6 +52,11 @@ def workloads():
                       (torch.randn(256, 1024), torch.randn(256, 1024))),
         "attention": ("softmax attention, 8 x 128 x 128 scores (head dim 64)", attention, qkv),
     }
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "models"))
+    from plain import ResNet      # conv + batch norm + ReLU BasicBlocks
+    resnet = ResNet(widths=(64, 128, 256, 512), blocks_per_stage=2).eval().to(memory_format=torch.channels_last)
+    loads["resnet-cl"] = ("ResNet, 4 x 2 BasicBlocks, channels-last, batch 2 x 3 x 112 x 112", resnet,
+                          (torch.randn(2, 3, 112, 112).contiguous(memory_format=torch.channels_last),))
     try:
         import transformers
     except ImportError:
@@ -98,7 +103,7 @@ def check(name, got, expected):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--only", default="", help="comma-separated subset of: gpt2, mlp, layernorm, attention, bert")
+    parser.add_argument("--only", default="", help="comma-separated subset of: gpt2, mlp, layernorm, attention, resnet-cl, bert")
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (default: torch's)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: the calling thread's CPU time, robust on a shared machine; only with --threads 1 "

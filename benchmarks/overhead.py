@@ -2,13 +2,15 @@
 graphjit.compile(backend="eager"), in one process. The difference to eager is the frontend's overhead:
 guard checks, reading graph inputs, calling the graph, rebuilding the result.
 
---entry adds GPT-2 (transformers, 12 layers, 124M) with a backend whose graph returns its first outputs
-again: what remains per call is the entry alone (guards over ~150 parameters, the config and the module
-tree, then rebuilding the ModelOutput), for graphjit and for torch.compile (Dynamo's guards run in C++).
+--entry adds GPT-2 (transformers, 12 layers, 124M) and a ResNet of 4 x 3 BasicBlocks (tests/models/plain.py)
+with a backend whose graph returns its first outputs again: what remains per call is the entry alone
+(guards over the parameters, the config and the module tree, then rebuilding the output), for graphjit
+and for torch.compile (Dynamo's guards run in C++).
 
     python benchmarks/overhead.py [--calls N] [--repeats R] [--entry]
 """
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -47,6 +49,14 @@ def entry_overhead(calls, repeats):
         gj = per_call_us(graphjit.compile(model, backend=cached_graph), (ids,), calls, repeats)
         tc = per_call_us(torch.compile(model, backend=cached_graph), (ids,), calls, repeats)
     print(f"| GPT-2 124M entry (graph returns cached outputs) | - | {tc:.2f} | {gj:.2f} | - | - |")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "models"))
+    from plain import ResNet      # BasicBlocks; 4 stages x 3 blocks: 25 convs, their stride/padding tuples
+    model = ResNet(widths=(64, 128, 256, 512), blocks_per_stage=3).eval()
+    images = torch.randn(1, 3, 32, 32)
+    with torch.inference_mode():
+        gj = per_call_us(graphjit.compile(model, backend=cached_graph), (images,), calls, repeats)
+        tc = per_call_us(torch.compile(model, backend=cached_graph), (images,), calls, repeats)
+    print(f"| ResNet, 4 x 3 BasicBlocks entry (graph returns cached outputs) | - | {tc:.2f} | {gj:.2f} | - | - |")
 
 
 def per_call_us(fn, args, calls, repeats):

@@ -1,7 +1,7 @@
 """fx graph (torch functions, methods, modules) -> functional core-ATen graph with fake-tensor metadata.
 
 make_fx retraces the captured graph with fake tensors: mutations are removed (functionalization, skipped
-for graphs that mutate nothing: it costs ~40% of the retrace), and
+for graphs that mutate nothing), and
 composite ops decompose through torch's core ATen decompositions, except the ops lowering.py lowers whole
 (softmax, layer_norm, gelu ... are one fused kernel each, not a dozen small ops) and the extern ops
 (matmuls, convolution, attention). Every node of the result carries meta["val"], a FakeTensor.

@@ -99,7 +99,7 @@ ROUND_16 = {torch.bfloat16: "gj_round_bf16", torch.float16: "gj_round_f16"}   # 
 
 # ops name -> Triton expression over the operands {0}, {1}; gj_* helpers are defined in PRELUDE. Triton's
 # own math where it is as exact as libdevice's (float32 rsqrt: both the hardware's approximation): a kernel
-# that calls no libdevice function skips linking it, ~10% of its compile time (every norm kernel).
+# that calls no libdevice function skips linking libdevice's bitcode into it (every norm kernel).
 EXPRESSIONS = {
     "neg": "(-{0})", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})",
     "expm1": "libdevice.expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})", "log1p": "libdevice.log1p({0})",

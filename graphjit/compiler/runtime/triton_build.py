@@ -38,7 +38,7 @@ _prewarm_started = False
 
 def prewarm():
     """Starts, once per process and in a background thread, the one-time work of Triton's first compile:
-    its cache key (a hash of its own sources and its 100 MB library: 0.3-0.5 s) and ptxas's version. The
+    its cache key (a hash of its own sources and its 100 MB library) and ptxas's version. The
     thread runs while graphjit decomposes, lowers and prints the first graph's kernels, which are then
     compiled without that wait."""
     global _prewarm_started
