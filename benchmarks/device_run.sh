@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device-tool call, several phases: bash benchmarks/device_run.sh "tests bench" [extra gpu.py args]
 # Phases: tests (tests/cuda + the GPU op tests), bench (benchmarks/gpu.py), probe (modes_probe.py),
-# lmhead (lm_head_probe.py), pytest:<args> ('%' for spaces; output in $OUT/pytest_<n>.txt). Each phase's
-# output goes to a file in $OUT.
+# lmhead (lm_head_probe.py), cold:<args> (benchmarks/cold_compile.py <args>), pytest:<args> (output in
+# $OUT/pytest_<n>.txt); in <args> '%' stands for a space. Each phase's output goes to a file in $OUT.
 # Run from the repository root on the lent GPU machine, with .whl carried (bytecode wheel); results in $OUT.
 set -u
 phases="${1:-tests bench}"; shift || true
@@ -17,6 +17,9 @@ for phase in $phases; do
     tests)   timeout "${TESTS_S:-240}" python3 -m pytest tests/cuda tests/compiler -q -m gpu -p no:cacheprovider \
                > "$OUT/cuda_tests.txt" 2>&1; tail -25 "$OUT/cuda_tests.txt" ;;
     bench)   timeout "${BENCH_S:-330}" python3 benchmarks/gpu.py --out "$OUT" "$@" > "$OUT/bench.txt" 2>&1; tail -60 "$OUT/bench.txt" ;;
+    cold:*)  cargs="${phase#cold:}"
+             timeout "${COLD_S:-300}" python3 benchmarks/cold_compile.py --out "$OUT" ${cargs//%/ } \
+               > "$OUT/cold.txt" 2>&1; tail -30 "$OUT/cold.txt" ;;
     probe)   timeout "${PROBE_S:-120}" python3 benchmarks/modes_probe.py 2>&1 | tail -40 ;;
     lmhead)  timeout "${PROBE_S:-120}" python3 benchmarks/lm_head_probe.py > "$OUT/lmhead.txt" 2>&1; tail -40 "$OUT/lmhead.txt" ;;
     pytest:*) args="${phase#pytest:}"       # '%' stands for a space: "pytest:-m%gpu%tests/compiler"

@@ -22,6 +22,7 @@ def enabled(artifact):
 
 
 def log(artifact, text):
-    """Print `text` under a header naming the artifact, if that artifact is enabled."""
+    """Print `text` under a header naming the artifact, if that artifact is enabled. `text` may be a
+    function returning the text, for texts that cost time to build (a graph's listing)."""
     if enabled(artifact):
-        print(f"[graphjit:{artifact}] {text}", file=sys.stderr)
+        print(f"[graphjit:{artifact}] {text() if callable(text) else text}", file=sys.stderr)

@@ -274,7 +274,7 @@ def _finish(fn, options, tracer, record, make_tail):
     record.op_count = tracer.graph.op_count()
     compiled = None
     if record.op_count:
-        logs.log("graph", f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
+        logs.log("graph", lambda: f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
         compiled = compile_graph(gm, example_inputs, options, sources, fn.__code__.co_qualname)
         record.graph = gm
     record.guards = [g.reason for g in tracer.guards.ordered()]

@@ -53,10 +53,10 @@ def _compile(gm, example_inputs):
 
     start = time.perf_counter()
     aten_gm = decompose.decompose(gm, example_inputs)
-    logs.log("graph", f"graphjit compiler, ATen graph:\n{aten_gm.code}")
+    logs.log("graph", lambda: f"graphjit compiler, ATen graph:\n{aten_gm.code}")
     graph = lowering.lower(aten_gm, example_inputs)
     graph.verify()
-    logs.log("fusion", f"loop IR:\n{graph}")
+    logs.log("fusion", lambda: f"loop IR:\n{graph}")
     items = scheduler.schedule(graph)
     source, signatures = cpp.generate(graph, items)
     lib = load(source) if signatures else None

@@ -1332,11 +1332,11 @@ def compile_graph(gm, example_inputs):
         triton_build.prewarm()
     aten_gm = decompose.decompose(gm, example_inputs)
     lap("decompose")
-    logs.log("graph", f"graphjit compiler, ATen graph:\n{aten_gm.code}")
+    logs.log("graph", lambda: f"graphjit compiler, ATen graph:\n{aten_gm.code}")
     graph = lowering.lower(aten_gm, example_inputs)
     graph.verify()
     lap("lower")
-    logs.log("fusion", f"loop IR:\n{graph}")
+    logs.log("fusion", lambda: f"loop IR:\n{graph}")
     items = scheduler.schedule(graph)
     lap("schedule")
     check = "status" if check_indices == 1 or (check_indices == -1 and interpret) else \
