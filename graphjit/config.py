@@ -19,8 +19,10 @@ def _env_str(name, default):
 # eagerly (with one warning naming the guard that kept failing). torch.compile uses 8 as well.
 recompile_limit = _env_int("RECOMPILE_LIMIT", 8)
 
-# The backend used when compile() is given none. Until graphjit's own compiler lands this is "eager".
-default_backend = _env_str("BACKEND", "eager")
+# The backend used when compile() is given none: graphjit's own compiler (fused C++/OpenMP kernels on the
+# CPU, Triton kernels on NVIDIA GPUs; graphs it can't compile, or that need gradients, run as captured).
+# GRAPHJIT_BACKEND=eager runs every captured graph as it is (capture only).
+default_backend = _env_str("BACKEND", "graphjit")
 
 # How deep the interpreter inlines user function calls before giving up on the frame (guards against
 # unbounded recursion during tracing).
