@@ -17,7 +17,7 @@ parser.add_argument("--out", default=os.environ.get("OUT", "."))
 args = parser.parse_args()
 os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
 os.environ["GRAPHJIT_CACHE_DIR"] = os.path.join(args.out, "cache")
-os.environ.setdefault("GRAPHJIT_LOGS", "autotune")
+os.environ["GRAPHJIT_LOGS"] = "autotune"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
