@@ -52,5 +52,48 @@ def test_copies_follow_the_first_kernels_contest():
     triton_codegen.generate(graph, items, tuning=tuning, device=torch.device("cpu"), candidates=True,
                             followers=followers, example_inputs=examples)
     contests = {key for key, *_ in tuning}
-    assert followers and all(key in contests for key, *_ in followers)
+    assert followers and all(f.key in contests for f in followers)
     assert len(tuning) == len(contests)                          # one contest per distinct kernel
+
+
+def two_lengths(a, b):
+    # the same fused loop over two lengths: unmasked (1024 divides both), it prints the same text for both
+    return (a * 2).relu() + 1, (b * 2).relu() + 1
+
+
+def kernel_text(source, name):
+    """The @triton.jit function `name` of a module source."""
+    start = source.index(f"def {name}(")
+    end = source.find("@triton.jit", start)
+    return source[start:end if end != -1 else len(source)]
+
+
+@pytest.mark.parametrize("lengths", [(8192, 32768), (8192, 3072)], ids=["divides", "needs-masks"])
+def test_a_copy_over_other_sizes_gets_its_own_grid_from_the_winner(lengths):
+    """Regression (H200, ResNet-50 under max-autotune): a copy of a tuned kernel over a 4x shorter tensor
+    took the winner's grid along with its block size, and its unmasked loop ran 4x past the end of its
+    buffers. Each launch must now cover exactly its own length; a copy whose length the winner's block
+    doesn't divide keeps its own (heuristic) launch."""
+    a, b = torch.randn(lengths[0]), torch.randn(lengths[1])
+    graph, items, examples = scheduled(two_lengths, a, b)
+    tuning, followers = [], []
+    source, launches = triton_codegen.generate(graph, items, tuning=tuning, device=torch.device("cpu"),
+                                               candidates=True, followers=followers, example_inputs=examples)
+    assert len(tuning) == 1 and len(followers) == 1, "one contest, the other loop its copy"
+    key, variants, _, _ = tuning[0]
+    winner = max(variants, key=lambda launch: launch.constexprs["XBLOCK"])     # the largest block: 4096+
+    assert winner.constexprs["XBLOCK"] >= 4096
+    triton_codegen.resolve_followers(launches, followers, {key: winner})
+    follower = followers[0]
+    mine = launches[follower.item].launches[follower.position]
+    length = mine.sizes[0]
+    assert length == follower.own.sizes[0] == lengths[1]
+    text = kernel_text(source, mine.name)
+    xblock = mine.constexprs["XBLOCK"]
+    assert mine.grid == -(-length // xblock), "the grid covers the copy's own length"
+    if "xmask" not in text:
+        assert length % xblock == 0, f"an unmasked kernel ({mine.name}) must not run past the copy's end"
+    if lengths[1] % winner.constexprs["XBLOCK"] == 0:
+        assert mine.name == winner.name, "the copy shares the winner's compiled kernel"
+    else:
+        assert mine is follower.own, "the winner's text lacks the masks this copy needs: it keeps its own"

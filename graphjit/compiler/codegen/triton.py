@@ -995,9 +995,10 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
 
     A kernel whose text (name aside) was printed already, another layer's copy of the same fused loop, is
     not printed again: its Launch names the first one's function, so Triton compiles it once. `followers`
-    (a list) gets (cache key, scheduler kernel name, piece index, Launch) for copies of a kernel being
-    tuned; they take the winner's configuration. Kernels reading a graph input whose example was not
-    16-byte aligned (`example_inputs`) are never shared (Triton specializes on alignment)."""
+    (a list) gets a Follower for each copy of a kernel being tuned; resolve_followers() gives it the
+    winner's configuration where that configuration's text is the same for the copy's sizes. Kernels
+    reading a graph input whose example was not 16-byte aligned (`example_inputs`) are never shared
+    (Triton specializes on alignment)."""
     from .. import autotune
     buffers = {b.name: b for b in graph.buffers()}
     parts, launches = [PRELUDE], {}
@@ -1011,6 +1012,9 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
         tk = TritonKernel(piece, buffers, name, check, cfg)
         with use_ops(TritonOps(tk)):
             return tk.generate()
+
+    def emitter(piece, name):
+        return lambda cfg: emit(piece, name, cfg)
     for item in items:
         if not isinstance(item, Kernel):
             continue
@@ -1032,13 +1036,14 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
                     launch.num_stages)
             shared = shareable(launch)
             if text in seen and shared:
-                first, first_contest = seen[text]
+                first, first_contest, first_emit = seen[text]
                 launch.name = first.name
                 if first_contest is not None and followers is not None:
-                    followers.append((first_contest, item.name, len(found), launch))
+                    followers.append(Follower(first_contest, item.name, len(found), launch, first_emit,
+                                              emitter(piece, name)))
             else:
                 if shared:
-                    seen[text] = (launch, contest)
+                    seen[text] = (launch, contest, emitter(piece, name))
                 parts.append(source)
                 if contest is not None:
                     variants = [emit(piece, f"{name}_c{k}", c) for k, c in enumerate(autotune.candidates(launch))]
@@ -1048,6 +1053,36 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
             args += [a for a in launch.args if a not in args]
         launches[item.name] = KernelLaunches(found, tuple(args))
     return "\n\n\n".join(parts) + "\n", launches
+
+
+@dataclasses.dataclass
+class Follower:
+    """A kernel printed with the same text as one being autotuned (another layer's copy), possibly over
+    other sizes: the text of an unmasked loop doesn't name them. leader_emit / emit(cfg) -> (source,
+    Launch) print the leader's and this copy's kernel in configuration cfg."""
+    key: str
+    item: str
+    position: int
+    own: Launch
+    leader_emit: object
+    emit: object
+
+
+def resolve_followers(launches, followers, winners):
+    """After autotuning: each copy of a tuned kernel launches the winner's compiled kernel, with its own
+    grid and arguments, where the winner's configuration prints the same text for the copy's sizes (a
+    block size that divides the leader's length but not the copy's needs masks the winner lacks); else
+    the copy keeps its own launch of the heuristic kernel, already compiled."""
+    for f in followers:
+        winner = winners[f.key]
+        cfg = {**winner.constexprs, "num_warps": winner.num_warps}
+        if cfg == {**f.own.constexprs, "num_warps": f.own.num_warps}:
+            continue                                  # the heuristic won: the copy's launch is right as is
+        source, mine = f.emit(cfg)
+        leader_source, leader = f.leader_emit(cfg)
+        if source.replace(mine.name, "KERNEL") == leader_source.replace(leader.name, "KERNEL"):
+            mine.name = winner.name
+            launches[f.item].launches[f.position] = mine
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1388,10 +1423,7 @@ def compile_graph(gm, example_inputs):
                                         tuning_args, device)
             for key, _, item_name, position in tuning:
                 launches[item_name].launches[position] = winners[key]
-            for key, item_name, position, own in followers:    # copies of a tuned kernel: its winner
-                launches[item_name].launches[position] = dataclasses.replace(
-                    winners[key], args=own.args, written=own.written, checks_indices=own.checks_indices,
-                    debug=own.debug)
+            resolve_followers(launches, followers, winners)    # copies of a tuned kernel: its winner
             by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
             if mm_contests:
                 def epilogue_ms(plan):      # the kernel a fused template saves, as it runs unfused
