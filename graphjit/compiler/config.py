@@ -53,7 +53,8 @@ vector_math = _env_int("VECTOR_MATH", 1)
 # torch.compile's do for the same product (benchmarks/lm_head_probe.py). 0 turns it off.
 pad_mm = _env_int("TRITON_PAD_MM", 1)
 # Triton kernels compiled in this many worker processes before the graph's own (GIL-bound) compile pass,
-# which then finds them in Triton's cache (runtime/triton_workers.py). 0: off (not yet measured on a GPU).
+# which then finds them in Triton's cache (runtime/triton_workers.py). 0: off. On an H200 host 16 workers
+# shortened the Triton step but slowed the rest of the compile as much (benchmarks/RESULTS.md, session 5).
 triton_compile_workers = _env_int("TRITON_COMPILE_WORKERS", 0)
 
 # A graph the compiler fails on (an unsupported op pattern, a compiler bug) runs eagerly with one warning.
