@@ -197,7 +197,7 @@ def ensure_triton_routing():
     does not do so yet (the one-line hook), route them here, in this process only, and say so."""
     import inspect
     import graphjit.compiler as compiler
-    if "triton" in inspect.getsource(compiler.compile_graph):
+    if "triton" in inspect.getsource(compiler):
         return "native"
     original = compiler.compile_graph
 

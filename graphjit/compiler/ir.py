@@ -887,7 +887,9 @@ def _check_bounds(node_name, buffer, expr, sizes):
     top = expr.xreplace({v: s - 1 for v, s in sizes.items()})
     if any(s == 0 for s in sizes.values()):
         return
-    poly_ok = all(c >= 0 for c in sympy.Poly(expr, *sizes).coeffs()) if sizes else True
+    # expanded, a polynomial is a sum of coefficient * monomial: non-negative coefficients make it grow
+    # with every loop variable, so its largest value is at the loops' last positions
+    poly_ok = all(c >= 0 for c in expr.as_coefficients_dict().values())
     if poly_ok and top.is_Integer:
         limit = buffer.layout.storage_size()
         assert int(top) < int(limit), \

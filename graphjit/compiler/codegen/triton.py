@@ -97,13 +97,15 @@ INT_LIMITS = {dtype: (torch.iinfo(dtype).min, torch.iinfo(dtype).max)
 COMPUTE_TYPES = {**TL_TYPES, torch.bfloat16: "tl.float32", torch.float16: "tl.float32"}
 ROUND_16 = {torch.bfloat16: "gj_round_bf16", torch.float16: "gj_round_f16"}   # float32 -> as 16-bit holds it
 
-# ops name -> Triton expression over the operands {0}, {1}; gj_* helpers are defined in PRELUDE. Triton's
-# own math where it is as exact as libdevice's (float32 rsqrt: both the hardware's approximation): a kernel
-# that calls no libdevice function skips linking libdevice's bitcode into it (every norm kernel).
+# ops name -> Triton expression over the operands {0}, {1}; gj_* helpers are defined in PRELUDE. Where it
+# is as exact as libdevice's, the math avoids what makes Triton link libdevice's bitcode into a kernel (23 ms
+# of a 100 ms compile on our CPU machine): libdevice calls, and Triton ops lowered through __nvvm_reflect
+# (tl.sqrt, tl.rsqrt, tl.log ...). float32 sqrt: tl.sqrt_rn, IEEE-rounded as libdevice's; float32 rsqrt on a GPU:
+# the hardware's approximation, as libdevice's and CUDA's rsqrtf (PRELUDE_GPU).
 EXPRESSIONS = {
     "neg": "(-{0})", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})",
     "expm1": "libdevice.expm1({0})", "log": "tl.log({0})", "log2": "tl.log2({0})", "log1p": "libdevice.log1p({0})",
-    "sqrt": "libdevice.sqrt({0})", "rsqrt": "gj_rsqrt({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})",
+    "sqrt": "gj_sqrt({0})", "rsqrt": "gj_rsqrt({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})",
     "tan": "libdevice.tan({0})", "tanh": "libdevice.tanh({0})", "sigmoid": "gj_sigmoid({0})",
     "erf": "libdevice.erf({0})", "floor": "gj_floor({0})", "ceil": "gj_ceil({0})", "trunc": "gj_trunc({0})",
     "round": "gj_round({0})", "sign": "gj_sign({0})", "reciprocal": "(1.0 / {0})", "logical_not": "({0} == 0)",
@@ -188,6 +190,14 @@ def gj_ceil(x):
 
 
 @triton.jit
+def gj_sqrt(x):  # float32: IEEE-rounded, as libdevice's, without linking libdevice
+    if x.dtype == tl.float64:
+        return libdevice.sqrt(x)
+    else:
+        return tl.sqrt_rn(x)
+
+
+@triton.jit
 def gj_rsqrt(x):  # float32: the hardware's approximation, as libdevice's, without linking libdevice
     if x.dtype == tl.float64:
         return libdevice.rsqrt(x)
@@ -257,6 +267,15 @@ def gj_pow(a, b):
     else:
         return libdevice.pow(a.to(tl.float64), b.to(tl.float64)).to(a.dtype)
 '''
+
+# The GPU's prelude: float32 rsqrt as the one PTX instruction (tl.rsqrt reaches it through __nvvm_reflect,
+# which links libdevice); Triton's interpreter runs no inline PTX, so the CPU prelude keeps tl.rsqrt.
+PRELUDE_GPU = PRELUDE.replace('''    else:
+        return tl.rsqrt(x)''', '''    else:
+        return tl.inline_asm_elementwise("rsqrt.approx.f32 $0, $1;", "=f,f", [x.to(tl.float32)],
+                                         dtype=tl.float32, is_pure=True, pack=1)''')
+assert PRELUDE_GPU != PRELUDE
+
 
 
 def literal(value, dtype):
@@ -1001,7 +1020,7 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
     (Triton specializes on alignment)."""
     from .. import autotune
     buffers = {b.name: b for b in graph.buffers()}
-    parts, launches = [PRELUDE], {}
+    parts, launches = [PRELUDE_GPU if device is not None and device.type == "cuda" else PRELUDE], {}
     index = itertools.count()
     seen = {}      # (kernel text, name replaced; constexprs; warps; stages) -> (first Launch, contest key or None)
 
