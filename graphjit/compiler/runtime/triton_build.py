@@ -151,54 +151,64 @@ def _write_checked(source):
 
 def compile_all(module, launches, device, example_args, threads, optional=(), phases=None):
     """Compiles every kernel of the module for its launch (Triton's AsyncCompileMode: the compiles run in a
-    thread pool; LLVM and ptxas release the GIL). example_args: kernel name -> arguments for warmup (tensors
-    or torch dtypes standing for aligned buffers). Returns kernel name -> CompiledKernel; a kernel named in
-    `optional` (an autotuning candidate) that fails to compile is left out instead of failing the rest.
-    phases: a dict that receives the seconds of each step (submit: Triton's per-kernel Python up to the
-    pool; build: waiting for the compiles; load: binaries onto the GPU and launchers)."""
+    thread pool; LLVM and ptxas release the GIL), and loads each onto the GPU as soon as its compile is done.
+    example_args: kernel name -> arguments for warmup (tensors or torch dtypes standing for aligned
+    buffers). Returns kernel name -> CompiledKernel; a kernel named in `optional` (an autotuning candidate)
+    that fails to compile or load is left out instead of failing the rest. phases: a dict that receives
+    the seconds of each step (submit: Triton's per-kernel Python up to the pool; wait: compiles and loads
+    still running after the last submission)."""
     import torch
     from triton.runtime._async_compile import AsyncCompileMode
     start = time.perf_counter()
-    compiled = {}
     if config.triton_compile_workers > 0:
         _compile_in_workers(module, launches, device, example_args)
     ahead = time.perf_counter()
-    with torch.cuda.device(device), concurrent.futures.ThreadPoolExecutor(max(1, threads)) as pool:
-        with AsyncCompileMode(pool):
+    handles, finishing = {}, {}
+    # Loading a binary and building its launcher (a C compile when Triton's cache lacks one) happen lazily
+    # at the first launch, one after another. Here a second pool does them as each compile finishes, while
+    # later kernels are still being submitted and compiled: the launcher's C compile is a subprocess.
+    with torch.cuda.device(device), concurrent.futures.ThreadPoolExecutor(max(1, threads)) as pool, \
+            concurrent.futures.ThreadPoolExecutor(max(1, threads)) as loaders:
+        # ignore_errors: a failed compile is reported below, by the kernel's own _finish
+        with AsyncCompileMode(pool, ignore_errors=True):
             for launch in launches:
                 fn = getattr(module, launch.name)
                 # torch dtypes stand for buffers graphjit allocates: warmup() makes them aligned MockTensors
-                compiled[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **_warmup_options(launch))
-        submitted = time.perf_counter()
-        def drop(name, step, error):
-            # an autotuning candidate that doesn't compile or load (too much shared memory ...) just
-            # doesn't take part; any other kernel's failure fails the graph
-            if name not in optional:
+                handles[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **_warmup_options(launch))
+                finishing[launch.name] = loaders.submit(_finish, device, handles[launch.name])
+            submitted = time.perf_counter()
+        compiled = {}
+        progress = Progress("compiling Triton kernels", len(handles), start=start)
+        for done, (name, future) in enumerate(finishing.items(), 1):
+            kernel, step, error = future.result()
+            if error is None:
+                compiled[name] = kernel
+            elif name in optional:
+                # an autotuning candidate that doesn't compile or load (too much shared memory ...)
+                # just doesn't take part; any other kernel's failure fails the graph
+                logs.log("autotune", f"{name}: candidate failed to {step} ({type(error).__name__}: {error})")
+            else:
                 raise error
-            logs.log("autotune", f"{name}: candidate failed to {step} ({type(error).__name__}: {error})")
-            del compiled[name]
-        progress = Progress("compiling Triton kernels", len(compiled), start=start)
-        for done, (name, kernel) in enumerate(list(compiled.items()), 1):
-            if hasattr(kernel, "result"):
-                try:
-                    compiled[name] = kernel.result()
-                except Exception as e:
-                    drop(name, "compile", e)
             progress.update(done)
-        built = time.perf_counter()
-        # loading each binary and building its launcher (a C compile when Triton's cache lacks it) happen
-        # lazily at the first launch, one after another; here they run in the pool, next to each other
-        for name, failure in zip(list(compiled), pool.map(_load, [device] * len(compiled), compiled.values())):
-            if failure is not None:
-                drop(name, "load", failure)
         progress.finish()
     end = time.perf_counter()
-    steps = dict(workers=ahead - start, submit=submitted - ahead, build=built - submitted, load=end - built)
+    steps = dict(workers=ahead - start, submit=submitted - ahead, wait=end - submitted)
     if phases is not None:
         phases.update(steps)
     logs.log("output_code", f"compiled {len(launches)} Triton kernels in {end - start:.2f} s ({threads} threads: "
                             + ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()) + ")")
     return compiled
+
+
+def _finish(device, handle):
+    """(kernel, step, error) for one warmup's result: its compile awaited (a FutureKernel under
+    AsyncCompileMode), then the binary loaded onto the GPU and its launcher built. step names what failed."""
+    try:
+        kernel = handle.result() if hasattr(handle, "result") else handle
+    except Exception as e:      # noqa: BLE001 -- handed back to compile_all, which knows if it may fail
+        return None, "compile", e
+    error = _load(device, kernel)
+    return kernel, "load", error
 
 
 def _warmup_options(launch):

@@ -1,0 +1,111 @@
+"""triton_build.compile_all without a GPU: kernels compile for an sm_90 target through a stand-in driver
+(ptxas ships with Triton), and each is handed to the loader (binary onto the GPU, launcher built; here a
+recording stand-in) as soon as its own compile is done, in a second pool, while later kernels are still
+being submitted. A failing autotuning candidate drops out; any other kernel's failure is raised."""
+import contextlib
+import importlib.util
+import os
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton")
+
+from graphjit.compiler.runtime import triton_build, triton_workers  # noqa: E402
+
+SOURCE = textwrap.dedent('''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def gj_all_scale(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) * 2.0)
+
+
+    @triton.jit
+    def gj_all_shift(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) + 1.0)
+
+
+    @triton.jit
+    def gj_all_broken(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, 3)      # not a power of two: fails to compile
+        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex))
+''')
+
+
+class Launch:
+    def __init__(self, name):
+        self.name, self.constexprs, self.num_warps, self.num_stages = name, {"XBLOCK": 256}, 4, 1
+
+
+@pytest.fixture
+def sm90(tmp_path, monkeypatch):
+    try:
+        from triton.runtime.driver import driver
+        from triton.backends.nvidia.compiler import CUDABackend  # noqa: F401
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"no NVIDIA backend in this Triton ({e})")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    saved = driver._active
+    from triton.backends.compiler import GPUTarget
+    driver.set_active(triton_workers.StandInDriver(GPUTarget("cuda", 90, 32)))
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())   # no CUDA here
+    path = tmp_path / "gj_compile_all_kernels.py"
+    path.write_text(SOURCE)
+    name = f"gj_compile_all_kernels_{os.getpid()}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    loaded = []
+
+    def load(device, kernel):                 # stands in for the GPU load: records, may fail on request
+        loaded.append((kernel.name, threading.current_thread().name))
+        return RuntimeError("out of shared memory") if kernel.name in fail_to_load else None
+    fail_to_load = set()
+    monkeypatch.setattr(triton_build, "_load", load)
+    yield module, loaded, fail_to_load
+    driver._active = saved
+    sys.modules.pop(name, None)
+
+
+def run(module, names, optional=()):
+    examples = {name: [torch.float32, torch.float32] for name in names}
+    phases = {}
+    compiled = triton_build.compile_all(module, [Launch(n) for n in names], torch.device("cuda", 0), examples,
+                                        threads=2, optional=set(optional), phases=phases)
+    return compiled, phases
+
+
+def test_every_kernel_is_compiled_and_loaded_once_off_the_main_thread(sm90):
+    module, loaded, _ = sm90
+    compiled, phases = run(module, ["gj_all_scale", "gj_all_shift"])
+    assert set(compiled) == {"gj_all_scale", "gj_all_shift"}
+    assert all(kernel.asm.get("cubin") for kernel in compiled.values())
+    assert sorted(name for name, _ in loaded) == ["gj_all_scale", "gj_all_shift"]
+    assert all(thread != threading.main_thread().name for _, thread in loaded)
+    assert {"submit", "wait"} <= set(phases) and all(v >= 0 for v in phases.values())
+
+
+def test_a_candidate_that_fails_to_compile_or_load_drops_out(sm90):
+    module, loaded, fail_to_load = sm90
+    fail_to_load.add("gj_all_shift")
+    compiled, _ = run(module, ["gj_all_scale", "gj_all_shift", "gj_all_broken"],
+                      optional=["gj_all_shift", "gj_all_broken"])
+    assert set(compiled) == {"gj_all_scale"}
+
+
+def test_a_required_kernel_that_fails_is_raised(sm90):
+    module, _, fail_to_load = sm90
+    with pytest.raises(Exception):
+        run(module, ["gj_all_scale", "gj_all_broken"])
+    fail_to_load.add("gj_all_shift")
+    with pytest.raises(RuntimeError, match="shared memory"):
+        run(module, ["gj_all_scale", "gj_all_shift"])
