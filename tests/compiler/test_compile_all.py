@@ -3,9 +3,6 @@
 recording stand-in) as soon as its own compile is done, in a second pool, while later kernels are still
 being submitted. A failing autotuning candidate drops out; any other kernel's failure is raised."""
 import contextlib
-import importlib.util
-import os
-import sys
 import textwrap
 import threading
 
@@ -14,7 +11,9 @@ import torch
 
 triton = pytest.importorskip("triton")
 
-from graphjit.compiler.runtime import triton_build, triton_workers  # noqa: E402
+from graphjit.compiler.runtime import triton_build  # noqa: E402
+
+from .sm90 import sm90_module  # noqa: E402
 
 SOURCE = textwrap.dedent('''
     import triton
@@ -47,33 +46,15 @@ class Launch:
 
 @pytest.fixture
 def sm90(tmp_path, monkeypatch):
-    try:
-        from triton.runtime.driver import driver
-        from triton.backends.nvidia.compiler import CUDABackend  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"no NVIDIA backend in this Triton ({e})")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    saved = driver._active
-    from triton.backends.compiler import GPUTarget
-    driver.set_active(triton_workers.StandInDriver(GPUTarget("cuda", 90, 32)))
     monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())   # no CUDA here
-    path = tmp_path / "gj_compile_all_kernels.py"
-    path.write_text(SOURCE)
-    name = f"gj_compile_all_kernels_{os.getpid()}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    loaded = []
+    loaded, fail_to_load = [], set()
 
     def load(device, kernel):                 # stands in for the GPU load: records, may fail on request
         loaded.append((kernel.name, threading.current_thread().name))
         return RuntimeError("out of shared memory") if kernel.name in fail_to_load else None
-    fail_to_load = set()
     monkeypatch.setattr(triton_build, "_load", load)
-    yield module, loaded, fail_to_load
-    driver._active = saved
-    sys.modules.pop(name, None)
+    with sm90_module(tmp_path, monkeypatch, SOURCE, "gj_compile_all_kernels") as (module, _):
+        yield module, loaded, fail_to_load
 
 
 def run(module, names, optional=()):

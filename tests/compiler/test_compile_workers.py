@@ -2,9 +2,7 @@
 under the key the parent's own compile looks up, so the parent then compiles nothing. Runs without a
 GPU: a stand-in driver names an sm_90 target (ptxas ships with Triton), in this process as in the
 workers."""
-import importlib.util
 import os
-import sys
 import textwrap
 
 import pytest
@@ -13,6 +11,8 @@ import torch
 triton = pytest.importorskip("triton")
 
 from graphjit.compiler.runtime import triton_workers  # noqa: E402
+
+from .sm90 import sm90_module  # noqa: E402
 
 SOURCE = textwrap.dedent('''
     import triton
@@ -39,25 +39,8 @@ class Launch:
 
 @pytest.fixture
 def sm90(tmp_path, monkeypatch):
-    try:
-        from triton.runtime.driver import driver
-        from triton.backends.nvidia.compiler import CUDABackend  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"no NVIDIA backend in this Triton ({e})")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    saved = driver._active
-    from triton.backends.compiler import GPUTarget
-    driver.set_active(triton_workers.StandInDriver(GPUTarget("cuda", 90, 32)))
-    path = tmp_path / "gj_worker_test_kernels.py"
-    path.write_text(SOURCE)
-    name = f"gj_worker_test_kernels_{os.getpid()}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    yield module, tmp_path / "triton-cache"
-    driver._active = saved
-    sys.modules.pop(name, None)
+    with sm90_module(tmp_path, monkeypatch, SOURCE, "gj_worker_test_kernels") as found:
+        yield found
 
 
 def cache_entries(root):
