@@ -24,10 +24,11 @@ from .. import logs
 @contextlib.contextmanager
 def compiling():
     """The state a compile runs in: out of inference mode, whatever the caller's (make_fx's fake-tensor
-    tracing under inference mode took twice as long: 0.74 against 0.43 s for GPT-2's graph on this
-    project's CPU machine), and with the cyclic garbage collector paused (its full passes over the
-    caller's heap, a model and the capture's objects, cost another 0.1 s there). Nothing a compile makes
-    and keeps needs inference mode: its constants are ordinary tensors, usable under it."""
+    tracing under inference mode took about twice as long: GPT-2 prefill's decompose on the H200 host went
+    from 1.44 to 0.80 s, benchmarks/RESULTS.md session 5), and with the cyclic garbage collector paused
+    (its full passes over the caller's heap, a model and the capture's objects, run often while make_fx
+    allocates). Nothing a compile makes and keeps needs inference mode: its constants are ordinary
+    tensors, usable under it. Grad mode stays the caller's."""
     enabled, grad = gc.isenabled(), torch.is_grad_enabled()
     gc.disable()
     try:

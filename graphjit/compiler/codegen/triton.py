@@ -98,8 +98,8 @@ COMPUTE_TYPES = {**TL_TYPES, torch.bfloat16: "tl.float32", torch.float16: "tl.fl
 ROUND_16 = {torch.bfloat16: "gj_round_bf16", torch.float16: "gj_round_f16"}   # float32 -> as 16-bit holds it
 
 # ops name -> Triton expression over the operands {0}, {1}; gj_* helpers are defined in PRELUDE. Where it
-# is as exact as libdevice's, the math avoids what makes Triton link libdevice's bitcode into a kernel (23 ms
-# of a 100 ms compile on our CPU machine): libdevice calls, and Triton ops lowered through __nvvm_reflect
+# is as exact as libdevice's, the math avoids what makes Triton link libdevice's bitcode into a kernel
+# (~20 ms of its compile on our CPU machine, benchmarks/triton_compile.py): libdevice calls, and Triton ops lowered through __nvvm_reflect
 # (tl.sqrt, tl.rsqrt, tl.log ...). float32 sqrt: tl.sqrt_rn, IEEE-rounded as libdevice's; float32 rsqrt on a GPU:
 # the hardware's approximation, as libdevice's and CUDA's rsqrtf (PRELUDE_GPU).
 EXPRESSIONS = {
