@@ -1,6 +1,8 @@
 """Per-call cost of a cache hit on a tiny function: plain eager vs torch.compile(backend="eager") vs
 graphjit.compile(backend="eager"), in one process. The difference to eager is the frontend's overhead:
-guard checks, reading graph inputs, calling the graph, rebuilding the result.
+guard checks, reading graph inputs, calling the graph, rebuilding the result. The last two columns are
+what a user gets with no arguments: torch.compile's default (Inductor) and graphjit's (its own compiler:
+the graph as a C++ kernel called from a generated wrapper).
 
 --entry adds GPT-2 (transformers, 12 layers, 124M) and a ResNet of 4 x 3 BasicBlocks (tests/models/plain.py)
 with a backend whose graph returns its first outputs again: what remains per call is the entry alone
@@ -84,8 +86,9 @@ def main():
     cases = [("tiny function x + y", tiny, (x, y)), ("Linear+ReLU module", module, (inp,))]
     print(f"python {platform.python_version()}, torch {torch.__version__}, {platform.machine()}, "
           f"{args.calls} calls x {args.repeats} repeats, median us/call")
-    print(f"| workload | eager | torch.compile(eager) | graphjit(eager) | graphjit overhead | torch.compile overhead |")
-    print(f"|---|---|---|---|---|---|")
+    print(f"| workload | eager | torch.compile(eager) | graphjit(eager) | graphjit overhead | torch.compile overhead "
+          f"| torch.compile() | graphjit.compile() |")
+    print(f"|---|---|---|---|---|---|---|---|")
     for name, fn, fargs in cases:
         with torch.no_grad():
             eager = per_call_us(fn, fargs, args.calls, args.repeats)
@@ -93,7 +96,10 @@ def main():
             tc_us = per_call_us(tc, fargs, args.calls, args.repeats)
             gj = graphjit.compile(fn, backend="eager")
             gj_us = per_call_us(gj, fargs, args.calls, args.repeats)
-        print(f"| {name} | {eager:.2f} | {tc_us:.2f} | {gj_us:.2f} | {gj_us - eager:+.2f} | {tc_us - eager:+.2f} |")
+            tc_default = per_call_us(torch.compile(fn), fargs, args.calls, args.repeats)
+            gj_default = per_call_us(graphjit.compile(fn), fargs, args.calls, args.repeats)
+        print(f"| {name} | {eager:.2f} | {tc_us:.2f} | {gj_us:.2f} | {gj_us - eager:+.2f} | {tc_us - eager:+.2f} "
+              f"| {tc_default:.2f} | {gj_default:.2f} |")
     if args.entry:
         entry_overhead(max(1, args.calls // 40), args.repeats)
     sys.stdout.flush()
