@@ -13,12 +13,17 @@ The stages, in order (one file each):
 """
 import contextlib
 import gc
+import threading
 import time
 import warnings
 
 import torch
 
 from .. import logs
+
+
+_gc_lock = threading.Lock()
+_gc_paused = [0, False]       # compiles running (in any thread), whether the collector was on before the first
 
 
 @contextlib.contextmanager
@@ -28,15 +33,26 @@ def compiling():
     from 1.44 to 0.80 s, benchmarks/RESULTS.md session 5), and with the cyclic garbage collector paused
     (its full passes over the caller's heap, a model and the capture's objects, run often while make_fx
     allocates). Nothing a compile makes and keeps needs inference mode: its constants are ordinary
-    tensors, usable under it. Grad mode stays the caller's."""
-    enabled, grad = gc.isenabled(), torch.is_grad_enabled()
-    gc.disable()
+    tensors, usable under it. Grad mode stays the caller's. Fake copies of inference tensors are made as
+    ordinary tensors (torch's own switch, as Dynamo does), so a graph that writes into an input created
+    under inference mode (a KV cache) can still be traced with its write-back. The collector is paused
+    once for overlapping compiles and turned on again when the last one ends, if it was on before."""
+    from torch._subclasses.meta_utils import disable_inference_mode_for_fake_prop
+    grad = torch.is_grad_enabled()          # before leaving inference mode, which turns grad mode on
+    with _gc_lock:
+        if _gc_paused[0] == 0:
+            _gc_paused[1] = gc.isenabled()
+            gc.disable()
+        _gc_paused[0] += 1
     try:
-        with torch.inference_mode(False), torch.set_grad_enabled(grad):   # leaving inference mode enables grad
+        with torch.inference_mode(False), torch.set_grad_enabled(grad), \
+                disable_inference_mode_for_fake_prop():
             yield
     finally:
-        if enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_paused[0] -= 1
+            if _gc_paused[0] == 0 and _gc_paused[1]:
+                gc.enable()
 
 
 def compile_graph(gm, example_inputs):

@@ -68,3 +68,30 @@ def test_gc_state_is_restored_even_when_the_caller_disabled_it():
     finally:
         gc.enable()
     assert gc.isenabled()
+
+
+def test_a_write_into_an_input_made_under_inference_mode_compiles():
+    """A KV-cache-style write into an input created under inference mode: its fake copy must not be an
+    inference tensor, or the functionalized write-back fails outside inference mode (review finding)."""
+    def f(cache, k):
+        cache[:, 1] = k * 2
+        return cache.sum(1) + 1
+    recording = Recording()
+    compiled = graphjit.compile(f, backend=recording)
+    with torch.inference_mode():
+        for _ in range(2):
+            cache, k = torch.zeros(4, 3), torch.randn(4)
+            mine, theirs = cache.clone(), cache.clone()
+            torch.testing.assert_close(compiled(mine, k), f(theirs, k))
+            torch.testing.assert_close(mine, theirs)
+    assert recording.compiled and all(hasattr(fn, "items") for fn in recording.compiled)
+
+
+def test_overlapping_compiles_turn_the_collector_on_only_after_the_last():
+    from graphjit.compiler import compiling
+    assert gc.isenabled()
+    with compiling():
+        with compiling():
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "the outer compile is still running"
+    assert gc.isenabled()

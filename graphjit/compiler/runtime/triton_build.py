@@ -179,18 +179,21 @@ def compile_all(module, launches, device, example_args, threads, optional=(), ph
             submitted = time.perf_counter()
         compiled = {}
         progress = Progress("compiling Triton kernels", len(handles), start=start)
-        for done, (name, future) in enumerate(finishing.items(), 1):
-            kernel, step, error = future.result()
-            if error is None:
-                compiled[name] = kernel
-            elif name in optional:
-                # an autotuning candidate that doesn't compile or load (too much shared memory ...)
-                # just doesn't take part; any other kernel's failure fails the graph
-                logs.log("autotune", f"{name}: candidate failed to {step} ({type(error).__name__}: {error})")
-            else:
-                raise error
-            progress.update(done)
-        progress.finish()
+        try:
+            for done, (name, future) in enumerate(finishing.items(), 1):
+                kernel, step, error = future.result()
+                if error is None:
+                    compiled[name] = kernel
+                elif name in optional:
+                    # an autotuning candidate that doesn't compile or load (too much shared memory ...)
+                    # just doesn't take part; any other kernel's failure fails the graph
+                    logs.log("autotune", f"{name}: candidate failed to {step} ({type(error).__name__}: {error})")
+                else:
+                    loaders.shutdown(cancel_futures=True)      # the graph runs eagerly: skip the other loads
+                    raise error
+                progress.update(done)
+        finally:
+            progress.finish()
     end = time.perf_counter()
     steps = dict(workers=ahead - start, submit=submitted - ahead, wait=end - submitted)
     if phases is not None:
@@ -201,10 +204,13 @@ def compile_all(module, launches, device, example_args, threads, optional=(), ph
 
 
 def _finish(device, handle):
-    """(kernel, step, error) for one warmup's result: its compile awaited (a FutureKernel under
-    AsyncCompileMode), then the binary loaded onto the GPU and its launcher built. step names what failed."""
+    """(kernel, step, error) for one warmup's result: its compile awaited (under AsyncCompileMode a
+    FutureKernel: this waits on its raw future; Triton's own finalizing, which records the kernel in the
+    JIT's cache and calls its post-compile hook, stays with AsyncCompileMode's exit on the caller's thread),
+    then the binary loaded onto the GPU and its launcher built. step names what failed."""
+    future = getattr(handle, "future", None)
     try:
-        kernel = handle.result() if hasattr(handle, "result") else handle
+        kernel = future.result() if future is not None else handle
     except Exception as e:      # noqa: BLE001 -- handed back to compile_all, which knows if it may fail
         return None, "compile", e
     error = _load(device, kernel)
