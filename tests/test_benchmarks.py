@@ -26,7 +26,7 @@ def test_cold_compile_smoke(tmp_path):
                "--warm", "none", "--out", str(tmp_path)], tmp_path)
     row = [line for line in out.splitlines() if line.startswith("| gpt2_decode | graphjit |")]
     assert row and re.search(r"\| \d+\.\d\d \|", row[0]), out[-2000:]
-    assert "decompose" in row[0]
+    assert "decompose" in row[0], out[-3000:]          # the graph went through graphjit's Triton path
 
 
 def test_triton_compile_for_sm90(tmp_path):
