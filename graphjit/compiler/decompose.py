@@ -183,8 +183,12 @@ def fold_constants(gm, limit=1 << 16):
     every call: a device sync in the default mode, and no CUDA-graph capture in reduce-overhead. Not
     folded: random ops, ops that write, results over `limit` elements (memory), and anything the graph
     returns or returns a view of (a caller could write to it; a folded value is shared by every call).
-    Returns the number of nodes folded."""
-    values, count = {}, 0
+
+    Factory calls with no tensor inputs (full, scalar_tensor, arange ...) are evaluated too, but stay in
+    the graph: lowered, they are constants inside the kernels that read them (and an arange is an index the
+    codegen can bound). What they feed is folded only where it moves them to another device: that copy is
+    the per-call host-to-device transfer. Returns the number of nodes folded."""
+    values, made, count = {}, set(), 0     # node -> value; nodes whose value only factories made
     for node in list(gm.graph.nodes):
         if node.op == "get_attr":
             value = operator.attrgetter(node.target)(gm)
@@ -193,11 +197,15 @@ def fold_constants(gm, limit=1 << 16):
             continue
         target = node.target
         if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or \
-                target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
+                target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags or \
+                torch.Tag.nondeterministic_bitwise in target.tags:
             continue
         inputs = node.all_input_nodes
-        if not inputs or any(i not in values for i in inputs) or _reaches_output(node):
+        if any(i not in values for i in inputs) or _reaches_output(node):
             continue
+        traced = node.meta.get("val")
+        if isinstance(traced, torch.Tensor) and traced.numel() > limit:
+            continue                           # not even evaluated: a factory may be large
         args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
         try:
             with torch.no_grad():
@@ -206,6 +214,11 @@ def fold_constants(gm, limit=1 << 16):
             continue
         if not isinstance(value, torch.Tensor) or value.numel() > limit:
             continue
+        if not inputs or all(i in made for i in inputs):
+            if not any(values[i].device != value.device for i in inputs):
+                values[node] = value           # a factory's value: kept in the graph, known here
+                made.add(node)
+                continue
         name = f"_folded_constant{count}"
         while hasattr(gm, name):
             name += "_"

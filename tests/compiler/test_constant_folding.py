@@ -81,3 +81,23 @@ def test_only_small_results_are_folded():
     assert decompose.fold_constants(small) == 1 and decompose.fold_constants(large) == 0
     small.recompile()
     torch.testing.assert_close(small(torch.zeros(100)), torch.full((100,), 2.0))
+
+
+def test_a_factory_value_moved_to_another_device_is_folded_once():
+    """full(cpu) -> _to_copy(device=...): the copy is the per-call host-to-device transfer; it becomes a
+    constant on the target device. A factory feeding same-device math stays in the graph (lowered as an
+    inline constant). The meta device stands in for a GPU here."""
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    cpu = torch.device("cpu")
+    fill = g.call_function(aten.full.default, ([4], 2.0), dict(dtype=torch.float32, device=cpu))
+    moved = g.call_function(aten._to_copy.default, (fill,), dict(device=torch.device("meta")))
+    same = g.call_function(aten.add.Tensor, (fill, 1))
+    g.output((g.call_function(aten.mul.Tensor, (x, same)), g.call_function(aten.add.Tensor, (moved, moved))))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    assert decompose.fold_constants(gm) == 1
+    ops = ops_of(gm)
+    assert aten._to_copy.default not in ops and aten.full.default in ops and aten.add.Tensor in ops
+    (constant,) = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
+    assert getattr(gm, constant).device.type == "meta"
