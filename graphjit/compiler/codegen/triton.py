@@ -1092,14 +1092,17 @@ def resolve_followers(launches, followers, winners):
     grid and arguments, where the winner's configuration prints the same text for the copy's sizes (a
     block size that divides the leader's length but not the copy's needs masks the winner lacks); else
     the copy keeps its own launch of the heuristic kernel, already compiled."""
+    leaders = {}                                      # contest key -> the leader's text in the winner's cfg
     for f in followers:
         winner = winners[f.key]
         cfg = {**winner.constexprs, "num_warps": winner.num_warps}
         if cfg == {**f.own.constexprs, "num_warps": f.own.num_warps}:
             continue                                  # the heuristic won: the copy's launch is right as is
         source, mine = f.emit(cfg)
-        leader_source, leader = f.leader_emit(cfg)
-        if source.replace(mine.name, "KERNEL") == leader_source.replace(leader.name, "KERNEL"):
+        if f.key not in leaders:
+            leader_source, leader = f.leader_emit(cfg)
+            leaders[f.key] = leader_source.replace(leader.name, "KERNEL")
+        if source.replace(mine.name, "KERNEL") == leaders[f.key]:
             mine.name = winner.name
             launches[f.item].launches[f.position] = mine
 
