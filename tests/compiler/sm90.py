@@ -5,10 +5,36 @@ import contextlib
 import importlib.util
 import os
 import sys
+import textwrap
 
 import pytest
 
 from graphjit.compiler.runtime import triton_workers
+
+# Two small kernels for the tests to compile: each reads in_ptr0 and writes out_ptr0, XBLOCK at a time.
+KERNELS = textwrap.dedent('''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def gj_test_scale(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) * 2.0)
+
+
+    @triton.jit
+    def gj_test_shift(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) + 1.0)
+''')
+
+
+class Launch:
+    """What the compile paths read of a graphjit Launch: the kernel's name, constexprs, warps, stages."""
+
+    def __init__(self, name):
+        self.name, self.constexprs, self.num_warps, self.num_stages = name, {"XBLOCK": 256}, 4, 1
 
 
 @contextlib.contextmanager

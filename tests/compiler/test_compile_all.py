@@ -13,35 +13,16 @@ triton = pytest.importorskip("triton")
 
 from graphjit.compiler.runtime import triton_build  # noqa: E402
 
-from .sm90 import sm90_module  # noqa: E402
+from .sm90 import KERNELS, Launch, sm90_module  # noqa: E402
 
-SOURCE = textwrap.dedent('''
-    import triton
-    import triton.language as tl
-
+# the shared kernels, and one that fails to compile (its block is not a power of two)
+SOURCE = KERNELS + textwrap.dedent('''
 
     @triton.jit
-    def gj_all_scale(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
-        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
-        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) * 2.0)
-
-
-    @triton.jit
-    def gj_all_shift(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
-        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
-        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) + 1.0)
-
-
-    @triton.jit
-    def gj_all_broken(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
-        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, 3)      # not a power of two: fails to compile
+    def gj_test_broken(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, 3)
         tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex))
 ''')
-
-
-class Launch:
-    def __init__(self, name):
-        self.name, self.constexprs, self.num_warps, self.num_stages = name, {"XBLOCK": 256}, 4, 1
 
 
 @pytest.fixture
@@ -67,26 +48,26 @@ def run(module, names, optional=()):
 
 def test_every_kernel_is_compiled_and_loaded_once_off_the_main_thread(sm90):
     module, loaded, _ = sm90
-    compiled, phases = run(module, ["gj_all_scale", "gj_all_shift"])
-    assert set(compiled) == {"gj_all_scale", "gj_all_shift"}
+    compiled, phases = run(module, ["gj_test_scale", "gj_test_shift"])
+    assert set(compiled) == {"gj_test_scale", "gj_test_shift"}
     assert all(kernel.asm.get("cubin") for kernel in compiled.values())
-    assert sorted(name for name, _ in loaded) == ["gj_all_scale", "gj_all_shift"]
+    assert sorted(name for name, _ in loaded) == ["gj_test_scale", "gj_test_shift"]
     assert all(thread != threading.main_thread().name for _, thread in loaded)
     assert {"submit", "wait"} <= set(phases) and all(v >= 0 for v in phases.values())
 
 
 def test_a_candidate_that_fails_to_compile_or_load_drops_out(sm90):
     module, loaded, fail_to_load = sm90
-    fail_to_load.add("gj_all_shift")
-    compiled, _ = run(module, ["gj_all_scale", "gj_all_shift", "gj_all_broken"],
-                      optional=["gj_all_shift", "gj_all_broken"])
-    assert set(compiled) == {"gj_all_scale"}
+    fail_to_load.add("gj_test_shift")
+    compiled, _ = run(module, ["gj_test_scale", "gj_test_shift", "gj_test_broken"],
+                      optional=["gj_test_shift", "gj_test_broken"])
+    assert set(compiled) == {"gj_test_scale"}
 
 
 def test_a_required_kernel_that_fails_is_raised(sm90):
     module, _, fail_to_load = sm90
     with pytest.raises(Exception):
-        run(module, ["gj_all_scale", "gj_all_broken"])
-    fail_to_load.add("gj_all_shift")
+        run(module, ["gj_test_scale", "gj_test_broken"])
+    fail_to_load.add("gj_test_shift")
     with pytest.raises(RuntimeError, match="shared memory"):
-        run(module, ["gj_all_scale", "gj_all_shift"])
+        run(module, ["gj_test_scale", "gj_test_shift"])

@@ -3,7 +3,6 @@ under the key the parent's own compile looks up, so the parent then compiles not
 GPU: a stand-in driver names an sm_90 target (ptxas ships with Triton), in this process as in the
 workers."""
 import os
-import textwrap
 
 import pytest
 import torch
@@ -12,30 +11,7 @@ triton = pytest.importorskip("triton")
 
 from graphjit.compiler.runtime import triton_workers  # noqa: E402
 
-from .sm90 import sm90_module  # noqa: E402
-
-SOURCE = textwrap.dedent('''
-    import triton
-    import triton.language as tl
-
-
-    @triton.jit
-    def gj_test_scale(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
-        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
-        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) * 2.0)
-
-
-    @triton.jit
-    def gj_test_shift(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
-        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
-        tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex) + 1.0)
-''')
-
-
-class Launch:
-    def __init__(self, name):
-        self.name, self.constexprs, self.num_warps, self.num_stages = name, {"XBLOCK": 256}, 4, 1
-
+from .sm90 import KERNELS as SOURCE, Launch, sm90_module  # noqa: E402
 
 @pytest.fixture
 def sm90(tmp_path, monkeypatch):
