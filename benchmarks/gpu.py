@@ -34,7 +34,6 @@ import torch  # noqa: E402
 
 import graphjit  # noqa: E402
 from graphjit.backends.registry import lookup_backend  # noqa: E402
-from graphjit.compiler.codegen import triton as triton_codegen  # noqa: E402
 
 DEVICE = "cuda"
 BF16 = torch.bfloat16
@@ -190,23 +189,6 @@ class Recording:
                 timings[phase] = round(timings.get(phase, 0) + seconds, 2)
         return dict(graphs=graphs, graphs_run_eagerly=eager, triton_kernels=kernels, extern_calls=externs,
                     fallback_ops=fallbacks, compile_seconds=timings)
-
-
-def ensure_triton_routing():
-    """backend="graphjit" must send CUDA graphs to the Triton codegen. If graphjit/compiler/__init__.py
-    does not do so yet (the one-line hook), route them here, in this process only, and say so."""
-    import inspect
-    import graphjit.compiler as compiler
-    if "triton" in inspect.getsource(compiler):
-        return "native"
-    original = compiler.compile_graph
-
-    def compile_graph(gm, example_inputs):
-        if triton_codegen.wanted(example_inputs):
-            return triton_codegen.compile_graph(gm, example_inputs)
-        return original(gm, example_inputs)
-    compiler.compile_graph = compile_graph
-    return "patched by benchmarks/gpu.py (hook not applied in graphjit/compiler/__init__.py)"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -504,14 +486,13 @@ def main():
     if args.smoke:
         args.runs = 2
     os.makedirs(args.out, exist_ok=True)
-    routing = ensure_triton_routing()
     chosen = [w for w in args.only.split(",") if w] or list(WORKLOADS)
     import triton
     machine = "CPU (smoke)" if SMOKE else "{0.name} ({0.multi_processor_count} SMs)".format(
         torch.cuda.get_device_properties(0))
     header = (f"{datetime.date.today()}, {machine}, python "
               f"{platform.python_version()}, torch {torch.__version__}, triton {triton.__version__}; bf16 inference, "
-              f"median of {args.runs} synchronized calls; graphjit routing: {routing}")
+              f"median of {args.runs} synchronized calls")
     bandwidth = copy_bandwidth() if args.profile else None
     print(header + (f"; device-to-device copy {bandwidth:.0f} GB/s" if bandwidth else ""), flush=True)
     rows = []

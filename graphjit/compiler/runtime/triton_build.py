@@ -163,7 +163,7 @@ def compile_all(module, launches, device, example_args, threads, optional=(), ph
     if config.triton_compile_workers > 0:
         _compile_in_workers(module, launches, device, example_args)
     ahead = time.perf_counter()
-    handles, finishing = {}, {}
+    finishing = {}
     # Loading a binary and building its launcher (a C compile when Triton's cache lacks one) happen lazily
     # at the first launch, one after another. Here a second pool does them as each compile finishes, while
     # later kernels are still being submitted and compiled: the launcher's C compile is a subprocess.
@@ -174,11 +174,11 @@ def compile_all(module, launches, device, example_args, threads, optional=(), ph
             for launch in launches:
                 fn = getattr(module, launch.name)
                 # torch dtypes stand for buffers graphjit allocates: warmup() makes them aligned MockTensors
-                handles[launch.name] = fn.warmup(*example_args[launch.name], grid=(1,), **_warmup_options(launch))
-                finishing[launch.name] = loaders.submit(_finish, device, handles[launch.name])
+                handle = fn.warmup(*example_args[launch.name], grid=(1,), **_warmup_options(launch))
+                finishing[launch.name] = loaders.submit(_finish, device, handle)
             submitted = time.perf_counter()
         compiled = {}
-        progress = Progress("compiling Triton kernels", len(handles), start=start)
+        progress = Progress("compiling Triton kernels", len(finishing), start=start)
         try:
             for done, (name, future) in enumerate(finishing.items(), 1):
                 kernel, step, error = future.result()
