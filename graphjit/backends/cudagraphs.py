@@ -251,8 +251,10 @@ class CUDAGraphRunner:
                 logs.log("cudagraphs", f"{self.name}: input {i} changed layout; running without the graph")
                 return self.fn(*args)
             _copy_static(view, base, span, x, into_static=True)
-        self.pool.invalidate_from(recording)
         recording.graph.replay()
+        # After the launch, so that the GPU starts sooner: these checks are host-side only, no user code runs
+        # in between, and the replay's writes land after everything the caller queued before this call.
+        self.pool.invalidate_from(recording)
         for i, k in self.written_back:      # the graph wrote the static copy: write the caller's tensor
             view, base, span, _ = recording.copies[k]
             _copy_static(view, base, span, args[i], into_static=False)
