@@ -230,8 +230,12 @@ class Tracer:
 
     # ---- global state during the trace ----
     def set_grad_mode(self, mode):
-        self.graph.create_node("call_function", torch._C._set_grad_enabled, [mode], {}, None)
         previous = torch.is_grad_enabled()
+        if mode != previous:
+            # Only a change goes into the graph: the trace runs in the mode the graph will run in (the entry
+            # guards it), so setting the current mode again (torch.no_grad() under inference, as
+            # transformers' rotary embeddings do) is a no-op, and compilers refuse graphs that change modes.
+            self.graph.create_node("call_function", torch._C._set_grad_enabled, [mode], {}, None)
         torch._C._set_grad_enabled(mode)
         if not any(getattr(c, "_grad_restore", False) for c in self.cleanups):
             restore = lambda: torch._C._set_grad_enabled(previous)
