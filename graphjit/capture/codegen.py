@@ -175,6 +175,7 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     code = fn.__code__
     lines = [f"def __gj_entry({signature_source(code)}):", "    try:"]
     names = SourceNames(lines)
+    guards.add_membership_guards(input_sources)
     batched = guards.batched_tensor_check()
     covered, snapshots = guards.snapshot_guards()
     for base, snapshot in snapshots:

@@ -14,7 +14,7 @@ import dataclasses
 
 import torch
 
-from .sources import Source
+from .sources import ItemSource, Source
 
 # Cost classes: lower runs first.
 STATE, IDENTITY, TYPE, CONSTANT, LENGTH, TENSOR = range(6)
@@ -51,6 +51,7 @@ class GuardSet:
         # Source -> (tuple of immutable scalars read there while tracing, its namespace name): the entry
         # checks `value is that tuple` first and runs the guards on it and its items only when it is not
         self.immutable = {}
+        self.key_sets = {}        # Source -> keys of a dict checked as a set (add_key_set)
 
     def note_immutable(self, source, value):
         """Tracing read the tuple `value` (ints, floats, strings ... all the way down) at `source`: a
@@ -110,6 +111,31 @@ class GuardSet:
     def add_keys(self, source: Source, keys):
         self.add(LENGTH, f"tuple({{0}}) == {self.obj(tuple(keys))}", f"tuple({source.expr()}) == {tuple(keys)!r}",
                  (source,))
+
+    def add_key_set(self, source: Source, keys):
+        """The dict at `source` has exactly these keys, in any order (membership: which of a module's
+        _parameters, _buffers and _modules holds a name). Checked as `len(d) == n`, 4x cheaper than
+        comparing the keys: the entry reads each key it loads anyway (a missing one raises, which is a
+        miss), and build_entry adds an `in` check for the keys it doesn't load (see membership_checks)."""
+        self.key_sets.setdefault(source, set()).update(keys)
+        self.add(LENGTH, f"len({{0}}) == {len(keys)}", f"{source.expr()} has the keys {sorted(keys)}", (source,))
+
+    def add_membership_guards(self, input_sources=()):
+        """For add_key_set's dicts: an `in` check of each key that neither a guard nor a graph input reads
+        through (those reads fail on a missing key, which is a miss). Dicts whose keys an ordered add_keys
+        guard compares need none. Run once, when the entry is built."""
+        read = set()
+        for source in [s for g in list(self.guards.values()) for s in g.sources] + list(input_sources):
+            while source is not None and source not in read:
+                read.add(source)
+                source = getattr(source, "base", None)
+        ordered = {g.sources[0] for g in self.guards.values() if g.template.startswith("tuple(") and g.sources}
+        for source, keys in self.key_sets.items():
+            if source in ordered:
+                continue
+            for key in sorted(keys, key=repr):
+                if ItemSource(source, key) not in read:
+                    self.add(LENGTH, f"{key!r} in {{0}}", None, (source,))
 
     def add_tensor(self, source: Source, t: torch.Tensor):
         """type, dtype, device, shape, stride and requires_grad of a tensor graph input."""

@@ -73,6 +73,10 @@ def _wrap_uncached(tx, value, source):
     if type(value) in _CONSTANT_TYPES:
         if source is not None:
             tx.guards.add_equals(source, value)
+            if type(value) in (int, float, str):
+                # the same object there next call (a module's eps, a config's size) skips the type and
+                # value checks: one identity test instead of three operations
+                tx.guards.note_immutable(source, value)
         return ConstantVariable(value, source)
     if isinstance(value, _TORCH_CONSTANT_TYPES):
         if source is not None:
