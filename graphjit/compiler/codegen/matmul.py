@@ -127,7 +127,37 @@ def candidates(plan):
     return found
 
 
+def gemv_config(plan):
+    """The one-row template's block sizes for plan (M == 1: decode at batch 1), from benchmarks/gemv_probe.py
+    on the H200 (session 6): 8 warps; with the weight contiguous along K (x @ w.t()), long runs of K per
+    program; contiguous along N (GPT-2's Conv1D), 16 columns per program for wide outputs, 8 for narrow
+    ones (more programs), and shorter K steps for long K. Within 10% of the best block sizes measured on
+    every shape, and faster than cuBLAS on all but one (GPT-2's c_attn: a tie)."""
+    if int(plan.b.strides[0]) == 1 and int(plan.b.strides[1]) != 1:
+        block_n, block_k = (8, 512) if plan.K >= 2048 else (16, 256)
+    else:
+        block_n = 16 if plan.N >= 2048 else 8
+        block_k = 256 if plan.K <= 1024 else 128
+    return dict(GEMV=1, BLOCK_N=min(block_n, _pow2(plan.N, 8)), BLOCK_K=min(block_k, _pow2(plan.K, 16)),
+                num_warps=8)
+
+
+def gemv_candidates(plan):
+    """max-autotune's one-row configurations to race against cuBLAS (M == 1)."""
+    found = [gemv_config(plan)]
+    for block_n, block_k in ((8, 128), (8, 256), (16, 256), (16, 64), (8, 512)):
+        cfg = dict(GEMV=1, BLOCK_N=min(block_n, _pow2(plan.N, 8)), BLOCK_K=min(block_k, _pow2(plan.K, 16)),
+                   num_warps=8)
+        if cfg not in found:
+            found.append(cfg)
+    return found
+
+
 def valid(cfg):
+    if isinstance(cfg, dict) and cfg.get("GEMV") == 1:
+        return cfg.keys() == {"GEMV", "BLOCK_N", "BLOCK_K", "num_warps"} and all(
+            isinstance(cfg[k], int) and cfg[k] > 0 and cfg[k] & (cfg[k] - 1) == 0
+            for k in ("BLOCK_N", "BLOCK_K", "num_warps")) and cfg["BLOCK_N"] >= 8 and cfg["BLOCK_K"] >= 16
     keys = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"}
     return isinstance(cfg, dict) and cfg.keys() == keys and all(
         isinstance(v, int) and v > 0 for v in cfg.values()) and all(
@@ -144,14 +174,55 @@ def source(name, plan, cfg, interpret=False):
     out = DTYPES[plan.out.layout.dtype]
     epilogue = plan.epilogue
     outputs = list(epilogue.params) if epilogue is not None else ["c_ptr"]
+    gemv = cfg.get("GEMV") == 1
+    constexprs = ("M", "N", "K", "BLOCK_N", "BLOCK_K") if gemv else \
+        ("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
     params = ["a_ptr", "b_ptr"] + (["x_ptr"] if bias else []) + outputs + ["sam", "sak", "sbk", "sbn"] + \
-        (["sxm", "sxn"] if bias else []) + ["scm", "scn"] + \
-        [f"{p}: tl.constexpr" for p in ("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")]
+        (["sxm", "sxn"] if bias else []) + ["scm", "scn"] + [f"{p}: tl.constexpr" for p in constexprs]
     lines = [
         "@triton.jit",
         f"def {name}({', '.join(params)}):",
-        f"    # {plan.kind} template: [{plan.M}, {plan.K}] @ [{plan.K}, {plan.N}]" + (" + bias" if bias else "") +
-        (" -> epilogue" if epilogue is not None else ""),
+        f"    # {plan.kind} {'one-row ' if gemv else ''}template: [{plan.M}, {plan.K}] @ [{plan.K}, {plan.N}]" +
+        (" + bias" if bias else "") + (" -> epilogue" if epilogue is not None else ""),
+    ]
+    lines += _gemv_loop() if gemv else _tiled_loop(precision, widen)
+    if bias:
+        lines.append("    acc += tl.load(x_ptr + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0)"
+                     ".to(tl.float32)")
+    if epilogue is None:
+        lines.append(f"    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to({out}), mask=mask)")
+        return "\n".join(lines)
+    # the epilogue reads the product as the unfused kernel would: stored in its dtype, loaded as float32
+    rounded = "acc" if plan.out.layout.dtype == torch.float32 else f"acc.to({out}).to(tl.float32)"
+    lines += [f"    acc_in = {rounded}",
+              f"    xindex = rm[:, None] * {plan.N} + rn[None, :]",
+              "    xmask = mask"]
+    lines += ["    " + line for line in epilogue.lines]
+    return "\n".join(lines)
+
+
+def _gemv_loop():
+    """One row: each program owns BLOCK_N output columns and walks K in BLOCK_K steps, multiplying in
+    float32 and summing once at the end (no tensor-core tile padded from 1 row to 16)."""
+    # part [BLOCK_K, BLOCK_N]: the weight tile's products, summed over K once after the loop
+    return [
+        "    pid = tl.program_id(0)",
+        "    rm = tl.full([1], 0, tl.int32)",
+        "    rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "    rk = tl.arange(0, BLOCK_K)",
+        "    part = tl.full((BLOCK_K, BLOCK_N), 0.0, tl.float32)",
+        "    for k in range(0, K, BLOCK_K):",
+        "        kk = k + rk",
+        "        a = tl.load(a_ptr + kk * sak, mask=kk < K, other=0.0).to(tl.float32)",
+        "        b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
+        "        part += a[:, None] * b.to(tl.float32)",
+        "    acc = tl.reduce(part, 0, gj_add)[None, :]",     # the module prelude's add (runs in the interpreter)
+        "    mask = (rm[:, None] < M) & (rn[None, :] < N)",
+    ]
+
+
+def _tiled_loop(precision, widen):
+    return [
         "    pid = tl.program_id(0)",
         "    grid_m = (M + BLOCK_M - 1) // BLOCK_M",
         "    grid_n = (N + BLOCK_N - 1) // BLOCK_N",
@@ -171,19 +242,6 @@ def source(name, plan, cfg, interpret=False):
         f"        acc += tl.dot(a{widen}, b{widen}, input_precision={precision})",
         "    mask = (rm[:, None] < M) & (rn[None, :] < N)",
     ]
-    if bias:
-        lines.append("    acc += tl.load(x_ptr + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0)"
-                     ".to(tl.float32)")
-    if epilogue is None:
-        lines.append(f"    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to({out}), mask=mask)")
-        return "\n".join(lines)
-    # the epilogue reads the product as the unfused kernel would: stored in its dtype, loaded as float32
-    rounded = "acc" if plan.out.layout.dtype == torch.float32 else f"acc.to({out}).to(tl.float32)"
-    lines += [f"    acc_in = {rounded}",
-              f"    xindex = rm[:, None] * {plan.N} + rn[None, :]",
-              "    xmask = mask"]
-    lines += ["    " + line for line in epilogue.lines]
-    return "\n".join(lines)
 
 
 @dataclasses.dataclass
@@ -200,6 +258,9 @@ class TemplateLaunch:
 
 
 def launch(name, plan, cfg):
+    if cfg.get("GEMV") == 1:
+        constexprs = dict(M=plan.M, N=plan.N, K=plan.K, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"])
+        return TemplateLaunch(name, plan, -(-plan.N // cfg["BLOCK_N"]), constexprs, cfg["num_warps"], 3)
     grid = -(-plan.M // cfg["BLOCK_M"]) * -(-plan.N // cfg["BLOCK_N"])
     constexprs = dict(M=plan.M, N=plan.N, K=plan.K, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                       BLOCK_K=cfg["BLOCK_K"], GROUP_M=cfg["GROUP_M"])

@@ -80,6 +80,10 @@ fast_launch = _env_int("TRITON_FAST_LAUNCH", 1)
 mm_templates = _env_int("TRITON_MM_TEMPLATES", 1)
 # max-autotune: a pointwise kernel that alone reads a template's product runs as the template's epilogue.
 epilogues = _env_int("TRITON_MM_EPILOGUES", 1)
+# Every mode: a 16-bit mm/addmm of one row (decode at batch 1) runs as the one-row Triton template, with
+# the pointwise kernel after it as its epilogue (a GELU, a scale) instead of cuBLAS (0: cuBLAS always).
+# On the H200 it beat cuBLAS by 10-30% on GPT-2's decode shapes and tied on one (benchmarks/gemv_probe.py).
+gemv_templates = _env_int("TRITON_GEMV", 1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1408,6 +1412,9 @@ def compile_graph(gm, example_inputs):
         extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests, mm_followers,
                                        example_inputs, graph, launches, check)
         source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
+    elif gemv_templates:
+        extra = _plan_gemv_templates(items, templates, example_inputs, graph, launches, check, interpret)
+        source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
     lap("codegen")
     module = triton_build.load(source, interpret=interpret)
     by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
@@ -1530,12 +1537,47 @@ def _plan_matmul_templates(items, device, interpret, templates, contests, follow
             pass
         elif not interpret:         # a GPU to time the candidates on
             candidates = []
-            for k, c in enumerate(matmul.candidates(plan)):
+            configs = matmul.candidates(plan) + (matmul.gemv_candidates(plan) if _gemv_plan(item) else [])
+            for k, c in enumerate(configs):
                 candidates.append(matmul.launch(f"{base}_c{k}", plan, c))
                 sources.append(matmul.source(f"{base}_c{k}", plan, c))
             contests.append((key, plan, candidates))
             launch = candidates[0] if candidates else None
         first[identity] = (item.name, launch)
+    return sources
+
+
+def _gemv_plan(item):
+    """item's MatmulPlan if the one-row template computes it: mm/addmm of one row in bf16 or fp16."""
+    from . import matmul
+    plan = matmul.plan_for(item)
+    if plan is None or plan.M != 1 or plan.a.dtype not in (torch.bfloat16, torch.float16):
+        return None
+    return plan
+
+
+def _plan_gemv_templates(items, templates, example_inputs, graph, launches, check, interpret):
+    """Modes without autotuning: each one-row product (_gemv_plan) as the one-row template in its
+    heuristic configuration (matmul.gemv_config), with the pointwise kernel after it as its epilogue where
+    _epilogue_for allows. Products with the same kernel text and operand alignment (each layer's copy)
+    share one kernel. Fills `templates` (item name -> TemplateLaunch); returns the kernel sources to add."""
+    from . import matmul
+    sources, first = [], {}
+    buffers = {b.name: b for b in graph.buffers()}
+    for position, item in enumerate(items):
+        plan = _gemv_plan(item)
+        if plan is None:
+            continue
+        if epilogues:
+            plan.epilogue = _epilogue_for(plan, items, position, graph, launches, check)
+        cfg = matmul.gemv_config(plan)
+        identity = (plan.key_text(), repr(sorted(cfg.items())), _operand_alignment(plan, example_inputs, buffers))
+        if identity in first:
+            templates[item.name] = dataclasses.replace(first[identity], plan=plan)
+            continue
+        name = f"triton_gemv_{len(first)}"
+        templates[item.name] = first[identity] = matmul.launch(name, plan, cfg)
+        sources.append(matmul.source(name, plan, cfg, interpret))
     return sources
 
 
