@@ -178,8 +178,7 @@ def tune_matmuls(contests, compiled, arguments, device, epilogue_ms=lambda plan:
         best = min(range(len(candidates)), key=timings.__getitem__) if candidates else None
         if best is not None and timings[best] < 0.97 * extern_ms:    # a clear win only
             winner = candidates[best]
-            cfg = {k: winner.constexprs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
-            cfg.update(num_warps=winner.num_warps, num_stages=winner.num_stages)
+            cfg = dict(winner.cfg)          # tiled or one-row: what matmul.launch makes it from again
             chosen[plan.item.name] = winner
         else:
             cfg = {"extern": 1}

@@ -131,3 +131,23 @@ def test_one_row_products_on_cuda(dtype, monkeypatch):
                 torch.testing.assert_close(got, want, **TOL[dtype])
         (call,) = _wrappers()
         assert call.wrapper_source.count("as a Triton template") == 3, call.wrapper_source
+
+
+@pytest.mark.parametrize("cfg", [dict(GEMV=1, BLOCK_N=16, BLOCK_K=256, num_warps=8),
+                                 dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=4)],
+                         ids=["one-row", "tiled"])
+def test_max_autotune_stores_the_winners_own_configuration(cfg, monkeypatch):
+    """A winning candidate's choice is cached as the configuration it was made from (a one-row winner has
+    no BLOCK_M: reading one failed the whole graph on the H200), and loads back as the same launch."""
+    from types import SimpleNamespace
+    plan = SimpleNamespace(item=SimpleNamespace(op=lambda *args: None, name="mm0"), a=None, b=None, bias=None,
+                           M=1, N=64, K=256, key_text=lambda: "mm M1 N64 K256")
+    winner = matmul.launch("triton_mm_0", plan, cfg)
+    stored = {}
+    monkeypatch.setattr(autotune, "time_call", lambda fn, device: 1.0)
+    monkeypatch.setattr(autotune, "_timings", lambda candidates, compiled, arguments, device: [0.5])
+    monkeypatch.setattr(autotune, "store_choice", lambda key, choice, timings: stored.update({key: choice}))
+    chosen = autotune.tune_matmuls([("key", plan, [winner])], {}, lambda launch: [None, None], "cuda")
+    assert chosen == {"mm0": winner} and stored == {"key": cfg} and matmul.valid(stored["key"])
+    again = matmul.launch("triton_mm_0", plan, stored["key"])
+    assert (again.grid, again.constexprs, again.num_warps) == (winner.grid, winner.constexprs, winner.num_warps)

@@ -255,16 +255,18 @@ class TemplateLaunch:
     num_warps: int
     num_stages: int
     kind: str = "matmul template"
+    cfg: dict = None        # the configuration it was made from (what max-autotune caches when it wins)
 
 
 def launch(name, plan, cfg):
     if cfg.get("GEMV") == 1:
         constexprs = dict(M=plan.M, N=plan.N, K=plan.K, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"])
-        return TemplateLaunch(name, plan, -(-plan.N // cfg["BLOCK_N"]), constexprs, cfg["num_warps"], 3)
+        return TemplateLaunch(name, plan, -(-plan.N // cfg["BLOCK_N"]), constexprs, cfg["num_warps"], 3,
+                              cfg=dict(cfg))
     grid = -(-plan.M // cfg["BLOCK_M"]) * -(-plan.N // cfg["BLOCK_N"])
     constexprs = dict(M=plan.M, N=plan.N, K=plan.K, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                       BLOCK_K=cfg["BLOCK_K"], GROUP_M=cfg["GROUP_M"])
-    return TemplateLaunch(name, plan, grid, constexprs, cfg["num_warps"], cfg["num_stages"])
+    return TemplateLaunch(name, plan, grid, constexprs, cfg["num_warps"], cfg["num_stages"], cfg=dict(cfg))
 
 
 def views(plan):
