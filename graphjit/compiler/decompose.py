@@ -182,7 +182,9 @@ def fold_constants(gm, limit=1 << 16):
     a CPU constant, lift_fresh_copy and a _to_copy to the device, which would copy host to device on
     every call: a device sync in the default mode, and no CUDA-graph capture in reduce-overhead. Not
     folded: random ops, ops that write, results over `limit` elements (memory), and anything the graph
-    returns or returns a view of (a caller could write to it; a folded value is shared by every call).
+    returns or returns a view of (a caller could write to it; a folded value is shared by every call),
+    except a copy to another device: the graph then returns a clone of the folded value, made on the
+    device.
 
     Factory calls with no tensor inputs (full, scalar_tensor, arange ...) are evaluated too, but stay in
     the graph: lowered, they are constants inside the kernels that read them (and an arange is an index the
@@ -201,8 +203,9 @@ def fold_constants(gm, limit=1 << 16):
                 torch.Tag.nondeterministic_bitwise in target.tags:
             continue
         inputs = node.all_input_nodes
-        if any(i not in values for i in inputs) or _reaches_output(node):
+        if any(i not in values for i in inputs):
             continue
+        returned = _reaches_output(node)
         traced = node.meta.get("val")
         if isinstance(traced, torch.Tensor) and traced.numel() > limit:
             continue                           # not even evaluated: a factory may be large
@@ -214,8 +217,11 @@ def fold_constants(gm, limit=1 << 16):
             continue
         if not isinstance(value, torch.Tensor) or value.numel() > limit:
             continue
+        moved = any(values[i].device != value.device for i in inputs)
+        if returned and not moved:
+            continue
         if not inputs or all(i in made for i in inputs):
-            if not any(values[i].device != value.device for i in inputs):
+            if not moved:
                 values[node] = value           # a factory's value: kept in the graph, known here
                 made.add(node)
                 continue
@@ -225,8 +231,12 @@ def fold_constants(gm, limit=1 << 16):
         gm.register_buffer(name, value, persistent=False)
         with gm.graph.inserting_before(node):
             constant = gm.graph.get_attr(name)
+            # returned (a cache layer's sliding-window size, moved to the GPU): a copy on the device
+            # each call, so the caller may write to it, but no host-to-device transfer
+            fresh = gm.graph.call_function(torch.ops.aten.clone.default, (constant,)) if returned else constant
         constant.meta = dict(node.meta)
-        node.replace_all_uses_with(constant)
+        fresh.meta = dict(node.meta)
+        node.replace_all_uses_with(fresh)
         gm.graph.erase_node(node)
         values[constant] = value
         count += 1

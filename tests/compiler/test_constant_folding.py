@@ -101,3 +101,40 @@ def test_a_factory_value_moved_to_another_device_is_folded_once():
     assert aten._to_copy.default not in ops and aten.full.default in ops and aten.add.Tensor in ops
     (constant,) = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
     assert getattr(gm, constant).device.type == "meta"
+
+
+def test_a_returned_value_moved_to_another_device_is_cloned_from_a_folded_constant():
+    """tensor(8) made on the CPU, then _to_copy to the device, and returned (transformers' sliding-window
+    cache layer keeps its window size so): folded once on the device, returned as a clone each call (the
+    caller may write to it) instead of a host-to-device copy per call. A returned value that stays on its
+    device is still not folded."""
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    size = g.call_function(aten.scalar_tensor.default, (8,), dict(dtype=torch.int64, device=torch.device("cpu")))
+    moved = g.call_function(aten._to_copy.default, (size,), dict(device=torch.device("meta")))
+    kept = g.call_function(aten.full.default, ([2], 3.0), dict(dtype=torch.float32, device=torch.device("cpu")))
+    g.output((g.call_function(aten.mul.Tensor, (x, 2)), moved, kept))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    assert decompose.fold_constants(gm) == 1
+    ops = ops_of(gm)
+    assert aten._to_copy.default not in ops and aten.clone.default in ops and aten.full.default in ops
+    output = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    assert output[1].target is aten.clone.default and output[1].args[0].op == "get_attr"
+    assert getattr(gm, output[1].args[0].target).device.type == "meta"
+
+
+def test_a_returned_moved_constant_matches_eager_and_stays_private(monkeypatch):
+    """Through the frontend and graphjit's compiler: a CPU-made tensor moved to the graph's device (here
+    the CPU itself: no move, nothing folded) and returned; a caller's write to one call's result does not
+    reach the next call's."""
+    def fn(x):
+        window = torch.tensor(8, dtype=torch.int64)
+        return x * 2, window.to(x.device)
+    compiled = graphjit.compile(fn, backend="graphjit")
+    x = torch.randn(3)
+    first = compiled(x)
+    first[1].add_(1)
+    again = compiled(x)
+    torch.testing.assert_close(again[0], x * 2)
+    assert again[1].item() == 8
