@@ -175,9 +175,9 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     code = fn.__code__
     lines = [f"def __gj_entry({signature_source(code)}):", "    try:"]
     names = SourceNames(lines)
-    guards.add_membership_guards(input_sources)
     batched = guards.batched_tensor_check()
     covered, snapshots = guards.snapshot_guards()
+    guards.add_membership_guards(input_sources, covered)
     for base, snapshot in snapshots:
         name = f"__gj_snapshot{len(namespace)}"
         namespace[name] = snapshot

@@ -120,12 +120,19 @@ class GuardSet:
         self.key_sets.setdefault(source, set()).update(keys)
         self.add(LENGTH, f"len({{0}}) == {len(keys)}", f"{source.expr()} has the keys {sorted(keys)}", (source,))
 
-    def add_membership_guards(self, input_sources=()):
+    def add_membership_guards(self, input_sources=(), skipped=()):
         """For add_key_set's dicts: an `in` check of each key that neither a guard nor a graph input reads
-        through (those reads fail on a missing key, which is a miss). Dicts whose keys an ordered add_keys
-        guard compares need none. Run once, when the entry is built."""
-        read = set()
-        for source in [s for g in list(self.guards.values()) for s in g.sources] + list(input_sources):
+        through on every call (those reads fail on a missing key, which is a miss). Guards in `skipped`
+        (not emitted: covered by a snapshot) read nothing; a guard under an immutable root reads only the
+        root's chain (its own check runs only when the root's identity test fails). Dicts whose keys an
+        ordered add_keys guard compares need none. Run once, when the entry is built."""
+        read, starts = set(), list(input_sources)
+        for g in list(self.guards.values()):
+            if g in skipped:
+                continue
+            root = self.immutable_root(g.sources[0]) if len(g.sources) == 1 else None
+            starts += [root] if root is not None else list(g.sources)
+        for source in starts:
             while source is not None and source not in read:
                 read.add(source)
                 source = getattr(source, "base", None)
