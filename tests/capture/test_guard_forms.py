@@ -130,3 +130,37 @@ def test_int_turned_bool_misses():
     eager.k = True                 # equal to 1, but another type
     torch.testing.assert_close(compiled(x), eager(x))
     assert counter.frame_count == 2
+
+
+def test_a_parameter_that_was_none_gets_a_value():
+    """Linear(bias=False) then `lin.bias = Parameter(...)`: the same keys, a new value: must miss (the
+    None was unguarded before, and the old entry ignored the new bias)."""
+    torch.manual_seed(0)
+    eager = nn.Linear(4, 3, bias=False)
+    counter = CompileCounter()
+    compiled = graphjit.compile(eager, backend=counter)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), eager(x))
+    eager.bias = nn.Parameter(torch.ones(3))
+    torch.testing.assert_close(compiled(x), eager(x))
+    assert counter.frame_count == 2
+
+
+def test_a_buffer_that_was_none_gets_a_tensor():
+    class Shifted(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("shift", None)
+
+        def forward(self, x):
+            return x if self.shift is None else x + self.shift
+
+    eager = Shifted()
+    counter = CompileCounter()
+    compiled = graphjit.compile(eager, backend=counter)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), eager(x))
+    before = counter.frame_count          # 0: `return x` makes no graph
+    eager.shift = torch.full((3,), 5.0)
+    torch.testing.assert_close(compiled(x), eager(x))     # x + 5: the old entry would return x
+    assert counter.frame_count == before + 1

@@ -151,3 +151,35 @@ def test_max_autotune_stores_the_winners_own_configuration(cfg, monkeypatch):
     assert chosen == {"mm0": winner} and stored == {"key": cfg} and matmul.valid(stored["key"])
     again = matmul.launch("triton_mm_0", plan, stored["key"])
     assert (again.grid, again.constexprs, again.num_warps) == (winner.grid, winner.constexprs, winner.num_warps)
+
+
+def test_a_cached_one_row_choice_is_refused_for_more_rows():
+    """A damaged cache can't make a several-row product run the one-row kernel (only row 0 would be
+    computed)."""
+    from types import SimpleNamespace
+    cfg = dict(GEMV=1, BLOCK_N=8, BLOCK_K=32, num_warps=4)
+    assert matmul.valid(cfg, SimpleNamespace(M=1)) and not matmul.valid(cfg, SimpleNamespace(M=4))
+
+
+def test_switched_off_also_in_max_autotune(monkeypatch):
+    """GRAPHJIT_TRITON_GEMV=0: max-autotune neither races one-row candidates nor uses a cached one-row
+    choice; with its matmul templates off too, cuBLAS always."""
+    monkeypatch.setattr(triton_codegen, "gemv_templates", 0)
+    monkeypatch.setattr(autotune, "load_choice", lambda key: dict(GEMV=1, BLOCK_N=8, BLOCK_K=32, num_warps=4))
+    fn = lambda x, w: x @ w       # noqa: E731
+    compiled = graphjit.compile(fn, mode="max-autotune-no-cudagraphs")
+    x, w = torch.randn(1, 40).bfloat16(), torch.randn(40, 24).bfloat16()
+    torch.testing.assert_close(compiled(x, w), fn(x, w), **TOL[torch.bfloat16])
+    (call,) = _wrappers()
+    assert "one-row template" not in call.source
+    assert all(not c.get("GEMV") for c in matmul.candidates(
+        __import__("types").SimpleNamespace(M=1, N=24, K=40, a=x, b=w)))
+
+
+def test_mm_templates_off_means_cublas_in_max_autotune(monkeypatch):
+    monkeypatch.setattr(triton_codegen, "mm_templates", 0)
+    compiled = graphjit.compile(lambda x, w: x @ w, mode="max-autotune-no-cudagraphs")
+    x, w = torch.randn(1, 40).bfloat16(), torch.randn(40, 24).bfloat16()
+    torch.testing.assert_close(compiled(x, w), x @ w, **TOL[torch.bfloat16])
+    (call,) = _wrappers()
+    assert "Triton template" not in call.wrapper_source

@@ -78,7 +78,11 @@ class NNModuleVariable(ObjectLikeVariable):
                 if src is not None:
                     tx.guards.add_key_set(AttrSource(self.source, owner), tuple(table.keys()))
                 value = table[name]
-                return ConstantVariable(None, src) if value is None else wrap(tx, value, src)
+                if value is None:        # Linear(bias=False): a later `m.bias = Parameter(...)` must miss
+                    if src is not None:
+                        tx.guards.add(1, "{0} is None", None, (src,))
+                    return ConstantVariable(None, src)
+                return wrap(tx, value, src)
         if name in d:
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if name == "__class__":

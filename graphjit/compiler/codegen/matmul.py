@@ -153,8 +153,12 @@ def gemv_candidates(plan):
     return found
 
 
-def valid(cfg):
+def valid(cfg, plan=None):
+    """Whether a cached choice is a configuration source() can print (for `plan`: a one-row configuration
+    only for a product of one row)."""
     if isinstance(cfg, dict) and cfg.get("GEMV") == 1:
+        if plan is not None and plan.M != 1:
+            return False
         return cfg.keys() == {"GEMV", "BLOCK_N", "BLOCK_K", "num_warps"} and all(
             isinstance(cfg[k], int) and cfg[k] > 0 and cfg[k] & (cfg[k] - 1) == 0
             for k in ("BLOCK_N", "BLOCK_K", "num_warps")) and cfg["BLOCK_N"] >= 8 and cfg["BLOCK_K"] >= 16

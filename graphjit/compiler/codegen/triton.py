@@ -1412,7 +1412,7 @@ def compile_graph(gm, example_inputs):
         extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests, mm_followers,
                                        example_inputs, graph, launches, check)
         source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
-    elif gemv_templates:
+    elif gemv_templates and tuning is None:     # max-autotune with mm templates off: cuBLAS always
         extra = _plan_gemv_templates(items, templates, example_inputs, graph, launches, check, interpret)
         source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
     lap("codegen")
@@ -1530,14 +1530,15 @@ def _plan_matmul_templates(items, device, interpret, templates, contests, follow
         base = f"triton_mm_{len(templates) + len(contests)}"
         cfg = autotune.load_choice(key)
         launch = None
-        if cfg is not None and matmul.valid(cfg):
+        if cfg is not None and matmul.valid(cfg, plan) and (gemv_templates or cfg.get("GEMV") != 1):
             launch = templates[item.name] = matmul.launch(base, plan, cfg)
             sources.append(matmul.source(base, plan, cfg, interpret))
         elif cfg is not None and cfg == {"extern": 1}:
             pass
         elif not interpret:         # a GPU to time the candidates on
             candidates = []
-            configs = matmul.candidates(plan) + (matmul.gemv_candidates(plan) if _gemv_plan(item) else [])
+            configs = matmul.candidates(plan) + (
+                matmul.gemv_candidates(plan) if gemv_templates and _gemv_plan(item) else [])
             for k, c in enumerate(configs):
                 candidates.append(matmul.launch(f"{base}_c{k}", plan, c))
                 sources.append(matmul.source(f"{base}_c{k}", plan, c))
