@@ -116,7 +116,7 @@ class GuardSet:
         """The dict at `source` has exactly these keys, in any order (membership: which of a module's
         _parameters, _buffers and _modules holds a name). Checked as `len(d) == n`, 4x cheaper than
         comparing the keys: the entry reads each key it loads anyway (a missing one raises, which is a
-        miss), and build_entry adds an `in` check for the keys it doesn't load (see membership_checks)."""
+        miss), and add_membership_guards adds an `in` check for the keys it doesn't read."""
         self.key_sets.setdefault(source, set()).update(keys)
         self.add(LENGTH, f"len({{0}}) == {len(keys)}", f"{source.expr()} has the keys {sorted(keys)}", (source,))
 

@@ -138,6 +138,11 @@ def gemv_config(plan):
     else:
         block_n = 16 if plan.N >= 2048 else 8
         block_k = 256 if plan.K <= 1024 else 128
+    return _gemv_cfg(plan, block_n, block_k)
+
+
+def _gemv_cfg(plan, block_n, block_k):
+    """A one-row configuration, its blocks shrunk to small N and K."""
     return dict(GEMV=1, BLOCK_N=min(block_n, _pow2(plan.N, 8)), BLOCK_K=min(block_k, _pow2(plan.K, 16)),
                 num_warps=8)
 
@@ -146,8 +151,7 @@ def gemv_candidates(plan):
     """max-autotune's one-row configurations to race against cuBLAS (M == 1)."""
     found = [gemv_config(plan)]
     for block_n, block_k in ((8, 128), (8, 256), (16, 256), (16, 64), (8, 512)):
-        cfg = dict(GEMV=1, BLOCK_N=min(block_n, _pow2(plan.N, 8)), BLOCK_K=min(block_k, _pow2(plan.K, 16)),
-                   num_warps=8)
+        cfg = _gemv_cfg(plan, block_n, block_k)
         if cfg not in found:
             found.append(cfg)
     return found

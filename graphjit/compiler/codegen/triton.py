@@ -1407,14 +1407,14 @@ def compile_graph(gm, example_inputs):
     followers = []
     source, launches = generate(graph, items, check, tuning, device, candidates=not interpret,
                                 followers=followers, example_inputs=example_inputs)
-    templates, mm_contests, mm_followers = {}, [], []
+    templates, mm_contests, mm_followers, extra = {}, [], [], []
     if tuning is not None and mm_templates:
         extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests, mm_followers,
                                        example_inputs, graph, launches, check)
-        source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
-    elif gemv_templates and tuning is None:     # max-autotune with mm templates off: cuBLAS always
+    elif gemv_templates and tuning is None:     # (max-autotune with its templates off: cuBLAS always)
         extra = _plan_gemv_templates(items, templates, example_inputs, graph, launches, check, interpret)
-        source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n" if extra else source
+    if extra:
+        source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n"
     lap("codegen")
     module = triton_build.load(source, interpret=interpret)
     by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
