@@ -25,7 +25,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import graphjit  # noqa: E402
-from gpu import gpt2, ids, interleaved_ms, python_profile  # noqa: E402
+from gpu import gpt2, ids, interleaved_ms, issue_ms, python_profile  # noqa: E402
 
 
 def kernel_timeline(fn, inputs, calls=20):
@@ -60,17 +60,6 @@ def kernel_timeline(fn, inputs, calls=20):
     per_call = {name: (round(n / len(clusters), 2), round(total / n, 2)) for name, (n, total) in table.items()}
     return (round(statistics.median(spans), 1), round(statistics.median(busy), 1), len(clusters),
             round(statistics.median(len(c) for c in clusters), 1), per_call)
-
-
-def issue_ms(fn, inputs, runs=50):
-    times = []
-    for _ in range(runs):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn(*inputs)
-        times.append((time.perf_counter() - start) * 1e3)
-    torch.cuda.synchronize()
-    return round(statistics.median(times), 4)
 
 
 def graphjit_timeline(fn, inputs, calls=200):
@@ -150,7 +139,7 @@ def main():
                 continue
             span, busy, calls, launches, kernels = kernel_timeline(fn, inputs)
             report[name] = dict(wall_ms=round(walls[name][0], 4), middle_half=walls[name][1],
-                                issue_ms=issue_ms(fn, inputs), span_us=span, busy_us=busy,
+                                issue_ms=round(issue_ms(fn, inputs, 50), 4), span_us=span, busy_us=busy,
                                 launches_per_call=launches, profiled_calls=calls,
                                 kernels=dict(sorted(kernels.items(), key=lambda kv: -kv[1][0] * kv[1][1])))
             print(f"{name}: wall {report[name]['wall_ms']:.3f} ms {walls[name][1]}, issue "

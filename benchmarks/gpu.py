@@ -251,11 +251,8 @@ def top_kernels(by_kernel, n=6):
     return [(round(ms, 3), count, category(name), name[:90]) for ms, count, name in top]
 
 
-def host_profile(fn, inputs, runs=10):
-    """The CPU side of a call: ms until the call returns without waiting for the GPU (median), and the CUDA
-    runtime/driver calls it makes ({name: (calls per call, CPU ms per call)}). A call whose issue time is its
-    whole wall time waits for the GPU somewhere (a sync, a pageable copy); the API calls say which."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+def issue_ms(fn, inputs, runs=10):
+    """Median ms until a call returns, without waiting for the GPU (each call starts on an idle GPU)."""
     issue = []
     for _ in range(runs):
         torch.cuda.synchronize()
@@ -263,6 +260,15 @@ def host_profile(fn, inputs, runs=10):
         fn(*inputs)
         issue.append((time.perf_counter() - start) * 1e3)
     torch.cuda.synchronize()
+    return statistics.median(issue)
+
+
+def host_profile(fn, inputs, runs=10):
+    """The CPU side of a call: ms until the call returns without waiting for the GPU (median), and the CUDA
+    runtime/driver calls it makes ({name: (calls per call, CPU ms per call)}). A call whose issue time is its
+    whole wall time waits for the GPU somewhere (a sync, a pageable copy); the API calls say which."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    issue = issue_ms(fn, inputs, runs)
     with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
             fn(*inputs)
@@ -271,7 +277,7 @@ def host_profile(fn, inputs, runs=10):
     for event in prof.key_averages():
         if event.key.startswith("cu"):
             api[event.key] = (round(event.count / runs, 2), round(event.cpu_time_total / 1e3 / runs, 3))
-    return round(statistics.median(issue), 3), api
+    return round(issue, 3), api
 
 
 def python_profile(fn, inputs, calls=20):
