@@ -84,11 +84,11 @@ class ReturnCodegen:
 
 
 def _is_new_mutable(var):
-    from .variables.containers import ListVariable, DictVariable, IteratorVariable
+    from .variables.containers import ListVariable, DictVariable, SetVariable
     from .variables.objects import UserObjectVariable
-    if isinstance(var, IteratorVariable):
+    if getattr(var, "built_once", False):      # iterators and dict views made in the frame
         return True
-    if isinstance(var, (ListVariable, DictVariable)):
+    if isinstance(var, (ListVariable, DictVariable, SetVariable)):
         return var.source is None
     return isinstance(var, UserObjectVariable) and var.is_new
 

@@ -28,7 +28,7 @@ from .variables.builder import wrap
 from .variables.builtins import (binary_op, compare_op, is_op, contains_op, unary_op, getitem, length,
                                  BuiltinVariable)
 from .variables.containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SliceVariable,
-                                   IteratorVariable, BaseListVariable)
+                                   IteratorVariable, BaseListVariable, make_iterator)
 from .variables.functions import CellVariable, NestedFunctionVariable
 from .variables.objects import SuperVariable, PythonModuleVariable
 from .variables.torchvars import WithExitVariable
@@ -713,8 +713,7 @@ def _unpack_ex(tx, f, inst):
 
 @handles("GET_ITER")
 def _get_iter(tx, f, inst):
-    value = f.pop()
-    f.push(value if hasattr(value, "next") else IteratorVariable(value.unpack(tx)))
+    f.push(make_iterator(tx, f.pop()))
 
 
 @handles("FOR_ITER")
@@ -843,8 +842,7 @@ def _yield_value(tx, f, inst):
 
 @handles("GET_YIELD_FROM_ITER")
 def _get_yield_from_iter(tx, f, inst):
-    value = f.pop()
-    f.push(value if hasattr(value, "next") else IteratorVariable(value.unpack(tx)))
+    f.push(make_iterator(tx, f.pop()))
 
 
 @handles("SEND")

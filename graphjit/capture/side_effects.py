@@ -72,7 +72,9 @@ class SideEffects:
         lines = []
         for var in self.mutated.values():
             target = var.source.expr()
-            if var.python_type() in (list,):
+            if hasattr(var, "replay_lines"):              # a set: its own operations, in order
+                lines += var.replay_lines(cg)
+            elif var.python_type() in (list,):
                 lines.append(f"{target}[:] = [{', '.join(cg.expr(v) for v in var.items)}]")
             elif issubclass(var.python_type(), dict):
                 items = ", ".join(f"{cg.expr(var.key_var(k))}: {cg.expr(v)}" for k, v in var.items.items())

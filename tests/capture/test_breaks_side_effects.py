@@ -273,9 +273,7 @@ def new_set_and_tuple(x):
     return t[0] + 1, t[1], t[1] is s
 
 
-@pytest.mark.parametrize("case", params(object_cases, xfail={
-    "new_set_and_tuple": "a set guard compares with the live set object (no copy): the frame's set, mutated "
-                         "after the break, is the guard's constant, so the resume recompiles every call"}))
+@pytest.mark.parametrize("case", params(object_cases))
 def test_objects(case):
     check_break(case.fn, case.make_args, world=traced(), **case.options)
 

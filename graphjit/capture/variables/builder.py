@@ -58,7 +58,7 @@ def wrap(tx, value, source):
             tx.guards.add(2, "{0} is {1}", None, (source, known.source))
         return known
     var = _wrap_uncached(tx, value, source)
-    if source is not None and isinstance(value, (list, dict, torch.nn.Module)) or \
+    if source is not None and isinstance(value, (list, dict, set, torch.nn.Module)) or \
             type(var).__name__ == "UserObjectVariable" and source is not None:
         tx.object_vars[id(value)] = var
         tx.keepalive.append(value)
@@ -96,6 +96,8 @@ def _wrap_uncached(tx, value, source):
             frozen = frozenset(value)                           # a copy: the caller may mutate its set
             tx.guards.add(3, f"{{0}} == {tx.guards.obj(frozen)}", f"{source.expr()} == {set(value)!r}",
                           (source,))
+        if type(value) is set and all(is_constant_key(k) for k in value):
+            return _wrap_set(value, source)
         return ConstantVariable(value, source)
     if isinstance(value, (range, slice)):
         if source is not None:
@@ -111,6 +113,14 @@ def _wrap_uncached(tx, value, source):
             tx.guards.add_type(source, type(value))
         return NNModuleVariable(value, source)
     return wrap_callable_or_object(tx, value, source)
+
+
+def _wrap_set(value, source):
+    """A set of constants: a SetVariable (mutations modelled; see containers.SetVariable). Iterated in the
+    real set's order when it has a source; a set computed while tracing has a hash table we don't know."""
+    var = SetVariable(value, source, order=tuple(value))
+    var.order_known = source is None and not value
+    return var
 
 
 def wrap_tensor(tx, value, source):

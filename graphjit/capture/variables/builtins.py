@@ -15,6 +15,7 @@ from ...exc import Unsupported, UserError
 from .base import Variable, ConstantVariable, NotConstant, unsupported, BINARY_OPS, COMPARE_OPS
 from .containers import (BaseListVariable, TupleVariable, ListVariable, DictVariable, SetVariable,
                          ListIteratorLike, IteratorVariable, SliceVariable, SizeVariable, NamedTupleVariable)
+from . import containers
 from .tensor import TensorVariable, record
 
 
@@ -58,6 +59,9 @@ def _is_tensor(v):
 
 def binary_op(tx, op, a, b):
     fn = BINARY_OPS[op]
+    result = containers.set_binary_op(tx, op, a, b)      # sets and set-like dict views
+    if result is not None:
+        return result
     inplace = op.endswith("=")
     if _is_tensor(a) or _is_tensor(b):
         if inplace and _is_tensor(a):
@@ -114,6 +118,9 @@ def wrap_result(tx, value):
 
 def compare_op(tx, op, a, b):
     fn = COMPARE_OPS[op]
+    result = containers.container_compare(tx, op, a, b)  # sets and set-like dict views
+    if result is not None:
+        return result
     if _is_tensor(a) or _is_tensor(b):
         if (a.is_constant() and a.as_python_constant() is None) or (b.is_constant() and b.as_python_constant() is None):
             return ConstantVariable(op == "!=")
@@ -150,7 +157,8 @@ def contains_op(tx, item, container, invert):
         return ConstantVariable(result.value != invert)
     if hasattr(container, "has_dunder") and container.has_dunder("__contains__"):
         return ConstantVariable(container.call_dunder(tx, "__contains__", [item]).truth(tx) != invert)
-    found = any(values_equal(tx, v, item) for v in container.unpack(tx))
+    # an iterator is consumed up to the item found, as CPython's
+    found = any(values_equal(tx, v, item) for v in containers.iterate(tx, container))
     return ConstantVariable(found != invert)
 
 
@@ -269,69 +277,77 @@ def b_range(tx, *args):
 
 def b_enumerate(tx, iterable, start=None):
     begin = start.as_python_constant() if start is not None else 0
-    return IteratorVariable([TupleVariable([ConstantVariable(begin + i), v])
-                             for i, v in enumerate(iterable.unpack(tx))])
+    return containers.EnumerateVariable(containers.make_iterator(tx, iterable), begin)
 
 
 def b_zip(tx, *iterables, strict=None):
-    columns = [it.unpack(tx) for it in iterables]
-    if strict is not None and strict.as_python_constant() and len({len(c) for c in columns}) > 1:
-        unsupported("zip(strict=True) with iterables of different lengths")
-    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+    strict = strict is not None and bool(strict.as_python_constant())
+    return containers.ZipVariable([containers.make_iterator(tx, it) for it in iterables], strict)
 
 
 def b_map(tx, fn, *iterables):
-    columns = [it.unpack(tx) for it in iterables]
-    return IteratorVariable([fn.call(tx, list(row), {}) for row in zip(*columns)])
+    if not iterables:
+        raise UserError(TypeError("map() must have at least two arguments."))
+    return containers.MapVariable(fn, [containers.make_iterator(tx, it) for it in iterables])
 
 
 def b_filter(tx, fn, iterable):
-    items = iterable.unpack(tx)
-    if fn.is_constant() and fn.as_python_constant() is None:
-        return IteratorVariable([v for v in items if v.truth(tx)])
-    return IteratorVariable([v for v in items if fn.call(tx, [v], {}).truth(tx)])
+    return containers.FilterVariable(fn, containers.make_iterator(tx, iterable))
 
 
 def _min_max(name):
+    real = min if name == "min" else max
+
     def handler(tx, *args, key=None, default=None):
-        items = args[0].unpack(tx) if len(args) == 1 else list(args)
-        if not items:
+        # one iterable: each item is pulled, then its key computed, before the next is pulled
+        items = containers.iterate(tx, args[0]) if len(args) == 1 else iter(args)
+        kept, keys = [], []
+        for v in items:
+            if _is_tensor(v):
+                unsupported(f"{name}() over tensors compares their values", hint="use torch.maximum / torch.max")
+            kept.append(v)
+            keys.append((key.call(tx, [v], {}) if key is not None else v).as_python_constant())
+        if not kept:
             if default is not None:
                 return default
-            unsupported(f"{name}() of an empty sequence")
-        if any(_is_tensor(v) for v in items):
-            if len(items) == 2 and key is None:
-                # Python's max(a, b) on tensors compares values: data-dependent
-                pass
-            unsupported(f"{name}() over tensors compares their values", hint="use torch.maximum / torch.max")
-        keyed = [key.call(tx, [v], {}) if key is not None else v for v in items]
-        values = [k.as_python_constant() for k in keyed]
-        best = (min if name == "min" else max)(range(len(items)), key=lambda i: values[i])
-        return items[best]
+            try:
+                real([])
+            except ValueError as e:
+                raise UserError(e)
+        return kept[real(range(len(kept)), key=lambda i: keys[i])]
     return handler
 
 
 def b_sum(tx, iterable, start=None):
     total = start if start is not None else ConstantVariable(0)
-    for v in iterable.unpack(tx):
+    for v in containers.iterate(tx, iterable):
         total = binary_op(tx, "+", total, v)
     return total
 
 
 def b_any(tx, iterable):
-    return ConstantVariable(any(v.truth(tx) for v in iterable.unpack(tx)))
+    """Stops pulling at the first true item, as CPython's."""
+    return ConstantVariable(any(v.truth(tx) for v in containers.iterate(tx, iterable)))
 
 
 def b_all(tx, iterable):
-    return ConstantVariable(all(v.truth(tx) for v in iterable.unpack(tx)))
+    return ConstantVariable(all(v.truth(tx) for v in containers.iterate(tx, iterable)))
 
 
 def b_sorted(tx, iterable, key=None, reverse=None):
-    return ListVariable(sorted_items(tx, iterable.unpack(tx), key, reverse))
+    return ListVariable(sorted_items(tx, list(containers.iterate(tx, iterable)), key, reverse))
 
 
 def b_reversed(tx, seq):
-    return IteratorVariable(list(reversed(seq.unpack(tx))))
+    result = containers.make_reversed(tx, seq)
+    if result is not None:
+        return result
+    if _is_tensor(seq):            # Tensor.__reversed__: the tensor flipped along dim 0
+        return seq if seq.fake.dim() == 0 else record(tx, "call_method", "flip", [seq, ConstantVariable(0)], {})
+    from .objects import NNModuleVariable
+    if isinstance(seq, NNModuleVariable):   # ModuleList / Sequential: __len__ and __getitem__
+        return IteratorVariable(list(reversed(seq.unpack(tx))))
+    unsupported(f"reversed() of {seq}")
 
 
 def b_abs(tx, value):
@@ -356,11 +372,11 @@ def b_bool(tx, value=None):
 
 
 def b_tuple(tx, iterable=None):
-    return TupleVariable(iterable.unpack(tx) if iterable is not None else [])
+    return TupleVariable(list(containers.iterate(tx, iterable)) if iterable is not None else [])
 
 
 def b_list(tx, iterable=None):
-    return ListVariable(iterable.unpack(tx) if iterable is not None else [])
+    return ListVariable(list(containers.iterate(tx, iterable)) if iterable is not None else [])
 
 
 def b_dict(tx, mapping=None, **kwargs):
@@ -368,21 +384,21 @@ def b_dict(tx, mapping=None, **kwargs):
     if mapping is not None:
         result.merge(tx, mapping)
     for k, v in kwargs.items():
-        result.items[k] = v
+        result.store(tx, ConstantVariable(k), v)
     return result
 
 
 def b_set(tx, iterable=None):
-    result = SetVariable([])
+    result = SetVariable()
     if iterable is not None:
-        result.method_update(tx, iterable)
+        containers.set_operation(tx, "update", result, iterable)
     return result
 
 
-def b_iter(tx, iterable):
-    if hasattr(iterable, "next"):
-        return iterable
-    return IteratorVariable(iterable.unpack(tx))
+def b_iter(tx, iterable, sentinel=None):
+    if sentinel is not None:
+        return containers.CallableIteratorVariable(iterable, sentinel)
+    return containers.make_iterator(tx, iterable)
 
 
 def b_next(tx, iterator, default=None):

@@ -180,7 +180,35 @@ def record(tx, kind, target, args, kwargs, mutates=False):
     if not _contains_tensor(example) and not mutates:
         return wrap_constant_result(tx, example)
     node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
-    return wrap_fake_result(tx, node, example)
+    return _same_objects(wrap_fake_result(tx, node, example), [*args, *kwargs.values()])
+
+
+def _same_objects(result, inputs):
+    """Where the op returned one of its tensor arguments itself (in-place ops, `out=`, `x.to(x.dtype)`,
+    `x.contiguous()` of a contiguous x: the fake op returns the very fake it was given, as the real op
+    returns the very tensor), the result is that argument's Variable: `x.add_(1) is x`, and a set or
+    dict keyed by the two holds one entry."""
+    by_fake = {}
+    for value in inputs:
+        for tensor in _tensor_vars(value):
+            by_fake.setdefault(id(tensor.fake), tensor)
+    if not by_fake:
+        return result
+    if isinstance(result, TensorVariable):
+        return by_fake.get(id(result.fake), result)
+    from .containers import BaseListVariable
+    if isinstance(result, BaseListVariable):
+        result.items = [by_fake.get(id(v.fake), v) if isinstance(v, TensorVariable) else v for v in result.items]
+    return result
+
+
+def _tensor_vars(value):
+    from .containers import BaseListVariable
+    if isinstance(value, TensorVariable):
+        return [value]
+    if isinstance(value, BaseListVariable):
+        return [t for v in value.items for t in _tensor_vars(v)]
+    return []
 
 
 def _target_name(target):
