@@ -166,11 +166,17 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         closure = self._closure
+        fn = self._graphjit_compiled_fn
+        defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
         for entry in self._cache.entries:
+            # an entry binds missing arguments from the defaults it was made with: those of another
+            # function with this code, or replaced since (`f.__defaults__ = ...`), are not this call's
+            if entry.__defaults__ is not defaults or entry.__kwdefaults__ is not kwdefaults:
+                continue
             result = entry(closure, *args, **kwargs)
             if result is not MISS:
                 return result
-        return self._cache.miss(self._graphjit_compiled_fn, closure, self._options, args, kwargs)
+        return self._cache.miss(fn, closure, self._options, args, kwargs)
 
     def __get__(self, obj, objtype=None):
         if obj is None:

@@ -15,7 +15,9 @@ _DELETED = object()
 
 class SideEffects:
     def __init__(self):
-        self.attr_stores = {}        # (id(obj), name) -> (obj_var, value_var or _DELETED)
+        # (id(obj), name) -> (obj_var, value_var or _DELETED, raw): raw stores are object.__setattr__'s
+        # (a class's own __setattr__ already ran in the trace), replayed without it
+        self.attr_stores = {}
         self.global_stores = {}      # name -> value_var
         self.cell_stores = {}        # id(cell) -> (cell_var, value_var)
         self.mutated = {}            # id(var) -> container Variable with a source, mutated in place
@@ -23,12 +25,12 @@ class SideEffects:
         self.keepalive = []
 
     # ---- attributes of objects that came from outside ----
-    def store_attr(self, obj_var, real_obj, name, value):
+    def store_attr(self, obj_var, real_obj, name, value, raw=False):
         self.keepalive.append(real_obj)
-        self.attr_stores[(id(real_obj), name)] = (obj_var, value)
+        self.attr_stores[(id(real_obj), name)] = (obj_var, value, raw)
 
-    def delete_attr(self, obj_var, real_obj, name):
-        self.attr_stores[(id(real_obj), name)] = (obj_var, _DELETED)
+    def delete_attr(self, obj_var, real_obj, name, raw=False):
+        self.attr_stores[(id(real_obj), name)] = (obj_var, _DELETED, raw)
 
     def pending_attr(self, real_obj, name):
         """(found, value Variable) for an attribute stored earlier in the trace."""
@@ -84,12 +86,12 @@ class SideEffects:
                 lines.append(f"{target}.update({name})")
             else:
                 unsupported(f"replaying a mutation of {var}")
-        for (_, name), (obj_var, value) in self.attr_stores.items():
+        for (_, name), (obj_var, value, raw) in self.attr_stores.items():
             target = obj_var.reconstruct(cg)
             if value is _DELETED:
-                lines.append(f"delattr({target}, {name!r})")
+                lines.append(f"{'object.__delattr__' if raw else 'delattr'}({target}, {name!r})")
             else:
-                lines.append(f"setattr({target}, {name!r}, {cg.expr(value)})")
+                lines.append(f"{'object.__setattr__' if raw else 'setattr'}({target}, {name!r}, {cg.expr(value)})")
         for name, value in self.global_stores.items():
             lines.append(f"__gj_G[{name!r}] = {cg.expr(value)}")
         for cell_var, value in self.cell_stores.values():

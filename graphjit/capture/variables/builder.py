@@ -157,6 +157,8 @@ def wrap_sequence(tx, value, source):
     if cls is list:
         return ListVariable(items, source)
     if is_namedtuple_class(cls) or is_structseq_class(cls):
+        from .classes import check_namedtuple_class
+        check_namedtuple_class(cls)
         return NamedTupleVariable(items, cls, source)
     unsupported(f"sequence of type {cls.__name__}")
 

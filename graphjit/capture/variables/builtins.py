@@ -17,6 +17,7 @@ from .containers import (BaseListVariable, TupleVariable, ListVariable, DictVari
                          ListIteratorLike, IteratorVariable, SliceVariable, SizeVariable, NamedTupleVariable)
 from . import containers
 from .tensor import TensorVariable, record
+from . import dunders
 
 
 class AttributeMissing(UserError):
@@ -34,21 +35,11 @@ def all_constant(args, kwargs=None):
     return all(a.is_constant() for a in args) and all(v.is_constant() for v in (kwargs or {}).values())
 
 
-def identity(var):
-    """The Python object whose identity `is` compares."""
-    if isinstance(var, ConstantVariable):
-        return var.value
-    if isinstance(var, TensorVariable):
-        return var.node
-    for attr in ("value", "module", "fn", "cls"):
-        if hasattr(var, attr):
-            return getattr(var, attr)
-    return var
-
-
 def values_equal(tx, a, b):
-    result = compare_op(tx, "==", a, b)
-    return result.truth(tx)
+    """PyObject_RichCompareBool(a, b, Py_EQ): the same object is equal to itself, else `a == b`."""
+    if dunders.known_same(tx, a, b):
+        return True
+    return compare_op(tx, "==", a, b).truth(tx)
 
 
 # ---- binary / compare / unary ----
@@ -58,6 +49,13 @@ def _is_tensor(v):
 
 
 def binary_op(tx, op, a, b):
+    names = dunders.binary_names(op)
+    if dunders.takes_part(a, names) or dunders.takes_part(b, names):
+        return dunders.binary(tx, op, a, b, lambda o, x, y: _builtin_binary(tx, o, x, y))
+    return _builtin_binary(tx, op, a, b)
+
+
+def _builtin_binary(tx, op, a, b):
     fn = BINARY_OPS[op]
     result = containers.set_binary_op(tx, op, a, b)      # sets and set-like dict views
     if result is not None:
@@ -73,15 +71,13 @@ def binary_op(tx, op, a, b):
     if isinstance(a, BaseListVariable) and op in ("+", "+="):
         if isinstance(a, ListVariable) and inplace:
             return a.method___iadd__(tx, b)
-        if isinstance(b, BaseListVariable) or isinstance(b, ConstantVariable):
-            return a.new(a.items + b.unpack(tx)) if not isinstance(a, NamedTupleVariable) \
-                else TupleVariable(a.items + b.unpack(tx))
+        return _concatenate(tx, a, b)
     if isinstance(a, BaseListVariable) and op in ("*", "*=") and b.is_constant():
         return a.new(a.items * b.as_python_constant())
     if isinstance(b, BaseListVariable) and op == "*" and a.is_constant():
         return b.new(b.items * a.as_python_constant())
     if isinstance(a, ConstantVariable) and isinstance(b, BaseListVariable) and op == "+":
-        return wrap_result(tx, a.value + b.as_python_constant())
+        return _concatenate(tx, a, b)
     if isinstance(a, DictVariable) and op in ("|", "|="):
         if inplace:
             a.method_update(tx, b)
@@ -89,19 +85,23 @@ def binary_op(tx, op, a, b):
         merged = a.method_copy(tx)
         merged.merge(tx, b)
         return merged
-    # user objects: their dunder methods
-    dunder = _DUNDERS.get(op)
-    if dunder and hasattr(a, "call_dunder"):
-        return a.call_dunder(tx, dunder[0], [b])
-    if dunder and hasattr(b, "call_dunder"):
-        return b.call_dunder(tx, dunder[1], [a])
     if all_constant([a, b]):
         return _fold(tx, fn, a.as_python_constant(), b.as_python_constant())
     unsupported(f"operator {op} on {a} and {b}")
 
 
-_DUNDERS = {"+": ("__add__", "__radd__"), "-": ("__sub__", "__rsub__"), "*": ("__mul__", "__rmul__"),
-            "/": ("__truediv__", "__rtruediv__"), "@": ("__matmul__", "__rmatmul__")}
+def _concatenate(tx, a, b):
+    """list + list, tuple + tuple (a namedtuple or torch.Size on the left keeps its own rule)."""
+    ta, tb = dunders.type_of(a), dunders.type_of(b)
+    base = list if issubclass(ta, list) else tuple
+    if tb is None or not issubclass(tb, base):
+        raise UserError(TypeError(f'can only concatenate {base.__name__} (not "{tb.__name__ if tb else b}") '
+                                  f'to {base.__name__}'))
+    if isinstance(a, ConstantVariable):
+        return wrap_result(tx, a.value + b.as_python_constant())
+    if isinstance(a, NamedTupleVariable):
+        return TupleVariable(a.items + b.unpack(tx))
+    return a.new(a.items + b.unpack(tx))
 
 
 def _fold(tx, fn, *values):
@@ -117,6 +117,14 @@ def wrap_result(tx, value):
 
 
 def compare_op(tx, op, a, b):
+    name = dunders.COMPARE_DUNDERS[op]
+    reflected = dunders.COMPARE_DUNDERS[dunders.SWAPPED[op]]
+    if dunders.takes_part(a, (name, reflected)) or dunders.takes_part(b, (name, reflected)):
+        return dunders.compare(tx, op, a, b, lambda o, x, y: _builtin_compare(tx, o, x, y))
+    return _builtin_compare(tx, op, a, b)
+
+
+def _builtin_compare(tx, op, a, b):
     fn = COMPARE_OPS[op]
     result = containers.container_compare(tx, op, a, b)  # sets and set-like dict views
     if result is not None:
@@ -127,24 +135,48 @@ def compare_op(tx, op, a, b):
         return record(tx, "call_function", fn, [a, b], {})
     if all_constant([a, b]):
         return _fold(tx, fn, a.as_python_constant(), b.as_python_constant())
-    if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable) and op in ("==", "!="):
-        same = len(a.items) == len(b.items) and all(values_equal(tx, x, y) for x, y in zip(a.items, b.items))
-        return ConstantVariable(same == (op == "=="))
     if op in ("==", "!="):
-        if hasattr(a, "call_dunder") and a.has_dunder("__eq__"):
-            result = a.call_dunder(tx, "__eq__", [b])
-            return result if op == "==" else ConstantVariable(not result.truth(tx))
-        same = identity(a) is identity(b)
-        return ConstantVariable(same == (op == "=="))
+        a, b = _as_container(tx, a), _as_container(tx, b)
+    if op in ("==", "!=") and isinstance(a, (BaseListVariable, DictVariable)) and \
+            isinstance(b, (BaseListVariable, DictVariable)):
+        return ConstantVariable(_containers_equal(tx, a, b) == (op == "=="))
+    if op in ("==", "!="):
+        ta, tb = dunders.type_of(a), dunders.type_of(b)
+        if ta is None or tb is None or not _equality_is_identity(ta) or not _equality_is_identity(tb):
+            unsupported(f"comparison {op} between {a} and {b}")
+        return ConstantVariable(dunders.same_object(tx, a, b) == (op == "=="))
     unsupported(f"comparison {op} between {a} and {b}")
 
 
+def _as_container(tx, var):
+    """A constant tuple, list or dict (a LOAD_CONST, a folded value) as the container Variable holding it."""
+    if isinstance(var, ConstantVariable) and type(var.value) in (tuple, list, dict):
+        return wrap_result(tx, var.value)
+    return var
+
+
+def _containers_equal(tx, a, b):
+    """== of two lists, two tuples (subclasses included) or two dicts, item by item."""
+    ta, tb = dunders.type_of(a), dunders.type_of(b)
+    ka = next((k for k in (list, tuple, dict) if issubclass(ta, k)), None)
+    if ka is None or type(a).__name__ == "ListIteratorLike" or type(b).__name__ == "ListIteratorLike":
+        unsupported(f"comparing {a} and {b}")
+    if not issubclass(tb, ka):
+        return False                # list == tuple, tuple == dict: both sides NotImplemented, then identity
+    if ka is dict:
+        ordered = issubclass(ta, collections.OrderedDict) and issubclass(tb, collections.OrderedDict)
+        keys_equal = list(a.items) == list(b.items) if ordered else a.items.keys() == b.items.keys()
+        return keys_equal and all(values_equal(tx, a.items[k], b.items[k]) for k in a.items)
+    return len(a.items) == len(b.items) and all(values_equal(tx, x, y) for x, y in zip(a.items, b.items))
+
+
+def _equality_is_identity(cls):
+    """Classes whose == is object's (functions, modules, classes, iterators ...)."""
+    return getattr(cls, "__eq__", None) is object.__eq__ or cls is type
+
+
 def is_op(tx, a, b, invert):
-    if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
-        same = a.node is b.node
-    else:
-        same = identity(a) is identity(b)
-    return ConstantVariable(same != invert)
+    return ConstantVariable(dunders.same_object(tx, a, b) != invert)
 
 
 def contains_op(tx, item, container, invert):
@@ -169,6 +201,8 @@ def unary_op(tx, opname, value):
     if opname == "UNARY_NOT":
         return ConstantVariable(not value.truth(tx))
     fn = UNARY_OPS[opname]
+    if dunders.takes_part(value, (dunders.UNARY_DUNDERS[opname][0],)):
+        return dunders.unary(tx, opname, value)
     if _is_tensor(value):
         return record(tx, "call_function", fn, [value], {})
     if value.is_constant():
@@ -197,6 +231,8 @@ def length(tx, obj):
         return _fold(tx, len, obj.value)
     if isinstance(obj, (BaseListVariable, DictVariable)):
         return ConstantVariable(len(obj.items))
+    if hasattr(obj, "length"):      # user objects: type(obj).__len__, its result checked as CPython does
+        return obj.length(tx)
     return obj.call_method(tx, "__len__", [], {})
 
 
@@ -418,10 +454,30 @@ def b_type(tx, obj):
 
 
 def b_callable(tx, obj):
-    from .functions import BaseFunctionVariable, BoundMethodVariable
+    """callable(obj): whether type(obj) defines __call__ (even as None, as CPython's slot test does)."""
+    if isinstance(obj, ConstantVariable):
+        return ConstantVariable(callable(obj.value))
+    from .base import MethodOf
+    from .tensor import TensorMethodVariable
+    if isinstance(obj, (MethodOf, TensorMethodVariable)):
+        return ConstantVariable(True)
+    cls = dunders.type_of(obj)
+    if cls is None:
+        unsupported(f"callable() of {obj}")
+    return ConstantVariable(dunders.lookup(cls, "__call__")[1] is not dunders.MISSING)
+
+
+def b_hash(tx, obj):
+    if dunders.takes_part(obj, ("__hash__",)):
+        return dunders.hash_of(tx, obj)
     if obj.is_constant():
-        return ConstantVariable(callable(obj.as_python_constant()))
-    return ConstantVariable(not isinstance(obj, (TensorVariable, BaseListVariable, DictVariable)))
+        return _fold(tx, hash, obj.as_python_constant())
+    unsupported(f"hash() of {obj}")
+
+
+def b_id(tx, obj):
+    unsupported("id() of a value: the number differs from run to run (and for objects made in the frame)",
+                hint="compare objects with `is` instead")
 
 
 def b_slice(tx, *args):
@@ -484,11 +540,11 @@ BUILTIN_HANDLERS = {
     map: b_map, filter: b_filter, min: _min_max("min"), max: _min_max("max"), sum: b_sum, any: b_any,
     all: b_all, sorted: b_sorted, reversed: b_reversed, abs: b_abs, bool: b_bool, tuple: b_tuple,
     list: b_list, dict: b_dict, set: b_set, iter: b_iter, next: b_next, type: b_type,
-    callable: b_callable, slice: b_slice, super: b_super, print: b_print,
+    callable: b_callable, hash: b_hash, id: b_id, slice: b_slice, super: b_super, print: b_print,
     int: _scalar_conversion(int), float: _scalar_conversion(float), str: _scalar_conversion(str),
     round: _scalar_conversion(round), divmod: _scalar_conversion(divmod), pow: _scalar_conversion(pow),
     repr: _scalar_conversion(repr), format: _scalar_conversion(format), chr: _scalar_conversion(chr),
-    ord: _scalar_conversion(ord), hash: _scalar_conversion(hash), frozenset: _scalar_conversion(frozenset),
+    ord: _scalar_conversion(ord), frozenset: _scalar_conversion(frozenset),
     complex: _scalar_conversion(complex),
     object.__setattr__: b_object_setattr,
 }

@@ -27,7 +27,29 @@ def _builtin(tx, cls, args, kwargs):
     return BuiltinVariable(cls).call(tx, args, kwargs)
 
 
+# Tuple behaviour NamedTupleVariable implements itself (operators and == go through dunder dispatch):
+# a namedtuple class whose own code defines one of these is refused, not silently given tuple's.
+_TUPLE_PROTOCOL = ("__len__", "__iter__", "__getitem__", "__contains__", "__bool__", "__hash__",
+                   "__reversed__", "__getattribute__", "__setattr__", "index", "count")
+# What the generated namedtuple class defines itself: a subclass redefining one is not modelled.
+_NAMEDTUPLE_MACHINERY = ("__new__", "__init__", "_make", "_replace", "_asdict", "_fields")
+
+
+def check_namedtuple_class(cls):
+    """Refuse a namedtuple class that overrides behaviour NamedTupleVariable models as tuple's."""
+    if not hasattr(cls, "_fields"):
+        return                      # torch.return_types structseqs: C types
+    generated = next(k for k in cls.__mro__ if "_fields" in k.__dict__)
+    for klass in cls.__mro__[:cls.__mro__.index(tuple)]:
+        names = _TUPLE_PROTOCOL + (_NAMEDTUPLE_MACHINERY if klass is not generated and
+                                   cls.__mro__.index(klass) < cls.__mro__.index(generated) else ())
+        for name in names:
+            if name in klass.__dict__:
+                unsupported(f"namedtuple {cls.__qualname__} overrides {name} (in {klass.__qualname__})")
+
+
 def _namedtuple(tx, cls, args, kwargs):
+    check_namedtuple_class(cls)
     fields = cls._fields
     values = list(args) + [None] * (len(fields) - len(args))
     defaults = getattr(cls, "_field_defaults", {})
@@ -87,6 +109,9 @@ def _user_class(tx, cls, args, kwargs):
         if all_constant(args, kwargs):
             return ConstantVariable(cls(*constants(*args)))
         unsupported(f"creating exception {cls.__name__} from non-constant arguments")
+    for base in cls.__mro__[1:-1]:
+        if base.__module__ == "builtins" and base is not dict:
+            unsupported(f"{cls.__name__} subclasses builtin {base.__name__}")
     new = _class_lookup(cls, "__new__")
     if new in (dict.__new__, collections.OrderedDict.__new__):
         new = object.__new__
@@ -94,9 +119,6 @@ def _user_class(tx, cls, args, kwargs):
         unsupported(f"{cls.__name__} defines __new__")
     if isinstance(new, staticmethod) and new.__func__ is not object.__new__:
         unsupported(f"{cls.__name__} defines __new__")
-    for base in cls.__mro__[1:-1]:
-        if base.__module__ == "builtins" and base is not dict:
-            unsupported(f"{cls.__name__} subclasses builtin {base.__name__}")
     obj = UserObjectVariable(cls=cls)
     init = obj.class_attribute(tx, "__init__")
     init.call(tx, args, kwargs)

@@ -1,11 +1,12 @@
 """Functions and closures (inlined), bound methods, functools.partial, and cells."""
+import functools
 import inspect
 import os
 import sysconfig
 import types
 
-from ...exc import Unsupported
-from ..sources import AttrSource, ItemSource
+from ...exc import Unsupported, UserError
+from ..sources import AttrSource, ItemSource, ObjectSource
 from .base import Variable, ConstantVariable, unsupported
 from .containers import TupleVariable, DictVariable
 
@@ -122,26 +123,9 @@ class BaseFunctionVariable(Variable):
                               generator=bool(code.co_flags & CO_GENERATOR))
 
     def getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return ConstantVariable(getattr(self.get_function_like(), name, None))
-        if name == "__code__":
-            return ConstantVariable(self.get_code())
-        if name in ("__defaults__", "__kwdefaults__", "__wrapped__", "__dict__", "__closure__",
-                    "__annotations__", "__type_params__") and \
-                isinstance(self.get_function_like(), types.FunctionType):
-            from .builder import wrap
-            return wrap(tx, getattr(self.get_function_like(), name),
-                        AttrSource(self.source, name) if self.source is not None else None)
         if name == "__get__":
             return _GetMethod(self)
-        fn = self.get_function_like()
-        if isinstance(fn, types.FunctionType) and name in getattr(fn, "__dict__", {}):
-            from .builder import wrap
-            return wrap(tx, fn.__dict__[name], AttrSource(self.source, name) if self.source is not None else None)
-        from .builtins import AttributeMissing
-        if isinstance(fn, types.FunctionType) and not hasattr(fn, name):
-            raise AttributeMissing(f"function {fn.__qualname__!r} has no attribute {name!r}")
-        unsupported(f"attribute {name!r} of a function")
+        unsupported(f"attribute {name!r} of {self}")
 
 
 class _GetMethod(Variable):
@@ -176,17 +160,36 @@ class UserFunctionVariable(BaseFunctionVariable):
     def get_globals(self):
         return self.fn.__globals__
 
+    def read_source(self):
+        """Where the function's attributes are read on every call: its own source, else the function
+        object itself (a method found on a class, a function reached through a constant)."""
+        return self.source if self.source is not None else ObjectSource(self.fn)
+
     def get_defaults(self, tx):
-        from .builder import wrap
-        values = self.fn.__defaults__ or ()
-        src = AttrSource(self.source, "__defaults__") if self.source is not None else None
-        return [wrap(tx, v, ItemSource(src, i) if src else None) for i, v in enumerate(values)]
+        return UsedDefaults(tx, self.fn.__defaults__, AttrSource(self.read_source(), "__defaults__"))
 
     def get_kwdefaults(self, tx):
+        return UsedDefaults(tx, self.fn.__kwdefaults__, AttrSource(self.read_source(), "__kwdefaults__"))
+
+    def getattr(self, tx, name):
+        """fn.<name>: the function's attributes (special ones and its __dict__) read through a source,
+        so a later `fn.__doc__ = ...` or `fn.flag = ...` fails the guard instead of being missed."""
         from .builder import wrap
-        values = self.fn.__kwdefaults__ or {}
-        src = AttrSource(self.source, "__kwdefaults__") if self.source is not None else None
-        return {k: wrap(tx, v, ItemSource(src, k) if src else None) for k, v in values.items()}
+        from .builtins import AttributeMissing
+        if name == "__get__":
+            return _GetMethod(self)
+        src = self.read_source()
+        if name == "__code__":
+            tx.guards.add_id(AttrSource(src, name), self.fn.__code__)
+            return ConstantVariable(self.fn.__code__)
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError as e:
+            tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (src,))
+            raise AttributeMissing(str(e))
+        if name in ("__globals__", "__builtins__"):
+            unsupported(f"reading {name} of a function (a module's whole namespace)")
+        return wrap(tx, value, AttrSource(src, name))
 
     def get_closure(self, tx):
         cells = self.fn.__closure__ or ()
@@ -210,7 +213,11 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.kwdefaults = None     # DictVariable
         self.closure = None        # TupleVariable of CellVariables
         self.annotations = None
-        self.attrs = {}            # attributes set during the trace (functools.wraps ...)
+        self.attrs = {}            # the function's __dict__ (functools.wraps's __wrapped__, user flags)
+        self.special = {}          # __name__, __qualname__, __doc__, __module__ ... assigned during the trace
+
+    def python_type(self):
+        return types.FunctionType
 
     def get_function_like(self):
         return self.code
@@ -235,40 +242,151 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return self.closure.unpack(tx) if self.closure is not None else []
 
     def getattr(self, tx, name):
+        if name in self.special:
+            return self.special[name]
+        reader = _NESTED_READERS.get(name)
+        if reader is not None:
+            return reader(self)
         if name in self.attrs:
             return self.attrs[name]
-        if name in ("__name__", "__qualname__"):
-            return ConstantVariable(self.code.co_name if name == "__name__" else self.code.co_qualname)
-        if name == "__defaults__":
-            return self.defaults if self.defaults is not None else ConstantVariable(None)
-        if name == "__dict__":
-            return DictVariable(self.attrs)
-        if name == "__annotations__":
-            return self.annotations if self.annotations is not None else DictVariable({})
-        if name == "__type_params__":
-            return TupleVariable([])
-        return super().getattr(tx, name)
+        if name in ("__globals__", "__builtins__", "__closure__"):
+            unsupported(f"reading {name} of a function made in the frame")
+        if name == "__get__":
+            return _GetMethod(self)
+        if hasattr(types.FunctionType, name):
+            unsupported(f"attribute {name!r} of a function made in the frame")
+        from .builtins import AttributeMissing
+        raise AttributeMissing(f"'function' object has no attribute {name!r}")
+
+    def dict_view(self):
+        view = DictVariable({})
+        view.items = self.attrs        # the function's own __dict__: writes through it are its attributes
+        return view
 
     def setattr(self, tx, name, value):
-        # functools.wraps sets __module__, __name__, __doc__, __wrapped__ ... on functions made here
-        self.attrs[name] = value
+        """Stores as CPython's function setters do: type checks, read-only attributes, else __dict__."""
+        if name in ("__globals__", "__builtins__", "__closure__"):
+            raise UserError(AttributeError("readonly attribute"))
+        if name in ("__code__", "__dict__"):
+            unsupported(f"assigning {name} of a function made in the frame")
+        writer = _NESTED_WRITERS.get(name)
+        if writer is not None:
+            writer(self, tx, value)
+        elif name in _NESTED_READERS:
+            self.special[name] = value
+        else:
+            self.attrs[name] = value
+
+    def delattr(self, tx, name):
+        if name not in self.attrs or name in _NESTED_READERS:
+            unsupported(f"deleting {name!r} of a function made in the frame")
+        del self.attrs[name]
 
     def __repr__(self):
         return f"NestedFunction({self.code.co_qualname})"
 
 
+def _code_doc(code):
+    """The __doc__ CPython gives a function made from `code` (its docstring or None), asked of CPython."""
+    cells = tuple(types.CellType() for _ in code.co_freevars)
+    return types.FunctionType(code, {}, None, None, cells).__doc__
+
+
+def _type_checked(name, types_, message):
+    def write(fn, tx, value):
+        if not value.is_constant() or not isinstance(value.as_python_constant(), types_):
+            if value.is_constant():
+                raise UserError(TypeError(message))
+            unsupported(f"assigning {name} of a function made in the frame to {value}")
+        fn.special[name] = value
+    return write
+
+
+def _write_defaults(fn, tx, value):
+    if not (isinstance(value, TupleVariable) and type(value) is TupleVariable or value.is_constant() and
+            isinstance(value.as_python_constant(), (tuple, type(None)))):
+        unsupported(f"assigning __defaults__ of a function made in the frame to {value}")
+    fn.defaults = None if value.is_constant() and value.as_python_constant() is None else value
+
+
+def _write_kwdefaults(fn, tx, value):
+    if value.is_constant() and value.as_python_constant() is None:
+        fn.kwdefaults = None
+    elif isinstance(value, DictVariable) and value.python_type() is dict:
+        fn.kwdefaults = value
+    else:
+        unsupported(f"assigning __kwdefaults__ of a function made in the frame to {value}")
+
+
+# A function's special attributes: how each is read when never assigned, and the checked setters.
+_NESTED_READERS = {
+    "__name__": lambda f: ConstantVariable(f.code.co_name),
+    "__qualname__": lambda f: ConstantVariable(f.code.co_qualname),
+    "__module__": lambda f: ConstantVariable(f.f_globals.get("__name__")),
+    "__doc__": lambda f: ConstantVariable(_code_doc(f.code)),
+    "__code__": lambda f: ConstantVariable(f.code),
+    "__defaults__": lambda f: f.defaults if f.defaults is not None else ConstantVariable(None),
+    "__kwdefaults__": lambda f: f.kwdefaults if f.kwdefaults is not None else ConstantVariable(None),
+    "__annotations__": lambda f: f.annotations if f.annotations is not None else f.special.setdefault(
+        "__annotations__", DictVariable({})),
+    "__type_params__": lambda f: TupleVariable([]),
+    "__dict__": lambda f: f.dict_view(),
+}
+_NESTED_WRITERS = {
+    "__name__": _type_checked("__name__", str, "__name__ must be set to a string object"),
+    "__qualname__": _type_checked("__qualname__", str, "__qualname__ must be set to a string object"),
+    "__defaults__": _write_defaults,
+    "__kwdefaults__": _write_kwdefaults,
+}
+
+
+class UsedDefaults:
+    """A real function's __defaults__ (a tuple) or __kwdefaults__ (a dict), as argument binding reads
+    it: only the values a call uses are wrapped (guarded through `source`, tensors becoming graph inputs),
+    and the container is guarded on its type and length / keys on first use, so positions stay right
+    when it is replaced later."""
+
+    def __init__(self, tx, values, source):
+        self.tx, self.values, self.source = tx, values if values is not None else (), source
+        self.guarded = False
+
+    def __len__(self):
+        return len(self.values)
+
+    def __contains__(self, key):
+        return key in self.values
+
+    def __getitem__(self, key):
+        from .builder import wrap, _all_immutable
+        guards = self.tx.guards
+        if not self.guarded:
+            self.guarded = True
+            guards.add_type(self.source, type(self.values))
+            if type(self.values) is tuple:
+                guards.add_len(self.source, len(self.values))
+                if _all_immutable(self.values):
+                    guards.note_immutable(self.source, self.values)
+            else:
+                guards.add_keys(self.source, tuple(self.values))
+        return wrap(self.tx, self.values[key], ItemSource(self.source, key))
+
+
 class BoundMethodVariable(Variable):
-    def __init__(self, fn, obj, source=None):
+    def __init__(self, fn, obj, source=None, value=None):
         self.fn = fn
         self.obj = obj
         self.source = source
+        self.value = value        # the real method object, when one was read from outside
 
     @classmethod
     def create(cls, tx, value, source):
         from .builder import wrap
         fn = wrap(tx, value.__func__, AttrSource(source, "__func__") if source is not None else None)
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
-        return cls(fn, obj, source)
+        return cls(fn, obj, source, value)
+
+    def python_type(self):
+        return types.MethodType
 
     def call(self, tx, args, kwargs):
         return self.fn.call(tx, [self.obj, *args], kwargs)
@@ -293,6 +411,9 @@ class PartialVariable(Variable):
     def __init__(self, func, args, keywords, source=None):
         self.func, self.args, self.keywords, self.source = func, list(args), dict(keywords), source
 
+    def python_type(self):
+        return functools.partial
+
     @classmethod
     def create(cls, tx, value, source):
         from .builder import wrap
@@ -316,6 +437,9 @@ class DescriptorVariable(Variable):
     @classmethod
     def create(cls, tx, value, source):
         return cls(value, source)
+
+    def python_type(self):
+        return type(self.value)
 
     def call(self, tx, args, kwargs):
         from .builder import wrap

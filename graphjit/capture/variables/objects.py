@@ -8,12 +8,13 @@ import types
 import torch
 
 from ..sources import AttrSource, ItemSource, module_attr_source
+from ...exc import UserError
 from .base import Variable, ConstantVariable, unsupported
 from .builtins import AttributeMissing
 from .containers import (TupleVariable, ListVariable, DictVariable, NamedTupleVariable, ListIteratorLike,
                          IteratorVariable)
 
-_MISSING = object()
+from .dunders import MISSING as _MISSING
 
 
 def _instance_dict(obj):
@@ -37,10 +38,14 @@ class ObjectLikeVariable(Variable):
         return _class_lookup(self.python_type(), name) is not _MISSING and \
             _class_lookup(self.python_type(), name) is not _class_lookup(object, name)
 
-    def call_dunder(self, tx, name, args):
-        if not self.has_dunder(name):
-            unsupported(f"{self.python_type().__name__} has no {name}")
-        return self.getattr(tx, name).call(tx, args, {})
+    def call_dunder(self, tx, name, args, kwargs=None):
+        """type(self).<name>(self, *args): the implicit lookup of Python's protocols, which skips the
+        instance dict, __getattribute__ and __getattr__."""
+        from .builder import wrap_class_attribute
+        cls = self.python_type()
+        if _class_lookup(cls, name) is _MISSING:
+            unsupported(f"{cls.__name__} has no {name}")
+        return wrap_class_attribute(tx, self, cls, name).call(tx, args, kwargs or {})
 
     def class_attribute(self, tx, name):
         from .builder import wrap_class_attribute
@@ -292,8 +297,8 @@ class UserObjectVariable(ObjectLikeVariable):
     def raw_getattr(self, tx, name):
         """object.__getattribute__ semantics (plus __getattr__ as the fallback)."""
         from .builder import wrap
-        if name in self.attrs:
-            return self.attrs[name]
+        if self.is_new:
+            return self._new_object_attr(tx, name)
         if not self.is_new:
             found, value = tx.side_effects.pending_attr(self.value, name)
             if found:
@@ -302,8 +307,6 @@ class UserObjectVariable(ObjectLikeVariable):
                 return DeferredCallVariable(self, name)
         if name == "__class__":
             return ClassVariable(self.cls)
-        if name == "__dict__" and self.is_new:
-            return DictVariable(self.attrs)
         if not self.is_new and self.source is not None and \
                 isinstance(_class_lookup(self.cls, "__getattribute__"), types.FunctionType):
             # a Python __getattribute__ (e.g. transformers' configs): read the real attribute, guard it
@@ -315,75 +318,170 @@ class UserObjectVariable(ObjectLikeVariable):
                 raise AttributeMissing(str(e))
             tx.guards.note_attribute(self.source, self.value, name, value)
             return wrap(tx, value, AttrSource(self.source, name))
-        if not self.is_new:
-            d = _instance_dict(self.value)
-            descriptor = _class_lookup(self.cls, name)
-            is_data_descriptor = hasattr(descriptor, "__set__") or isinstance(descriptor, property)
-            if name in d and not is_data_descriptor:
-                return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
-            if descriptor is _MISSING and name not in d and self.source is not None:
-                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
+        d = _instance_dict(self.value)
+        descriptor = _class_lookup(self.cls, name)
+        if name in d and not _is_data_descriptor(descriptor):
+            return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
+        if descriptor is _MISSING and name not in d and self.source is not None:
+            tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
+        return self.class_attribute(tx, name)
+
+    def class_attribute(self, tx, name):
+        """The class's attribute bound to this object; a descriptor written in Python (its type defines
+        __get__ as a function) is inlined: type(d).__get__(d, obj, cls)."""
+        descriptor = _class_lookup(self.cls, name)
+        getter = getattr(type(descriptor), "__get__", None) if descriptor is not _MISSING else None
+        if isinstance(getter, types.FunctionType) and not isinstance(descriptor, type):
+            from .builder import wrap
+            return wrap(tx, getter, None).call(tx, [_descriptor_var(tx, descriptor), self,
+                                                   ClassVariable(self.cls)], {})
+        return super().class_attribute(tx, name)
+
+    def _new_object_attr(self, tx, name):
+        """object.__getattribute__ of an object made in the frame: data descriptors, then its own
+        attributes (`attrs`, which also hold its __slots__ values), then the class."""
+        descriptor = _class_lookup(self.cls, name)
+        if isinstance(descriptor, types.MemberDescriptorType):
+            if name in self.attrs:
+                return self.attrs[name]
+            if _class_lookup(self.cls, "__getattr__") is not _MISSING:
+                unsupported(f"unset slot {name!r} of a {self.cls.__name__} with __getattr__")
+            raise AttributeMissing(str(_attribute_error(self.cls, name, descriptor, getattr)))
+        if name == "__class__":
+            return ClassVariable(self.cls)
+        if name == "__dict__" and _has_instance_dict(self.cls):
+            if _slot_names(self.cls):
+                unsupported(f"__dict__ of a {self.cls.__name__} made in the frame (its __slots__ share attrs)")
+            view = DictVariable({})
+            view.items = self.attrs          # the object's own dict: writes through it are its attributes
+            return view
+        if not _is_data_descriptor(descriptor) and name in self.attrs:
+            return self.attrs[name]
         return self.class_attribute(tx, name)
 
     def identity_key(self):
+        """A dict key / set member hashed and compared by identity: object's __hash__ and __eq__ only."""
+        for name in ("__hash__", "__eq__"):
+            owner = next((k for k in self.cls.__mro__ if name in k.__dict__), object)
+            if owner is not object:
+                unsupported(f"a {self.cls.__name__} as a dict key or set member: its {name} comes from "
+                            f"{owner.__name__}, not object")
         return ("object", id(self.value) if not self.is_new else id(self))
 
     def delattr(self, tx, name):
+        if isinstance(_class_lookup(self.cls, "__delattr__"), types.FunctionType):
+            self.call_dunder(tx, "__delattr__", [ConstantVariable(name)])
+            return
+        self.raw_delattr(tx, name)
+
+    def raw_delattr(self, tx, name):
+        """object.__delattr__: a property's deleter, a slot, else the instance dict."""
+        descriptor = _class_lookup(self.cls, name)
+        if isinstance(descriptor, property):
+            if descriptor.fdel is None:
+                raise UserError(_attribute_error(self.cls, name, descriptor, delattr))
+            from .builder import wrap
+            wrap(tx, descriptor.fdel, None).call(tx, [self], {})
+            return
+        if _is_data_descriptor(descriptor) and not isinstance(descriptor, types.MemberDescriptorType):
+            unsupported(f"deleting {name!r} through a {type(descriptor).__name__} descriptor")
         if self.is_new:
             if name not in self.attrs:
-                raise AttributeMissing(name)
+                raise UserError(_attribute_error(self.cls, name, descriptor, delattr))
             del self.attrs[name]
-        else:
-            tx.side_effects.delete_attr(self, self.value, name)
+            return
+        if self.source is None:
+            unsupported(f"deleting attribute {name!r} of an object with no source")
+        tx.side_effects.delete_attr(self, self.value, name, raw=True)
 
     def setattr(self, tx, name, value):
         hook = _class_lookup(self.cls, "__setattr__")
         if isinstance(hook, types.FunctionType):
-            if not self.is_new and self.source is not None:
-                # an outside object's own __setattr__ (validation, bookkeeping) runs for real when the
-                # store is replayed after the graph; reads during the trace see the stored value
-                tx.side_effects.store_attr(self, self.value, name, value)
-                return
+            # the class's own __setattr__ (validation, name mapping, frozen dataclasses) is inlined; the
+            # object.__setattr__ it ends in is the store (recorded, for an object from outside)
             self.call_dunder(tx, "__setattr__", [ConstantVariable(name), value])
             return
+        if hook is not object.__setattr__:
+            unsupported(f"assigning {name!r} of a {self.cls.__name__}: its __setattr__ is {hook!r}")
         self.raw_setattr(tx, name, value)
 
     def raw_setattr(self, tx, name, value):
-        """object.__setattr__ semantics: data descriptors, else the instance dict."""
+        """object.__setattr__: a data descriptor's __set__ (a property's setter, a slot, a Python
+        descriptor's __set__), else the instance dict; AttributeError where CPython raises one."""
         descriptor = _class_lookup(self.cls, name)
-        if not self.is_new and not (isinstance(descriptor, property) and descriptor.fset is not None):
-            if descriptor is not _MISSING and hasattr(descriptor, "__set__"):
-                unsupported(f"assigning {name!r} through a {type(descriptor).__name__} descriptor")
-            if self.source is None:
-                unsupported(f"assigning attribute {name!r} of an object with no source")
-            tx.side_effects.store_attr(self, self.value, name, value)
-            return
-        if isinstance(descriptor, property) and descriptor.fset is not None:
+        if isinstance(descriptor, property):
+            if descriptor.fset is None:
+                raise UserError(_attribute_error(self.cls, name, descriptor, setattr))
             from .builder import wrap
             wrap(tx, descriptor.fset, None).call(tx, [self, value], {})
             return
-        self.attrs[name] = value
+        setter = getattr(type(descriptor), "__set__", None) if descriptor is not _MISSING else None
+        if isinstance(setter, types.FunctionType):
+            from .builder import wrap
+            wrap(tx, setter, None).call(tx, [_descriptor_var(tx, descriptor), self, value], {})
+            return
+        if setter is not None and not isinstance(descriptor, types.MemberDescriptorType):
+            unsupported(f"assigning {name!r} through a {type(descriptor).__name__} descriptor")
+        if setter is None and not _has_instance_dict(self.cls):
+            raise UserError(_attribute_error(self.cls, name, descriptor, setattr))
+        if self.is_new:
+            self.attrs[name] = value
+            return
+        if self.source is None:
+            unsupported(f"assigning attribute {name!r} of an object with no source")
+        tx.side_effects.store_attr(self, self.value, name, value, raw=True)
 
     def call(self, tx, args, kwargs):
-        return self.call_dunder(tx, "__call__", list(args)) if not kwargs else \
-            self.getattr(tx, "__call__").call(tx, args, kwargs)
+        if _class_lookup(self.cls, "__call__") is _MISSING:
+            raise UserError(TypeError(f"{self.cls.__name__!r} object is not callable"))
+        return self.call_dunder(tx, "__call__", list(args), kwargs)
 
     def unpack(self, tx):
-        if self.has_dunder("__iter__"):
-            return self.call_dunder(tx, "__iter__", []).unpack(tx)
-        unsupported(f"iterating over {self.cls.__name__}")
+        if _class_lookup(self.cls, "__iter__") is _MISSING:
+            if _class_lookup(self.cls, "__getitem__") is not _MISSING:
+                unsupported(f"iterating over a {self.cls.__name__} through __getitem__")
+            raise UserError(TypeError(f"{self.cls.__name__!r} object is not iterable"))
+        iterator = self.call_dunder(tx, "__iter__", [])
+        if isinstance(iterator, ObjectLikeVariable):
+            # its __next__ would run ahead of the loop body (all items produced before the first one is used)
+            unsupported(f"iterating over a {self.cls.__name__} whose __iter__ returns a "
+                        f"{iterator.python_type().__name__} (a user iterator)")
+        return iterator.unpack(tx)
 
     def getitem(self, tx, index):
+        if _class_lookup(self.cls, "__getitem__") is _MISSING:
+            raise UserError(TypeError(f"{self.cls.__name__!r} object is not subscriptable"))
         return self.call_dunder(tx, "__getitem__", [index])
 
     def call_method(self, tx, name, args, kwargs):
         return self.getattr(tx, name).call(tx, args, kwargs)
 
+    def length(self, tx):
+        """len(obj): type(obj).__len__, whose result must be a non-negative int."""
+        if _class_lookup(self.cls, "__len__") is _MISSING:
+            raise UserError(TypeError(f"object of type {self.cls.__name__!r} has no len()"))
+        result = self.call_dunder(tx, "__len__", [])
+        if not result.is_constant():
+            unsupported(f"{self.cls.__name__}.__len__ returned {result}")
+        value = result.as_python_constant()
+        if not isinstance(value, int):
+            raise UserError(TypeError(f"{type(value).__name__!r} object cannot be interpreted as an integer"))
+        if value < 0:
+            raise UserError(ValueError("__len__() should return >= 0"))
+        return ConstantVariable(int(value))
+
     def truth(self, tx):
-        if self.has_dunder("__bool__"):
-            return self.call_dunder(tx, "__bool__", []).truth(tx)
-        if self.has_dunder("__len__"):
-            return self.call_dunder(tx, "__len__", []).truth(tx)
+        """bool(obj): type(obj).__bool__ (which must return a bool), else __len__, else True."""
+        if _class_lookup(self.cls, "__bool__") is not _MISSING:
+            result = self.call_dunder(tx, "__bool__", [])
+            if not result.is_constant():
+                unsupported(f"{self.cls.__name__}.__bool__ returned {result}")
+            value = result.as_python_constant()
+            if type(value) is not bool:
+                raise UserError(TypeError(f"__bool__ should return bool, returned {type(value).__name__}"))
+            return value
+        if _class_lookup(self.cls, "__len__") is not _MISSING:
+            return self.length(tx).value != 0
         return True
 
     def reconstruct(self, cg):
@@ -404,6 +502,44 @@ class UserObjectVariable(ObjectLikeVariable):
 
 _DICT_MUTATORS = {"__setitem__", "__delitem__", "update", "pop", "popitem", "setdefault", "clear",
                   "move_to_end"}
+
+
+def _descriptor_var(tx, descriptor):
+    """A descriptor object found on a class, read through a source (its own state may change)."""
+    from .builder import wrap
+    from ..sources import ObjectSource
+    tx.keepalive.append(descriptor)
+    return wrap(tx, descriptor, ObjectSource(descriptor))
+
+
+def _is_data_descriptor(attr):
+    return attr is not _MISSING and hasattr(type(attr), "__set__")
+
+
+def _has_instance_dict(cls):
+    return cls.__dictoffset__ != 0
+
+
+def _slot_names(cls):
+    return [n for k in cls.__mro__ for n in k.__dict__ if isinstance(k.__dict__[n], types.MemberDescriptorType)]
+
+
+def _attribute_error(cls, name, descriptor, operation):
+    """The AttributeError CPython raises for this read, store or delete (an unset slot, no setter or
+    deleter, no __dict__, read-only), raised by CPython itself on a stand-in class of the same name."""
+    slots = (name,) if isinstance(descriptor, types.MemberDescriptorType) else ()
+    slots += ("__dict__",) if _has_instance_dict(cls) else ()
+    namespace = {"__slots__": slots, "__qualname__": cls.__qualname__, "__module__": cls.__module__}
+    if isinstance(descriptor, property):
+        namespace[name] = property(descriptor.fget)
+    elif descriptor is not _MISSING and not isinstance(descriptor, types.MemberDescriptorType):
+        namespace[name] = descriptor
+    probe = object.__new__(type(cls.__name__, (), namespace))
+    try:
+        operation(probe, name, None) if operation is setattr else operation(probe, name)
+    except AttributeError as e:
+        return e
+    return AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
 
 
 def new_object(cls, attrs, dict_items=None):

@@ -1,0 +1,806 @@
+"""Python semantics of objects in captured code: identity and equality, user dunder methods (binary
+operators, reflection, comparisons, bool/len/hash/contains/iter), the descriptor protocol on stores,
+defaults read at call time, and function attributes. Each case runs compiled (fullgraph, backend counting
+graphs) against plain Python; cases capture must refuse assert Unsupported under fullgraph and the same
+result as Python without it.
+
+PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
+rewriting.
+"""
+import collections
+import dataclasses
+import functools
+
+import pytest
+import torch
+
+from graphjit.exc import Unsupported
+from harness import Cases, Step, check, check_raises, check_steps, gj
+
+cases = Cases()
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+def one():
+    return (r(3),)
+
+
+# ------------------------------------------------------------------------------------ classes used
+
+class Plain:
+    pass
+
+
+class Val:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        if not isinstance(other, Val):
+            return NotImplemented
+        return self.v == other.v
+
+    __hash__ = None
+
+
+class NeOnly:
+    def __ne__(self, other):
+        return "ne"
+
+
+class Base:
+    def __eq__(self, other):
+        return "base eq"
+
+    def __add__(self, other):
+        return "base add"
+
+    def __radd__(self, other):
+        return "base radd"
+
+
+class Sub(Base):
+    def __eq__(self, other):
+        return "sub eq"
+
+    def __radd__(self, other):
+        return "sub radd"
+
+
+class SubNoOverride(Base):
+    pass
+
+
+class Ordered:
+    def __init__(self, v):
+        self.v = v
+
+    def __lt__(self, other):
+        return NotImplemented
+
+    def __gt__(self, other):
+        return ("gt", self.v, other.v)
+
+
+class Vec:
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, other):
+        if isinstance(other, Vec):
+            return Vec(self.t + other.t)
+        return NotImplemented
+
+    def __radd__(self, other):
+        return Vec(self.t + other)
+
+    def __mul__(self, k):
+        return Vec(self.t * k)
+
+    def __rmul__(self, k):
+        return Vec(self.t * (k + 1))
+
+    def __neg__(self):
+        return Vec(-self.t)
+
+
+class Acc:
+    def __init__(self):
+        self.items = []
+
+    def __iadd__(self, other):
+        self.items.append(other)
+        return self
+
+
+class NoIAdd:
+    def __init__(self, n):
+        self.n = n
+
+    def __add__(self, other):
+        return NoIAdd(self.n + other)
+
+
+class RightOnly:
+    def __radd__(self, other):
+        return ("radd", other)
+
+    def __rsub__(self, other):
+        return NotImplemented
+
+
+class Pt(collections.namedtuple("Pt", "x y")):
+    __slots__ = ()
+
+    def __add__(self, other):
+        return Pt(self.x + other[0], self.y + other[1])
+
+
+class PtR(collections.namedtuple("PtR", "x y")):
+    __slots__ = ()
+
+    def __radd__(self, other):
+        return ("radd", len(other))
+
+
+class Sized:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+class BadBool:
+    def __bool__(self):
+        return 1
+
+
+class NegLen:
+    def __len__(self):
+        return -1
+
+
+class Bag:
+    def __init__(self, items):
+        self.items = items
+
+    def __contains__(self, x):
+        return x in self.items
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+class Never:
+    def __eq__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+
+class Hashed:
+    def __init__(self, h):
+        self.h = h
+
+    def __hash__(self):
+        return self.h
+
+
+class Callme:
+    def __call__(self, x):
+        return x * 3
+
+
+class CallNone:
+    __call__ = None
+
+
+# ------------------------------------------------------------------------------------ identity, ==
+
+@cases.add(one)
+def new_objects_are_distinct(x):
+    a, b = Plain(), Plain()
+    c = a
+    return x + 1, a == b, a is b, a != b, a is c, a == c, a is not b, callable(a)
+
+
+@cases.add(one)
+def eq_dunder_inlined(x):
+    a, b, c = Val(1), Val(1), Val(2)
+    return x + 1, a == b, a != b, a == c, a != c, a == 1, 1 == a, a != 1, None == a
+
+
+@cases.add(one)
+def ne_without_eq(x):
+    a = NeOnly()
+    return x + 1, a != 1, a == a, a == NeOnly()
+
+
+@cases.add(one)
+def reflected_comparison_subclass_first(x):
+    return x + 1, Base() == Sub(), Sub() == Base(), Base() == SubNoOverride(), Base() == Base()
+
+
+@cases.add(one)
+def lt_not_implemented_reflects_to_gt(x):
+    return x + 1, Ordered(1) < Ordered(2)
+
+
+@cases.add(one)
+def contains_uses_identity_first(x):
+    n = Never()
+    return x + 1, n in [n], n in [Never()], [n].count(n), n == n, [n].index(n)
+
+
+@cases.add(one)
+def containers_of_objects_compare(x):
+    a = Val(1)
+    return x + 1, [a, 2] == [Val(1), 2], (a,) == (Val(2),), {"k": a} == {"k": Val(1)}, [1] == (1,), {1: 2} == {1}
+
+
+@cases.add(one)
+def callable_follows_the_type(x):
+    def inner():
+        return 1
+    return (x + 1, callable(Plain()), callable(Callme()), callable(CallNone()), callable(inner),
+            callable(lambda: 0), callable(Plain), callable([]), callable(x), callable(Callme().__call__))
+
+
+@cases.add(lambda: (Plain(), Plain(), r(3)))
+def outside_objects_identity(a, b, x):
+    return x + 1, a is b, a == b, a != b
+
+
+def test_outside_identity_guarded():
+    """`a is b` of two inputs: the relation is guarded, so aliasing on a later call recompiles."""
+    o1, o2 = Plain(), Plain()
+
+    def fn(a, b, x):
+        return x + 1, a is b, a == b
+    check_steps(fn, [Step(lambda: (o1, o2, r(3)), graphs=1), Step(lambda: (o1, o1, r(3)), graphs=2),
+                     Step(lambda: (o2, o1, r(3)), graphs=2)])
+
+
+@cases.add(one)
+def bool_and_len_dunders(x):
+    out = []
+    for obj in (Sized(0), Sized(2), Plain()):
+        out.append(bool(obj))
+        if obj:
+            x = x + 1
+    return x + 1, out, len(Sized(3)), not Sized(0)
+
+
+@cases.add(one)
+def bool_dunder_must_return_bool(x):
+    try:
+        bool(BadBool())
+        ok = True
+    except TypeError:
+        ok = False
+    try:
+        len(NegLen())
+        neg = True
+    except ValueError:
+        neg = False
+    return x + 1, ok, neg
+
+
+@cases.add(one)
+def len_uses_the_class_not_the_instance(x):
+    s = Sized(2)
+    s.__len__ = lambda: 7
+    return x + 1, len(s), s.__len__()
+
+
+@cases.add(one)
+def contains_and_iter_dunders(x):
+    b = Bag([1, 2, 3])
+    total = 0
+    for v in b:
+        total += v
+    return x * total, 2 in b, 5 in b, 5 not in b, list(b)
+
+
+@cases.add(one)
+def hash_dunder(x):
+    return x + 1, hash(Hashed(5)), hash(Hashed(2 ** 62)), hash(Hashed(-1)), hash(Hashed(2 ** 70)), hash((1, "a"))
+
+
+@cases.add(one)
+def unhashable_object_raises_in_frame(x):
+    try:
+        hash(Val(1))
+        caught = False
+    except TypeError:
+        caught = True
+    return x + 1, caught
+
+
+# ------------------------------------------------------------------------------------ binary dunders
+
+@cases.add(one)
+def user_add_and_reflected(x):
+    v = Vec(x)
+    return (v + Vec(x)).t, (1 + v).t, (v * 2).t, (2 * v).t, (-v).t, (x + v).t
+
+
+@cases.add(one)
+def reflected_subclass_first(x):
+    return x + 1, Base() + Sub(), Base() + SubNoOverride(), Sub() + Base(), 1 + Base()
+
+
+@cases.add(one)
+def inplace_dunders(x):
+    a = Acc()
+    before = a
+    a += x
+    a += 2
+    n = NoIAdd(1)
+    first = n
+    n += 5
+    return x + 1, a.items, a is before, n.n, n is first, first.n
+
+
+@cases.add(one)
+def right_operand_only(x):
+    r1 = 3 + RightOnly()
+    lst = [1]
+    lst += RightOnly()
+    return x + 1, r1, lst
+
+
+@cases.add(one)
+def namedtuple_subclass_dunders(x):
+    p = Pt(1, 2)
+    q = PtR(1, 2)
+    return x + 1, p + (10, 20), (10, 20) + p, p + p, (7,) + q, q + (7,), p == (1, 2), p * 2
+
+
+@cases.add(lambda: (Pt(r(3), r(3)),))
+def namedtuple_subclass_input(p):
+    s = p + (1, 2)
+    return s.x, s.y, type(s).__name__
+
+
+@cases.add(one)
+def unsupported_operands_raise_type_error(x):
+    caught = []
+    for fn in (lambda: Plain() + 1, lambda: 1 - RightOnly(), lambda: Ordered(1) >= Ordered(2),
+               lambda: [1] + (2,), lambda: (1,) + [2], lambda: Acc() + Acc(), lambda: -Plain()):
+        try:
+            fn()
+            caught.append(None)
+        except TypeError as e:
+            caught.append(str(e))
+    return x + 1, caught
+
+
+# ------------------------------------------------------------------------------------ stores
+
+class Prop:
+    def __init__(self):
+        self._v = 1
+
+    @property
+    def ro(self):
+        return self._v
+
+    @property
+    def rw(self):
+        return self._v
+
+    @rw.setter
+    def rw(self, value):
+        self._v = value * 10
+
+
+@dataclasses.dataclass
+class Shadowed:
+    a: int = 1
+
+    @property
+    def double(self):
+        return self.a * 2
+
+
+class Slotted:
+    __slots__ = ("a",)
+
+    def __init__(self):
+        self.a = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: int = 1
+
+
+class Logged:
+    def __init__(self):
+        object.__setattr__(self, "count", 0)
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, "count", self.count + 1)
+        object.__setattr__(self, name, value)
+
+
+class Positive:
+    """A data descriptor written in Python: validates, stores in the instance dict under another name."""
+
+    def __set_name__(self, owner, name):
+        self.name = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        return getattr(obj, self.name)
+
+    def __set__(self, obj, value):
+        if value < 0:
+            raise ValueError("negative")
+        setattr(obj, self.name, value)
+
+
+class Guarded:
+    size = Positive()
+
+    def __init__(self, n):
+        self.size = n
+
+
+def _try_store(obj, name, value):
+    try:
+        setattr(obj, name, value)
+        return "stored"
+    except AttributeError as e:
+        return str(e)
+
+
+@cases.add(one)
+def property_without_setter_raises(x):
+    p = Prop()
+    p.rw = 2
+    return x * p.rw, _try_store(p, "ro", 3), p.ro, _try_store(Shadowed(), "double", 3)
+
+
+@cases.add(lambda: (Prop(), Shadowed(), r(3)))
+def property_stores_on_inputs(p, s, x):
+    p.rw = 3
+    return x + 1, _try_store(p, "ro", 5), _try_store(s, "double", 1), p.rw, p.ro
+
+
+@cases.add(one)
+def slots_in_frame(x):
+    s = Slotted()
+    out = [s.a, _try_store(s, "b", 2)]
+    del s.a
+    try:
+        s.a
+    except AttributeError as e:
+        out.append(str(e))
+    return x + 1, out
+
+
+@cases.add(one)
+def frozen_dataclass_in_frame(x):
+    f = Frozen(2)
+    try:
+        f.a = 3
+        out = "stored"
+    except dataclasses.FrozenInstanceError as e:
+        out = str(e)
+    return x * f.a, out
+
+
+@cases.add(lambda: (Frozen(4), r(3)))
+def frozen_dataclass_input(f, x):
+    try:
+        f.a = 3
+        out = "stored"
+    except dataclasses.FrozenInstanceError as e:
+        out = str(e)
+    return x * f.a, out
+
+
+@cases.add(lambda: (Logged(), r(3)))
+def own_setattr_on_input_runs_once(o, x):
+    o.a = 1
+    o.b = x * 2
+    return x + o.count
+
+
+@cases.add(one)
+def own_setattr_in_frame(x):
+    o = Logged()
+    o.a = 1
+    o.a = 2
+    return x + 1, o.count, o.a
+
+
+@cases.add(one)
+def python_data_descriptor(x):
+    g = Guarded(3)
+    g.size = 4
+    try:
+        g.size = -1
+        err = None
+    except ValueError as e:
+        err = str(e)
+    return x * g.size, err, g.__dict__
+
+
+@cases.add(one)
+def instance_dict_writes(x):
+    p = Plain()
+    p.__dict__["k"] = 5
+    p.j = 1
+    d = p.__dict__
+    return x * p.k, sorted(d), "j" in p.__dict__
+
+
+# ------------------------------------------------------------------------------------ defaults
+
+def _scale(x, k=2.0):
+    return x * k
+
+
+def _kw_scale(x, *, k=2.0):
+    return x * k
+
+
+def _top(x, b=torch.ones(3)):
+    return x + b
+
+
+def test_top_level_default_replaced():
+    original = _top.__defaults__
+
+    def swap():
+        _top.__defaults__ = (torch.full((3,), 5.0),)
+    try:
+        check_steps(_top, [Step(one, graphs=1), Step(one, before=swap, graphs=2), Step(one, graphs=2)])
+    finally:
+        _top.__defaults__ = original
+
+
+def test_top_level_default_tensor_mutated_in_place():
+    b = torch.ones(3)
+
+    def fn(x, b=b):
+        return x + b
+    check_steps(fn, [Step(one, graphs=1), Step(one, before=lambda: b.add_(1), graphs=1)])
+
+
+def test_same_code_different_defaults():
+    def make(d):
+        def fn(x, b=d):
+            return x + b
+        return fn
+    gj.reset()
+    f1 = gj.compile(make(1.0), backend="eager")
+    f2 = gj.compile(make(2.0), backend="eager")
+    x = torch.zeros(2)
+    for _ in range(2):
+        assert f1(x).tolist() == [1.0, 1.0]
+        assert f2(x).tolist() == [2.0, 2.0]
+
+
+def _calls_scale(x):
+    return _scale(x) + _kw_scale(x)
+
+
+def test_inlined_callee_defaults_replaced():
+    saved = _scale.__defaults__, _kw_scale.__kwdefaults__
+
+    def swap():
+        _scale.__defaults__ = (3.0,)
+
+    def swap_kw():
+        _kw_scale.__kwdefaults__ = {"k": torch.full((3,), 4.0)}
+
+    def mutate_kw():
+        _kw_scale.__kwdefaults__["k"] = -1.0
+    try:
+        check_steps(_calls_scale, [Step(one, graphs=1), Step(one, before=swap, graphs=2),
+                                   Step(one, before=swap_kw, graphs=3), Step(one, graphs=3),
+                                   Step(one, before=mutate_kw, graphs=4)])
+    finally:
+        _scale.__defaults__, _kw_scale.__kwdefaults__ = saved
+
+
+class WithMethod:
+    def helper(self, x, k=2):
+        return x * k
+
+    def run(self, x):
+        return self.helper(x)
+
+
+def test_method_default_replaced():
+    saved = WithMethod.helper.__defaults__
+    obj = WithMethod()
+
+    def swap():
+        WithMethod.helper.__defaults__ = (5,)
+    try:
+        check_steps(lambda x: obj.run(x), [Step(one, graphs=1), Step(one, before=swap, graphs=2)])
+    finally:
+        WithMethod.helper.__defaults__ = saved
+
+
+def test_mutable_default_of_callee_accumulates():
+    """`def g(v, acc=[])`: the default list is the function's own, mutated across calls."""
+    def make():
+        def g(v, acc=[]):
+            acc.append(v)
+            return len(acc)
+
+        def fn(x):
+            return x * g(1)
+        return fn, g
+    eager, eager_g = make()
+    compiled_fn, compiled_g = make()
+    gj.reset()
+    compiled = gj.compile(compiled_fn, backend="eager", fullgraph=True)
+    for _ in range(3):
+        x = r(3)
+        assert torch.equal(compiled(x), eager(x))
+    assert compiled_g.__defaults__[0] == eager_g.__defaults__[0]
+
+
+@cases.add(one)
+def nested_function_defaults_assigned(x):
+    def inner(a, b=1):
+        return a * b
+    first = inner(x)
+    inner.__defaults__ = (3,)
+    return first, inner(x), inner.__defaults__
+
+
+# ------------------------------------------------------------------------------------ function attributes
+
+@cases.add(one)
+def wraps_in_frame(x):
+    def inner(v):
+        "doc of inner"
+        return v + 1
+    inner.tag = "t"
+
+    @functools.wraps(inner)
+    def wrapper(v):
+        return inner(v) * 2
+    return (wrapper(x), wrapper.__doc__, wrapper.__name__, wrapper.__qualname__, wrapper.__module__,
+            wrapper.__wrapped__ is inner, wrapper.tag, sorted(wrapper.__dict__))
+
+
+@cases.add(one)
+def nested_function_attributes(x):
+    def inner():
+        return 1
+
+    def documented():
+        "has a doc"
+        return 2
+    inner.flag = 3
+    inner.__dict__["other"] = 4
+    inner.__doc__ = "set"
+    try:
+        inner.__name__ = 5
+        err = None
+    except TypeError as e:
+        err = str(e)
+    return (x + 1, inner.flag, inner.other, inner.__doc__, documented.__doc__, err, inner.__name__,
+            inner.__module__, hasattr(inner, "missing"), getattr(inner, "flag", None))
+
+
+def _documented():
+    "the doc"
+
+
+def test_real_function_attributes_guarded():
+    saved = _documented.__doc__
+
+    def fn(x):
+        return x + 1, _documented.__doc__, getattr(_documented, "flag", None)
+
+    def set_doc():
+        _documented.__doc__ = "changed"
+
+    def set_flag():
+        _documented.flag = 1
+    try:
+        check_steps(fn, [Step(one, graphs=1), Step(one, before=set_doc, graphs=2),
+                         Step(one, before=set_flag, graphs=3)])
+    finally:
+        _documented.__doc__ = saved
+        _documented.__dict__.pop("flag", None)
+
+
+# ------------------------------------------------------------------------------------ refusals
+
+class TupleSub(tuple):
+    def __add__(self, other):
+        return "custom"
+
+
+class SelfIter:
+    def __init__(self):
+        self.i = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.i += 1
+        if self.i > 3:
+            raise StopIteration
+        return self.i
+
+
+class LenPt(collections.namedtuple("LenPt", "x y")):
+    def __len__(self):
+        return 5
+
+
+def _tuple_subclass(x):
+    return x + 1, TupleSub((1,)) + (2,)
+
+
+def _user_iterator(x):
+    return x + 1, [v for v in SelfIter()]
+
+
+def _id_of(x):
+    p = Plain()
+    return x + 1, id(p) == id(p)
+
+
+def _identity_of_equal_tuples(x):
+    return x + 1, (1, 2) is (1, 2)
+
+
+def _hash_of_plain(x):
+    p, q = Plain(), Plain()
+    return x + 1, hash(p) == hash(q)
+
+
+def _namedtuple_overriding_len(x):
+    return x + 1, len(LenPt(1, 2))
+
+
+def _torch_function_object(x):
+    class TF:
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return "tf"
+    return x == TF()
+
+
+REFUSED = [_tuple_subclass, _user_iterator, _id_of, _identity_of_equal_tuples, _hash_of_plain,
+           _namedtuple_overriding_len, _torch_function_object]
+
+
+@pytest.mark.parametrize("fn", REFUSED, ids=lambda f: f.__name__.lstrip("_"))
+def test_refused(fn):
+    gj.reset()
+    with pytest.raises(Unsupported):
+        gj.compile(fn, backend="eager", fullgraph=True)(r(3))
+    gj.reset()
+    x = r(3)
+    expected = fn(x.clone())
+    actual = gj.compile(fn, backend="eager")(x.clone())
+    assert repr(actual) == repr(expected)
+
+
+@pytest.mark.parametrize("fn", [lambda x: Ordered(1) <= Ordered(2), lambda x: [1] + (2,)],
+                         ids=["no_le", "list_plus_tuple"])
+def test_type_errors(fn):
+    check_raises(fn, one)
+
+
+@pytest.mark.parametrize("case", cases.params())
+def test_semantics(case):
+    case.run()
