@@ -14,6 +14,7 @@ import operator
 
 import torch
 from torch._decomp import core_aten_decompositions
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch.fx.experimental.proxy_tensor import make_fx
 
 aten = torch.ops.aten
@@ -25,6 +26,36 @@ KEEP_WHOLE = {aten.scaled_dot_product_attention.default}
 STATE_FUNCTIONS = {torch._C._set_grad_enabled}
 
 
+def _scalar_as(value, dtype):
+    """value as eager's kernels convert a Python scalar argument for an integer dtype (c10's Scalar.to):
+    truncated toward zero, a RuntimeError where it does not fit. Floating and bool dtypes: value as is."""
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or isinstance(value, (bool, int)):
+        return value
+    info = torch.iinfo(dtype)
+    if not info.min <= value <= info.max:
+        raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
+    return int(value)
+
+
+def _converting_value(op):
+    """A decomposition calling op with its `value` converted (_scalar_as) to the dtype eager computes in:
+    torch's reference (the fake tensors' meta function) refuses a float value for an integer tensor, which
+    eager truncates (`x.addcmul_(a, b, value=0.5)` on int64 adds 0)."""
+    def decomposition(self, tensor1, tensor2, *, value=1):
+        dtype = elementwise_dtypes(self, tensor1, tensor2,
+                                   type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+        converted = _scalar_as(value, dtype)
+        if converted is value:
+            return NotImplemented           # make_fx traces op itself
+        return op(self, tensor1, tensor2, value=converted)
+    return decomposition
+
+
+# Ops whose torch reference refuses Python scalar arguments that eager's kernels take: traced through
+# a decomposition of ours that converts them as eager does
+EAGER_SCALARS = {op: _converting_value(op) for op in (aten.addcmul.default, aten.addcmul_.default)}
+
+
 @functools.cache
 def decomposition_table():
     """torch's core ATen decompositions, minus every op lowering.py lowers whole or calls as an extern."""
@@ -33,6 +64,7 @@ def decomposition_table():
     for op in list(table):
         if op in LOWERINGS or op in EXTERN_OPS or op in KEEP_WHOLE:
             del table[op]
+    table.update(EAGER_SCALARS)
     return table
 
 

@@ -21,6 +21,7 @@ Views (permute, expand, slice, reshape ...) never copy: on a materialized buffer
 """
 import contextlib
 import dataclasses
+import functools
 import itertools
 import math
 from typing import Callable
@@ -254,6 +255,23 @@ POINTWISE_OPS = {
                      "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
                      "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "atan2"], 2),
 }
+
+# Ops whose result is bool whatever their operands' dtype; every other op computes in its operands' dtype
+# (a lowering casts the operands to one dtype first), with torch's semantics: int8 arithmetic wraps at 8
+# bits, bool + bool is a logical or. Codegens whose languages promote (C++'s int promotion, Triton's i1
+# adds) restore those semantics from op_dtype.
+BOOL_RESULT_OPS = frozenset(["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+                             "logical_not", "isnan", "isinf"])
+
+
+def op_dtype(name, operand_dtypes):
+    """The dtype of ops.<name>'s result over operands of these dtypes; None if one of them is unknown."""
+    if name in BOOL_RESULT_OPS:
+        return torch.bool
+    if not operand_dtypes or None in operand_dtypes:
+        return None
+    return functools.reduce(torch.promote_types, operand_dtypes)
+
 
 _handlers = []
 

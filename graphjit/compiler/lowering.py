@@ -10,6 +10,7 @@ ops (mm, convolution, attention) and ops without a lowering become ExternKernels
 Whether a lazy value read by several ops is computed once into a buffer is the scheduler's policy
 (scheduler.realize_reason); this file only applies it.
 """
+import functools
 import math
 import operator
 
@@ -597,10 +598,27 @@ def clamp(x, min=None, max=None):
     dtype = out_meta().dtype
     out = cast(x, dtype)
     if min is not None:
-        out = make_pointwise(ops.maximum, out, min, dtype=dtype)
+        out = _clamp_bound(out, min, dtype, ops.lt, ops.maximum)
     if max is not None:
-        out = make_pointwise(ops.minimum, out, max, dtype=dtype)
+        out = _clamp_bound(out, max, dtype, ops.gt, ops.minimum)
     return out
+
+
+def _clamp_bound(x, bound, dtype, beyond, limit):
+    """x limited by one bound, as eager's clamp: a number replaces only the elements beyond it (x < min:
+    a tie keeps x, so relu6(-0.0) is -0.0; NaN stays); a tensor bound, or a NaN number where eager
+    propagates it, goes through maximum/minimum (NaN wins; eager's own choice on a tie with a tensor bound
+    depends on vectorization)."""
+    if is_value(bound) or (bound != bound and _clamp_to_nan_is_nan()):
+        return make_pointwise(limit, x, bound, dtype=dtype)
+    return make_pointwise(lambda v, b: ops.where(beyond(v, b), b, v), x, bound, dtype=dtype)
+
+
+@functools.cache
+def _clamp_to_nan_is_nan():
+    """Whether eager's clamp to a NaN number makes every element NaN (torch 2.13, 2.14) or ignores that
+    bound (2.11): asked of the installed torch."""
+    return bool(torch.zeros(1, device="cpu").clamp(min=float("nan")).isnan().item())
 
 
 @register(aten.clamp_min.default, aten.clamp_min.Tensor)
@@ -918,7 +936,8 @@ def repeat(x, repeats):
 @register(aten.cat.default)
 def cat(tensors, dim=0):
     meta = out_meta()
-    tensors = [t for t in tensors if not (len(t.sizes) == 1 and t.sizes[0] == 0)]
+    # eager's cat skips empty 1-d pieces (whatever the others' rank); when all are such, it is one of them
+    tensors = [t for t in tensors if not (len(t.sizes) == 1 and t.sizes[0] == 0)] or tensors[:1]
     dim = dim % len(meta.shape)
     sizes = tuple(as_expr(s) for s in meta.shape)
     if len(tensors) == 1:
@@ -1143,12 +1162,13 @@ def _arg_reduce(x, dim, keepdim, kind):
 
 
 def _bool_reduce(x, dim, keepdim, reduction_type):
-    """any (max) / all (min) of x != 0 over dim (None: every dim), as a bool reduction."""
+    """any (max) / all (min) of x != 0 over dim (None: every dim), as a bool reduction; of the traced
+    dtype (eager's any/all of a uint8 tensor is uint8 0 or 1)."""
     truth = x if x.dtype == torch.bool else make_pointwise(
         lambda v: ops.ne(v, ops.constant(0, x.dtype)), x, dtype=torch.bool, compute_dtype=x.dtype)
     if dim is not None and not isinstance(dim, int) and len(dim) == 0:
-        return _copy(truth)             # any.dims over no dims: elementwise
-    return reduce(truth, _dims_list(dim), reduction_type, torch.bool, keepdim, acc_dtype=torch.bool)
+        return _copy(cast(truth, out_meta().dtype))     # any.dims over no dims: elementwise
+    return reduce(truth, _dims_list(dim), reduction_type, out_meta().dtype, keepdim, acc_dtype=torch.bool)
 
 
 @register(aten.any.dim, aten.any.dims, aten.any.default)

@@ -804,3 +804,87 @@ def test_type_errors(fn):
 @pytest.mark.parametrize("case", cases.params())
 def test_semantics(case):
     case.run()
+
+
+# ------------------------------------------------------------------------------------ class attributes
+
+class Greeter:
+    scale = 2
+
+    def f(self):
+        return 1
+
+
+class Block(torch.nn.Module):
+    def helper(self, x):
+        return x + 1
+
+    def forward(self, x):
+        return self.helper(x)
+
+
+def test_method_replaced_on_class_or_shadowed_on_instance():
+    """A method read from the class is guarded (per class), and so is its absence from the instance dict."""
+    saved = Greeter.f
+    k1, k2 = Greeter(), Greeter()
+
+    def fn(x, k):
+        return x + k.f() + k.scale
+
+    def shadow():
+        k2.f = lambda: 5
+
+    def replace():
+        Greeter.f = lambda self: 7
+    try:
+        check_steps(fn, [Step(lambda: (r(3), k1), graphs=1), Step(lambda: (r(3), k2), before=shadow, graphs=2),
+                         Step(lambda: (r(3), k1), before=replace, graphs=3)])
+    finally:
+        Greeter.f = saved
+
+
+def test_module_methods_replaced():
+    saved = Block.helper, Block.forward
+    m = Block()
+
+    def new_helper(self, x):
+        return x * 100
+
+    def own_forward(x):
+        return x - 1
+    try:
+        gj.reset()
+        compiled = gj.compile(m, backend="eager")
+        x = r(3)
+        assert torch.equal(compiled(x), m(x))
+        Block.helper = new_helper
+        assert torch.equal(compiled(x), m(x))
+        m.forward = own_forward        # the instance's own forward, shared by the compiled wrapper's __dict__
+        assert torch.equal(compiled.forward(x), m(x))
+        del m.forward
+        outer = torch.nn.Sequential(m)
+        compiled_outer = gj.compile(outer, backend="eager")
+        assert torch.equal(compiled_outer(x), outer(x))
+        m.forward = own_forward        # now an inlined submodule's forward: the guard must see it
+        assert torch.equal(compiled_outer(x), outer(x))
+    finally:
+        Block.helper, Block.forward = saved
+        m.__dict__.pop("forward", None)
+
+
+class OwnCall(torch.nn.Module):
+    def __call__(self, x):
+        return x * 5
+
+    def forward(self, x):
+        return x
+
+
+def test_module_overriding_call_is_refused():
+    outer = torch.nn.Sequential(OwnCall())
+    gj.reset()
+    with pytest.raises(Unsupported):
+        gj.compile(outer, backend="eager", fullgraph=True)(r(3))
+    gj.reset()
+    x = r(3)
+    assert torch.equal(gj.compile(outer, backend="eager")(x), outer(x))

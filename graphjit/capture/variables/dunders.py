@@ -213,6 +213,8 @@ def known_same(tx, a, b):
 
 def _bound(tx, var, cls, name):
     from .builder import wrap_class_attribute
+    from .objects import guard_class_attribute
+    guard_class_attribute(tx, cls, name)
     return wrap_class_attribute(tx, var, cls, name)
 
 

@@ -45,6 +45,7 @@ class ObjectLikeVariable(Variable):
         cls = self.python_type()
         if _class_lookup(cls, name) is _MISSING:
             unsupported(f"{cls.__name__} has no {name}")
+        guard_class_attribute(tx, cls, name)
         return wrap_class_attribute(tx, self, cls, name).call(tx, args, kwargs or {})
 
     def class_attribute(self, tx, name):
@@ -54,9 +55,20 @@ class ObjectLikeVariable(Variable):
         if _class_lookup(cls, name) is _MISSING:
             getattr_hook = _class_lookup(cls, "__getattr__")
             if getattr_hook is not _MISSING and not isinstance(self, NNModuleVariable):
+                guard_class_attribute(tx, cls, "__getattr__")
                 return wrap_class_attribute(tx, self, cls, "__getattr__").call(tx, [ConstantVariable(name)], {})
             raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
+        guard_class_attribute(tx, cls, name)
         return wrap_class_attribute(tx, self, cls, name, src)
+
+    def guard_not_shadowed(self, tx, name, instance_dict):
+        """A method (or other non-data class attribute) of an object from outside, read from its class:
+        the instance must not hold `name` next call either (`obj.f = other` after compiling)."""
+        attr = _class_lookup(self.python_type(), name)
+        if self.source is not None and attr is not _MISSING and not _is_data_descriptor(attr) and \
+                _guarded_class_attribute(attr) is not None and instance_dict is not None:
+            tx.guards.add(3, f"{name!r} not in {{0}}.__dict__", f"{self.source.expr()} does not shadow {name!r}",
+                          (self.source,))
 
 
 class NNModuleVariable(ObjectLikeVariable):
@@ -92,6 +104,8 @@ class NNModuleVariable(ObjectLikeVariable):
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if name == "__class__":
             return ClassVariable(type(m))
+        if name != "forward":       # forward's absence is checked with the hooks (see call)
+            self.guard_not_shadowed(tx, name, d)
         return self.class_attribute(tx, name)
 
     def setattr(self, tx, name, value):
@@ -108,11 +122,17 @@ class NNModuleVariable(ObjectLikeVariable):
         return ("object", id(self.module))
 
     def call(self, tx, args, kwargs):
+        call = _class_lookup(type(self.module), "__call__")
+        if call is not _class_lookup(torch.nn.Module, "__call__"):
+            unsupported(f"{type(self.module).__name__} overrides nn.Module.__call__")
+        guard_class_attribute(tx, type(self.module), "__call__")
         self.guard_no_hooks(tx)
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
 
     def guard_no_hooks(self, tx):
+        """No hooks on the module, and (read from the same instance dict) no `forward` of its own
+        unless it had one while tracing."""
         m = self.module
         hook_dicts = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
         if any(getattr(m, h, None) for h in hook_dicts):
@@ -125,8 +145,12 @@ class NNModuleVariable(ObjectLikeVariable):
                 # read from the instance dict: a third faster than four attribute lookups (GPT-2: 150 modules)
                 checks = " or ".join(["(__gj_hd := {0}.__dict__)[%r]" % hook_dicts[0]] +
                                      [f"__gj_hd[{h!r}]" for h in hook_dicts[1:]])
+                own_forward = "'forward' in __gj_hd"
             else:
                 checks = " or ".join(f"{{0}}.{h}" for h in hook_dicts)
+                own_forward = "'forward' in {0}.__dict__"
+            if "forward" not in d:
+                checks += " or " + own_forward
             tx.guards.add(3, f"not ({checks})", f"{self.source.expr()} has no hooks", (self.source,))
         tx.guard_no_global_module_hooks()
 
@@ -324,6 +348,7 @@ class UserObjectVariable(ObjectLikeVariable):
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if descriptor is _MISSING and name not in d and self.source is not None:
             tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
+        self.guard_not_shadowed(tx, name, d if _has_instance_dict(self.cls) else None)
         return self.class_attribute(tx, name)
 
     def class_attribute(self, tx, name):
@@ -502,6 +527,25 @@ class UserObjectVariable(ObjectLikeVariable):
 
 _DICT_MUTATORS = {"__setitem__", "__delitem__", "update", "pop", "popitem", "setdefault", "clear",
                   "move_to_end"}
+
+
+def _guarded_class_attribute(attr):
+    """What `cls.name` evaluates to for a method, a staticmethod or a property found on the class (the
+    object a guard compares), or None for attributes guarded otherwise (plain values by value)."""
+    if isinstance(attr, staticmethod):
+        return attr.__func__
+    if isinstance(attr, (types.FunctionType, property)):
+        return attr
+    return None
+
+
+def guard_class_attribute(tx, cls, name):
+    """A method or property the trace found on `cls`: the same one next call (once per class and name,
+    whichever instance it was reached through), so replacing it on the class recompiles."""
+    expected = _guarded_class_attribute(_class_lookup(cls, name))
+    if expected is not None:
+        from ..sources import ObjectSource
+        tx.guards.add_id(AttrSource(ObjectSource(cls), name), expected)
 
 
 def _descriptor_var(tx, descriptor):

@@ -29,7 +29,8 @@ import struct
 import sympy
 import torch
 
-from ..ir import POINTWISE_OPS, format_index, product, record, simplify_with_ranges, use_ops, value_range
+from ..ir import (BOOL_RESULT_OPS, POINTWISE_OPS, format_index, op_dtype, product, record, simplify_with_ranges,
+                  use_ops, value_range)
 from .. import config
 from ..scheduler import Kernel, inner_vars, outer_vars
 
@@ -39,6 +40,24 @@ STORAGE_TYPES = {
     torch.uint8: "uint8_t", torch.bool: "bool",
 }
 COMPUTE_TYPES = {**STORAGE_TYPES, torch.bfloat16: "float", torch.float16: "float"}
+# A kernel's nonzero return value: what went wrong, as the error eager raises (the wrapper raises it)
+INDEX_OUT_OF_RANGE, ZERO_DIVISION = 1, 2
+STATUS_ERRORS = {
+    INDEX_OUT_OF_RANGE: (IndexError, "graphjit: index out of range in {} (an embedding or gather index outside "
+                                     "the table)"),
+    ZERO_DIVISION: (RuntimeError, "ZeroDivisionError"),
+}
+
+
+def kernel_error(status, kernel):
+    """Raises the error kernel's status stands for."""
+    error, message = STATUS_ERRORS[status]
+    raise error(message.format(kernel))
+
+
+# C++ computes arithmetic on these in int (integer promotion): an op's result is cast back, so that it wraps
+# as torch's does (uint8 0 - 1 is 255) and a bool stays 0 or 1 (true + true is true)
+PROMOTED = {torch.bool, torch.int8, torch.uint8, torch.int16}
 
 # ops name -> C++ expression over the operands {0}, {1}; the helpers gj_* are defined in prelude().
 EXPRESSIONS = {
@@ -120,6 +139,15 @@ def _math_lines():
     return lines
 
 
+# Python's a // b on floats as eager computes it (c10's div_floor_floating): from fmod, not floor(a / b),
+# which is off at infinities (-0.5 // inf is -1, -inf // 3 is nan) and in the last bit of large quotients
+_FLOAT_FLOORDIV = (
+    "GJ_INLINE {t} gj_floordiv({t} a, {t} b) {{ if (b == 0) return a / b; {t} m = __builtin_fmod{f}(a, b); "
+    "{t} d = (a - m) / b; if (m != 0 && ((b < 0) != (m < 0))) d -= 1; "
+    "if (d == 0) return __builtin_copysign{f}(0, a / b); {t} q = __builtin_floor{f}(d); "
+    "return d - q > {t}(0.5) ? q + 1 : q; }}")
+
+
 @functools.cache
 def prelude():
     """Includes, conversions and math helpers every translation unit starts with."""
@@ -153,13 +181,12 @@ def prelude():
         "template <typename T> GJ_INLINE T gj_sign(T x) { return (T)((T(0) < x) - (x < T(0))); }",
         "template <typename T> GJ_INLINE T gj_bitwise_not(T x) { return ~x; }",
         "GJ_INLINE bool gj_bitwise_not(bool x) { return !x; }",
-        "template <typename T> GJ_INLINE T gj_relu(T x) { return x != x ? x : (x > T(0) ? x : T(0)); }",
+        "template <typename T> GJ_INLINE T gj_relu(T x) { return x < T(0) ? T(0) : x; }",
         "template <typename T> GJ_INLINE T gj_maximum(T a, T b) "
         "{ return a != a ? a : (b != b ? b : (a > b ? a : b)); }",
         "template <typename T> GJ_INLINE T gj_minimum(T a, T b) "
         "{ return a != a ? a : (b != b ? b : (a < b ? a : b)); }",
-        "GJ_INLINE float gj_floordiv(float a, float b) { return __builtin_floorf(a / b); }",
-        "GJ_INLINE double gj_floordiv(double a, double b) { return __builtin_floor(a / b); }",
+        *[_FLOAT_FLOORDIV.format(t=t, f=f) for t, f in (("float", "f"), ("double", ""))],
         "template <typename T> GJ_INLINE T gj_floordiv(T a, T b) { T q = a / b; "
         "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
         "GJ_INLINE float gj_truncdiv(float a, float b) { return __builtin_truncf(a / b); }",
@@ -198,11 +225,11 @@ def literal(value, dtype):
         if value != value:
             return f"__builtin_nan{suffix}(\"\")"
         if value in (float("inf"), float("-inf")):
-            return ("-" if value < 0 else "") + f"__builtin_inf{suffix}()"
+            return f"(-__builtin_inf{suffix}())" if value < 0 else f"__builtin_inf{suffix}()"
         if ctype == "float":
             value = struct.unpack("f", struct.pack("f", value))[0]
-            return f"{value.hex()}f"
-        return value.hex()
+        text = value.hex() + suffix
+        return f"({text})" if text.startswith("-") else text
     value = int(value)
     if value == -(2 ** 63):
         return f"{ctype}(-9223372036854775807LL - 1)"
@@ -296,7 +323,9 @@ def merge_dims(dims, exprs):
 
 class CppOps:
     """Prints each op as `auto tmpN = ...;` into the kernel's current block, with common-subexpression
-    elimination and a store cache (a value stored earlier in the same iteration is reused, not reloaded)."""
+    elimination and a store cache (a value stored earlier in the same iteration is reused, not reloaded).
+    Each value's dtype is tracked (CppKernel.dtypes), so that C++'s integer promotion is undone where torch
+    computes in a narrower type (PROMOTED)."""
 
     def __init__(self, kernel):
         self.k = kernel
@@ -314,27 +343,36 @@ class CppOps:
             expr = f"gj_bf16_to_f32({expr})"
         elif dtype == torch.float16:
             expr = f"static_cast<float>({expr})"
-        return self.k.cse(expr)
+        return self.k.cse(expr, dtype)
 
     def store(self, name, index, value):
         index = self.k.rewrite(index)
         self.k.store(name, index, value)
 
     def constant(self, value, dtype):
-        return literal(value, dtype)
+        return self.k.typed(literal(value, dtype), dtype)
 
     def index_expr(self, expr, dtype):
-        return self.k.cse(f"static_cast<{COMPUTE_TYPES[dtype]}>({cexpr(self.k.rewrite(expr))})")
+        return self.k.cse(f"static_cast<{COMPUTE_TYPES[dtype]}>({cexpr(self.k.rewrite(expr))})", dtype)
 
     def to_dtype(self, x, dtype):
         if dtype == torch.bfloat16:
-            return self.k.cse(f"gj_round_bf16(static_cast<float>({x}))")
+            return self.k.cse(f"gj_round_bf16(static_cast<float>({x}))", dtype)
         if dtype == torch.float16:
-            return self.k.cse(f"gj_round_f16(static_cast<float>({x}))")
-        return self.k.cse(f"static_cast<{COMPUTE_TYPES[dtype]}>({x})")
+            return self.k.cse(f"gj_round_f16(static_cast<float>({x}))", dtype)
+        return self.k.cse(f"static_cast<{COMPUTE_TYPES[dtype]}>({x})", dtype)
 
     def where(self, cond, a, b):
-        return self.k.cse(f"({cond} ? {a} : {b})")
+        return self._typed_op(f"({cond} ? {a} : {b})", self._dtype("where", a, b))
+
+    def _dtype(self, name, *args):
+        return op_dtype(name, [self.k.dtypes.get(a) for a in args])
+
+    def _typed_op(self, expr, dtype):
+        """expr, of dtype: cast back from int where C++ promoted it."""
+        if dtype in PROMOTED:
+            expr = f"static_cast<{COMPUTE_TYPES[dtype]}>({expr})"
+        return self.k.cse(expr, dtype)
 
     def masked(self, mask, body, other, dtype):
         ctype = COMPUTE_TYPES[dtype]
@@ -344,7 +382,7 @@ class CppOps:
         name = self.k.new_var()
         self.k.emit(f"auto {name} = [&]() -> {ctype} {{\n    if (!({mask})) return {literal(other, dtype)};\n"
                     f"{inner}\n    return {result};\n}}();")
-        return name
+        return self.k.typed(name, dtype)
 
     def indirect_indexing(self, value, size, check=True):
         name = f"ind{next(self.k.indirect_ids)}"
@@ -353,15 +391,36 @@ class CppOps:
         self.k.emit(f"if ({name} < 0) {name} += {size};")
         if check:
             self.k.uses_status = True
-            self.k.emit(f"if ({name} < 0 || {name} >= {size}) {{ __atomic_store_n(&gj_status, 1, "
-                        f"__ATOMIC_RELAXED); {name} = 0; }}")
+            self.k.emit(f"if ({name} < 0 || {name} >= {size}) {{ __atomic_store_n(&gj_status, "
+                        f"{INDEX_OUT_OF_RANGE}, __ATOMIC_RELAXED); {name} = 0; }}")
         return sympy.Symbol(name, integer=True)
+
+    def floordiv(self, a, b):
+        return self._division("floordiv", a, b)
+
+    def truncdiv(self, a, b):
+        return self._division("truncdiv", a, b)
+
+    def remainder(self, a, b):
+        return self._division("remainder", a, b)
+
+    def _division(self, name, a, b):
+        """An integer division by 0 traps in C++ (SIGFPE kills the process) where eager raises: it sets the
+        kernel's status instead, and divides by 1."""
+        dtype = self._dtype(name, a, b)
+        if dtype is not None and not dtype.is_floating_point and dtype != torch.bool:
+            self.k.uses_status = True
+            self.k.emit(f"if ({b} == 0) __atomic_store_n(&gj_status, {ZERO_DIVISION}, __ATOMIC_RELAXED);")
+            b = self.k.cse(f"({b} == 0 ? {literal(1, dtype)} : {b})", dtype)
+        return self._typed_op(EXPRESSIONS[name].format(a, b), dtype)
 
     def __getattr__(self, name):
         template = EXPRESSIONS.get(name)
         if template is None:
             raise AttributeError(f"no C++ for ops.{name}")
-        return lambda *args: self.k.cse(template.format(*args))
+        if name in BOOL_RESULT_OPS:         # C++ comparisons and logical ops are bool already
+            return lambda *args: self.k.cse(template.format(*args), torch.bool)
+        return lambda *args: self._typed_op(template.format(*args), self._dtype(name, *args))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -385,6 +444,7 @@ class CppKernel:
         self.ranges = {}                        # canonical loop variable -> size
         self.args = []                          # buffer names, in signature order
         self.written = set()
+        self.dtypes = {}                        # value (variable or literal) -> its torch dtype
 
     # -- emission helpers --
     def emit(self, line):
@@ -393,14 +453,21 @@ class CppKernel:
     def new_var(self, prefix="tmp"):
         return f"{prefix}{next(self._ids)}"
 
-    def cse(self, expr):
+    def cse(self, expr, dtype=None):
+        """A variable holding expr (of dtype, where known): an earlier one in scope, or a new one."""
         for scope in reversed(self._cse):
             if expr in scope:
                 return scope[expr]
         name = self.new_var()
         self.emit(f"auto {name} = {expr};")
         self._cse[-1][expr] = name
-        return name
+        return self.typed(name, dtype)
+
+    def typed(self, value, dtype):
+        """value, noting its dtype (None: unknown)."""
+        if dtype is not None:
+            self.dtypes[value] = dtype
+        return value
 
     @contextlib.contextmanager
     def block(self):
@@ -434,7 +501,9 @@ class CppKernel:
             stored = {torch.bfloat16: f"gj_f32_to_bf16({value})", torch.float16: f"static_cast<_Float16>({value})"}
             self.emit(f"{name}[{cexpr(index)}] = {stored.get(dtype, f'static_cast<{STORAGE_TYPES[dtype]}>({value})')};")
         if dtype in (torch.bfloat16, torch.float16):   # readers see the value as memory holds it
-            value = self.cse(f"gj_round_{'bf16' if dtype == torch.bfloat16 else 'f16'}({value})")
+            value = self.cse(f"gj_round_{'bf16' if dtype == torch.bfloat16 else 'f16'}({value})", dtype)
+        elif self.dtypes.get(value) != dtype:
+            value = self.cse(f"static_cast<{COMPUTE_TYPES[dtype]}>({value})", dtype)
         self._stores[scope][(name, index)] = value
 
     # -- the kernel --
@@ -560,7 +629,7 @@ class CppKernel:
         value = acc
         if nan:
             value = f"({nan} ? {literal(float('nan'), data.acc_dtype)} : {acc})"
-        result = self.cse(f"static_cast<{COMPUTE_TYPES[data.dtype]}>({value})")
+        result = self.cse(f"static_cast<{COMPUTE_TYPES[data.dtype]}>({value})", data.dtype)
         self.store(node.name, self.rewrite(node.write_index(xs, [])), result)
 
     def _function(self, body):
@@ -591,10 +660,10 @@ class CppKernel:
 
 @dataclasses.dataclass(frozen=True)
 class Signature:
-    """How to call a kernel: its pointer arguments (buffer names, in order); whether it returns an
-    index-out-of-range status."""
+    """How to call a kernel: its pointer arguments (buffer names, in order); whether it returns a status
+    (STATUS_ERRORS: an index out of range, an integer division by zero)."""
     args: tuple
-    checks_indices: bool
+    returns_status: bool
 
 
 def generate(graph, items):

@@ -34,6 +34,7 @@ check the generated Triton code without a GPU.
 import dataclasses
 import functools
 import itertools
+import math
 import os
 import re
 import time
@@ -43,8 +44,9 @@ import torch
 
 from ... import logs
 from .. import config
-from ..ir import POINTWISE_OPS, format_index, product, record, simplify_with_ranges, use_ops, value_range
 from ..scheduler import Kernel, inner_vars, outer_vars
+from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, simplify_with_ranges, use_ops,
+                  value_range)
 from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..ir import StorageView
 from .wrapper import WrapperCode
@@ -125,6 +127,14 @@ EXPRESSIONS = {
     "bitwise_xor": "({0} ^ {1})", "atan2": "libdevice.atan2({0}, {1})",
 }
 assert set(EXPRESSIONS) == set(POINTWISE_OPS), set(POINTWISE_OPS) ^ set(EXPRESSIONS)
+# (op, dtype) -> expression where Triton's op differs from torch's in that dtype: an i1 add wraps
+# (True + True is False on a GPU; torch's is True), ~ of a uint8 (x ^ -1) overflows in the interpreter,
+# and Triton 3.6 negates a float as 0 - x (-(0.0) is +0.0; torch's is -0.0; 3.8 negates)
+TYPED_EXPRESSIONS = {
+    ("add", torch.bool): "({0} | {1})",
+    ("bitwise_not", torch.uint8): "({0} ^ 255).to(tl.uint8)",
+    **{("neg", dtype): "({0} * -1.0)" for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16)},
+}
 
 # Helpers every module starts with. Branches on dtype are resolved when Triton compiles the kernel.
 PRELUDE = '''\
@@ -173,8 +183,8 @@ def gj_minimum(a, b):
 
 
 @triton.jit
-def gj_relu(x):
-    return tl.where(x > 0, x, tl.where(x != x, x, 0))
+def gj_relu(x):  # as eager's: x < 0 ? 0 : x (NaN and -0.0 stay)
+    return tl.where(0 > x, 0, x)
 
 
 @triton.jit
@@ -226,11 +236,8 @@ def gj_round(x):  # half to even
 
 
 @triton.jit
-def gj_sign(x):
-    s = (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
-    if x.dtype.is_floating():
-        s = tl.where(x != x, x, s)
-    return s
+def gj_sign(x):  # sign(NaN) is 0, as eager's
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
 
 
 @triton.jit
@@ -244,7 +251,15 @@ def gj_isinf(x):
 @triton.jit
 def gj_floordiv(a, b):  # Python's //: Triton's integer // truncates
     if a.dtype.is_floating():
-        return tl.floor(a / b)
+        # eager's div_floor_floating: from fmod (Triton's float %), not floor(a / b), which is off at
+        # infinities (-0.5 // inf is -1, -inf // 3 is nan); a zero quotient has the sign of a / b
+        q = a / b
+        m = a % b
+        d = (a - m) / b
+        d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1, d)
+        f = tl.floor(d)
+        f = tl.where(d - f > 0.5, f + 1, f)
+        return tl.where(b == 0, q, tl.where(d == 0, q * 0.0, f))
     else:
         q = a // b
         return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
@@ -379,7 +394,8 @@ def reduction_blocks(xnumel, rnumel, persistent, transposed):
 
 class TritonOps:
     """Prints each op as `tmpN = ...` into the kernel's current block (with CSE), tracking which block
-    dims (x, r) each value varies along, so loads and stores get masks and pointers of the right shape."""
+    dims (x, r) each value varies along, so loads and stores get masks and pointers of the right shape,
+    and each value's dtype (TYPED_EXPRESSIONS)."""
 
     def __init__(self, kernel):
         self.k = kernel
@@ -401,40 +417,53 @@ class TritonOps:
         k.use_arg(name)
         ptr, mask, dims = k.pointer(name, index, bounds=True)
         expr = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
-        if k.buffers[name].dtype in (torch.bfloat16, torch.float16):
+        dtype = k.buffers[name].dtype
+        if dtype in (torch.bfloat16, torch.float16):
             expr += ".to(tl.float32)"
-        return k.cse(expr, dims)
+        return k.typed(k.cse(expr, dims), dtype)
 
     def store(self, name, index, value):
         self.k.store(name, self.k.rewrite(index), value)
 
     def constant(self, value, dtype):
-        return self.k.constant(value, dtype)
+        return self.k.typed(self.k.constant(value, dtype), dtype)
 
     def index_expr(self, expr, dtype):
         k = self.k
         bounds = value_range(expr, k.ranges)
         expr = k.rewrite(expr)
         if not expr.free_symbols:
-            return k.constant(int(expr), dtype)
-        return k.bounded(k.cse(f"({texpr(expr)}).to({COMPUTE_TYPES[dtype]})", k.expr_dims(expr)),
-                         bounds or value_range(expr, k.var_sizes))
+            return self.constant(int(expr), dtype)
+        return k.typed(k.bounded(k.cse(f"({texpr(expr)}).to({COMPUTE_TYPES[dtype]})", k.expr_dims(expr)),
+                                 bounds or value_range(expr, k.var_sizes)), dtype)
 
     def to_dtype(self, x, dtype):
         k = self.k
         if dtype == torch.bool:
-            return k.cse(f"({x} != 0)", k.dims_of(x))
+            return k.typed(k.cse(f"({x} != 0)", k.dims_of(x)), dtype)
         if dtype in (torch.bfloat16, torch.float16):
-            return k.cse(f"{ROUND_16[dtype]}({x})", k.dims_of(x))
+            return k.typed(k.cse(f"{ROUND_16[dtype]}({x})", k.dims_of(x)), dtype)
         bounds = k.bounds.get(x)
         fits = bounds is not None and dtype in INT_LIMITS and \
             INT_LIMITS[dtype][0] <= bounds[0] and bounds[1] <= INT_LIMITS[dtype][1]
-        return k.bounded(k.cse(f"{x}.to({COMPUTE_TYPES[dtype]})", k.dims_of(x)), bounds if fits else None)
+        return k.typed(k.bounded(k.cse(f"{x}.to({COMPUTE_TYPES[dtype]})", k.dims_of(x)), bounds if fits else None),
+                       dtype)
 
     def where(self, cond, a, b):
-        ranges = [self.k.bounds.get(a), self.k.bounds.get(b)]
+        k = self.k
+        ranges = [k.bounds.get(a), k.bounds.get(b)]
         union = None if None in ranges else (min(r[0] for r in ranges), max(r[1] for r in ranges))
-        return self.k.bounded(self.k.cse(f"tl.where({cond}, {a}, {b})", self.k.dims_of(cond, a, b)), union)
+        return k.typed(k.bounded(k.cse(f"tl.where({cond}, {a}, {b})", k.dims_of(cond, a, b)), union),
+                       self._dtype("where", a, b))
+
+    def _dtype(self, name, *args):
+        return op_dtype(name, [self.k.dtypes.get(a) for a in args])
+
+    def _expression(self, name, *args):
+        """The Triton text of ops.<name>(*args) and its dtype."""
+        dtype = self._dtype(name, *args)
+        operand = self.k.dtypes.get(args[0])
+        return TYPED_EXPRESSIONS.get((name, operand), EXPRESSIONS[name]).format(*args), dtype
 
     def add(self, a, b):
         return self._interval("add", a, b, lambda x, y: (x[0] + y[0], x[1] + y[1]))
@@ -448,7 +477,8 @@ class TritonOps:
         bounds = None if None in ranges else combine(*ranges)
         if bounds is not None and not -2 ** 31 <= bounds[0] <= bounds[1] < 2 ** 31:
             bounds = None           # might wrap around in int32 arithmetic
-        return self.k.bounded(self.k.cse(EXPRESSIONS[op].format(a, b), self.k.dims_of(a, b)), bounds)
+        expr, dtype = self._expression(op, a, b)
+        return self.k.typed(self.k.bounded(self.k.cse(expr, self.k.dims_of(a, b)), bounds), dtype)
 
     def masked(self, mask, body, other, dtype):
         """Every lane runs the body; its loads are masked by `mask` too, and the result is `other` off it.
@@ -461,16 +491,20 @@ class TritonOps:
         finally:
             k.pop_scope()
             k.masks.pop()
-        return k.cse(f"tl.where({mask}, {result}, {k.constant(other, dtype)})", k.dims_of(mask, result))
+        return k.typed(k.cse(f"tl.where({mask}, {result}, {k.constant(other, dtype)})", k.dims_of(mask, result)),
+                       dtype)
 
     def indirect_indexing(self, value, size, check=True):
         return self.k.indirect(value, size, check)
 
     def __getattr__(self, name):
-        template = EXPRESSIONS.get(name)
-        if template is None:
+        if name not in EXPRESSIONS:
             raise AttributeError(f"no Triton for ops.{name}")
-        return lambda *args: self.k.cse(template.format(*args), self.k.dims_of(*args))
+
+        def op(*args):
+            expr, dtype = self._expression(name, *args)
+            return self.k.typed(self.k.cse(expr, self.k.dims_of(*args)), dtype)
+        return op
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -501,6 +535,7 @@ class TritonKernel:
         self.ranges = {}
         self.var_sizes = {}                 # decoded loop variable -> its length (bounds of indices)
         self.bounds = {}                    # variable -> (lo, hi) of an integer value known to lie there
+        self.dtypes = {}                    # variable -> its torch dtype (TYPED_EXPRESSIONS)
         self.subs = []
         self.masks = []                     # conditions of the ops.masked bodies being printed
         self.rank = 1
@@ -538,7 +573,11 @@ class TritonKernel:
         return name
 
     def constant(self, value, dtype):
-        name = self.cse(f"tl.full({self.shape(())}, {literal(value, dtype)}, {COMPUTE_TYPES[dtype]})", ())
+        expr = f"tl.full({self.shape(())}, {literal(value, dtype)}, {COMPUTE_TYPES[dtype]})"
+        if dtype.is_floating_point and value == 0 and math.copysign(1.0, value) < 0:
+            # Triton makes any zero constant its type's null value: +0.0
+            expr = f"(tl.full({self.shape(())}, 0.0, {COMPUTE_TYPES[dtype]}) * -1.0)"
+        name = self.cse(expr, ())
         known = isinstance(value, int) and not isinstance(value, bool) and dtype in INT_LIMITS
         return self.bounded(name, (value, value) if known else None)
 
@@ -546,6 +585,12 @@ class TritonKernel:
         """name, noting the integer bounds (lo, hi) its value is known to lie in (None: unknown)."""
         if bounds is not None:
             self.bounds[name] = bounds
+        return name
+
+    def typed(self, name, dtype):
+        """name, noting its dtype (None: unknown)."""
+        if dtype is not None:
+            self.dtypes[name] = dtype
         return name
 
     def dims_of(self, *values):
@@ -622,7 +667,7 @@ class TritonKernel:
                 value = scope[(name, index)]
                 dtype = self.buffers[name].dtype
                 if dtype in (torch.bfloat16, torch.float16):
-                    value = self.cse(f"{ROUND_16[dtype]}({value})", self.dims_of(value))
+                    value = self.typed(self.cse(f"{ROUND_16[dtype]}({value})", self.dims_of(value)), dtype)
                 return value
         return None
 

@@ -19,6 +19,7 @@ from torch.utils import _pytree as pytree
 
 from ..ir import StorageView
 from ..scheduler import Kernel
+from .cpp import kernel_error
 
 
 _guards = getattr(torch._C, "_dynamo", None) and getattr(torch._C._dynamo, "guards", None)
@@ -172,9 +173,9 @@ class WrapperCode:
         signature = self.signatures[kernel.name]
         args = ", ".join(f"{name}.data_ptr()" for name in signature.args)
         call = f"{kernel.name}({args})"
-        if signature.checks_indices:
-            lines.append(f"if {call}: raise IndexError('graphjit: index out of range in {kernel.name} "
-                         "(an embedding or gather index outside the table)')")
+        if signature.returns_status:
+            self.globals["kernel_error"] = kernel_error
+            lines.append(f"if status := {call}: kernel_error(status, {kernel.name!r})")
         else:
             lines.append(call)
         return lines
@@ -187,12 +188,29 @@ class WrapperCode:
         if not kernel.outputs:
             return [call]
         if len(kernel.outputs) == 1 and kernel.outputs[0].path == ():
-            return [f"{kernel.outputs[0].name} = {call}"]
+            return [f"{kernel.outputs[0].name} = {call}"] + self._traced_layouts(kernel)
         result = f"_{kernel.name}"
         lines = [f"{result} = {call}"]
         for out in kernel.outputs:
             lines.append(f"{out.name} = {result}" + "".join(f"[{i}]" for i in out.path))
         lines.append(f"del {result}")
+        return lines + self._traced_layouts(kernel)
+
+    def _traced_layouts(self, kernel):
+        """Lines giving a fallback op's outputs the strides the trace saw. Its ATen kernel may lay a result
+        out otherwise than the meta function the trace ran (copysign of a transposed operand comes out
+        transposed, its meta says contiguous), and what reads the result indexes it with the traced
+        strides: a result laid out otherwise is copied into them. Extern ops proper (matmuls, convolution,
+        attention) are trusted."""
+        if kernel.reason == "extern op":
+            return []
+        lines = []
+        for out in kernel.outputs:
+            sizes = tuple(int(n) for n in out.layout.sizes)
+            strides = tuple(int(st) for st in out.layout.strides)
+            if not any(st == 0 and n > 1 for n, st in zip(sizes, strides)):     # an expanded layout: as it is
+                self.globals["in_layout"] = _in_layout
+                lines.append(f"{out.name} = in_layout({out.name}, {strides})")
         return lines
 
     def _last_uses(self):
@@ -218,6 +236,13 @@ class WrapperCode:
             return flat[0]
         self.globals["_unflatten"] = pytree.tree_unflatten
         return f"_unflatten([{', '.join(flat)}], {self.bind(spec, '_spec')})"
+
+
+def _in_layout(t, strides):
+    """t if it is laid out with `strides` (dims of one element aside), else a copy of t laid out so."""
+    if t.stride() == strides or all(n <= 1 or st == want for n, st, want in zip(t.shape, t.stride(), strides)):
+        return t
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
 
 
 def build(graph, items, signatures, lib, eager, check_inputs, eager_if_grad):
