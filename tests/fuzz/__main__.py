@@ -1,0 +1,102 @@
+"""A fuzz run by hand: random programs, compiled vs eager, failures shrunk and saved as reproducers.
+
+    python -m tests.fuzz --seed 0 --minutes 30                       # tensor programs, C++ path
+    python -m tests.fuzz --seed 1 --minutes 10 --triton              # Triton path (Triton's interpreter)
+    python -m tests.fuzz --seed 2 --minutes 10 --mode python         # capture only (backend="eager")
+    python -m tests.fuzz --seed 0 --count 1 --show                   # print one program and its result
+
+Program i of a run has seed `seed * 100000 + i`, so `--seed S --start I --count 1` reruns one of them.
+"""
+import argparse
+import collections
+import functools
+import os
+import sys
+import time
+
+from . import generator, known, pyprog, shrink
+from .runner import FAILURES, describe
+from .worker import Worker
+
+
+def make(mode, seed, triton):
+    if mode == "python":
+        return pyprog.generate(seed)
+    return generator.generate(seed, triton=triton)
+
+
+def backend_of(mode):
+    return "eager" if mode == "python" else "graphjit"
+
+
+def fuzz(args):
+    out = args.out
+    counts, findings, graphs = collections.Counter(), [], collections.Counter()
+    deadline = time.monotonic() + args.minutes * 60
+    with Worker(triton=args.triton) as worker:
+        run = functools.partial(worker.run, backend=backend_of(args.mode), timeout=args.timeout)
+        i = args.start
+        while time.monotonic() < deadline and (args.count is None or i < args.start + args.count):
+            seed = args.seed * 100000 + i
+            i += 1
+            prog = make(args.mode, seed, args.triton)
+            res = run(prog.source())
+            counts[res["status"]] += 1
+            graphs.update(programs=1, captured=res.get("graphs", 0) > 0, ops=res.get("ops", 0))
+            if args.show:
+                print(prog.source(), "\n", describe(res))
+            if res["status"] in FAILURES or res["status"] == "harness_error":
+                findings.append(report(prog, res, run, out, args))
+            elif res["status"] == "noise":
+                log_noise(prog, res, out)
+    summary(counts, findings, graphs)
+    return 1 if findings else 0
+
+
+def report(prog, res, run, out, args):
+    """Shrinks and saves one failure; returns its summary line."""
+    small = prog
+    if not args.no_shrink and res["status"] not in ("hang", "harness_error"):
+        small, res = shrink.shrink(prog, res, run, budget=args.shrink_runs)
+    name = f"{prog.mode[0]}{'_triton' if prog.triton else ''}_{prog.seed}_{res['status']}.py"
+    path = shrink.save(small, res, os.path.join(out, name), original=prog)
+    hint = known.hint("\n".join(small.body()), res)
+    line = f"{res['status']:15s} {path}" + (f"   (known? {hint})" if hint else "")
+    print(line, "\n   ", describe(res).splitlines()[-1][:200], flush=True)
+    return line
+
+
+def log_noise(prog, res, out):
+    """Mismatches judged rounding noise, kept for a look: out/noise.log."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "noise.log"), "a") as f:
+        f.write(f"--- seed {prog.seed}\n" + "\n".join(prog.body()) + "\n" + describe(res) + "\n")
+
+
+def summary(counts, findings, graphs):
+    total = sum(counts.values())
+    print(f"\n{total} programs: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    print(f"{graphs['captured']} programs made at least one graph; {graphs['ops']} graph ops in all")
+    for line in findings:
+        print("  " + line)
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--minutes", type=float, default=5.0)
+    p.add_argument("--mode", choices=("tensor", "python"), default="tensor")
+    p.add_argument("--triton", action="store_true", help="GRAPHJIT_TRITON_CPU=1: Triton kernels, interpreted")
+    p.add_argument("--out", default="/tmp/fuzz_out", help="folder for reproducers (default /tmp/fuzz_out)")
+    p.add_argument("--start", type=int, default=0, help="index of the first program")
+    p.add_argument("--count", type=int, default=None, help="stop after this many programs")
+    p.add_argument("--no-shrink", action="store_true")
+    p.add_argument("--shrink-runs", type=int, default=60, help="runs one shrink may spend (default 60)")
+    p.add_argument("--timeout", type=int, default=180, help="seconds before a program counts as a hang")
+    p.add_argument("--show", action="store_true", help="print every program and its result")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(fuzz(parse(sys.argv[1:])))

@@ -1,0 +1,281 @@
+"""Runs a program's call plan eagerly and compiled, on fresh identical inputs, and says how they differ.
+
+    res = run(src)                      # src: a rendered Program (program.py); res["status"]:
+      ok | noise (float mismatches explained by rounding) | invalid (eager raised: not a test)
+      wrong | wrong_mutation | wrong_meta | alias | alias_outputs | fallback | crash
+      (failures; worker.py adds segv and hang)
+
+Each call compares outputs, arguments after the call (mutations), _G* globals, and which outputs alias
+arguments (alias) or only each other (alias_outputs). A compiler error that made a graph run eagerly is a `fallback` (the worker sets
+graphjit.compiler.config.raise_errors = 1, so every such error warns "backend graphjit failed").
+A float mismatch is triaged before it counts: eager replayed (nondeterminism), the float64 reference
+replayed (is compiled at least as close to it as eager?), eager on inputs perturbed by 1e-6 (does the
+program amplify rounding?). `rerun(path)` is the entry point of a saved reproducer.
+"""
+import os
+import re
+import sys
+import time
+import traceback
+import warnings
+
+from . import compare, program
+
+FAILURES = ("wrong", "wrong_mutation", "wrong_meta", "alias", "alias_outputs", "fallback", "crash", "segv", "hang")
+# a graphjit warning that its compiler (or another backend) raised and the graph ran as captured
+FALLBACK = re.compile(r"graphjit: backend .* failed \(|graphjit compiler failed|Running this graph eagerly")
+
+
+def run(src, backend="graphjit", triage=True, attribute=True, calls=None):
+    """The result dict of running src's call plan (or `calls`) eagerly and through graphjit.compile."""
+    import graphjit
+    graphjit.reset()
+    ns_e, ns_c = program.load(src), program.load(src)
+    calls = ns_e["CALLS"] if calls is None else calls
+    res = {"status": "ok", "calls_done": 0, "fallbacks": [], "mismatches": [], "aliases": None}
+    counting = Counting(backend)
+    compiled = graphjit.compile(ns_c["f"], backend=counting)
+    for i, (variant, seed) in enumerate(calls):
+        step = _call(ns_e, ns_c, compiled, variant, seed)
+        res["fallbacks"] += step.pop("fallbacks", [])
+        if step:
+            res.update(step, call=i)
+            break
+        res["calls_done"] = i + 1
+    if res["status"] == "wrong":
+        _triage(src, calls[:res["call"] + 1], res, triage)
+    if res["status"] == "ok" and res["fallbacks"]:
+        res["status"] = "fallback"
+    if res["status"] in FAILURES and attribute and backend == "graphjit":
+        res["attribution"] = attribute_to(src, calls[:res.get("call", len(calls)) + 1])
+    res["graphs"], res["ops"] = counting.graphs, counting.ops
+    return res
+
+
+class Counting:
+    """A backend that counts the graphs (and their ops) it hands to the named backend."""
+
+    def __init__(self, name):
+        from graphjit.backends.registry import lookup_backend
+        self.backend = lookup_backend(name)
+        self.__name__ = getattr(name, "__name__", name)
+        self.graphs = self.ops = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        self.ops += sum(node.op.startswith("call_") for node in gm.graph.nodes)
+        return self.backend(gm, example_inputs)
+
+
+def _call(ns_e, ns_c, compiled, variant, seed):
+    """One call of the plan: {} when eager and compiled agree, else the fields that say how not."""
+    args_e = ns_e["make_inputs"](seed, variant)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out_e = ns_e["f"](*args_e)
+    except Exception as e:  # noqa: BLE001 - any eager error makes the program invalid, not a failure
+        return {"status": "invalid", "msg": f"eager raised {type(e).__name__}: {str(e)[:300]}"}
+    args_c = ns_c["make_inputs"](seed, variant)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out_c = compiled(*args_c)
+        except Exception as e:  # noqa: BLE001
+            return {"status": "crash", "exc": type(e).__name__, "msg": str(e)[:800],
+                    "tb": traceback.format_exc()[-4000:], "fallbacks": _fallbacks(caught)}
+    step = {"fallbacks": _fallbacks(caught)}
+    st_e, st_c = compare.state(out_e, args_e, ns_e), compare.state(out_c, args_c, ns_c)
+    mismatches = compare.diff(st_e, st_c)
+    if mismatches:
+        step.update(status="wrong", mismatches=mismatches, states=(st_e, st_c))
+        return step
+    aliases = compare.alias_diff(compare.aliasing(out_e, args_e), compare.aliasing(out_c, args_c))
+    if aliases:
+        with_args = any(r and r[1].startswith("arg") for d in aliases.values() for r in d.values())
+        step.update(status="alias" if with_args else "alias_outputs", aliases=aliases)
+    return step if len(step) > 1 or step["fallbacks"] else {}
+
+
+def _fallbacks(caught):
+    messages = [str(w.message) for w in caught]
+    return [m[:1500] for m in messages if FALLBACK.search(m)]
+
+
+# ------------------------------------------------------------------------------------------------ triage
+
+def _replay(src, calls, ref=False, perturb=None):
+    """Eager run of the plan in a fresh namespace; the last call's state (perturbed inputs if asked)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _replay_quietly(src, calls, ref, perturb)
+
+
+def _replay_quietly(src, calls, ref, perturb):
+    ns = program.load(src, ref=ref)
+    for i, (variant, seed) in enumerate(calls):
+        last = i == len(calls) - 1
+        args = ns["make_inputs"](seed, variant, perturb) if last and perturb else ns["make_inputs"](seed, variant)
+        out = ns["f"](*args)
+    return compare.state(out, args, ns)
+
+
+def _triage(src, calls, res, replay=True):
+    """Marks noise mismatches with a verdict; status "noise" when all are, else a failure kind."""
+    st_e, st_c = res.pop("states")
+    mism, notes = res["mismatches"], []
+    res["notes"] = notes
+    if not replay:
+        res["status"] = kind_of(mism)
+        return
+    try:
+        if any(compare.diff(st_e, _replay(src, calls)) for _ in range(2)):
+            for m in mism:
+                m.verdict = "nondeterministic"
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"eager replay raised {type(e).__name__}: {e}")
+    _judge_by_reference(src, calls, st_e, st_c, mism, notes)
+    _judge_by_perturbation(src, calls, st_e, st_c, mism, notes)
+    _judge_by_overflow(src, calls, mism, notes)
+    res["status"] = "noise" if all(m.verdict for m in mism) else kind_of(mism)
+
+
+def _judge_by_reference(src, calls, st_e, st_c, mism, notes):
+    open_ = [m for m in mism if not (m.verdict or m.meta)]
+    if not open_:
+        return
+    try:
+        ref = compare.leafmap(_replay(src, calls, ref=True))
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"float64 replay raised {type(e).__name__}: {str(e)[:200]}")
+        return
+    eager, comp = compare.leafmap(st_e), compare.leafmap(st_c)
+    for m in open_:
+        if m.path in ref and compare.accept_by_ref(eager[m.path], comp[m.path], ref[m.path]):
+            m.verdict = "precision"
+
+
+def _judge_by_perturbation(src, calls, st_e, st_c, mism, notes):
+    """A mismatch is 'unstable' when eager itself, on inputs perturbed by 1e-6 or 1e-5, moves at every
+    element where compiled differs by at least 5% of compiled's difference: the program amplifies
+    rounding (a floor, a comparison, a cast near a boundary)."""
+    eager, comp = compare.leafmap(st_e), compare.leafmap(st_c)
+    for k, eps in enumerate((1e-6, 1e-6, 1e-5)):
+        if all(m.verdict or m.meta for m in mism):
+            return
+        try:
+            moved = compare.leafmap(_replay(src, calls, perturb=(eps, k)))
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"perturbed replay raised {type(e).__name__}")
+            continue
+        for m in mism:
+            if not (m.verdict or m.meta) and compare.explained_by(eager[m.path], comp[m.path], moved.get(m.path)):
+                m.verdict = "unstable"
+
+
+def _judge_by_overflow(src, calls, mism, notes):
+    """All open mismatches are 'overflow' when eager's float32/16 run made inf or NaN in some op where the
+    float64 reference did not: past an overflow, the compiled result is as meaningless as eager's."""
+    if all(m.verdict or m.meta for m in mism):
+        return
+    try:
+        low, ref = _nonfinite_log(src, calls, False), _nonfinite_log(src, calls, True)
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"overflow replay raised {type(e).__name__}")
+        return
+    if len(low) == len(ref) and any(a > b for a, b in zip(low, ref)):
+        for m in mism:
+            if not (m.verdict or m.meta):
+                m.verdict = "overflow"
+
+
+def _nonfinite_log(src, calls, ref):
+    """How many non-finite elements each float op of an eager replay produced, in order."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+    import torch
+    log = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            log.extend(int((~t.isfinite()).sum()) for t in tree_leaves(out)
+                       if isinstance(t, torch.Tensor) and t.is_floating_point())
+            return out
+
+    ns = program.load(src, ref=ref)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for variant, seed in calls[:-1]:
+            ns["f"](*ns["make_inputs"](seed, variant))
+        args = ns["make_inputs"](calls[-1][1], calls[-1][0])
+        with Record():
+            ns["f"](*args)
+    return log
+
+
+def kind_of(mism):
+    """The failure kind of a list of mismatches, the genuine ones (no verdict) deciding."""
+    real = [m for m in mism if not m.verdict]
+    if any(m.meta for m in real):
+        return "wrong_meta"
+    return "wrong" if any(m.path.startswith("out") for m in real) else "wrong_mutation"
+
+
+def attribute_to(src, calls):
+    """The same plan with capture-only backends: "ok" there puts the bug in graphjit's compiler."""
+    out = {}
+    for backend in ("eager", "aot_eager"):
+        try:
+            out[backend] = run(src, backend=backend, triage=True, attribute=False, calls=calls)["status"]
+        except Exception as e:  # noqa: BLE001
+            out[backend] = f"harness error {type(e).__name__}: {e}"
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+def describe(res):
+    """A few lines saying what went wrong."""
+    lines = [f"status: {res['status']}" + (f" at call {res['call']}" if "call" in res else "")]
+    if res.get("exc"):
+        lines.append(f"  {res['exc']}: {res.get('msg', '')[:600]}")
+    elif res.get("msg"):
+        lines.append(f"  {res['msg'][:600]}")
+    lines += [f"  {m}" for m in res.get("mismatches", [])[:6]]
+    lines += [f"  compiler fallback: {f.splitlines()[0][:400]}" for f in res.get("fallbacks", [])[:3]]
+    if res.get("aliases"):
+        lines.append(f"  output aliasing differs: {res['aliases']}")
+    lines += [f"  note: {n}" for n in res.get("notes", [])]
+    if res.get("attribution"):
+        lines.append(f"  attribution (same plan, capture-only backends): {res['attribution']}")
+    return "\n".join(lines)
+
+
+def setup_process(triton=False):
+    """Process-wide settings of a fuzz process, before graphjit is imported: compiler errors raise (and so
+    warn as fallbacks), one thread (deterministic eager reductions), Triton's interpreter if asked."""
+    os.environ["GRAPHJIT_COMPILER_RAISE"] = "1"
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if triton:
+        os.environ["GRAPHJIT_TRITON_CPU"] = "1"
+    import torch
+    torch.set_num_threads(1)
+    import logging
+    logging.getLogger("torch.__trace").propagate = False
+    from graphjit.compiler import config
+    config.raise_errors = 1
+
+
+def rerun(path):
+    """A reproducer's main: runs its plan with the backend named in argv[1] (default: graphjit for tensor
+    programs, eager for python ones); exit 1 while it fails."""
+    src = open(path).read()
+    default = "eager" if "\nMODE = 'python'" in src else "graphjit"
+    backend = sys.argv[1] if len(sys.argv) > 1 else default
+    setup_process(triton="\nTRITON = True" in src)
+    start = time.perf_counter()
+    res = run(src, backend=backend, triage=True, attribute=False)
+    print(describe(res))
+    print(f"({time.perf_counter() - start:.1f} s)")
+    return 1 if res["status"] in FAILURES else 0

@@ -1,0 +1,59 @@
+"""A short seeded fuzz run: random tensor programs through graphjit's compiler (the C++ path) and random
+Python programs through capture only (backend="eager"), each against eager PyTorch / plain Python.
+
+A failing seed prints its reproducer (shrunk a little; saved under pytest's tmp dir) and the command that
+reruns it. Longer runs by hand (shrunk reproducers go to /tmp/fuzz_out):
+
+    python -m tests.fuzz --seed 1 --minutes 30 [--mode python] [--triton]
+
+KNOWN_OPEN marks seeds that fail on a bug being fixed (xfail, not strict: an XPASS means the bug is gone
+and the entry can go). Keep the seed lists fixed: a seed's program changes when the generator does.
+"""
+import functools
+
+import pytest
+
+from . import generator, pyprog, shrink
+from .runner import FAILURES, describe
+from .worker import Worker
+
+TENSOR_SEEDS = range(60)
+PYTHON_SEEDS = range(150)
+
+KNOWN_OPEN = {
+}
+
+
+def _seeds(mode, seeds):
+    return [pytest.param(s, marks=pytest.mark.xfail(reason=KNOWN_OPEN[(mode, s)], strict=False))
+            if (mode, s) in KNOWN_OPEN else s for s in seeds]
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with Worker() as w:
+        yield w
+
+
+def _check(prog, backend, worker, tmp_path):
+    run = functools.partial(worker.run, backend=backend, timeout=120)
+    res = run(prog.source())
+    if res["status"] not in FAILURES and res["status"] != "harness_error":
+        return
+    small, small_res = prog, res
+    if res["status"] not in ("hang", "harness_error"):
+        small, small_res = shrink.shrink(prog, res, run, budget=20, seconds=60)
+    path = shrink.save(small, small_res, str(tmp_path / f"{prog.mode}_{prog.seed}_{small_res['status']}.py"),
+                       original=prog)
+    pytest.fail(f"{prog.mode} program, seed {prog.seed}: {describe(res)}\n\nreproducer ({path}; rerun from the "
+                f"project root: python {path}):\n\n{open(path).read()}", pytrace=False)
+
+
+@pytest.mark.parametrize("seed", _seeds("tensor", TENSOR_SEEDS))
+def test_tensor_program(seed, worker, tmp_path):
+    _check(generator.generate(seed), "graphjit", worker, tmp_path)
+
+
+@pytest.mark.parametrize("seed", _seeds("python", PYTHON_SEEDS))
+def test_python_program(seed, worker, tmp_path):
+    _check(pyprog.generate(seed), "eager", worker, tmp_path)

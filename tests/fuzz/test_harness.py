@@ -1,0 +1,93 @@
+"""The fuzzer's own checks: it sees a wrong value, a lost mutation, a compiler fallback and a broken alias;
+it does not call rounding noise a bug; the shrinker keeps the failing statement; programs are seeded.
+
+Broken backends stand in for a buggy compiler (backend(gm, example_inputs) -> callable), in-process.
+"""
+import re
+
+import torch
+
+from . import compare, generator, pyprog, runner, shrink
+from .program import Input, Program, Stmt
+
+
+def _prog(*lines, inputs=(("x1", "f", ("a", 3)),), returns=("v1",), calls=(("A", 1), ("A", 2), ("B", 3))):
+    stmts = [Stmt(line, tuple(line.split(" = ")[:1]) if " = " in line else (),
+                  tuple(re.findall(r"\b[xv]\d+\b", line.split(" = ")[-1]))) for line in lines]
+    return Program(mode="tensor", seed=0, sizes={"A": {"a": 2}, "B": {"a": 5}, "L": {"a": 2}},
+                   inputs=[Input(n, k, d, {"A": "c", "B": "c", "L": "c"}) for n, k, d in inputs],
+                   stmts=stmts, returns=list(returns), calls=list(calls))
+
+
+def _sin_to_cos(gm, example_inputs):
+    for node in gm.graph.nodes:
+        if node.target in (torch.sin, "sin"):
+            node.target = torch.cos if node.op == "call_function" else "cos"
+    gm.recompile()
+    return gm.forward
+
+
+def _on_clones(gm, example_inputs):
+    return lambda *args: gm.forward(*[a.clone() for a in args])
+
+
+def _raises(gm, example_inputs):
+    raise ValueError("a compiler bug")
+
+
+def _copies_outputs(gm, example_inputs):
+    return lambda *args: tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in gm.forward(*args))
+
+
+def test_sees_a_wrong_value():
+    res = runner.run(_prog("v1 = x1.sin() + 1").source(), backend=_sin_to_cos)
+    assert res["status"] == "wrong", runner.describe(res)
+
+
+def test_sees_a_lost_mutation():
+    res = runner.run(_prog("x1.mul_(2)", returns=()).source(), backend=_on_clones)
+    assert res["status"] == "wrong_mutation", runner.describe(res)
+
+
+def test_sees_a_fallback():
+    res = runner.run(_prog("v1 = x1 * 2").source(), backend=_raises)
+    assert res["status"] == "fallback", runner.describe(res)
+
+
+def test_sees_a_broken_alias():
+    res = runner.run(_prog("v1 = x1[0]").source(), backend=_copies_outputs)
+    assert res["status"] == "alias", runner.describe(res)
+
+
+def test_eager_is_clean():
+    for seed in range(6):
+        res = runner.run(generator.generate(seed).source(), backend="eager")
+        assert res["status"] in ("ok", "invalid"), runner.describe(res)
+        res = runner.run(pyprog.generate(seed).source(), backend="eager")
+        assert res["status"] in ("ok", "invalid"), runner.describe(res)
+
+
+def test_rounding_is_not_a_bug():
+    e = torch.tensor([1.0, 2.0, float("nan")])
+    assert compare.diff_leaf("out", e, e + 1e-6) is None
+    wrong = compare.diff_leaf("out", e, e + 1e-2)
+    assert wrong is not None and wrong.nbad == 2
+    ref = torch.tensor([1.0, 2.0, float("nan")], dtype=torch.float64) + 1e-3   # compiled nearer the truth
+    assert compare.accept_by_ref(e, e + 1e-3, ref)
+    assert not compare.accept_by_ref(e, e + 1e-2, ref)
+
+
+def test_shrinks_to_the_failing_statement():
+    prog = _prog("v1 = x1 + 1", "v2 = v1.exp()", "v3 = x1.sin()", "v4 = v2 * v3", returns=("v4",))
+    run = lambda src, **kw: runner.run(src, backend=_sin_to_cos, **kw)  # noqa: E731
+    res = run(prog.source())
+    small, small_res = shrink.shrink(prog, res, run)
+    assert small_res["status"] == "wrong"
+    assert [s.code for s in small.stmts] == ["v3 = x1.sin()"], small.body()
+    assert small.calls == [("A", 1)]
+
+
+def test_programs_are_seeded():
+    assert generator.generate(7).source() == generator.generate(7).source()
+    assert pyprog.generate(7).source() == pyprog.generate(7).source()
+    assert generator.generate(7).source() != generator.generate(8).source()

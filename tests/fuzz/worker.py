@@ -1,0 +1,79 @@
+"""Runs programs in a child process, so that a segfault or a hang is a result instead of the end of a run.
+
+    with Worker(triton=False) as w:
+        res = w.run(src, timeout=180)     # runner.run's dict; status "segv" or "hang" when the child died
+
+The child is a fresh interpreter (spawn) set up by runner.setup_process before it imports graphjit (the
+Triton interpreter must be chosen then); it is replaced after a death, a hang, or RECYCLE programs.
+"""
+import multiprocessing
+import traceback
+
+from . import runner
+
+RECYCLE = 150       # programs per child: compiled kernels and caches of earlier programs accumulate
+
+
+class Worker:
+    def __init__(self, triton=False):
+        self.triton = triton
+        self.proc = self.conn = None
+        self.served = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def run(self, src, timeout=180, **options):
+        """runner.run(src, **options) in the child."""
+        if self.proc is None or not self.proc.is_alive() or self.served >= RECYCLE:
+            self.close()
+            self._start()
+        self.served += 1
+        self.conn.send((src, options))
+        if not self.conn.poll(timeout):
+            self.proc.kill()
+            self.close()
+            return {"status": "hang", "msg": f"no result after {timeout} s"}
+        try:
+            return self.conn.recv()
+        except (EOFError, ConnectionError):
+            self.proc.join(5)
+            code = self.proc.exitcode
+            self.close()
+            return {"status": "segv", "msg": f"the worker process died (exit code {code})"}
+
+    def _start(self):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, self.triton), daemon=True)
+        self.proc.start()
+        child.close()
+        self.served = 0
+
+    def close(self):
+        """Ends the child: it exits when its end of the pipe closes (killed if it does not, e.g. hung)."""
+        if self.proc is not None:
+            self.conn.close()
+            self.proc.join(10)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join(5)
+        self.proc = self.conn = None
+
+
+def _serve(conn, triton):
+    runner.setup_process(triton)
+    while True:
+        try:
+            src, options = conn.recv()
+        except EOFError:
+            return
+        try:
+            res = runner.run(src, **options)
+        except Exception:  # noqa: BLE001 - a bug of the fuzzer itself, reported as such
+            res = {"status": "harness_error", "msg": traceback.format_exc()[-3000:]}
+        res.pop("states", None)
+        conn.send(res)
