@@ -888,3 +888,34 @@ def test_module_overriding_call_is_refused():
     gj.reset()
     x = r(3)
     assert torch.equal(gj.compile(outer, backend="eager")(x), outer(x))
+
+
+class Limits:
+    LIMIT = 2
+
+    @staticmethod
+    def clamp(v):
+        return min(v, 10)
+
+
+def _reads_class_attributes(x):
+    obj = Limits()
+    return x * obj.LIMIT + type(obj).LIMIT + Limits.clamp(3) + obj.__class__.clamp(20), hasattr(obj, "extra")
+
+
+def test_class_attributes_read_through_new_objects_guarded():
+    saved = Limits.LIMIT, Limits.__dict__["clamp"]
+
+    def change():
+        Limits.LIMIT = 5
+        Limits.clamp = staticmethod(lambda v: -v)
+
+    def add():
+        Limits.extra = 1
+    try:
+        check_steps(_reads_class_attributes, [Step(one, graphs=1), Step(one, before=change, graphs=2),
+                                              Step(one, before=add, graphs=3)])
+    finally:
+        Limits.LIMIT, Limits.clamp = saved
+        if "extra" in Limits.__dict__:
+            del Limits.extra

@@ -51,12 +51,14 @@ class ObjectLikeVariable(Variable):
     def class_attribute(self, tx, name):
         from .builder import wrap_class_attribute
         cls = self.python_type()
-        src = AttrSource(self.source, name) if self.source is not None else None
+        src = AttrSource(self.source, name) if self.source is not None else _class_value_source(tx, cls, name)
         if _class_lookup(cls, name) is _MISSING:
             getattr_hook = _class_lookup(cls, "__getattr__")
             if getattr_hook is not _MISSING and not isinstance(self, NNModuleVariable):
                 guard_class_attribute(tx, cls, "__getattr__")
                 return wrap_class_attribute(tx, self, cls, "__getattr__").call(tx, [ConstantVariable(name)], {})
+            if self.source is None and _class_source(cls, name) is not None:
+                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (_class_source(cls, name).base,))
             raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
         guard_class_attribute(tx, cls, name)
         return wrap_class_attribute(tx, self, cls, name, src)
@@ -539,6 +541,32 @@ def _guarded_class_attribute(attr):
     return None
 
 
+def _class_source(cls, name):
+    """`cls.name` as a source, for a user class reached without one (an object made in the frame,
+    `type(self)`): a class attribute read there is guarded like any other read."""
+    from .dunders import is_library_class
+    from ..sources import ObjectSource
+    if not isinstance(cls, type) or is_library_class(cls):
+        return None
+    return AttrSource(ObjectSource(cls), name)
+
+
+def _class_value_source(tx, cls, name):
+    """The source to wrap a user class's attribute with, read through a class reached without one: an
+    immutable value is read through `cls.name` (guarded by value); another object (a dict of dataclass
+    fields, a registry) is guarded to be the same object there, its contents taken as they are now."""
+    from .builder import _all_immutable
+    source = _class_source(cls, name)
+    value = _class_lookup(cls, name)
+    if source is None or value is _MISSING or _guarded_class_attribute(value) is not None:
+        return None                 # missing, or a method / property: see guard_class_attribute
+    if type(value) in (int, float, str, bool, bytes, type(None)) or type(value) is tuple and _all_immutable(value):
+        return source
+    if not hasattr(type(value), "__get__"):
+        tx.guards.add_id(source, value)
+    return None
+
+
 def guard_class_attribute(tx, cls, name):
     """A method or property the trace found on `cls`: the same one next call (once per class and name,
     whichever instance it was reached through), so replacing it on the class recompiles."""
@@ -690,8 +718,14 @@ class ClassVariable(ObjectLikeVariable):
             from .functions import BoundMethodVariable
             return BoundMethodVariable(wrap(tx, attr.__func__, None), self)
         if isinstance(attr, staticmethod):
+            guard_class_attribute(tx, self.cls, name)
             return wrap(tx, attr.__func__, None)
-        return wrap(tx, getattr(self.cls, name), AttrSource(self.source, name) if self.source is not None else None)
+        return wrap(tx, getattr(self.cls, name), self._attribute_source(tx, name))
+
+    def _attribute_source(self, tx, name):
+        if self.source is not None:
+            return AttrSource(self.source, name)
+        return _class_value_source(tx, self.cls, name)
 
     def call(self, tx, args, kwargs):
         from .classes import construct
@@ -757,6 +791,7 @@ class SuperVariable(Variable):
         for klass in mro[start:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
+                guard_class_attribute(tx, klass, name)
                 if isinstance(attr, types.FunctionType):
                     return BoundMethodVariable(UserFunctionVariable(attr), self.obj)
                 if isinstance(attr, classmethod):
