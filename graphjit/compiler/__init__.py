@@ -65,18 +65,23 @@ def compile_graph(gm, example_inputs):
 
 
 def _compile_graph(gm, example_inputs):
-    from .codegen import triton as triton_codegen
-    if triton_codegen.wanted(example_inputs):         # CUDA tensors (or GRAPHJIT_TRITON_CPU=1): Triton kernels
-        return triton_codegen.compile_graph(gm, example_inputs)
     from . import config, decompose
+    from .codegen import triton as triton_codegen
     from .runtime import CompileError
 
+    if triton_codegen.wanted(example_inputs):         # CUDA tensors (or GRAPHJIT_TRITON_CPU=1): Triton kernels
+        try:
+            return triton_codegen.compile_graph(gm, example_inputs)
+        except decompose.Refused as e:
+            return _refused(gm, e)
     reason = decompose.unsupported_reason(gm, example_inputs)
     if reason:
         logs.log("fusion", f"graphjit compiler: running the graph eagerly: {reason}")
         return gm.forward
     try:
         return _compile(gm, example_inputs)
+    except decompose.Refused as e:
+        return _refused(gm, e)
     except CompileError as e:
         if config.raise_errors:      # generated C++ that doesn't compile is a graphjit bug: tests fail on it
             raise
@@ -86,6 +91,12 @@ def _compile_graph(gm, example_inputs):
             raise
         _warn_once(f"graphjit compiler failed ({type(e).__name__}: {e}); running this graph eagerly. "
                    "GRAPHJIT_COMPILER_RAISE=1 raises the error instead.")
+    return gm.forward
+
+
+def _refused(gm, reason):
+    """The graph as captured, for a graph whose semantics a compiled one would not keep (decompose.Refused)."""
+    logs.log("fusion", f"graphjit compiler: running the graph eagerly: {reason}")
     return gm.forward
 
 

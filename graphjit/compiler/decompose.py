@@ -1,14 +1,15 @@
 """fx graph (torch functions, methods, modules) -> functional core-ATen graph with fake-tensor metadata.
 
-make_fx retraces the captured graph with fake tensors: mutations are removed (functionalization, skipped
-for graphs that mutate nothing), and
-composite ops decompose through torch's core ATen decompositions, except the ops lowering.py lowers whole
+make_fx retraces the captured graph with fake tensors: mutations are removed (the ATen graph of a graph
+that writes is functionalized: input writes become copy_ into the input at the end), and composite ops
+decompose through torch's core ATen decompositions, except the ops lowering.py lowers whole
 (softmax, layer_norm, gelu ... are one fused kernel each, not a dozen small ops) and the extern ops
 (matmuls, convolution, attention). Every node of the result carries meta["val"], a FakeTensor.
 
     aten_gm = decompose(gm, example_inputs)
     print(aten_gm.code)       # torch.ops.aten.native_layer_norm.default(arg0_1, [64], ...)
 """
+import collections
 import functools
 import operator
 
@@ -58,12 +59,14 @@ EAGER_SCALARS = {op: _converting_value(op) for op in (aten.addcmul.default, aten
 
 @functools.cache
 def decomposition_table():
-    """torch's core ATen decompositions, minus every op lowering.py lowers whole or calls as an extern."""
+    """torch's core ATen decompositions, minus every op lowering.py lowers whole or calls as an extern, plus
+    SCHEMA_FIXES and EAGER_SCALARS."""
     from .lowering import EXTERN_OPS, LOWERINGS
     table = dict(core_aten_decompositions())
     for op in list(table):
         if op in LOWERINGS or op in EXTERN_OPS or op in KEEP_WHOLE:
             del table[op]
+    table.update(SCHEMA_FIXES)
     table.update(EAGER_SCALARS)
     return table
 
@@ -156,24 +159,30 @@ def _constant_value(gm, node, limit=200):
         return None
 
 
-_IN_PLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-                       operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
-                       operator.ilshift, operator.irshift, operator.imatmul, operator.setitem}
+class Refused(Exception):
+    """decompose() cannot keep eager's semantics for this graph (the message says why): the graph runs as
+    captured."""
 
 
-def may_mutate(gm):
-    """Whether the torch-level graph visibly writes to a tensor: an in-place method or function (`add_`,
-    `relu(..., inplace=True)`, `x += y`, `x[i] = y`) or an `out=` argument. A write it misses (an
-    inplace flag passed positionally) shows in the traced graph, and decompose() then traces again."""
-    for node in gm.graph.nodes:
-        if node.op not in ("call_function", "call_method"):
-            continue
-        if node.kwargs.get("inplace") is True or "out" in node.kwargs or node.target in _IN_PLACE_OPERATORS:
-            return True
-        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-        if name.endswith("_") and not name.endswith("__"):
-            return True
-    return False
+def _batch_norm_writing_stats(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """native_batch_norm in training mode updates running_mean and running_var in place, but its schema
+    does not say so: traced as is, its write is invisible (dead-code elimination drops the call when the
+    output is unused, and functionalization writes nothing back). _native_batch_norm_legit is the same op
+    with the writes in its schema. Other uses stay native_batch_norm (lowered in eval mode)."""
+    if not training or running_mean is None or running_var is None:
+        return NotImplemented
+    return aten._native_batch_norm_legit.default(input, weight, bias, running_mean, running_var, training,
+                                                 momentum, eps)
+
+
+# Ops whose schema hides a write, traced as an op whose schema shows it.
+SCHEMA_FIXES = {aten.native_batch_norm.default: _batch_norm_writing_stats}
+
+# Writes functionalization cannot express (copy_ writes values back, never which storage an input views).
+REFUSED_WRITES = {aten.set_.source_Tensor: "set_ (makes a tensor view another storage)",
+                  aten.set_.source_Storage: "set_ (makes a tensor view another storage)",
+                  aten.set_.source_Storage_storage_offset: "set_ (makes a tensor view another storage)",
+                  aten.set_.default: "set_ (makes a tensor view another storage)"}
 
 
 def _writes(traced):
@@ -183,20 +192,31 @@ def _writes(traced):
 
 
 def decompose(gm, example_inputs):
-    """The functional core-ATen GraphModule equivalent to gm on inputs shaped like example_inputs."""
+    """The functional core-ATen GraphModule equivalent to gm on inputs shaped like example_inputs.
+    Raises Refused where no functional graph keeps eager's semantics (see eager_writes).
+
+    A graph that writes is traced twice: first as is, which records eager's ATen ops, views and writes on
+    fake tensors with eager's sizes, strides and storages, then that ATen graph functionalized. (Tracing
+    gm functionalized at once decides composite ops on the functional wrappers' metadata: the strides of an
+    input written earlier in the graph are those of its new value, so `.contiguous()` of it returns an alias
+    instead of a copy, and `x.type_as(x)` returns a tensor that is x for eager but not for the write-back.)
+    meta["output_aliases"] of the result: per output (pytree leaf), how to return eager's alias of an
+    input where the functional graph computes a new tensor (see output_aliases)."""
     fold_constant_attention_masks(gm)
-    traced = None
     with torch.no_grad():
         # _allow_non_fake_inputs: tensor constants held by the graph (get_attr) stay real; make_fx keeps them
         # as constants of the traced graph.
         trace = functools.partial(make_fx, decomposition_table=decomposition_table(), tracing_mode="fake",
                                   _allow_non_fake_inputs=True)
-        if not may_mutate(gm):
-            traced = trace(gm)(*example_inputs)
-            if _writes(traced):         # a write the torch-level check missed: functionalize after all
-                traced = None
-        if traced is None:
-            traced = trace(torch.func.functionalize(gm, remove="mutations"))(*example_inputs)
+        traced = trace(gm)(*example_inputs)
+        aliases = None
+        if _writes(traced) and not writes_out_of_place(traced):
+            eager_writes(traced)
+            eager = traced
+            traced = trace(torch.func.functionalize(eager, remove="mutations"))(*example_inputs)
+            written = functional_writes(traced)
+            check_written_inputs(written, example_inputs)
+            aliases = output_aliases(eager, traced, written)
     folded = fold_constants(traced)
     traced.graph.eliminate_dead_code()
     if folded:
@@ -205,7 +225,275 @@ def decompose(gm, example_inputs):
                      and n not in used]:
             del traced._buffers[name]       # folded into later constants
     traced.recompile()
+    traced.meta["output_aliases"] = aliases
     return traced
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Writes and aliases: what functionalization can express, checked on the traced graphs' fake tensors
+# ---------------------------------------------------------------------------------------------------------
+
+
+def writes_out_of_place(traced):
+    """Rewrites the traced graph's writes out of place where each is an in-place op on a value nothing else
+    holds (`relu(..., inplace=True)` after a convolution: no input, constant or view shares its memory):
+    the op's out-of-place form, read from then on instead. Returns whether it did (all writes or none):
+    functionalizing by a second trace costs as much as the first."""
+    storages = collections.defaultdict(list)        # storage -> the nodes whose value lives in it
+    for node in traced.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            storages[_storage(val)].append(node)
+    plans = []
+    for node in traced.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+                node.target._schema.is_mutable:
+            functional = _out_of_place_form(node, storages)
+            if functional is None:
+                return False
+            plans.append((node, functional))
+    order = {node: i for i, node in enumerate(traced.graph.nodes)}
+    for node, (op, val) in plans:
+        with traced.graph.inserting_before(node):
+            new = traced.graph.call_function(op, node.args, node.kwargs)
+        new.meta = {**node.meta, "val": val}
+        written = node.args[0]
+        node.replace_all_uses_with(new)
+        for user in list(written.users):
+            if user is not new and order.get(user, len(order)) > order[node]:
+                user.replace_input_with(written, new)
+        order[new] = order[node]
+        traced.graph.erase_node(node)
+    traced.recompile()
+    return True
+
+
+def _out_of_place_form(node, storages):
+    """(out-of-place op, its value) for an in-place op on a value that only it and the node making it
+    hold, with a result laid out as the value; else None."""
+    schema = node.target._schema
+    written = node.args[0] if node.args else None
+    ret = schema.returns[0].alias_info if len(schema.returns) == 1 else None
+    if ret is None or not ret.is_write or not isinstance(written, torch.fx.Node) or \
+            [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write] != \
+            [schema.arguments[0].name]:
+        return None
+    packet = getattr(aten, schema.name.split("::")[-1].rstrip("_"), None)
+    op = getattr(packet, schema.overload_name or "default", None)
+    if op is None or [a.name for a in op._schema.arguments] != [a.name for a in schema.arguments] or \
+            len(op._schema.returns) != 1 or op._schema.returns[0].alias_info is not None:
+        return None
+    val = written.meta.get("val")
+    holders = storages.get(_storage(val), []) if isinstance(val, torch.Tensor) else []
+    makers = [n for n in holders if not (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+                                         and n.target._schema.is_mutable)]
+    if len(makers) != 1 or makers[0].op != "call_function" or overlaps_itself(val):
+        return None
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+    fake_mode = torch._guards.detect_fake_mode([val])
+    try:
+        with fake_mode:
+            out = op(*args, **kwargs)
+    except Exception:   # noqa: BLE001 -- left to functionalization
+        return None
+    if not isinstance(out, torch.Tensor) or (out.shape, out.stride(), out.dtype, out.device) != \
+            (val.shape, val.stride(), val.dtype, val.device):
+        return None
+    return op, out
+
+
+def _storage(t):
+    return t.untyped_storage()._cdata
+
+
+def _reach(t):
+    """How many elements past its first one t's last element lies (-1: t has none)."""
+    if t.numel() == 0:
+        return -1
+    return sum(stride * (size - 1) for size, stride in zip(t.shape, t.stride()))
+
+
+def _byte_range(t):
+    """[start, end) of the bytes t's elements occupy in its storage (empty for no elements)."""
+    start = t.storage_offset() * t.element_size()
+    return start, start + (_reach(t) + 1) * t.element_size()
+
+
+def overlaps_itself(t):
+    """Whether two elements of t share memory (an expanded dim, or strides that interleave). Conservative:
+    a layout this test can't prove free of overlap counts as overlapping."""
+    if t.numel() == 0:
+        return False
+    reach = 0
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if stride <= reach:
+            return True
+        reach += stride * (size - 1)
+    return False
+
+
+def _written_args(node):
+    """The fx nodes that node's op writes (its schema's `(a!)` arguments)."""
+    schema = node.target._schema
+    out = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+        out += [v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, torch.fx.Node)]
+    return out
+
+
+def eager_writes(traced):
+    """Refused unless functionalization can express every write of the (unfunctionalized) ATen graph:
+    a write into a tensor whose elements share memory (`x.expand(...).fill_()`, an expanded input's
+    `index_put_`) stores several values in one place, in an order eager's kernel decides; a write into a
+    tensor constant or outside the memory of the input it views (as_strided), or a change of an input's
+    sizes, strides or storage (t_, resize_, set_) has no write-back."""
+    inputs = [n.meta["val"] for n in traced.graph.nodes
+              if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
+    constants = {_storage(n.meta["val"]) for n in traced.graph.nodes
+                 if n.op == "get_attr" and isinstance(n.meta.get("val"), torch.Tensor)}
+    for node in traced.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
+                not node.target._schema.is_mutable:
+            continue
+        if node.target in REFUSED_WRITES:
+            raise Refused(f"the graph calls {REFUSED_WRITES[node.target]}")
+        for written in _written_args(node):
+            _check_write(node, written.meta.get("val"), inputs, constants)
+
+
+def _check_write(node, t, inputs, constants):
+    if not isinstance(t, torch.Tensor):
+        return
+    what = f"{node.name} ({node.target})"
+    if overlaps_itself(t):
+        raise Refused(f"{what} writes into a tensor whose elements share memory (an expanded view)")
+    storage = _storage(t)
+    if storage in constants:
+        raise Refused(f"{what} writes into a tensor constant of the graph")
+    start, end = _byte_range(t)
+    sharing = [i for i in inputs if _storage(i) == storage]
+    if sharing and torch.Tag.inplace_view in node.target.tags:
+        raise Refused(f"{what} changes the sizes, strides or offset of an input (or a view of one) in place")
+    if sharing and start < end and not any(_byte_range(i)[0] <= start and end <= _byte_range(i)[1]
+                                           for i in sharing):
+        raise Refused(f"{what} writes memory outside the input it views")
+
+
+def functional_writes(traced):
+    """The positions of the inputs functionalization writes back (copy_ into them); Refused if the
+    functional graph writes anything else."""
+    position = {n: i for i, n in enumerate(n for n in traced.graph.nodes if n.op == "placeholder")}
+    written = set()
+    for node in traced.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
+                not node.target._schema.is_mutable:
+            continue
+        target = node.args[0] if node.args else None
+        if node.target is not aten.copy_.default or target not in position:
+            raise Refused(f"functionalization left a write: {node.name} ({node.target})")
+        written.add(position[target])
+    return written
+
+
+def check_written_inputs(written, example_inputs):
+    """Refused if an input the graph writes overlaps itself or shares memory with another input: each is
+    written back whole, as a tensor of its own, so a read of the other input (or of its own other
+    elements) in the graph misses the write. The compiled graph checks the same per call (the wrapper's
+    disjoint-inputs check)."""
+    tensors = [(i, t) for i, t in enumerate(example_inputs) if isinstance(t, torch.Tensor)]
+    for position in written:
+        t = example_inputs[position]
+        if overlaps_itself(t):
+            raise Refused(f"input {position} is written and its elements share memory (an expanded view)")
+        lo, hi = memory_span(t)
+        for other, u in tensors:
+            ulo, uhi = memory_span(u)
+            if other != position and lo < uhi and ulo < hi:
+                raise Refused(f"input {position} is written and shares memory with input {other}")
+
+
+def memory_span(t):
+    """[first, last + 1) byte addresses of t's elements (empty for none)."""
+    if t.numel() == 0:
+        return 0, 0
+    start = t.data_ptr()
+    return start, start + (_reach(t) + 1) * t.element_size()
+
+
+def output_aliases(eager, functional, written):
+    """Per output leaf of the functional graph: None where it returns what eager returns, else how to make
+    eager's output from the graph's inputs: ("input", i) where eager returns input i itself, ("view", i,
+    sizes, strides, offset) where it returns a view of input i (offset: elements past input i's own).
+    That is the case for an output that is, or views, an input the graph writes: the functional graph
+    computes a new tensor with its values, eager returns the input. Refused where the functional graph
+    returns a view of an input that eager's output is not, or eager's view cannot be rebuilt from an input
+    (it reaches memory outside any one input, or as_strided made it: its offset is absolute)."""
+    eager_ins = [n.meta.get("val") for n in eager.graph.nodes if n.op == "placeholder"]
+    functional_ins = [n.meta.get("val") for n in functional.graph.nodes if n.op == "placeholder"]
+    eager_nodes = _output_nodes(eager)
+    eager_outs = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in eager_nodes]
+    functional_outs = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+                       for a in _output_nodes(functional)]
+    positions = {n: i for i, n in enumerate(n for n in eager.graph.nodes if n.op == "placeholder")}
+    strided = any(n.op == "call_function" and n.target in (aten.as_strided.default, aten.as_strided_.default)
+                  for n in eager.graph.nodes)
+    aliases = []
+    for k, (e, f) in enumerate(zip(eager_outs, functional_outs)):
+        eager_views = _viewed_inputs(e, eager_ins)
+        functional_views = _viewed_inputs(f, functional_ins)
+        if functional_views - eager_views:
+            raise Refused(f"output {k} is a view of an input in the compiled graph, not in eager")
+        if not eager_views or (eager_views & functional_views and not eager_views & written):
+            aliases.append(None)
+            continue
+        same = positions.get(_written_through(eager_nodes[k]))
+        aliases.append(("input", same) if same is not None else _rebuild(k, e, eager_ins, strided))
+    return aliases if any(a is not None for a in aliases) else None
+
+
+def _output_nodes(gm):
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    return torch.utils._pytree.tree_leaves(output.args[0])
+
+
+def _written_through(node):
+    """The node whose tensor node is: an in-place op (or an out= one) returns the tensor it wrote."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and \
+            isinstance(node.target, torch._ops.OpOverload):
+        schema = node.target._schema
+        ret = schema.returns[0].alias_info if len(schema.returns) == 1 else None
+        if ret is None or not ret.is_write:
+            break
+        args = [n for i, a in enumerate(schema.arguments) if a.alias_info is not None and
+                a.alias_info.before_set == ret.before_set
+                for n in [node.args[i] if i < len(node.args) else node.kwargs.get(a.name)]]
+        if len(args) != 1:
+            break
+        node = args[0]
+    return node
+
+
+def _viewed_inputs(t, inputs):
+    """Positions of the inputs whose storage t shares."""
+    if not isinstance(t, torch.Tensor):
+        return set()
+    storage = _storage(t)
+    return {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and _storage(x) == storage}
+
+
+def _rebuild(k, t, inputs, strided):
+    if strided:
+        raise Refused(f"output {k} views a written input through as_strided (an absolute offset)")
+    start, end = _byte_range(t)
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and _storage(x) == _storage(t) and x.dtype == t.dtype:
+            lo, hi = _byte_range(x)
+            if lo <= start and end <= hi:
+                return ("view", i, tuple(t.shape), tuple(t.stride()), t.storage_offset() - x.storage_offset())
+    raise Refused(f"output {k} views memory of the inputs that no single input covers")
 
 
 def fold_constants(gm, limit=1 << 16):

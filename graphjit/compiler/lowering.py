@@ -249,6 +249,8 @@ class Lowering(torch.fx.Interpreter):
             outs.append(value)
         self.loops.outputs = outs
         self.loops.output_spec = spec
+        # outputs the wrapper returns as eager's alias of an input instead (decompose.output_aliases)
+        self.loops.output_aliases = self.module.meta.get("output_aliases")
         for node, write_args, write_kwargs in self._input_writes:
             _current.append(node)
             try:
@@ -827,26 +829,27 @@ def split(x, split_size, dim=0):
 
 @register(aten.as_strided.default)
 def as_strided(x, size, stride, storage_offset=None):
-    if not isinstance(x, StorageView) or not x.is_full():
-        raise NotLowered("as_strided of a value that is not a whole buffer")
-    return view_as_strided(x, size, stride, storage_offset or 0)
+    """A view of x's storage as eager lays it out (storage_offset counts from the storage's start, not x's):
+    lowered where that storage is a whole buffer this graph allocates (decompositions restride a fresh
+    result so, e.g. adaptive_avg_pool2d's to channels-last); on an input, a constant or an extern op's
+    output (a view with an offset of its own, known only at run time) it stays an ATen call."""
+    return view_as_strided(_stored_as_traced(x), size, stride, storage_offset or 0)
 
 
-@register(aten.as_strided_.default)
-def as_strided_(x, size, stride, storage_offset=None):
-    """In place on a value this graph computed and nothing else reads (decompositions restride a fresh
-    result so, e.g. adaptive_avg_pool2d's to channels-last): the value is stored in its traced layout and
-    the result views that storage. On a graph input, or a value other nodes read, it stays an ATen call."""
+def _stored_as_traced(x):
+    """x as a whole buffer this graph allocates, in the layout eager gives the node's value (dense, from the
+    storage's start); a lazy x is realized so. NotLowered where x is not, or cannot be, stored so."""
     node = _current[-1].args[0]
     meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     strides = _dense_strides(meta)
-    if node.op != "call_function" or len(node.users) != 1 or strides is None:
-        raise NotLowered("as_strided_ of a graph input, or of a value read elsewhere")
-    view = realize(x, current_graph(), strides)
-    if not isinstance(view, StorageView) or not view.is_full() or isinstance(view.buffer, InputBuffer) or \
-            tuple(view.strides) != strides:
-        raise NotLowered("as_strided_ of a value not stored whole in its traced layout")
-    return view_as_strided(view, size, stride, storage_offset or 0)
+    if strides is None or meta.storage_offset() != 0:
+        raise NotLowered("as_strided of a value eager does not store densely from its storage's start")
+    if not isinstance(x, StorageView):
+        x = realize(x, current_graph(), strides)
+    if not isinstance(x, StorageView) or not x.is_full() or not isinstance(x.buffer, ComputedBuffer) or \
+            tuple(x.strides) != strides:
+        raise NotLowered("as_strided of a value that is not a whole buffer this graph allocates")
+    return x
 
 
 # ---------------------------------------------------------------------------------------------------------

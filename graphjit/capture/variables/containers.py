@@ -257,9 +257,12 @@ class ListVariable(BaseListVariable):
         if type(values) in (ListVariable, TupleVariable):
             self.items.extend(values.unpack(tx))
             return ConstantVariable(None)
+        from ... import config
         iterator = make_iterator(tx, values)
         while (value := iterator.next(tx)) is not None:
             self.items.append(value)
+            if len(self.items) > config.max_instructions:    # xs.extend(iter(xs)) never ends in CPython either
+                unsupported(f"list.extend() grew a list past {config.max_instructions} items")
         return ConstantVariable(None)
 
     def method_insert(self, tx, index, value):

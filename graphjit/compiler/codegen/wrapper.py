@@ -10,6 +10,7 @@
 Everything the source names (kernels, ops, dtypes, constants) is bound in its globals, so each call runs
 only these lines. GRAPHJIT_LOGS=output_code prints it.
 """
+import bisect
 import collections
 import ctypes
 import operator
@@ -94,6 +95,7 @@ class WrapperCode:
                 item for b in inputs for item in (tuple(int(s) for s in b.layout.sizes),
                                                   tuple(int(s) for s in b.layout.strides), b.layout.dtype))
             body.append(f"if ({got},) != _expected: return eager({params})")
+        body += self._disjoint_check(params)
         for buf in graph.inputs:
             if buf.position is None:
                 self.globals[buf.name] = buf.value
@@ -226,8 +228,53 @@ class WrapperCode:
         inputs = {b.name for b in self.graph.inputs}
         return {name: step for name, step in last.items() if name not in inputs}
 
+    def _written_inputs(self):
+        """The graph inputs that extern calls write (functionalization's copy_ of an input's new value)."""
+        written = []
+        for item in self.items:
+            op = getattr(item, "op", None)
+            schema = getattr(op, "_schema", None)
+            if isinstance(item, Kernel) or schema is None or not schema.is_mutable:
+                continue
+            for i, arg in enumerate(schema.arguments):
+                if arg.alias_info is None or not arg.alias_info.is_write:
+                    continue
+                value = item.args[i] if i < len(item.args) else item.kwargs.get(arg.name)
+                for v in value if isinstance(value, (list, tuple)) else [value]:
+                    if isinstance(v, StorageView) and getattr(v.buffer, "position", None) is not None and \
+                            v.buffer not in written:
+                        written.append(v.buffer)
+        return written
+
+    def _disjoint_check(self, params):
+        """Lines running eager's graph when an input the graph writes shares memory with another input (or
+        another written one) on this call: the compiled graph writes each back as a tensor of its own, so
+        reads of the other input would miss the write (decompose.check_written_inputs refused it for the
+        example inputs)."""
+        written = self._written_inputs()
+        if not written:
+            return []
+        from ... import modes
+        static = modes.static_inputs() or ()
+        others = [b for b in self.graph.inputs if b.position is not None and b not in written]
+        fixed = [b for b in others if b.position < len(static) and static[b.position]]
+        moving = [b for b in others if b not in fixed]
+        self.globals["inputs_disjoint"] = DisjointInputs([_span(b.layout) for b in written],
+                                                         [_span(b.layout) for b in moving],
+                                                         [_span(b.layout) for b in fixed])
+
+        def names(bufs):
+            return "[" + ", ".join(b.name for b in bufs) + "]"
+        return [f"if not inputs_disjoint({names(written)}, {names(moving)}, {names(fixed)}): "
+                f"return eager({params})"]
+
     def _outputs(self):
         flat = [self.view(v) if isinstance(v, StorageView) else self.arg(v) for v in self.graph.outputs]
+        aliases = getattr(self.graph, "output_aliases", None) or ()
+        names = {b.position: b.name for b in self.graph.inputs if b.position is not None}
+        for k, alias in enumerate(aliases):
+            if alias is not None:
+                flat[k] = self._input_alias(alias, names)
         spec = self.graph.output_spec
         if spec.type in (tuple, list) and spec.num_leaves == spec.num_children:
             items = ", ".join(flat)
@@ -236,6 +283,78 @@ class WrapperCode:
             return flat[0]
         self.globals["_unflatten"] = pytree.tree_unflatten
         return f"_unflatten([{', '.join(flat)}], {self.bind(spec, '_spec')})"
+
+    @staticmethod
+    def _input_alias(alias, names):
+        """Eager's output that is an input, or a view of one (decompose.output_aliases)."""
+        if alias[0] == "input":
+            return names[alias[1]]
+        _, position, sizes, strides, offset = alias
+        return f"reinterpret({names[position]}, {tuple(sizes)}, {tuple(strides)}, {offset})"
+
+
+def _span(layout):
+    """How many bytes past its data_ptr() a tensor of layout reaches (0: it has no elements)."""
+    sizes = [int(n) for n in layout.sizes]
+    if 0 in sizes:
+        return 0
+    reach = sum(int(st) * (n - 1) for n, st in zip(sizes, layout.strides))
+    return (reach + 1) * layout.dtype.itemsize
+
+
+class DisjointInputs:
+    """Whether the memory of the inputs a graph writes overlaps neither each other nor the graph's other
+    inputs: a data_ptr() per written and per moving input (spans: bytes each reaches, fixed by the
+    compiled layouts). The graph's parameters and buffers (`fixed`) rarely move: their addresses are
+    compared with the last ones seen in one C++ call (torch's _tensors_data_ptrs_at_indices_equal), and the
+    memory they cover is looked up, not scanned, unless one has moved."""
+
+    def __init__(self, written, moving, fixed):
+        self.written, self.moving, self.fixed = written, moving, fixed
+        self.same = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+        if self.same is None or len(fixed) < 8:     # a handful of data_ptr() calls cost less than the cache
+            self.same = None
+        self.seen = [-1] * len(fixed)
+        self.indices = list(range(len(fixed)))
+        self.starts, self.ends = [], []          # the fixed inputs' memory: sorted disjoint intervals
+
+    def __call__(self, written, moving, fixed):
+        spans = sorted((p, p + n) for p, n in zip([t.data_ptr() for t in written], self.written) if n)
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            if start < end:
+                return False
+        if not spans:
+            return True
+        if self.same is not None:
+            if not self.same(fixed, self.seen, self.indices):
+                self._remember(fixed)
+            if any(self._covered(start, end) for start, end in spans):
+                return False
+            fixed = ()
+        for tensors, sizes in ((moving, self.moving), (fixed, self.fixed)):
+            for p, n in zip([t.data_ptr() for t in tensors], sizes):
+                for start, end in spans:
+                    if n and p < end and start < p + n:
+                        return False
+        return True
+
+    def _remember(self, fixed):
+        self.seen = [t.data_ptr() for t in fixed]
+        merged = []
+        for start, end in sorted((p, p + n) for p, n in zip(self.seen, self.fixed) if n):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        self.starts = [a for a, _ in merged]
+        self.ends = [b for _, b in merged]
+
+    def _covered(self, start, end):
+        """Whether [start, end) meets the fixed inputs' memory."""
+        i = bisect.bisect_right(self.starts, start) - 1
+        if i >= 0 and self.ends[i] > start:
+            return True
+        return i + 1 < len(self.starts) and self.starts[i + 1] < end
 
 
 def _in_layout(t, strides):

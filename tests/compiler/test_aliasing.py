@@ -1,0 +1,393 @@
+"""Aliasing and in-place writes through graphjit's compiler, compiled vs eager: outputs, the inputs after
+the call, and which outputs share memory with which inputs (and where in it), on the C++ codegen and
+(where Triton is installed) the Triton interpreter.
+
+Causes covered: an op whose schema hides a write (batch_norm's running statistics); composite ops that
+return their input (type_as) or copy it (contiguous of a strided input written earlier), decided on
+eager's metadata; inputs that share memory, at compile time or only on a later call; writes into memory
+several elements share (expanded tensors); as_strided's offset counted from the storage; outputs that
+are, or view, an input the graph writes."""
+import pytest
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.backends.registry import graphjit_backend
+from graphjit.compiler import decompose
+from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit.compiler.codegen.wrapper import DisjointInputs
+
+BACKENDS = ["cpp", pytest.param("triton", marks=pytest.mark.skipif(not triton_codegen.triton_available(),
+                                                                      reason="Triton is not installed"))]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch):
+    monkeypatch.setattr(triton_codegen, "triton_cpu", int(request.param == "triton"))
+    return request.param
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _leaves(value):
+    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def _alias_map(outputs, inputs):
+    """Per output tensor: (input index, is that input, byte offset from its data) of the first input whose
+    storage it shares, or None."""
+    table = []
+    for out in _leaves(outputs):
+        hit = None
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and x.untyped_storage().data_ptr() == out.untyped_storage().data_ptr():
+                hit = (i, out is x, out.data_ptr() - x.data_ptr())
+                break
+        table.append(hit)
+    return table
+
+
+def assert_matches_eager(fn, compiled, make_inputs):
+    """compiled(*inputs) against fn(*inputs) on two fresh copies of the inputs."""
+    eager_in, compiled_in = make_inputs(), make_inputs()
+    want = fn(*eager_in)
+    got = compiled(*compiled_in)
+    assert len(_leaves(got)) == len(_leaves(want))
+    for g, w in zip(_leaves(got), _leaves(want)):
+        assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride())
+        torch.testing.assert_close(g, w, equal_nan=True)
+    for k, (g, w) in enumerate(zip(compiled_in, eager_in)):
+        torch.testing.assert_close(g, w, equal_nan=True, msg=lambda m: f"input {k} after the call: {m}")
+    assert _alias_map(got, compiled_in) == _alias_map(want, eager_in)
+    return got, compiled_in
+
+
+def check(fn, make_inputs, calls=2):
+    """fn through the frontend, each call against eager (the second call hits the compiled graphs)."""
+    compiled = graphjit.compile(fn, backend="graphjit")
+    for _ in range(calls):
+        assert_matches_eager(fn, compiled, make_inputs)
+
+
+def backend_compile(fn, inputs):
+    """fn's torch-level graph compiled by the graphjit backend for `inputs` (no frontend guards)."""
+    return graphjit_backend(torch.fx.symbolic_trace(fn), list(inputs))
+
+
+def check_backend(fn, make_inputs):
+    """fn's graph as the backend gets it (the frontend resolves some aliases itself), against eager."""
+    compiled = backend_compile(fn, make_inputs())
+    for _ in range(2):
+        assert_matches_eager(fn, compiled, make_inputs)
+
+
+# ---- a write the op's schema does not show: batch norm's running statistics ----
+
+def bn_unused(x, mean, var, bias):
+    F.batch_norm(x, mean, var, None, bias, training=True, momentum=0.1, eps=1e-5)
+
+
+def bn_then_read_stats(x, mean, var, bias):
+    y = F.batch_norm(x, mean, var, None, bias, training=True, momentum=0.3, eps=1e-5)
+    return y.relu() + mean[0], var * 2
+
+
+def bn_strided_input(x, mean, var, bias):
+    F.batch_norm(x.permute(0, 2, 1), mean, var, None, bias, training=True, momentum=0.1, eps=1e-5)
+
+
+@pytest.mark.parametrize("fn", [bn_unused, bn_then_read_stats, bn_strided_input], ids=lambda f: f.__name__)
+def test_batch_norm_training_updates_running_stats(fn, backend):
+    def inputs():
+        g = _gen(1)
+        shape = (6, 5, 4) if fn is not bn_strided_input else (6, 4, 5)
+        return [torch.randn(shape, generator=g), torch.randn(5, generator=g), torch.rand(5, generator=g) + 0.5,
+                torch.randn(5, generator=g)]
+    check(fn, inputs)
+
+
+def test_batch_norm_module_in_training_mode(backend):
+    torch.manual_seed(0)
+    eager_bn, compiled_bn = torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+    compiled = graphjit.compile(compiled_bn, backend="graphjit")
+    x = torch.randn(8, 3, 4)
+    for _ in range(2):
+        with torch.no_grad():
+            got, want = compiled(x), eager_bn(x)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(compiled_bn.running_mean, eager_bn.running_mean)
+        torch.testing.assert_close(compiled_bn.running_var, eager_bn.running_var)
+    assert compiled_bn.num_batches_tracked == eager_bn.num_batches_tracked
+
+
+# ---- composite ops decided on eager's metadata, not a functional wrapper's ----
+
+def type_as_then_write(x):
+    y = x.type_as(x)            # x itself in eager
+    y[1:].add_(10.0)
+    return (x,)
+
+
+def type_as_contiguous_then_write(x):
+    y = x.type_as(x).contiguous()
+    y[:-1].mul_(2)
+
+
+def write_then_contiguous_of_strided(x):
+    x.sub_(x, alpha=2)
+    y = x.contiguous()          # a copy in eager: x is strided
+    y[0].neg_()
+    return y
+
+
+def masked_fill_then_contiguous_of_strided(x):
+    x.masked_fill_(x > 0, 2.0)
+    y = x.contiguous()
+    y[1:].neg_()
+
+
+def _strided():
+    return torch.randn(17, 2, generator=_gen(2))[:, 0]
+
+
+@pytest.mark.parametrize("fn,make", [
+    (type_as_then_write, lambda: torch.randn(17, 1, generator=_gen(3))),
+    (type_as_contiguous_then_write, lambda: torch.randn(17, generator=_gen(4))),
+    (write_then_contiguous_of_strided, _strided),
+    (masked_fill_then_contiguous_of_strided, _strided),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_alias_or_copy_as_in_eager(fn, make, backend):
+    check(fn, lambda: [make()])
+    check_backend(fn, lambda: [make()])
+
+
+# ---- inputs that share memory ----
+
+def write_one_read_other(x, row):
+    row.div_(4)
+    return (x.half() * 2,)
+
+
+def write_row_then_attention(x, row):
+    row[0].mul_(-0.25)
+    return (F.scaled_dot_product_attention(x, x * 0.5, x, is_causal=True),)
+
+
+@pytest.mark.parametrize("fn,shape", [(write_one_read_other, (4,)), (write_row_then_attention, (5, 6, 4))],
+                         ids=["div_", "attention"])
+def test_inputs_sharing_memory_at_compile_time(fn, shape, backend):
+    def inputs():
+        x = torch.randn(shape, generator=_gen(5))
+        return [x, x[0]]
+    check(fn, inputs)
+
+
+def add_one_read_other(a, b):
+    a.add_(1)
+    return b * 2 + a
+
+
+@pytest.mark.parametrize("layout", ["same", "overlapping", "disjoint"])
+def test_inputs_sharing_memory_on_a_later_call(layout, backend):
+    """Compiled for separate inputs; called with inputs that share memory, the graph runs as captured
+    where the memory overlaps, and compiled where it does not (two halves of one tensor)."""
+    compiled = backend_compile(add_one_read_other, [torch.randn(4), torch.randn(4)])
+    ran_eagerly = []
+    eager = compiled.__globals__["eager"]
+    compiled.__globals__["eager"] = lambda *a: ran_eagerly.append(1) or eager(*a)
+
+    def inputs():
+        base = torch.arange(8.0)
+        return {"same": [base[:4], base[:4]], "overlapping": [base[:4], base[2:6]],
+                "disjoint": [base[:4], base[4:]]}[layout]
+    assert_matches_eager(add_one_read_other, compiled, inputs)
+    assert bool(ran_eagerly) == (layout != "disjoint")
+
+
+def test_view_taken_before_a_graph_break(backend):
+    def unfold_break_fill(x):
+        v = x.unfold(0, 2, 2)
+        n = len(v.tolist())         # graph break: v is an output of the first graph, an input of the second
+        x[...] = 1
+        return (v * 3 + n,)
+
+    def view_break_copy(x, y):
+        v = x[:-1, ::3]
+        if y.sum() > 0:
+            y = y.abs()
+        x.copy_(torch.zeros(()))
+        return (v.masked_fill(y > 0, 1e-3),)
+
+    check(unfold_break_fill, lambda: [torch.randn(7, generator=_gen(6))])
+    check(view_break_copy, lambda: [torch.randn(7, 1, generator=_gen(7)), torch.randn(1, 6, generator=_gen(8))])
+
+
+# ---- writes into memory several elements share ----
+
+def zero_expanded_view(x):
+    x.expand(9, -1, -1).zero_()
+
+
+def fill_expanded(x, y):
+    x.fill_(y.shape[-1])
+
+
+def setitem_expanded_from_itself(x):
+    x[...] = x
+
+
+def index_put_expanded(x, i):
+    x.index_put_((i % x.shape[0],), torch.tensor(7.0), accumulate=True)
+
+
+def write_row_of_expanded(x):
+    x[0].fill_(3.0)                # x's other rows are the same memory
+    return x * 1
+
+
+@pytest.mark.filterwarnings("ignore:Use of index_put_ on expanded tensors")
+@pytest.mark.parametrize("fn,make", [
+    (zero_expanded_view, lambda: [torch.randn(1, 5, 3, generator=_gen(9))]),
+    (fill_expanded, lambda: [torch.randn(1, 1, 5, generator=_gen(10)).expand(5, 1, 5),
+                                 torch.randn(5, 5, generator=_gen(20))]),
+    (setitem_expanded_from_itself, lambda: [torch.randn(1, 4, 3, generator=_gen(11)).expand(7, 4, 3)]),
+    (index_put_expanded, lambda: [torch.randn(1, 4, 1, generator=_gen(12)).expand(6, 4, 1),
+                                  torch.arange(4)]),
+    (write_row_of_expanded, lambda: [torch.randn(1, 5, generator=_gen(13)).expand(4, 5)]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_writes_into_shared_elements(fn, make, backend):
+    check(fn, make)
+
+
+# ---- as_strided: its offset counts from the storage's start ----
+
+def as_strided_of_input(x, view):
+    return (view.as_strided((2, 1), (0, 1), 0), view.as_strided((2, 2), (1, 2), 3) * 2)
+
+
+def test_as_strided_of_an_input_with_an_offset(backend):
+    def inputs():
+        x = torch.randn(8, generator=_gen(14))
+        return [x, x[1:]]
+    check(as_strided_of_input, inputs)
+    compiled = backend_compile(lambda v: v.as_strided((2, 2), (1, 2), 0) + 1, [torch.randn(8)[2:]])
+    base = torch.randn(8)
+    torch.testing.assert_close(compiled(base[3:]), base.as_strided((2, 2), (1, 2), 0) + 1)
+
+
+def test_as_strided_of_a_computed_value_is_a_view(backend):
+    def fn(x):
+        return (x * 2).as_strided((3, 2), (1, 3)) + 1
+    compiled = backend_compile(fn, [torch.randn(2, 3)])
+    assert not compiled.graph.fallbacks
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(compiled(x), fn(x))
+
+
+# ---- outputs that are, or view, an input the graph writes ----
+
+def add_return_input(x):
+    return x.add_(1)
+
+
+def mul_return_view(x, y):
+    x.mul_(y)
+    return x[1:], x.t(), x + 1
+
+
+def write_view_return_base_and_view(x):
+    v = x[:, 1:]
+    v.add_(3)
+    return x, v, v.sum()
+
+
+def write_returned_twice(x):
+    x[0].fill_(5.0)
+    return x, x
+
+
+@pytest.mark.parametrize("fn,make", [
+    (add_return_input, lambda: [torch.randn(4, 3, generator=_gen(15))]),
+    (mul_return_view, lambda: [torch.randn(4, 3, generator=_gen(16)), torch.randn(3, generator=_gen(17))]),
+    (write_view_return_base_and_view, lambda: [torch.randn(3, 4, generator=_gen(18))]),
+    (write_returned_twice, lambda: [torch.randn(3, generator=_gen(19))]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_outputs_alias_written_inputs(fn, make, backend):
+    check(fn, make)
+    check_backend(fn, make)
+
+
+def test_output_alias_of_written_input_through_the_backend(backend):
+    """The backend alone (no frontend): eager's output is a view of x, so is the compiled one, and a later
+    write to x shows through it."""
+    compiled = backend_compile(mul_return_view, [torch.randn(4, 3), torch.randn(3)])
+    x, y = torch.randn(4, 3), torch.randn(3)
+    rows, t, plus = compiled(x, y)
+    x.zero_()
+    assert rows.abs().sum() == 0 and t.abs().sum() == 0 and plus.abs().sum() > 0
+
+
+# ---- refusals carry a reason ----
+
+@pytest.mark.parametrize("fn,make,reason", [
+    (zero_expanded_view, lambda: [torch.randn(1, 5, 3)], "share memory"),
+    (write_one_read_other, lambda: (lambda x: [x, x[0]])(torch.randn(4)), "shares memory with input 0"),
+    (lambda x: x.t_(), lambda: [torch.randn(2, 3)], "sizes, strides or offset"),
+])
+def test_decompose_refuses_with_a_reason(fn, make, reason):
+    inputs = make()
+    with pytest.raises(decompose.Refused, match=reason):
+        decompose.decompose(torch.fx.symbolic_trace(fn), inputs)
+
+
+def test_disjoint_inputs_check_with_cached_fixed_inputs():
+    """The per-call check: written spans against moving inputs (scanned) and fixed ones (looked up in the
+    intervals remembered from the last call where they moved)."""
+    fixed = [torch.randn(4) for _ in range(9)]
+    check = DisjointInputs([16], [16], [16] * 9)
+    w, m = torch.randn(4), torch.randn(4)
+    assert check([w], [m], fixed)
+    assert check([w], [m], fixed)                       # the fixed inputs' addresses cached
+    assert not check([fixed[3][1:]], [m], fixed[:3] + [fixed[3]] + fixed[4:])
+    assert not check([w], [w[2:]], fixed)
+    moved = list(fixed)
+    big = torch.randn(8)
+    moved[5] = big[:4]
+    assert not check([big[2:6]], [m], moved)
+    assert check([torch.randn(4)], [m], moved)
+
+
+# ---- writes into values only they hold: rewritten out of place, no second (functionalizing) trace ----
+
+def relu_in_place_after_conv(x, w):
+    y = F.conv2d(x, w)
+    F.relu(y, inplace=True)
+    z = y * 2
+    y.mul_(3)
+    return y + z, y
+
+
+def write_through_a_view_of_a_fresh_value(x, w):
+    y = F.conv2d(x, w)
+    y[:, 0].relu_()                 # a view shares y's memory: functionalized by a second trace
+    return y * 2
+
+
+@pytest.mark.parametrize("fn,traces", [(relu_in_place_after_conv, 1), (write_through_a_view_of_a_fresh_value, 2)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_writes_into_fresh_values(fn, traces, monkeypatch, backend):
+    seen = []
+    real = decompose.make_fx
+
+    def counting(f, **kwargs):
+        seen.append(f)
+        return real(f, **kwargs)
+    monkeypatch.setattr(decompose, "make_fx", counting)
+
+    def inputs():
+        return [torch.randn(2, 3, 6, 6, generator=_gen(21)), torch.randn(4, 3, 3, 3, generator=_gen(22))]
+    check_backend(fn, inputs)
+    assert len(seen) == traces
