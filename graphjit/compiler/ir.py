@@ -74,6 +74,31 @@ class FloorDiv(sympy.Function):
         return None
 
 
+class Mod(sympy.Function):
+    """base % divisor on non-negative integers; prints as `%`. graphjit's own rather than sympy.Mod, whose
+    evaluation proves facts about its arguments through sympy's assumption system: milliseconds per
+    construction, and reshape chains build thousands. The rules here are structural:
+    (d*a + b) % d == b % d, (e % (k*d)) % d == e % d, and constants fold."""
+    is_integer = True
+    nargs = 2
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if divisor == 1 or base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) % int(divisor))
+        if not divisor.is_Integer:
+            return None
+        if isinstance(base, Mod) and base.args[1].is_Integer and int(base.args[1]) % int(divisor) == 0:
+            return Mod(base.args[0], divisor)
+        terms = sympy.Add.make_args(base)
+        kept = [t for t in terms if not _divisible(t, divisor)]
+        if len(kept) < len(terms):
+            return Mod(sympy.Add(*kept), divisor)
+        return None
+
+
 def format_index(e, floordiv):
     """A sympy index expression (non-negative integers) as C or Python source; `floordiv` is the
     language's integer division ("/" in C, "//" in Python: they agree on non-negative operands)."""
@@ -92,7 +117,7 @@ def format_index(e, floordiv):
         return "*".join(([str(int(coeff))] if coeff != 1 else []) + factors)
     if isinstance(e, FloorDiv):
         return f"{_paren_index(e.args[0], floordiv)} {floordiv} {_paren_index(e.args[1], floordiv)}"
-    if isinstance(e, sympy.Mod):
+    if isinstance(e, (Mod, sympy.Mod)):
         return f"{_paren_index(e.args[0], floordiv)} % {_paren_index(e.args[1], floordiv)}"
     if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
         return "*".join([_paren_index(e.base, floordiv)] * int(e.exp))
@@ -132,7 +157,7 @@ def value_range(expr, ranges):
         inner = value_range(expr.args[0], ranges)
         d = int(expr.args[1])
         return None if inner is None else (inner[0] // d, inner[1] // d)
-    if isinstance(expr, sympy.Mod) and expr.args[1].is_Integer:
+    if isinstance(expr, (Mod, sympy.Mod)) and expr.args[1].is_Integer:
         return 0, int(expr.args[1]) - 1
     return None
 
@@ -147,7 +172,7 @@ def simplify_with_ranges(expr, ranges):
     args = [simplify_with_ranges(a, ranges) for a in expr.args]
     if isinstance(expr, FloorDiv):
         return _simplify_floordiv(args[0], args[1], ranges)
-    if isinstance(expr, sympy.Mod):
+    if isinstance(expr, (Mod, sympy.Mod)):
         return _simplify_mod(args[0], args[1], ranges)
     out = expr.func(*args)
     return _recombine(sympy.expand(out)) if isinstance(out, sympy.Add) else out
@@ -190,7 +215,7 @@ def _simplify_floordiv(base, divisor, ranges):
 
 def _simplify_mod(base, modulus, ranges):
     if not modulus.is_Integer or int(modulus) <= 0:
-        return sympy.Mod(base, modulus)
+        return Mod(base, modulus)
     m = int(modulus)
     terms = [t for t in sympy.Add.make_args(sympy.expand(base)) if not _divisible(t, modulus)]
     base = sympy.Add(*terms)
@@ -204,7 +229,7 @@ def _simplify_mod(base, modulus, ranges):
         if split is not None:
             quotient, rest = split
             return a * _simplify_mod(quotient, sympy.Integer(m // a), ranges) + rest
-    return sympy.Mod(base, modulus)
+    return Mod(base, modulus)
 
 
 def _recombine(expr):
@@ -217,7 +242,7 @@ def _recombine(expr):
         e, k = rest.args
         if coeff % k != 0:
             continue
-        partner = (coeff / k) * sympy.Mod(e, k)
+        partner = (coeff / k) * Mod(e, k)
         if partner in terms:
             terms.remove(term)
             terms.remove(partner)
@@ -807,23 +832,29 @@ def _reshape_strides(old_sizes, old_strides, new_sizes):
 
 
 def _reshape_reindexer(old_sizes, new_sizes):
-    """index into new_sizes -> index into old_sizes, through the row-major flat position."""
+    """index into new_sizes -> index into old_sizes, through the row-major flat position. Memoized per
+    index: every pass over the IR (recording, fusion, printing) reruns a body with the same loop
+    variables, and building the floor/mod chains costs sympy far more than the lookup."""
     new_strides = contiguous_strides(new_sizes)
     old_strides = contiguous_strides(old_sizes)
+    memo = {}
 
     def reindex(index):
-        flat = linear_index(index, new_strides)
-        out = []
-        for d, (size, stride) in enumerate(zip(old_sizes, old_strides)):
-            if size == 1:
-                out.append(sympy.Integer(0))
-                continue
-            value = FloorDiv(flat, stride)
-            if d > 0:
-                value = sympy.Mod(value, size)
-            out.append(value)
-        return out
+        key = tuple(index)
+        if key not in memo:
+            flat = linear_index(index, new_strides)
+            memo[key] = [_split_flat(flat, size, stride, d > 0)
+                         for d, (size, stride) in enumerate(zip(old_sizes, old_strides))]
+        return list(memo[key])
     return reindex
+
+
+def _split_flat(flat, size, stride, wrap):
+    """The position along a dim of `size` and row-major `stride` of flat position `flat`."""
+    if size == 1:
+        return sympy.Integer(0)
+    value = FloorDiv(flat, stride)
+    return Mod(value, size) if wrap else value
 
 
 # ---------------------------------------------------------------------------------------------------------

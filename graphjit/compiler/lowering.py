@@ -813,9 +813,15 @@ def alias(x):
 
 @register(aten.split_with_sizes.default)
 def split_with_sizes(x, split_sizes, dim=0):
+    """Consecutive slices along dim. They cover x, so a piece that has to be stored stores x whole and
+    views it, as eager's split does, instead of computing itself into a buffer of its own (a split into
+    a thousand pieces, all returned across a graph break, would be a thousand computed buffers)."""
     out, start = [], 0
     for size in split_sizes:
-        out.append(view_slice(x, dim, start, start + size, 1))
+        piece = view_slice(x, dim, start, start + size, 1)
+        if isinstance(x, Pointwise):
+            piece.view_base = (x, lambda base, begin=start, end=start + size: view_slice(base, dim, begin, end, 1))
+        out.append(piece)
         start += size
     return out
 
