@@ -680,7 +680,11 @@ def _reindexed(x, sizes, reindex, view=None):
 
     `view` redoes the view on a StorageView: when a lazy x is viewed without changing how many elements
     are computed (permute, reshape, expand ...), realizing the result realizes x in its own shape and
-    views it, as eager would, instead of computing x through the rewritten index."""
+    views it, as eager would, instead of computing x through the rewritten index.
+
+    A view without elements loads nothing: its index arithmetic may divide by a zero-size dim."""
+    if any(s == 0 for s in sizes):
+        return Pointwise(tuple(sizes), x.dtype, x.device, lambda index: ops.constant(0, x.dtype))
     loader = x.make_loader()
     out = Pointwise(tuple(sizes), x.dtype, x.device, lambda index: loader(reindex(index)))
     if view is not None and isinstance(x, Pointwise):

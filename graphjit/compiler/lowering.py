@@ -137,9 +137,17 @@ class Lowering(torch.fx.Interpreter):
         if target is aten.copy_.default:
             # functionalization writes mutated inputs back last (copy_(input, new value)); lazy values that
             # read the input's old contents are computed later, when their readers realize them, so the
-            # write waits until the outputs are computed
+            # write waits until the outputs are computed. A write into anything else (a slice of a value
+            # the graph made) would be lost: the compile fails rather than drop it.
+            dest = _current[-1].args[0]
+            if not isinstance(dest, torch.fx.Node) or dest.op != "placeholder":
+                raise NotLowered(f"copy_ into {dest}, not into a graph input: a write the functional graph "
+                                 "should not have")
             self._input_writes.append((_current[-1], args, kwargs))
             return args[0]
+        empty = _without_elements(out_meta())
+        if empty is not None:
+            return empty
         lowering = LOWERINGS.get(target)
         reason = self._refusal(target, lowering, args, kwargs)
         if reason is None:
@@ -258,6 +266,17 @@ class Lowering(torch.fx.Interpreter):
             finally:
                 _current.pop()
         return result
+
+
+def _without_elements(meta):
+    """The values of a node whose tensor results all have no elements (None if one has some): constants
+    that nothing computes, so no lowering builds index arithmetic over their zero-size dims (a reshape's
+    `% 0`) and no kernel loops over them."""
+    tensors = [m for m in pytree.tree_leaves(meta) if isinstance(m, torch.Tensor)]
+    if not tensors or any(m.numel() for m in tensors) or any(m.dtype not in SUPPORTED_DTYPES for m in tensors):
+        return None
+    return pytree.tree_map(lambda m: constant_value(0, m.shape, m.dtype, m.device)
+                           if isinstance(m, torch.Tensor) else m, meta)
 
 
 def row_padded_layout(target, node, meta):
@@ -436,14 +455,41 @@ def acc_dtype_of(dtype, reduction_type):
     return dtype
 
 
+def reduction_dims(dims, ndim):
+    """dims (every dim if empty) as sorted non-negative dims. A 0-d tensor takes dim 0 or -1, as in
+    eager, meaning no dim at all."""
+    if not dims:
+        return list(range(ndim))
+    return sorted(d % ndim for d in set(dims)) if ndim else []
+
+
+def reduction_identity(reduction_type, acc_dtype):
+    """What a reduction over no elements gives: 0 for a sum; for max (min) the lowest (highest) value of
+    acc_dtype, as the accumulator starts (eager raises for max/min over nothing, so only internal
+    reductions, emptied by a zero-size input, see it)."""
+    if reduction_type == "sum":
+        return 0
+    if acc_dtype == torch.bool:
+        return reduction_type == "min"
+    if acc_dtype.is_floating_point:
+        return float("-inf") if reduction_type == "max" else float("inf")
+    info = torch.iinfo(acc_dtype)
+    return info.min if reduction_type == "max" else info.max
+
+
 def reduce(x, dims, reduction_type, dtype, keepdim, acc_dtype=None):
     """reduction_type (sum, max, min) of x over dims (all if empty), accumulated in acc_dtype, as dtype.
-    The reduction is computed into a buffer (a StorageView of it is returned)."""
+    The reduction is computed into a buffer (a StorageView of it is returned); over no elements (a
+    zero-size dim) it is the reduction's identity, a constant, and no loop runs."""
     ndim = len(x.sizes)
-    dims = sorted({d % ndim for d in dims}) if dims else list(range(ndim))
+    dims = reduction_dims(dims, ndim)
     acc_dtype = acc_dtype or acc_dtype_of(x.dtype if reduction_type != "sum" else dtype, reduction_type)
     out_sizes = tuple(sympy.Integer(1) if d in dims else s for d, s in enumerate(x.sizes) if keepdim or d not in dims)
     red_sizes = tuple(x.sizes[d] for d in dims)
+    if any(s == 0 for s in red_sizes):
+        identity = reduction_identity(reduction_type, acc_dtype)
+        return constant_value(identity if dtype.is_floating_point or dtype == torch.bool else int(identity),
+                              out_sizes, dtype, x.device)
     loader = cast(x, acc_dtype).make_loader()
 
     def inner(index, rindex):
@@ -1112,9 +1158,9 @@ def sum_(x, dim=None, keepdim=False, dtype=None):
 def mean(x, dim=None, keepdim=False, dtype=None):
     out_dtype = out_meta().dtype
     acc = acc_dtype_of(out_dtype, "sum")
-    dims = _dims_list(dim) or list(range(len(x.sizes)))
+    dims = reduction_dims(_dims_list(dim), len(x.sizes))
     total = reduce(x, dims, "sum", acc, keepdim, acc_dtype=acc)
-    count = int(product([x.sizes[d % len(x.sizes)] for d in dims]))
+    count = int(product([x.sizes[d] for d in dims]))
     return make_pointwise(ops.truediv, total, count, dtype=out_dtype, compute_dtype=acc)
 
 
@@ -1192,15 +1238,15 @@ def all_(x, dim=None, keepdim=False):
 
 def _variance(x, dims, correction, keepdim, acc):
     """(mean, var) in dtype acc, two passes over x: the second sums squared deviations from the mean."""
-    dims = dims or list(range(len(x.sizes)))
-    count = int(product([x.sizes[d % len(x.sizes)] for d in dims]))
+    dims = reduction_dims(dims, len(x.sizes))
+    count = int(product([x.sizes[d] for d in dims]))
     total = reduce(x, dims, "sum", acc, True, acc_dtype=acc)
     mean = make_pointwise(ops.truediv, total, count, dtype=acc)
     deviations = make_pointwise(lambda v, m: ops.square(ops.sub(v, m)), x, mean, dtype=acc)
     sq = reduce(deviations, dims, "sum", acc, keepdim, acc_dtype=acc)
     var = make_pointwise(ops.truediv, sq, max(count - correction, 0), dtype=acc)
     if not keepdim:
-        mean = view_squeeze(mean, [d % len(x.sizes) for d in dims])
+        mean = view_squeeze(mean, dims)
     return mean, var
 
 
@@ -1278,7 +1324,7 @@ def softmax(x, dim, half_to_float=False):
     x = cast(x, acc)
     top = reduce(x, [dim], "max", acc, True)
     shifted = make_pointwise(lambda v, m: ops.exp(ops.sub(v, m)), x, top, dtype=acc)
-    if dim % len(x.sizes) == len(x.sizes) - 1:
+    if reduction_dims([dim], len(x.sizes)) == [len(x.sizes) - 1]:
         # exp once per element, not in both the sum and the output: stored where the sum makes it (the
         # scheduler keeps each row in a stack array: kernel.scratch) and scaled by 1/sum after
         shifted = realize(shifted, current_graph())

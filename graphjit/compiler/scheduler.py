@@ -258,12 +258,17 @@ def schedule(graph):
 
     A computed buffer joins the latest kernel that takes it, among those since the last extern call, so
     long as no kernel after that one makes a value it reads (moving it earlier keeps its inputs ready).
-    It never moves across an extern call (which may mutate its arguments)."""
+    It never moves across an extern call (which may mutate its arguments). A buffer without elements
+    has nothing to compute: it gets a kernel of its own that nothing joins, and that runs no loop."""
     items, open_kernels = [], []
     for node in graph.nodes:
         if isinstance(node, ExternKernel):
             open_kernels = []
             items.append(node)
+            continue
+        if has_no_elements(node):
+            node_split, _ = split_node(node)
+            items.append(Kernel(f"kernel{sum(isinstance(i, Kernel) for i in items)}", node_split.outer, [node_split]))
             continue
         if not _fuse_into_open_kernel(node, open_kernels):
             node_split, _ = split_node(node)
@@ -278,6 +283,18 @@ def schedule(graph):
         logs.log("fusion", "schedule:\n" + "\n".join(
             str(i) if isinstance(i, Kernel) else f"{i.name}: extern {i.op} ({i.reason})" for i in items))
     return items
+
+
+def has_no_elements(buffer):
+    """Whether a computed buffer has no elements (a zero-size dim): a loop over it would run zero times,
+    and fused into another kernel's loop it would be stored where it has no memory."""
+    return any(s == 0 for s in buffer.layout.sizes)
+
+
+def is_empty_kernel(kernel):
+    """A kernel of buffers without elements: Triton prints and launches nothing for it (C++ prints loops
+    that run zero times); the wrapper still allocates its buffers."""
+    return all(has_no_elements(n.buffer) for n in kernel.nodes)
 
 
 def _fuse_into_open_kernel(buffer, open_kernels):

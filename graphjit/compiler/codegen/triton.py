@@ -44,9 +44,9 @@ import torch
 
 from ... import logs
 from .. import config
-from ..scheduler import Kernel, inner_vars, outer_vars
 from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, simplify_with_ranges, use_ops,
                   value_range)
+from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
 from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..ir import StorageView
 from .wrapper import WrapperCode
@@ -1085,6 +1085,9 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
         return lambda cfg: emit(piece, name, cfg)
     for item in items:
         if not isinstance(item, Kernel):
+            continue
+        if is_empty_kernel(item):       # buffers without elements: allocated, nothing to launch
+            launches[item.name] = KernelLaunches([], tuple(n.name for n in item.nodes))
             continue
         found, args = [], []
         for piece in split(item):

@@ -1,0 +1,269 @@
+"""Shape and layout edge cases through graphjit's compiler, compiled vs eager (outputs and the inputs after
+the call), on the C++ codegen and (where Triton is installed) the Triton interpreter: padding in every
+mode and rank, batch norm of a strided input, pooling with ceil_mode, tensors with a zero-size dim or no
+dims at all, and the cost of index arithmetic on long reshape chains and wide splits.
+
+Causes covered: circular padding traced as writes into an empty tensor; a fallback op laying out its result
+otherwise than its meta function (training batch norm of a transposed input); index arithmetic dividing by
+a zero-size dim (reshape, repeat) and reductions over dim 0 of a 0-d tensor; reductions over no elements
+(Triton printed loops of zero length); a buffer without elements fused into another kernel's loop (stored
+where it has no memory); a lazy value split into many pieces computed once per piece; sympy's Mod
+evaluation on every index built."""
+import time
+import warnings
+
+import pytest
+import sympy
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.backends.registry import graphjit_backend
+from graphjit.compiler import decompose, ir, lowering, scheduler
+from graphjit.compiler.codegen import triton as triton_codegen
+
+BACKENDS = ["cpp", pytest.param("triton", marks=pytest.mark.skipif(not triton_codegen.triton_available(),
+                                                                      reason="Triton is not installed"))]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch):
+    monkeypatch.setattr(triton_codegen, "triton_cpu", int(request.param == "triton"))
+    return request.param
+
+
+def _leaves(value):
+    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def _copy(t):
+    """t with the same sizes and strides, in memory of its own."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype).copy_(t)
+
+
+def check(fn, *inputs, backend, **tolerance):
+    """fn through the frontend and graphjit's compiler against eager, on copies of inputs: outputs, and the
+    inputs after the call; every graph must have compiled (none ran as captured)."""
+    graphjit.reset()
+    compiled_graphs = []
+
+    def compiling_backend(gm, example_inputs):
+        compiled = graphjit_backend(gm, example_inputs)
+        compiled_graphs.append(hasattr(compiled, "launches" if backend == "triton" else "source"))
+        return compiled
+    eager_in, compiled_in = [_copy(t) for t in inputs], [_copy(t) for t in inputs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)     # a compiler failure warns, then runs eagerly
+        got = graphjit.compile(fn, backend=compiling_backend)(*compiled_in)
+    want = fn(*eager_in)
+    assert compiled_graphs and all(compiled_graphs), "a graph ran as captured instead of compiled"
+    assert len(_leaves(got)) == len(_leaves(want))
+    for k, (g, w) in enumerate(zip(_leaves(got), _leaves(want))):
+        assert (g.shape, g.dtype) == (w.shape, w.dtype), f"output {k}"
+        torch.testing.assert_close(g, w, equal_nan=True, **tolerance, msg=lambda m: f"output {k}: {m}")
+    for k, (g, w) in enumerate(zip(compiled_in, eager_in)):
+        if isinstance(w, torch.Tensor):
+            torch.testing.assert_close(g, w, equal_nan=True, **tolerance, msg=lambda m: f"input {k} after: {m}")
+    return got
+
+
+def randn(*shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+# ---- padding: every mode, 1-d/2-d/3-d, negative pads crop ----
+
+CIRCULAR = [((2, 5, 7), (1, 1)), ((5, 64, 3), (1, 1)), ((2, 3, 4), (3, 0)), ((2, 3, 6), (-2, 3)),
+            ((2, 3, 4, 5), (1, 2, 2, 1)), ((2, 3, 4, 5), (0, 0, -1, 3)), ((1, 2, 3, 4, 5), (1, 1, 2, 0, 1, 3))]
+
+
+@pytest.mark.parametrize("shape,pad", CIRCULAR, ids=str)
+def test_circular_pad(shape, pad, backend):
+    check(lambda x: F.pad(x, pad, mode="circular"), randn(*shape), backend=backend)
+
+
+def test_circular_pad_of_a_computed_value(backend):
+    """Padding a matmul's result (an extern call's output), then a mask of the padded tensor."""
+    def fn(x, w):
+        y = F.pad(x @ w, (1, 1), mode="circular")
+        return y, (y > 0).float() * y
+    check(fn, randn(1, 12, 3, 12), randn(12, seed=1), backend=backend)
+
+
+@pytest.mark.parametrize("mode,shape,pad", [
+    ("reflect", (2, 3, 7), (2, 3)), ("reflect", (2, 3, 5, 6), (1, 2, 3, 1)),
+    ("reflect", (1, 2, 4, 5, 6), (1, 1, 2, 0, 3, 1)),
+    ("replicate", (2, 3, 7), (2, 3)), ("replicate", (2, 3, 5, 6), (0, 2, 3, 1)),
+    ("replicate", (1, 2, 4, 5, 6), (1, 1, 2, 0, 3, 1)), ("constant", (2, 3, 7), (-2, 3)),
+    ("constant", (2, 3, 5, 6), (1, -2, 0, 4)),
+], ids=str)
+def test_other_pad_modes(mode, shape, pad, backend):
+    check(lambda x: F.pad(x, pad, mode=mode) * 2, randn(*shape), backend=backend)
+
+
+# ---- batch norm in training mode of a strided input, its output read by other ops ----
+
+def test_training_batch_norm_of_a_transposed_input(backend):
+    def fn(x, mean, var, weight):
+        y = F.batch_norm(x.mT, mean, var, weight, None, training=True, momentum=0.1, eps=1e-5)
+        return torch.cat(y.chunk(3, 0)[::-1], 0)
+    check(fn, randn(65, 160), randn(65, seed=1), randn(65, seed=2).abs() + 0.5, randn(65, seed=3), backend=backend)
+
+
+def test_training_batch_norm_of_a_permuted_4d_input(backend):
+    def fn(x, mean, var):
+        return F.batch_norm(x.permute(0, 3, 1, 2), mean, var, training=True, momentum=0.2).relu() + 1
+    check(fn, randn(2, 5, 3, 4), randn(4, seed=1), randn(4, seed=2).abs() + 0.5, backend=backend)
+
+
+# ---- pooling with ceil_mode (windows running off the end) ----
+
+@pytest.mark.parametrize("length,kernel,stride,padding,dilation", [
+    (2, 3, 3, 0, 1), (5, 2, 2, 1, 1), (7, 3, 2, 1, 2), (4, 4, 3, 2, 1), (1, 1, 1, 0, 1)], ids=str)
+def test_max_pool1d_ceil_mode(length, kernel, stride, padding, dilation, backend):
+    check(lambda x: F.max_pool1d(x, kernel, stride, padding, dilation, ceil_mode=True), randn(2, 3, length),
+          backend=backend)
+
+
+def test_max_pool1d_ceil_mode_of_a_broadcast_product(backend):
+    check(lambda x, w: F.max_pool1d((x - x) * w, 3, 3, 0, ceil_mode=True), randn(2, 4, 2), randn(2, seed=1),
+          backend=backend)
+
+
+@pytest.mark.parametrize("size,kernel,stride,padding", [((5, 4), 2, 2, 0), ((7, 5), 3, 2, 1), ((2, 2), 3, 3, 1)],
+                         ids=str)
+def test_max_pool2d_ceil_mode_values_and_indices(size, kernel, stride, padding, backend):
+    def fn(x):
+        values, indices = F.max_pool2d(x, kernel, stride, padding, ceil_mode=True, return_indices=True)
+        return values * 2, indices + 1
+    check(fn, randn(2, 3, *size), backend=backend)
+
+
+@pytest.mark.parametrize("include_pad", [True, False])
+def test_avg_pool2d_ceil_mode(include_pad, backend):
+    check(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=include_pad), randn(2, 3, 6, 7),
+          backend=backend)
+
+
+# ---- zero-size dims, 0-d tensors ----
+
+ZERO_SIZE = {
+    "reshape of a zero-size view": (lambda x: (x.clone()[:, 1:] * 2).reshape(-1, 4), [randn(3, 1, 4)]),
+    "flatten, fill of a transposed empty": (lambda x: x.clone().view(-1).fill_(1), [randn(16, 1, 1, 0).mT]),
+    "repeat of an empty row": (lambda x: x[1::2].amin(1).repeat(2), [randn(1, 65)]),
+    "stack of empty slices": (lambda x: torch.floor(torch.stack([x[i] * (i - 1) for i in range(3)], 0)),
+                              [randn(3, 4, 0)]),
+    "sum over an empty dim": (lambda x: (x.sum(1), x.sum(), x.mean(1), x.var(1)), [randn(3, 0)]),
+    "amax over non-empty dims of an empty": (lambda x: x.amax(1) + 1, [randn(0, 5)]),
+    "logsumexp over an empty dim": (lambda x: torch.logsumexp(x * 1, 1), [randn(3, 0, 2)]),
+    "softmax of an empty": (lambda x: torch.softmax(x, -1), [randn(0, 5)]),
+    "any and all over an empty dim": (lambda x: ((x > 0).any(1), (x > 0).all(1)), [randn(3, 0)]),
+    "tensor_split pieces summed": (lambda x: sum(p.sum() for p in torch.tensor_split(x, 3, -2)), [randn(2, 0)]),
+    "tensor_split pieces, log_softmax of one": (
+        lambda x: (torch.tensor_split(x * 2, 3, 1), F.log_softmax(torch.tensor_split(x * 2, 3, 1)[0], 1)),
+        [randn(7, 1)]),
+    "pad of an empty": (lambda x: F.pad(x, (1, 1)) + 1, [randn(2, 0)]),
+    "cat with an empty piece": (lambda x, y: torch.cat([x, y], 0) * 2, [randn(0, 4), randn(3, 4)]),
+    "chunks of a written empty, stacked": (
+        lambda x: torch.logsumexp(torch.stack((x * 1).unsqueeze(0).fill_(3).chunk(3, 3)[:1], 0), -3),
+        [randn(31, 0, 2)]),
+    "sum over dim -1 of a 0-d": (lambda x: (x.sum(-1), x.amax(0), x.mean(-1, keepdim=True)), [randn()]),
+    "softmax of a 0-d": (lambda x: (torch.softmax(x, -1), F.log_softmax(x, 0)), [randn()]),
+    "where of a 0-d, summed over -1": (lambda x, y: torch.where(x > 0, y, x).sum(-1), [randn(), randn(seed=1)]),
+}
+
+
+@pytest.mark.parametrize("name", list(ZERO_SIZE))
+def test_zero_size_and_0d(name, backend):
+    fn, inputs = ZERO_SIZE[name]
+    check(fn, *inputs, backend=backend)
+
+
+def test_empty_reduction_is_a_constant():
+    """A sum over no elements is its identity: no loop of zero length reaches a codegen."""
+    x = lowering.constant_value(1.0, (3, 0), torch.float32)
+    lowering._graphs.append(ir.LoopGraph())
+    try:
+        total = lowering.reduce(x, [1], "sum", torch.float32, False)
+    finally:
+        lowering._graphs.pop()
+    assert isinstance(total, ir.Pointwise) and total.sizes == (3,)
+    assert "constant(0" in str(total)
+
+
+def test_empty_output_beside_a_softmax(backend):
+    """A zero-size result in the same graph as a reduction: never fused into its loop (C3: the Triton
+    kernel stored a whole row into the empty buffer)."""
+    def fn(x, empty, y):
+        return torch.empty_like(empty).fill_(1.5), torch.softmax(x[1:, -1, ::2], -2), y.split([1, 0], 1)
+    check(fn, randn(17, 6, 1), randn(1, 0), randn(1, 1, seed=1), backend=backend)
+
+
+def test_buffer_without_elements_gets_a_kernel_of_its_own():
+    def fn(x, empty):
+        return torch.softmax(x, -1), empty + 1
+    gm = torch.fx.symbolic_trace(fn)
+    inputs = [randn(4, 8), randn(4, 0)]
+    graph = lowering.lower(decompose.decompose(gm, inputs), inputs)
+    items = scheduler.schedule(graph)
+    kernels = [k for k in items if isinstance(k, scheduler.Kernel)]
+    empty = [k for k in kernels if scheduler.is_empty_kernel(k)]
+    assert len(empty) == 1 and len(empty[0].nodes) == 1
+    assert all(not any(scheduler.has_no_elements(n.buffer) for n in k.nodes) for k in kernels if k not in empty)
+
+
+@pytest.mark.skipif(not triton_codegen.triton_available(), reason="Triton is not installed")
+def test_triton_launches_nothing_for_a_buffer_without_elements():
+    from .test_triton import compile_triton
+    compiled, _, _ = compile_triton(lambda x, e: (x.exp().sum(1), e * 2), [(randn(4, 8), randn(4, 0))], "cpu")
+    assert "triton_fused_mul" not in compiled.source and len(compiled.launches) == 1
+
+
+# ---- the cost of index arithmetic ----
+
+def test_mod_simplifies_structurally():
+    x0, x1 = ir.index_symbol("x0"), ir.index_symbol("x1")
+    assert ir.Mod(64 * x0 + x1 + 3, 64) == ir.Mod(x1 + 3, 64)            # (d*a + b) % d == b % d
+    assert ir.Mod(ir.Mod(x0, 12), 4) == ir.Mod(x0, 4)                      # (e % (k*d)) % d == e % d
+    assert ir.Mod(sympy.Integer(17), 5) == 2 and ir.Mod(x0, 1) == 0
+    assert ir.simplify_with_ranges(ir.Mod(64 * x0 + x1, 1024), {x0: 32, x1: 64}) == 64 * ir.Mod(x0, 16) + x1
+    assert ir.format_index(ir.Mod(x0 + 1, 7), "/") == "(x0 + 1) % 7"
+
+
+def _lower_to_kernels(fn, inputs):
+    """Seconds from the ATen graph to scheduled kernels and printed code (no C++ build), and the graph."""
+    from graphjit.compiler.codegen import cpp
+    aten = decompose.decompose(torch.fx.symbolic_trace(fn), inputs)
+    start = time.perf_counter()
+    graph = lowering.lower(aten, inputs)
+    graph.verify()
+    cpp.generate(graph, scheduler.schedule(graph))
+    return time.perf_counter() - start, graph
+
+
+def test_split_into_many_pieces_computes_its_input_once():
+    """A lazy value split into 1408 pieces, all returned (as across a graph break): one buffer, viewed
+    1408 times, not 1408 computed buffers (~18 s of index simplification before)."""
+    def fn(x):
+        flat = x[0, 1::2].reshape(-1) * 2          # a lazy value: strided slice, merged by a reshape
+        return flat.split(3, 0)
+    seconds, graph = _lower_to_kernels(fn, [randn(1, 256, 33)])
+    assert sum(isinstance(n, ir.ComputedBuffer) for n in graph.nodes) == 1
+    assert seconds < 10, f"{seconds:.1f} s from the ATen graph to kernels"
+
+
+def test_reshape_chains_compile_quickly():
+    """Reshapes that neither merge nor split whole dims build floor/mod chains on every index; sympy's own
+    Mod took seconds over this graph (0.94 vs 0.35 s on the 2-core dev machine)."""
+    def fn(x, w):
+        outs, y = [], x * 2 + 1
+        for k in range(4):
+            y = y.t().reshape(-1).reshape(24, 352)
+            y = y[:, ::2].reshape(-1, 16).t() + w.sum() * k
+            y = torch.cat([y, y], 1).reshape(256, 33)
+            outs.append(y.cos())
+        return outs
+    seconds, _ = _lower_to_kernels(fn, [randn(256, 33), randn(5, seed=1)])
+    assert seconds < 5, f"{seconds:.1f} s from the ATen graph to kernels"
