@@ -460,7 +460,7 @@ def reduction_dims(dims, ndim):
     eager, meaning no dim at all."""
     if not dims:
         return list(range(ndim))
-    return sorted(d % ndim for d in set(dims)) if ndim else []
+    return sorted({d % ndim for d in dims}) if ndim else []
 
 
 def reduction_identity(reduction_type, acc_dtype):

@@ -267,3 +267,8 @@ def test_reshape_chains_compile_quickly():
         return outs
     seconds, _ = _lower_to_kernels(fn, [randn(256, 33), randn(5, seed=1)])
     assert seconds < 5, f"{seconds:.1f} s from the ATen graph to kernels"
+
+
+def test_reduction_dims():
+    assert lowering.reduction_dims([1, -1], 2) == [1]          # one dim, named twice
+    assert lowering.reduction_dims([0, -1], 0) == [] and lowering.reduction_dims([], 3) == [0, 1, 2]
