@@ -212,7 +212,7 @@ def decompose(gm, example_inputs):
         aliases = None
         if _writes(traced) and not writes_out_of_place(traced):
             eager_writes(traced)
-            eager = traced
+            eager = _expands_as_views(traced)
             traced = trace(torch.func.functionalize(eager, remove="mutations"))(*example_inputs)
             written = functional_writes(traced)
             check_written_inputs(written, example_inputs)
@@ -300,6 +300,22 @@ def _out_of_place_form(node, storages):
             (val.shape, val.stride(), val.dtype, val.device):
         return None
     return op, out
+
+
+def _expands_as_views(gm):
+    """gm with each expand that broadcasts nothing (sizes kept, or leading dims of 1 added) as the view it
+    is: functionalization writes through an expand as base + sum_to(new - base), which fails for bool and
+    is not the new value for floats (inf + 1 written through one reads nan), and through a view as the new
+    value itself."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is not aten.expand.default:
+            continue
+        before, after = tuple(node.args[0].meta["val"].shape), tuple(node.meta["val"].shape)
+        added = len(after) - len(before)
+        if added >= 0 and after[added:] == before and all(n == 1 for n in after[:added]):
+            node.target, node.args, node.kwargs = aten.view.default, (node.args[0], list(after)), {}
+    gm.recompile()
+    return gm
 
 
 def _storage(t):

@@ -646,19 +646,27 @@ def clamp(x, min=None, max=None):
     dtype = out_meta().dtype
     out = cast(x, dtype)
     if min is not None:
-        out = _clamp_bound(out, min, dtype, ops.lt, ops.maximum)
+        out = _clamp_bound(out, min, dtype, "min")
     if max is not None:
-        out = _clamp_bound(out, max, dtype, ops.gt, ops.minimum)
+        out = _clamp_bound(out, max, dtype, "max")
     return out
 
 
-def _clamp_bound(x, bound, dtype, beyond, limit):
-    """x limited by one bound, as eager's clamp: a number replaces only the elements beyond it (x < min:
-    a tie keeps x, so relu6(-0.0) is -0.0; NaN stays); a tensor bound, or a NaN number where eager
-    propagates it, goes through maximum/minimum (NaN wins; eager's own choice on a tie with a tensor bound
-    depends on vectorization)."""
+# (bound, whether a tie takes the bound) -> the test replacing x by the bound; maximum/minimum for tensors
+_CLAMP_BEYOND = {("min", False): ops.lt, ("min", True): ops.le, ("max", False): ops.gt, ("max", True): ops.ge}
+_CLAMP_LIMIT = {"min": ops.maximum, "max": ops.minimum}
+
+
+def _clamp_bound(x, bound, dtype, side):
+    """x limited by one bound, as eager's clamp. A number replaces the elements beyond it; a tie keeps x on
+    the CPU (std::max: relu6(-0.0) is -0.0) and, on CUDA, takes fmaxf/fminf's choice, which orders -0.0
+    below +0.0 (relu6(-0.0) is +0.0, clamp(0.0, max=-0.0) is -0.0); NaN stays. A tensor bound, or a NaN
+    number where eager propagates it, goes through maximum/minimum (NaN wins; eager's own choice on a tie
+    with a tensor bound depends on vectorization)."""
     if is_value(bound) or (bound != bound and _clamp_to_nan_is_nan()):
-        return make_pointwise(limit, x, bound, dtype=dtype)
+        return make_pointwise(_CLAMP_LIMIT[side], x, bound, dtype=dtype)
+    takes_bound = x.device.type == "cuda" and bound == 0 and (math.copysign(1.0, bound) < 0) == (side == "max")
+    beyond = _CLAMP_BEYOND[side, takes_bound]
     return make_pointwise(lambda v, b: ops.where(beyond(v, b), b, v), x, bound, dtype=dtype)
 
 

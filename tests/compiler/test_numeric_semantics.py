@@ -2,8 +2,8 @@
 and (with a GPU) on CUDA: bool and narrow-integer arithmetic (C++ computes it in int, a Triton i1 add
 wraps), float floor division at infinities and signed zeros, clamp and relu keeping -0.0 and NaN, sign of
 NaN, negative constants in generated C++, cat of empty pieces, fallback ops whose ATen kernel lays its
-result out otherwise than its meta function does, and Python scalars that eager converts (addcmul's
-value). Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0).
+result out otherwise than its meta function does, writes through an expand, and Python scalars that
+eager converts (addcmul's value). Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0).
 """
 import warnings
 
@@ -138,7 +138,8 @@ def clamps(x):
 @pytest.mark.parametrize("device", DEVICES)
 def test_clamp_and_relu_keep_negative_zero_and_nan(device):
     """relu6(-0.0) is -0.0 (fuzz 017): a clamp to a number replaces only the elements beyond it. -(0.0) is
-    -0.0 (Triton 3.6 negates as 0 - x), and so is a constant -0.0 (Triton's tl.full makes +0.0)."""
+    -0.0 (Triton 3.6 negates as 0 - x), and so is a constant -0.0 (Triton's tl.full makes +0.0). relu(-0.0)
+    is -0.0 on the CPU, +0.0 in eager's CUDA kernel."""
     check(clamps, [(torch.tensor(SPECIALS),), (torch.tensor(SPECIALS, dtype=torch.float64).repeat(5),)], device)
 
 
@@ -198,6 +199,19 @@ def test_fallback_result_laid_out_otherwise_than_traced(device):
 
 # ---- through the frontend: writes, and the inputs eager leaves -------------------------------------------
 
+def expand_bool_iadd(x):
+    mask = 1 < x
+    view = mask.expand(-1, -1, 1)
+    view += mask
+    return mask, view
+
+
+def expand_float_iadd(x, y):
+    x.expand(-1, -1, 1).add_(y)           # x = inf: inf + 1 is inf (functionalized through expand: nan)
+    x.expand(1, *x.shape).mul_(2)
+    return x + 1
+
+
 def addcmul_int(x, a, b):
     x.addcmul_(a, b, value=0.5)
     x.addcmul_(a, b, value=-1.7)
@@ -210,6 +224,8 @@ def addcmul_mixed(x, a, b):
 
 
 WRITES = [
+    (expand_bool_iadd, lambda: (torch.randint(0, 3, (65, 16, 1)),)),
+    (expand_float_iadd, lambda: (torch.tensor([[[float("inf")], [1e-8], [-2.0]]]), torch.ones(1, 3, 1))),
     (addcmul_int, lambda: (torch.randint(-8, 9, (17, 6, 33)), torch.randint(-8, 9, (6, 33)),
                            torch.randint(-8, 9, (17, 1, 33)))),
     (addcmul_mixed, lambda: (torch.randint(-8, 9, (6, 5)), torch.randint(-8, 9, (6, 5)), torch.randn(6, 5))),
@@ -219,7 +235,8 @@ WRITES = [
 @pytest.mark.parametrize("device", ["cpp", "interpret"])
 @pytest.mark.parametrize("fn,inputs", WRITES, ids=[fn.__name__ for fn, _ in WRITES])
 def test_writes_match_eager(fn, inputs, device, monkeypatch):
-    """addcmul_ of an int64 tensor with value=0.5 raised in torch's reference (fuzz 001). It may not fall
+    """In-place add of bools through an expand raised (functionalization subtracts through it; fuzz 010);
+    addcmul_ of an int64 tensor with value=0.5 raised in torch's reference (fuzz 001). Neither may fall
     back: a backend failure warns and runs eagerly."""
     if device == "interpret" and not triton_codegen.triton_available():
         pytest.skip("Triton is not installed")

@@ -183,7 +183,7 @@ def gj_minimum(a, b):
 
 
 @triton.jit
-def gj_relu(x):  # as eager's: x < 0 ? 0 : x (NaN and -0.0 stay)
+def gj_relu(x):  # as eager's CPU kernel: x < 0 ? 0 : x (NaN and -0.0 stay); PRELUDE_GPU: CUDA's
     return tl.where(0 > x, 0, x)
 
 
@@ -288,12 +288,14 @@ def gj_pow(a, b):
 '''
 
 # The GPU's prelude: float32 rsqrt as the one PTX instruction (tl.rsqrt reaches it through __nvvm_reflect,
-# which links libdevice); Triton's interpreter runs no inline PTX, so the CPU prelude keeps tl.rsqrt.
+# which links libdevice); Triton's interpreter runs no inline PTX, so the CPU prelude keeps tl.rsqrt. relu
+# as eager's CUDA kernel: relu(-0.0) is +0.0 there (-0.0 on the CPU, which the interpreter's tensors are on).
 PRELUDE_GPU = PRELUDE.replace('''    else:
         return tl.rsqrt(x)''', '''    else:
         return tl.inline_asm_elementwise("rsqrt.approx.f32 $0, $1;", "=f,f", [x.to(tl.float32)],
-                                         dtype=tl.float32, is_pure=True, pack=1)''')
-assert PRELUDE_GPU != PRELUDE
+                                         dtype=tl.float32, is_pure=True, pack=1)''').replace(
+    "return tl.where(0 > x, 0, x)", "return tl.where(x > 0, x, tl.where(x != x, x, 0))")
+assert PRELUDE_GPU.count("tl.where(x > 0, x, tl.where(x != x, x, 0))") == 1 and "rsqrt.approx" in PRELUDE_GPU
 
 
 
