@@ -210,8 +210,9 @@ def leafmap(st):
 # ------------------------------------------------------------------------------------------------ aliasing
 
 def aliasing(out, args):
-    """How outputs share memory: {output path: (relation, path)} where an output is an argument (or an object
-    inside one) or shares a tensor's storage with one, or is (or shares storage with) an earlier output."""
+    """How outputs share memory: {output path: {"is": path or None, "storage": path}} for each output that is
+    (or shares a tensor's storage with) an argument, an object inside one, or an earlier output; a storage
+    is named by the first path found holding it, arguments first."""
     by_id, by_storage = {}, {}
     for path, v in nodes(list(args), "arg"):
         if _is_object(v):
@@ -221,23 +222,21 @@ def aliasing(out, args):
     for path, v in nodes(out, "out"):
         if not _is_object(v):
             continue
-        if id(v) in by_id:
-            found[path] = ("is", by_id[id(v)])
-        elif _storage(v) in by_storage:
-            found[path] = ("shares storage with", by_storage[_storage(v)])
+        if _storage(v) in by_storage:
+            found[path] = {"is": by_id.get(id(v)), "storage": by_storage[_storage(v)]}
         by_id.setdefault(id(v), path)
         by_storage.setdefault(_storage(v), path)
     return found
 
 
 def alias_diff(eager, compiled):
-    """Paths whose memory aliasing differs: shared with another argument/output in one run and not the
-    other, or with different ones, or an output that *is* an argument in eager and only a view compiled.
+    """Paths whose memory aliasing differs: shared with an argument or an earlier output in one run and
+    not the other, or with another one, or an output that *is* an object in eager and is not compiled.
     (Compiled returning the object itself where eager returns a view of it is not counted.)"""
     bad = {}
     for path in sorted(set(eager) | set(compiled)):
         e, c = eager.get(path), compiled.get(path)
-        if e is None or c is None or e[1] != c[1] or (e[0] == "is" and c[0] != "is"):
+        if e is None or c is None or e["storage"] != c["storage"] or e["is"] and e["is"] != c["is"]:
             bad[path] = {"eager": e, "compiled": c}
     return bad
 

@@ -46,7 +46,10 @@ class Gen:
         self.envs = {}
         for variant in VARIANTS:
             env = dict(ns)
-            env.update(zip(self.prog.arg_names(), ns["make_inputs"](0, variant)))
+            try:
+                env.update(zip(self.prog.arg_names(), ns["make_inputs"](0, variant)))
+            except Exception:  # noqa: BLE001 - an alias input invalid in this variant: left unbound
+                pass
             for stmt in self.prog.stmts:
                 exec(stmt.code, env)
             self.envs[variant] = env
@@ -128,6 +131,15 @@ class Gen:
         self.rebuild()
         return name
 
+    def alias_input(self):
+        """A view of an existing argument as another argument (kept only if valid in every variant)."""
+        src = self.rng.choice([i.name for i in self.prog.inputs if i.kind != "alias"])
+        expr = self.rng.choice(["{}", "{}.t()", "{}[1:]", "{}.view(-1)", "{}[0]", "{}[..., ::2]", "{}.unsqueeze(0)"])
+        name = self.add_input("alias", (src, expr))
+        if not all(isinstance(e.get(name), torch.Tensor) for e in self.envs.values()):
+            self.prog.inputs.pop()
+            self.rebuild()
+
     def random_input(self):
         r = self.rng.choice([0, 1, 1, 2, 2, 2, 3, 3, 4])
         dims = tuple(self.rng.choice(SYMBOLS + SYMBOLS + (1, 2, 3)) for _ in range(r))
@@ -173,6 +185,8 @@ def _generate(seed, n_stmts, triton):
     g.prog.sizes = _sizes(g.rng)
     for _ in range(g.rng.choice([1, 2, 2, 3])):
         g.random_input()
+    if g.rng.random() < 0.1:
+        g.alias_input()
     while any(v.numel() > MAX_NUMEL for n in g.tensors() for v in g.values(n)):   # too big: start over
         g.prog.inputs.clear()
         g.prog.sizes = _sizes(g.rng)

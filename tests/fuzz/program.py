@@ -81,10 +81,14 @@ def _mk(shape, kind, seed, layout="c", special=0, perturb=None):
 
 
 def make_inputs(seed, variant="A", perturb=None):
-    sizes = SIZES[variant]
-    return [_mk(tuple(sizes.get(d, d) for d in dims), kind, seed * 1000 + int(name[1:]), layouts[variant],
-                special, perturb)
-            for name, kind, dims, layouts, special in INPUTS]
+    sizes, made = SIZES[variant], {}
+    for name, kind, dims, layouts, special in INPUTS:
+        if kind == "alias":     # a view of an earlier argument: two arguments, one storage
+            made[name] = eval(dims[1].format(dims[0]), None, made)
+        else:
+            made[name] = _mk(tuple(sizes.get(d, d) for d in dims), kind, seed * 1000 + int(name[1:]),
+                             layouts[variant], special, perturb)
+    return list(made.values())
 '''
 
 FOOTER = '''
@@ -99,9 +103,10 @@ if __name__ == "__main__":      # rerun: python THIS_FILE [backend]   (exit 1 wh
 
 @dataclasses.dataclass
 class Input:
-    """A tensor argument: dims are ints or size symbols (keys of Program.sizes[variant])."""
+    """A tensor argument: dims are ints or size symbols (keys of Program.sizes[variant]); kind "alias" is a
+    view of an earlier argument, dims = (its name, an expression with {} for it)."""
     name: str
-    kind: str                  # a key of _KINDS: f fpos h bf d i i32 u8 b
+    kind: str                  # a key of _KINDS: f fpos h bf d i i32 u8 b; or "alias"
     dims: tuple
     layouts: dict              # variant -> a key of _LAYOUTS
     special: int = 0           # how many odd values (NaN, inf, -0.0, huge; int extremes)
@@ -164,8 +169,12 @@ class Program:
         return "".join(parts)
 
     def used_names(self):
-        text = "\n".join(self.body())
-        return set(re.findall(r"[A-Za-z_]\w*", text))
+        """Names f's body mentions, and the arguments the arguments it mentions are views of."""
+        names = set(re.findall(r"[A-Za-z_]\w*", "\n".join(self.body())))
+        for inp in reversed(self.inputs):
+            if inp.kind == "alias" and inp.name in names:
+                names.add(inp.dims[0])
+        return names
 
 
 def load(src, ref=False):

@@ -69,8 +69,8 @@ class Counting:
 
 def _call(ns_e, ns_c, compiled, variant, seed):
     """One call of the plan: {} when eager and compiled agree, else the fields that say how not."""
-    args_e = ns_e["make_inputs"](seed, variant)
     try:
+        args_e = ns_e["make_inputs"](seed, variant)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out_e = ns_e["f"](*args_e)
@@ -92,7 +92,7 @@ def _call(ns_e, ns_c, compiled, variant, seed):
         return step
     aliases = compare.alias_diff(compare.aliasing(out_e, args_e), compare.aliasing(out_c, args_c))
     if aliases:
-        with_args = any(r and r[1].startswith("arg") for d in aliases.values() for r in d.values())
+        with_args = any(r and r["storage"].startswith("arg") for d in aliases.values() for r in d.values())
         step.update(status="alias" if with_args else "alias_outputs", aliases=aliases)
     return step if len(step) > 1 or step["fallbacks"] else {}
 
