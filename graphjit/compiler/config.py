@@ -21,7 +21,10 @@ cache_dir = _env_str("CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache"
 # -fno-math-errno and -fno-trapping-math change no result (errno and FP exception flags are never read);
 # they let gcc vectorize sqrt, floor, ceil, round and selects.
 cxx = _env_str("CXX", "g++")
-cxx_flags = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno", "-fno-trapping-math")
+# -fwrapv: signed integer overflow wraps, as eager's int32/int64 arithmetic does (without it gcc assumes
+# overflow never happens and folds `x + 1 > x` to true).
+cxx_flags = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno", "-fno-trapping-math",
+             "-fwrapv")
 
 # A kernel runs its outer loop in parallel (OpenMP) only if it touches at least this many elements:
 # below it, forking threads costs more than it saves.

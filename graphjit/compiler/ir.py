@@ -48,6 +48,31 @@ def _divisible(term, divisor):
     return coeff.is_Integer and divisor.is_Integer and int(coeff) % int(divisor) == 0
 
 
+def _split_multiples(base, divisor):
+    """(exact, rest) with base == sum(exact) + rest, every exact term a multiple of divisor, and rest
+    non-negative wherever base is: an integer constant c splits into d*(c // d) and c % d (Python's rule,
+    in [0, d)), and no split is made if a kept term has a negative coefficient. So `rest % d` and
+    `rest / d` printed as C's or Triton's truncating operators are the floor ones. None: nothing to split."""
+    if not divisor.is_Integer or int(divisor) <= 0:
+        return None
+    d = int(divisor)
+    exact, kept = [], []
+    for t in sympy.Add.make_args(base):
+        if t.is_Integer:
+            q, r = divmod(int(t), d)
+            if q:
+                exact.append(sympy.Integer(q * d))
+            if r:
+                kept.append(sympy.Integer(r))
+        elif _divisible(t, divisor):
+            exact.append(t)
+        else:
+            kept.append(t)
+    if not exact or any(t.as_coeff_Mul()[0] < 0 for t in kept):
+        return None
+    return exact, sympy.Add(*kept)
+
+
 class FloorDiv(sympy.Function):
     """floor(base / divisor) on non-negative integers; prints as C's `/`."""
     is_integer = True
@@ -63,15 +88,12 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(base) // int(divisor))
         if isinstance(base, FloorDiv):
             return FloorDiv(base.args[0], base.args[1] * divisor)
-        terms = sympy.Add.make_args(base)
-        exact = [t for t in terms if _divisible(t, divisor)]
-        if exact and len(exact) < len(terms):
-            # (d*a + b) // d == a + b // d for non-negative a, b
-            rest = sympy.Add(*[t for t in terms if t not in exact])
-            return sympy.Add(*[t / divisor for t in exact]) + FloorDiv(rest, divisor)
-        if exact:
-            return sympy.Add(*[t / divisor for t in exact])
-        return None
+        split = _split_multiples(base, divisor)
+        if split is None:
+            return None
+        exact, rest = split
+        # (d*a + b) // d == a + b // d; b stays non-negative, so C's truncating `/` is the floor
+        return sympy.Add(*[t / divisor for t in exact]) + (FloorDiv(rest, divisor) if rest != 0 else 0)
 
 
 class Mod(sympy.Function):
@@ -92,11 +114,10 @@ class Mod(sympy.Function):
             return None
         if isinstance(base, Mod) and base.args[1].is_Integer and int(base.args[1]) % int(divisor) == 0:
             return Mod(base.args[0], divisor)
-        terms = sympy.Add.make_args(base)
-        kept = [t for t in terms if not _divisible(t, divisor)]
-        if len(kept) < len(terms):
-            return Mod(sympy.Add(*kept), divisor)
-        return None
+        split = _split_multiples(base, divisor)
+        if split is None:
+            return None
+        return Mod(split[1], divisor)
 
 
 def format_index(e, floordiv):

@@ -232,6 +232,30 @@ def test_mod_simplifies_structurally():
     assert ir.format_index(ir.Mod(x0 + 1, 7), "/") == "(x0 + 1) % 7"
 
 
+def test_mod_and_floordiv_keep_their_operand_non_negative():
+    """Printed as C's / Triton's truncating `%` and `/`, a split may not leave a negative constant:
+    (8*r + c - 7) % 4 is (c + 1) % 4, and (8*r + c - 7) // 4 is 2*r - 2 + (c + 1) // 4."""
+    r, c = ir.index_symbol("r"), ir.index_symbol("c")
+    assert ir.Mod(8 * r + c - 7, 4) == ir.Mod(c + 1, 4)
+    assert ir.FloorDiv(8 * r + c - 7, 4) == 2 * r - 2 + ir.FloorDiv(c + 1, 4)
+    assert ir.Mod(4 * r - c + 9, 4).args[0] == 4 * r - c + 9                 # a negative term: no split
+    for rv in (1, 2):
+        for cv in range(8):
+            v = 8 * rv + cv - 7
+            env = {r: rv, c: cv}
+            for e, want in ((ir.Mod(8 * r + c - 7, 4), v % 4), (ir.FloorDiv(8 * r + c - 7, 4), v // 4)):
+                got = eval(ir.format_index(e, "/").replace("/", "//"), {}, {"r": rv, "c": cv})
+                assert got == want, (e, env)
+
+
+def test_pad_of_a_shifted_reshape(backend):
+    """A reshape of a transposed value, sliced and padded: its index has a negative constant inside %."""
+    def fn(a):
+        y = (a * 2).reshape(2, 8)[:, 1:]
+        return torch.nn.functional.pad(y, (0, 0, 1, 0)) + 1
+    check(fn, torch.arange(16.).reshape(4, 4).t(), backend=backend)
+
+
 def _lower_to_kernels(fn, inputs):
     """Seconds from the ATen graph to scheduled kernels and printed code (no C++ build), and the graph."""
     from graphjit.compiler.codegen import cpp

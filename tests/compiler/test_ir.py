@@ -83,7 +83,9 @@ def test_cexpr_and_literals():
     assert cexpr(2 * FloorDiv(x0, 4) + x1) == "x1 + 2*(x0 / 4)"
     assert cexpr(sympy.Mod(x0, 7)) == "x0 % 7"
     assert literal(0.1, torch.float32) == "0x1.99999a0000000p-4f"
-    assert literal(float("-inf"), torch.float64) == "-__builtin_inf()"
+    # negative literals are parenthesized: `-` before one must not print as `--` (a decrement)
+    assert literal(float("-inf"), torch.float64) == "(-__builtin_inf())"
+    assert literal(-1.0, torch.float32) == "(-0x1.0000000000000p+0f)"
     assert literal(3, torch.int32) == "int32_t(3LL)"
     assert literal(True, torch.bool) == "true"
 

@@ -250,3 +250,14 @@ def test_writes_match_eager(fn, inputs, device, monkeypatch):
     want = fn(*eager_args)
     torch.testing.assert_close(got, want, equal_nan=True)
     torch.testing.assert_close(args, eager_args, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_signed_overflow_wraps_as_eager(dtype):
+    """int32/int64 arithmetic wraps in eager; the C++ is built with -fwrapv so gcc may not assume it can't
+    (without it `x + 1 > x` folds to True at INT_MAX)."""
+    info = torch.iinfo(dtype)
+    x = torch.tensor([info.max, 0, info.max - 1, info.min] * 4, dtype=dtype)
+    for fn in (lambda x: (x + 1) > x, lambda x: (x * 2) // 2 == x):
+        graphjit.reset()
+        assert torch.equal(graphjit.compile(fn)(x), fn(x))
