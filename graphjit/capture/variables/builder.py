@@ -62,7 +62,34 @@ def wrap(tx, value, source):
             type(var).__name__ == "UserObjectVariable" and source is not None:
         tx.object_vars[id(value)] = var
         tx.keepalive.append(value)
+        if not isinstance(value, torch.nn.Module):
+            _guard_distinct(tx, value, source)
     return var
+
+
+def _guard_distinct(tx, value, source):
+    """Mutable objects from outside (lists, dicts, sets, user objects) that were distinct objects while
+    tracing must be distinct next call too: the trace keeps one Variable per object, so a store through one
+    and a read through another would miss each other if they became the same object. One guard per type
+    (objects of different types can't be the same; their types are guarded): `{0} is not {1}` for two,
+    `len({id({0}), id({1}), ...}) == n` for more, replaced as the group grows."""
+    groups = tx.__dict__.setdefault("distinct_sources", {})    # type -> [sources of distinct objects]
+    group = groups.setdefault(type(value), [])
+    old = _distinct_template(len(group))
+    if old is not None:
+        tx.guards.guards.pop((old, tuple(group)), None)
+    group.append(source)
+    new = _distinct_template(len(group))
+    if new is not None:
+        tx.guards.add(2, new, f"{', '.join(s.expr() for s in group)} are distinct objects", tuple(group))
+
+
+def _distinct_template(n):
+    if n < 2:
+        return None
+    if n == 2:
+        return "{0} is not {1}"
+    return "len({{" + ", ".join(f"id({{{i}}})" for i in range(n)) + f"}}}}) == {n}"
 
 
 def _wrap_uncached(tx, value, source):

@@ -64,11 +64,12 @@ class ObjectLikeVariable(Variable):
         return wrap_class_attribute(tx, self, cls, name, src)
 
     def guard_not_shadowed(self, tx, name, instance_dict):
-        """A method (or other non-data class attribute) of an object from outside, read from its class:
-        the instance must not hold `name` next call either (`obj.f = other` after compiling)."""
+        """A method, classmethod, property or non-data descriptor with a Python __get__ of an object from
+        outside, read from its class: the instance must not hold `name` next call either (`obj.f = other` after compiling)."""
         attr = _class_lookup(self.python_type(), name)
         if self.source is not None and attr is not _MISSING and not _is_data_descriptor(attr) and \
-                _guarded_class_attribute(attr) is not None and instance_dict is not None:
+                (_guarded_class_attribute(attr) is not None or isinstance(attr, classmethod) or
+                 _has_python_get(attr)) and instance_dict is not None:
             tx.guards.add(3, f"{name!r} not in {{0}}.__dict__", f"{self.source.expr()} does not shadow {name!r}",
                           (self.source,))
 
@@ -360,6 +361,7 @@ class UserObjectVariable(ObjectLikeVariable):
         getter = getattr(type(descriptor), "__get__", None) if descriptor is not _MISSING else None
         if isinstance(getter, types.FunctionType) and not isinstance(descriptor, type):
             from .builder import wrap
+            guard_class_lookup(tx, self.cls, name, descriptor)
             return wrap(tx, getter, None).call(tx, [_descriptor_var(tx, descriptor), self,
                                                    ClassVariable(self.cls)], {})
         return super().class_attribute(tx, name)
@@ -569,11 +571,43 @@ def _class_value_source(tx, cls, name):
 
 def guard_class_attribute(tx, cls, name):
     """A method or property the trace found on `cls`: the same one next call (once per class and name,
-    whichever instance it was reached through), so replacing it on the class recompiles."""
-    expected = _guarded_class_attribute(_class_lookup(cls, name))
+    whichever instance it was reached through), so replacing it on the class recompiles. A classmethod
+    or a descriptor with a Python __get__ (where `cls.name` would make a new bound method or run __get__)
+    is guarded by guard_class_lookup instead."""
+    attr = _class_lookup(cls, name)
+    expected = _guarded_class_attribute(attr)
     if expected is not None:
         from ..sources import ObjectSource
         tx.guards.add_id(AttrSource(ObjectSource(cls), name), expected)
+    elif isinstance(attr, classmethod) or _has_python_get(attr):
+        guard_class_lookup(tx, cls, name, attr)
+
+
+def _has_python_get(attr):
+    return attr is not _MISSING and not isinstance(attr, type) and \
+        isinstance(getattr(type(attr), "__get__", None), types.FunctionType)
+
+
+def guard_class_lookup(tx, cls, name, attr):
+    """The MRO lookup of `name` on `cls` finds this very object `attr` next call, read from the class
+    __dicts__ (no __get__ runs): no class before its owner holds `name`, the owner still holds `attr`.
+    Builtin (non-heap) classes can't change and are not checked."""
+    from ..sources import ObjectSource
+    for klass in cls.__mro__:
+        owns = name in klass.__dict__
+        if not klass.__flags__ & _HEAPTYPE:
+            if owns:
+                return
+            continue
+        dict_source = AttrSource(ObjectSource(klass), "__dict__")
+        if owns:
+            tx.guards.add_id(ItemSource(dict_source, name), attr)
+            return
+        tx.guards.add(1, f"{name!r} not in {{0}}", f"{klass.__qualname__} does not define {name!r}",
+                      (dict_source,))
+
+
+_HEAPTYPE = 1 << 9      # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
 
 
 def _descriptor_var(tx, descriptor):
@@ -716,6 +750,7 @@ class ClassVariable(ObjectLikeVariable):
             return wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         if isinstance(attr, classmethod):
             from .functions import BoundMethodVariable
+            guard_class_attribute(tx, self.cls, name)
             return BoundMethodVariable(wrap(tx, attr.__func__, None), self)
         if isinstance(attr, staticmethod):
             guard_class_attribute(tx, self.cls, name)
