@@ -898,9 +898,62 @@ def as_strided(x, size, stride, storage_offset=None):
 
 def _stored_as_traced(x):
     """x as a whole buffer this graph allocates, in the layout eager gives the node's value (dense, from the
-    storage's start); a lazy x is realized so. NotLowered where x is not, or cannot be, stored so."""
+    storage's start); a lazy x is realized so. NotLowered where x is not, or cannot be, stored so and the
+    ATen call sees the storage eager gives x; decompose.Refused where it would not (a view of a value the
+    graph computes is stored, or read lazily, without the rest of that value's storage)."""
     node = _current[-1].args[0]
     meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    try:
+        return _stored_whole(x, node, meta)
+    except NotLowered as e:
+        if isinstance(x, Pointwise) and x.view_base is not None:
+            realize(x, current_graph())          # the value owning the storage, computed whole, viewed
+        if not _aten_sees_traced_storage(current_value(x), node, meta):
+            from . import decompose
+            raise decompose.Refused(f"as_strided of a view of a value the graph computes ({e})") from None
+        raise
+
+
+def _storage_root(node):
+    """The first node, following first arguments back from node, whose traced value shares node's storage."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    ref = StorageWeakRef(node.meta["val"].untyped_storage())
+    root = node
+    while True:
+        arg = root.args[0] if root.op == "call_function" and root.args else None
+        val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+        if not isinstance(val, torch.Tensor) or StorageWeakRef(val.untyped_storage()) != ref:
+            return root
+        root = arg
+
+
+def _aten_sees_traced_storage(x, node, meta):
+    """Whether the tensor an extern call gets for x has the storage eager gives node, at the same offset:
+    a view of a graph input (or constant) lowered as a view of that input, an extern op's whole output
+    that owns its storage, or a view of a computed buffer laid out as the computed value owning node's
+    storage (all of that storage, from its start) at node's own offset and strides. A lazy x, or a view of a
+    buffer holding only part of that storage (a slice computed into a buffer of its own), is not."""
+    if not isinstance(meta, torch.Tensor) or not isinstance(x, StorageView):
+        return False
+    root = _storage_root(node)
+    if isinstance(x.buffer, InputBuffer):
+        if x.buffer.position is None:
+            return root.op == "get_attr"
+        placeholders = [n for n in node.graph.nodes if n.op == "placeholder"]
+        return root.op == "placeholder" and placeholders.index(root) == x.buffer.position
+    if isinstance(x.buffer, ExternOutput):
+        return x.is_full() and root is node
+    owner, layout = root.meta["val"], x.buffer.layout
+    extent = 1 + sum((n - 1) * st for n, st in zip(owner.shape, owner.stride())) if owner.numel() else 0
+    return isinstance(x.buffer, ComputedBuffer) and root.op == "call_function" and \
+        owner.dtype == meta.dtype == x.buffer.dtype and \
+        owner.storage_offset() == 0 and owner.untyped_storage().nbytes() == extent * owner.element_size() and \
+        tuple(layout.sizes) == tuple(owner.shape) and tuple(layout.strides) == tuple(owner.stride()) and \
+        tuple(x.sizes) == tuple(meta.shape) and tuple(x.strides) == tuple(meta.stride()) and \
+        x.offset == meta.storage_offset()
+
+
+def _stored_whole(x, node, meta):
     strides = _dense_strides(meta)
     if strides is None or meta.storage_offset() != 0:
         raise NotLowered("as_strided of a value eager does not store densely from its storage's start")

@@ -304,15 +304,17 @@ def _span(layout):
 
 class DisjointInputs:
     """Whether the memory of the inputs a graph writes overlaps neither each other nor the graph's other
-    inputs: a data_ptr() per written and per moving input (spans: bytes each reaches, fixed by the
-    compiled layouts). The graph's parameters and buffers (`fixed`) rarely move: their addresses are
-    compared with the last ones seen in one C++ call (torch's _tensors_data_ptrs_at_indices_equal), and the
-    memory they cover is looked up, not scanned, unless one has moved."""
+    inputs: a data_ptr() per input (spans: bytes each reaches, fixed by the compiled layouts). The graph's
+    parameters and buffers (`fixed`) rarely move: their addresses are compared with the last ones seen
+    (one list comparison, or torch's _tensors_data_ptrs_at_indices_equal where it has it), and the memory
+    they cover is kept as sorted disjoint intervals, rebuilt only when one has moved, that each written
+    span is looked up in by bisection: O(F + W log F) per call for W written and F fixed inputs. The
+    moving inputs' memory is scanned per written span where they are few, else merged and bisected too."""
 
     def __init__(self, written, moving, fixed):
         self.written, self.moving, self.fixed = written, moving, fixed
         self.same = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
-        if self.same is None or len(fixed) < 8:     # a handful of data_ptr() calls cost less than the cache
+        if self.same is None or len(fixed) < 8:     # a handful of data_ptr() calls cost less than the C++ call
             self.same = None
         self.seen = [-1] * len(fixed)
         self.indices = list(range(len(fixed)))
@@ -327,34 +329,51 @@ class DisjointInputs:
             return True
         if self.same is not None:
             if not self.same(fixed, self.seen, self.indices):
-                self._remember(fixed)
-            if any(self._covered(start, end) for start, end in spans):
-                return False
-            fixed = ()
-        for tensors, sizes in ((moving, self.moving), (fixed, self.fixed)):
-            for p, n in zip([t.data_ptr() for t in tensors], sizes):
-                for start, end in spans:
-                    if n and p < end and start < p + n:
-                        return False
-        return True
+                self._remember([t.data_ptr() for t in fixed])
+        else:
+            pointers = [t.data_ptr() for t in fixed]
+            if pointers != self.seen:
+                self._remember(pointers)
+        if any(self._covered(start, end) for start, end in spans):
+            return False
+        pointers = [t.data_ptr() for t in moving]
+        if len(pointers) * len(spans) <= 64:
+            for p, n in zip(pointers, self.moving):
+                if n:
+                    for start, end in spans:
+                        if p < end and start < p + n:
+                            return False
+            return True
+        starts, ends = _merged(pointers, self.moving)
+        return not any(_meets(starts, ends, start, end) for start, end in spans)
 
-    def _remember(self, fixed):
-        self.seen = [t.data_ptr() for t in fixed]
-        merged = []
-        for start, end in sorted((p, p + n) for p, n in zip(self.seen, self.fixed) if n):
-            if merged and start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
-        self.starts = [a for a, _ in merged]
-        self.ends = [b for _, b in merged]
+    def _remember(self, pointers):
+        self.seen = pointers
+        self.starts, self.ends = _merged(pointers, self.fixed)
 
     def _covered(self, start, end):
         """Whether [start, end) meets the fixed inputs' memory."""
-        i = bisect.bisect_right(self.starts, start) - 1
-        if i >= 0 and self.ends[i] > start:
-            return True
-        return i + 1 < len(self.starts) and self.starts[i + 1] < end
+        return _meets(self.starts, self.ends, start, end)
+
+
+def _merged(pointers, sizes):
+    """The memory of tensors at `pointers` reaching `sizes` bytes: (starts, ends) of sorted disjoint
+    intervals."""
+    merged = []
+    for start, end in sorted((p, p + n) for p, n in zip(pointers, sizes) if n):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [a for a, _ in merged], [b for _, b in merged]
+
+
+def _meets(starts, ends, start, end):
+    """Whether [start, end) meets one of the sorted disjoint intervals [starts[i], ends[i])."""
+    i = bisect.bisect_right(starts, start) - 1
+    if i >= 0 and ends[i] > start:
+        return True
+    return i + 1 < len(starts) and starts[i + 1] < end
 
 
 def _in_layout(t, strides):
