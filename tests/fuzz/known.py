@@ -1,4 +1,5 @@
-"""Known-open bug classes (/work/shared/fuzz_findings/INDEX.md), as hints for a failure's summary line.
+"""Known-open bug classes, as hints for a failure's summary line: W/C/F from the first fuzz campaign
+(/work/shared/fuzz_findings/INDEX.md), N (compiler) and P (capture) from this fuzzer's own runs.
 
     hint(prog_source_body, res)  ->  "W13?"   (or "" when nothing matches)
 
@@ -34,6 +35,20 @@ KNOWN = {
     "F3": (("fallback", "crash"), r"", r"with two bool tensors", "in-place add on a bool tensor"),
     "F4": (("fallback", "crash"), r"addcmul", r"ValueError", "addcmul_ on int64 with a float value"),
     "F5": (("fallback", "crash"), r"", r"KeyError: '?r\d", "Triton: KeyError 'r0' with tensor_split"),
+    "N1": (("alias_outputs",), r"", r"", "outputs viewing one intermediate come back as separate tensors"),
+    "N2": (("crash", "fallback"), r"index_add", r"source and destination dtypes match", "bool index_add(alpha=2)"),
+    "N4": (WRONG, r"\.to\(torch\.int(64|32)\)\.to\(", r"", "float -> int -> float keeps -0.0 (folded to trunc)"),
+    "N5": (WRONG, r"F16|BF16", r"", "a 16-bit value used unrounded inside a fused kernel"),
+    "N6": (WRONG, r"gelu", r"eager nan compiled inf", "gelu(inf) is inf compiled, nan eager"),
+    "N7": (WRONG, r"\.std\(|\.var\(", r"compiled inf", "var/std overflow for |x| > 1e19 (eager: Welford)"),
+    "N8": (("fallback",), r"unfold", r"internal overlap", "in-place on an overlapping view (unfold)"),
+    "N10": (WRONG, r"\*\*|\.pow\(", r"", "Triton: integer pow computed in floating point"),
+    "N11": (("crash",), r"", r"out of bounds for uint8", "Triton: a negative constant with a uint8 tensor"),
+    "N12": (("crash",), r"sgn|sign", r"numpy boolean subtract", "Triton: sign/sgn of bool"),
+    "P15": (WRONG + ("crash",), r"_Box\.shared", r"", "a class attribute the frame writes is not guarded"),
+    "P16": (("crash",), r"del \w+\.\w+", r"has no attribute", "an attribute set then deleted in one frame"),
+    "P17": (("crash",), r"del \w+\[|\.pop\(", r"KeyError", "dict del/pop replayed after the frame's read"),
+    "P18": (("wrong_mutation",), r"setattr|\.\w+ = ", r"", "an attribute stored from a dict entry written later"),
 }
 
 

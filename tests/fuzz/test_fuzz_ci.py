@@ -1,5 +1,6 @@
-"""A short seeded fuzz run: random tensor programs through graphjit's compiler (the C++ path) and random
-Python programs through capture only (backend="eager"), each against eager PyTorch / plain Python.
+"""A short seeded fuzz run: random tensor programs through graphjit's compiler (the C++ path, and the Triton
+path in Triton's interpreter where triton is installed) and random Python programs through capture only
+(backend="eager"), each against eager PyTorch / plain Python.
 
 A failing seed prints its reproducer (shrunk a little; saved under pytest's tmp dir) and the command that
 reruns it. Longer runs by hand (shrunk reproducers go to /tmp/fuzz_out):
@@ -17,10 +18,14 @@ from . import generator, pyprog, shrink
 from .runner import FAILURES, describe
 from .worker import Worker
 
-TENSOR_SEEDS = range(60)
-PYTHON_SEEDS = range(150)
+TENSOR_SEEDS = range(100)
+PYTHON_SEEDS = range(200)
+TRITON_SEEDS = range(30)        # the Triton path in Triton's interpreter, where triton is installed
 
+ALIAS_OUTPUTS = "outputs viewing one intermediate come back as separate tensors (alias_outputs)"
 KNOWN_OPEN = {
+    ("tensor", 73): ALIAS_OUTPUTS,
+    ("tensor", 90): ALIAS_OUTPUTS,
 }
 
 
@@ -35,13 +40,20 @@ def worker():
         yield w
 
 
-def _check(prog, backend, worker, tmp_path):
+@pytest.fixture(scope="module")
+def triton_worker():
+    pytest.importorskip("triton")
+    with Worker(triton=True) as w:
+        yield w
+
+
+def _check(key, prog, backend, worker, tmp_path):
     run = functools.partial(worker.run, backend=backend, timeout=120)
     res = run(prog.source())
     if res["status"] not in FAILURES and res["status"] != "harness_error":
         return
     small, small_res = prog, res
-    if res["status"] not in ("hang", "harness_error"):
+    if res["status"] not in ("hang", "harness_error") and key not in KNOWN_OPEN:
         small, small_res = shrink.shrink(prog, res, run, budget=20, seconds=60)
     path = shrink.save(small, small_res, str(tmp_path / f"{prog.mode}_{prog.seed}_{small_res['status']}.py"),
                        original=prog)
@@ -51,9 +63,14 @@ def _check(prog, backend, worker, tmp_path):
 
 @pytest.mark.parametrize("seed", _seeds("tensor", TENSOR_SEEDS))
 def test_tensor_program(seed, worker, tmp_path):
-    _check(generator.generate(seed), "graphjit", worker, tmp_path)
+    _check(("tensor", seed), generator.generate(seed), "graphjit", worker, tmp_path)
+
+
+@pytest.mark.parametrize("seed", _seeds("triton", TRITON_SEEDS))
+def test_triton_program(seed, triton_worker, tmp_path):
+    _check(("triton", seed), generator.generate(seed, triton=True), "graphjit", triton_worker, tmp_path)
 
 
 @pytest.mark.parametrize("seed", _seeds("python", PYTHON_SEEDS))
 def test_python_program(seed, worker, tmp_path):
-    _check(pyprog.generate(seed), "eager", worker, tmp_path)
+    _check(("python", seed), pyprog.generate(seed), "eager", worker, tmp_path)
