@@ -180,8 +180,8 @@ def softmax(g):
         return None
     d = g.dim(a, scalar_ok=True)
     v = g.new()
-    form = g.rng.choice(["{a}.softmax({d})", "F.log_softmax({a}, dim={d})", "torch.softmax({a}, {d}, dtype=torch.float64)",
-                         "{a}.log_softmax({d})", "F.softmin({a}, {d})"])
+    form = g.rng.choice(["{a}.softmax({d})", "F.log_softmax({a}, dim={d})", "{a}.log_softmax({d})",
+                         "torch.softmax({a}, {d}, dtype=torch.float64)", "F.softmin({a}, {d})"])
     return g.stmt(f"{v} = {form.format(a=a, d=d)}", [v], "softmax")
 
 

@@ -6,11 +6,14 @@
       (failures; worker.py adds segv and hang)
 
 Each call compares outputs, arguments after the call (mutations), _G* globals, and which outputs alias
-arguments (alias) or only each other (alias_outputs). A compiler error that made a graph run eagerly is a `fallback` (the worker sets
-graphjit.compiler.config.raise_errors = 1, so every such error warns "backend graphjit failed").
-A float mismatch is triaged before it counts: eager replayed (nondeterminism), the float64 reference
-replayed (is compiled at least as close to it as eager?), eager on inputs perturbed by 1e-6 (does the
-program amplify rounding?). `rerun(path)` is the entry point of a saved reproducer.
+arguments (alias) or only each other (alias_outputs). A compiler error that made a graph run eagerly is
+a `fallback` (the worker sets graphjit.compiler.config.raise_errors = 1, so every such error warns
+"backend graphjit failed").
+
+A mismatch is triaged before it counts: eager replayed (nondeterminism), the float64 reference replayed
+(is compiled at least as close to it as eager?), eager on inputs perturbed by 1e-6 (does the program
+amplify rounding?), eager's ops checked for an overflow the float64 run does not have. `rerun(path)` is
+the entry point of a saved reproducer.
 """
 import os
 import re
