@@ -259,6 +259,7 @@ class Lowering(torch.fx.Interpreter):
         self.loops.output_spec = spec
         # outputs the wrapper returns as eager's alias of an input instead (decompose.output_aliases)
         self.loops.output_aliases = self.module.meta.get("output_aliases")
+        self._compute_writes_first()
         for node, write_args, write_kwargs in self._input_writes:
             _current.append(node)
             try:
@@ -266,6 +267,33 @@ class Lowering(torch.fx.Interpreter):
             finally:
                 _current.pop()
         return result
+
+    def _compute_writes_first(self):
+        """Every value written back into an input is computed before the first write-back: one that reads an
+        input's old contents (x2 + x1 written into x2 while x1 is written too, or x1 itself copied into x2)
+        must not run, or be read, after that input has been overwritten."""
+        written = {_buffer_name(_stored_value(args[0])) for _, args, _ in self._input_writes}
+        for k, (node, args, kwargs) in enumerate(self._input_writes):
+            src = _stored_value(args[1])
+            strides = _dense_strides(node.args[1].meta.get("val"))
+            if isinstance(src, Pointwise):
+                src = realize(src, self.loops, strides)      # may still view an input (a transpose of x1)
+            if isinstance(src, StorageView) and src.buffer.name in written:
+                src = realize(Pointwise(src.sizes, src.dtype, src.device, src.make_loader()), self.loops, strides)
+            self._input_writes[k] = (node, (args[0], src) + tuple(args[2:]), kwargs)
+
+
+def _stored_value(value):
+    return value.current() if isinstance(value, Slot) else current_value(value)
+
+
+def _buffer_name(value):
+    """The buffer a value reads or views, through lazy views (None for a computed lazy value)."""
+    while isinstance(value, Pointwise) and value.realized is None and value.view_base is not None:
+        value = value.view_base[0]
+    if isinstance(value, Pointwise) and value.realized is not None:
+        value = value.realized
+    return value.buffer.name if isinstance(value, StorageView) else None
 
 
 def _without_elements(meta):

@@ -445,3 +445,37 @@ def test_disjoint_inputs_matches_a_scan(counts, use_same):
         assert check(written, moving, fixed) == want, step
         outcomes.add(want)
     assert outcomes == {True, False} or nw == 1 and nm <= 1 and nf == 0
+
+
+# ---- several inputs written: every new value is computed before the first write-back ----
+
+def add_then_negate_the_other(x1, x2):
+    x2.add_(x1)
+    x1.neg_()
+    return x2
+
+
+def lerp_then_abs_the_other(x1, x2):
+    v = x2.lerp_(x1, 0.3)
+    x1.abs_()
+    return (v,)
+
+
+def copy_then_zero_the_source(x1, x2):
+    x2.copy_(x1.t())
+    x1.zero_()
+
+
+def swap_through_a_temporary(x1, x2):
+    t = x1.clone()
+    x1.copy_(x2)
+    x2.copy_(t)
+
+
+@pytest.mark.parametrize("fn", [add_then_negate_the_other, lerp_then_abs_the_other, copy_then_zero_the_source,
+                                swap_through_a_temporary],
+                         ids=lambda f: f.__name__)
+def test_write_backs_read_old_contents(fn, backend):
+    make = lambda: tuple(torch.randn(4, 4, generator=torch.Generator().manual_seed(k)) for k in (1, 2))  # noqa: E731
+    check(fn, make)
+    check_backend(fn, make)
