@@ -23,7 +23,6 @@ ALIAS_OUTPUTS = "outputs viewing one intermediate come back as separate tensors 
 # Programs longer runs found failing, each on a bug still open (shrunk reproducers: python -m tests.fuzz
 # --seed 0 --start SEED --count 1 [--mode python | --triton]).
 FOUND = {
-    ("tensor", 900552): "an input read before a later in-place write of that input sees the written value",
     ("tensor", 600361): "bool index_add(alpha=2) raises 'Index put requires the source and destination dtypes'",
     ("tensor", 600106): "16-bit batch_norm(training=True) writes wrong running stats",
     ("tensor", 600375): "a float -> int -> float round trip keeps -0.0",
