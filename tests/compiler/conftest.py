@@ -12,3 +12,17 @@ def _compiler_errors_raise(monkeypatch):
     """In these tests a compiler error fails the test instead of silently running eagerly."""
     from graphjit.compiler import config
     monkeypatch.setattr(config, "raise_errors", 1)
+
+
+def _triton_available():
+    from graphjit.compiler.codegen import triton as triton_codegen
+    return triton_codegen.triton_available()
+
+
+@pytest.fixture(params=["cpp", pytest.param("triton", marks=pytest.mark.skipif(not _triton_available(),
+                                                                             reason="Triton is not installed"))])
+def backend(request, monkeypatch):
+    """The code generator a test's graphs go through: C++, or Triton under its interpreter (CPU tensors)."""
+    from graphjit.compiler.codegen import triton as triton_codegen
+    monkeypatch.setattr(triton_codegen, "triton_cpu", int(request.param == "triton"))
+    return request.param

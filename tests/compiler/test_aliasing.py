@@ -15,17 +15,7 @@ import torch.nn.functional as F
 import graphjit
 from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler import decompose
-from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit.compiler.codegen.wrapper import DisjointInputs
-
-BACKENDS = ["cpp", pytest.param("triton", marks=pytest.mark.skipif(not triton_codegen.triton_available(),
-                                                                      reason="Triton is not installed"))]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, monkeypatch):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", int(request.param == "triton"))
-    return request.param
 
 
 def _gen(seed=0):

@@ -22,16 +22,6 @@ from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler import decompose, ir, lowering, scheduler
 from graphjit.compiler.codegen import triton as triton_codegen
 
-BACKENDS = ["cpp", pytest.param("triton", marks=pytest.mark.skipif(not triton_codegen.triton_available(),
-                                                                      reason="Triton is not installed"))]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, monkeypatch):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", int(request.param == "triton"))
-    return request.param
-
-
 def _leaves(value):
     return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
