@@ -333,11 +333,9 @@ def wrap_constant_result(tx, value):
 def wrap_class_attribute(tx, obj_var, cls, name, source=None):
     """Look `name` up on `cls`'s MRO, binding functions and properties to `obj_var`."""
     from .functions import UserFunctionVariable, BoundMethodVariable
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            attr = klass.__dict__[name]
-            break
-    else:
+    from .dunders import MISSING, lookup
+    attr = lookup(cls, name)[1]
+    if attr is MISSING:
         unsupported(f"{cls.__name__} has no attribute {name!r}")
     if isinstance(attr, staticmethod):
         return wrap(tx, attr.__func__, None)

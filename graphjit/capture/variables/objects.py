@@ -14,7 +14,7 @@ from .builtins import AttributeMissing
 from .containers import (TupleVariable, ListVariable, DictVariable, NamedTupleVariable, ListIteratorLike,
                          IteratorVariable)
 
-from .dunders import MISSING as _MISSING
+from .dunders import MISSING as _MISSING, lookup
 
 
 def _instance_dict(obj):
@@ -25,10 +25,8 @@ def _instance_dict(obj):
 
 
 def _class_lookup(cls, name):
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return _MISSING
+    """The attribute `name` on cls's MRO, read from the class __dicts__ (no __get__), or _MISSING."""
+    return lookup(cls, name)[1]
 
 
 class ObjectLikeVariable(Variable):
@@ -391,7 +389,7 @@ class UserObjectVariable(ObjectLikeVariable):
     def identity_key(self):
         """A dict key / set member hashed and compared by identity: object's __hash__ and __eq__ only."""
         for name in ("__hash__", "__eq__"):
-            owner = next((k for k in self.cls.__mro__ if name in k.__dict__), object)
+            owner = lookup(self.cls, name)[0] or object
             if owner is not object:
                 unsupported(f"a {self.cls.__name__} as a dict key or set member: its {name} comes from "
                             f"{owner.__name__}, not object")
