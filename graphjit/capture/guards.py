@@ -86,6 +86,10 @@ class GuardSet:
                 guard = dataclasses.replace(guard, reason=guard.expr)
             self.guards[key] = guard
 
+    def discard(self, template, sources=()):
+        """Drop a guard that a stronger one added later makes redundant."""
+        self.guards.pop((template, tuple(sources)), None)
+
     def add_type(self, source: Source, typ):
         self.add(TYPE, f"type({{0}}) is {self.obj(typ)}", f"type({source.expr()}) is {typ.__qualname__}",
                  (source,))

@@ -172,6 +172,7 @@ class Tracer:
         self.guards = GuardSet()
         self.tensor_vars = {}       # id(real tensor) -> TensorVariable (aliasing)
         self.object_vars = {}       # id(real mutable object) -> its Variable, so mutations are shared
+        self.distinct_sources = {}  # type -> sources of distinct mutable outside objects (builder._guard_distinct)
         self.side_effects = SideEffects()
         self.keepalive = []
         self.frames = []

@@ -73,11 +73,10 @@ def _guard_distinct(tx, value, source):
     and a read through another would miss each other if they became the same object. One guard per type
     (objects of different types can't be the same; their types are guarded): `{0} is not {1}` for two,
     `len({id({0}), id({1}), ...}) == n` for more, replaced as the group grows."""
-    groups = tx.__dict__.setdefault("distinct_sources", {})    # type -> [sources of distinct objects]
-    group = groups.setdefault(type(value), [])
+    group = tx.distinct_sources.setdefault(type(value), [])
     old = _distinct_template(len(group))
     if old is not None:
-        tx.guards.guards.pop((old, tuple(group)), None)
+        tx.guards.discard(old, group)
     group.append(source)
     new = _distinct_template(len(group))
     if new is not None:
