@@ -4,6 +4,7 @@
     python -m tests.fuzz --seed 1 --minutes 10 --triton              # Triton path (Triton's interpreter)
     python -m tests.fuzz --seed 2 --minutes 10 --mode python         # capture only (backend="eager")
     python -m tests.fuzz --seed 0 --count 1 --show                   # print one program and its result
+    python -m tests.fuzz --seed 10 --jobs 4 --minutes 60             # 4 processes, seeds 10..13
 
 Program i of a run has seed `seed * 100000 + i`, so `--seed S --start I --count 1` reruns one of them.
 """
@@ -11,6 +12,7 @@ import argparse
 import collections
 import functools
 import os
+import subprocess
 import sys
 import time
 
@@ -53,6 +55,28 @@ def fuzz(args):
     return 1 if findings else 0
 
 
+def fuzz_jobs(args):
+    """--jobs N: N fuzz processes with seeds seed .. seed+N-1, each logging to out/log_<seed>.txt; prints
+    each one's summary once all are done."""
+    os.makedirs(args.out, exist_ok=True)
+    shared = ["--minutes", str(args.minutes), "--mode", args.mode, "--out", args.out, "--timeout",
+              str(args.timeout), "--shrink-runs", str(args.shrink_runs)]
+    shared += ["--triton"] * args.triton + ["--no-shrink"] * args.no_shrink
+    procs = []
+    for seed in range(args.seed, args.seed + args.jobs):
+        log = os.path.join(args.out, f"log_{seed}.txt")
+        with open(log, "w") as f:
+            cmd = [sys.executable, "-m", "tests.fuzz", "--seed", str(seed), *shared]
+            procs.append((seed, log, subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)))
+    failed = 0
+    for seed, log, proc in procs:
+        failed |= proc.wait() != 0
+        lines = open(log).read().splitlines()
+        start = max((i for i, line in enumerate(lines) if " programs: " in line), default=0)
+        print(f"--- seed {seed} ({log})", *lines[start:], sep="\n", flush=True)
+    return 1 if failed else 0
+
+
 def report(prog, res, run, out, args):
     """Shrinks and saves one failure; returns its summary line."""
     small = prog
@@ -76,7 +100,7 @@ def log_noise(prog, res, out):
 def summary(counts, findings, graphs):
     total = sum(counts.values())
     print(f"\n{total} programs: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
-    print(f"{graphs['captured']} programs made at least one graph; {graphs['ops']} graph ops in all")
+    print(f"{int(graphs['captured'])} programs made at least one graph; {graphs['ops']} graph ops in all")
     for line in findings:
         print("  " + line)
 
@@ -95,8 +119,10 @@ def parse(argv):
     p.add_argument("--shrink-runs", type=int, default=60, help="runs one shrink may spend (default 60)")
     p.add_argument("--timeout", type=int, default=180, help="seconds before a program counts as a hang")
     p.add_argument("--show", action="store_true", help="print every program and its result")
+    p.add_argument("--jobs", type=int, default=1, help="run this many fuzz processes, seeds seed, seed+1, ...")
     return p.parse_args(argv)
 
 
 if __name__ == "__main__":
-    sys.exit(fuzz(parse(sys.argv[1:])))
+    args = parse(sys.argv[1:])
+    sys.exit(fuzz_jobs(args) if args.jobs > 1 else fuzz(args))

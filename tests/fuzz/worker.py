@@ -38,12 +38,16 @@ class Worker:
             self.close()
             return {"status": "hang", "msg": f"no result after {timeout} s"}
         try:
-            return self.conn.recv()
+            res = self.conn.recv()
         except (EOFError, ConnectionError):
             self.proc.join(5)
             code = self.proc.exitcode
             self.close()
             return {"status": "segv", "msg": f"the worker process died (exit code {code})"}
+        if res["status"] == "setup_error":
+            self.close()
+            raise SetupError("the fuzz worker could not start:\n" + res["msg"])
+        return res
 
     def _start(self):
         ctx = multiprocessing.get_context("spawn")
@@ -64,8 +68,18 @@ class Worker:
         self.proc = self.conn = None
 
 
+class SetupError(RuntimeError):
+    """The child could not set itself up (e.g. graphjit or a dependency does not import): no program can
+    run, so the fuzz run stops instead of counting every program as a crash."""
+
+
 def _serve(conn, triton):
-    runner.setup_process(triton)
+    try:
+        runner.setup_process(triton)
+    except BaseException:  # noqa: BLE001 - sent to the parent, which raises it
+        conn.recv()
+        conn.send({"status": "setup_error", "msg": traceback.format_exc()[-3000:]})
+        return
     while True:
         try:
             src, options = conn.recv()
