@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device-tool call, several phases: bash benchmarks/device_run.sh "tests bench" [extra gpu.py args]
-# Phases: tests (tests/cuda + the GPU op tests), bench (benchmarks/gpu.py), probe (modes_probe.py),
-# lmhead (lm_head_probe.py), cold:<args> (benchmarks/cold_compile.py <args>), pytest:<args> (output in
+# Phases: tests (tests/cuda + the GPU op tests), bench (benchmarks/gpu.py), probe (probes/modes_probe.py),
+# lmhead (probes/lm_head_probe.py), cold:<args> (benchmarks/cold_compile.py <args>), pytest:<args> (output in
 # $OUT/pytest_<n>.txt), py:<script args> (python3 <script args>; output in $OUT/py_<n>.txt); in <args> '%' stands for a space. Each phase's output goes to a file in $OUT.
 # Run from the repository root on the lent GPU machine, with .whl carried (bytecode wheel); results in $OUT.
 set -u
@@ -22,8 +22,8 @@ for phase in $phases; do
                > "$OUT/cold.txt" 2>&1; tail -30 "$OUT/cold.txt" ;;
     py:*)    pargs="${phase#py:}"; n=$(ls "$OUT"/py_*.txt 2>/dev/null | wc -l)
              timeout "${PY_S:-240}" python3 ${pargs//%/ } > "$OUT/py_$n.txt" 2>&1; tail -40 "$OUT/py_$n.txt" ;;
-    probe)   timeout "${PROBE_S:-120}" python3 benchmarks/modes_probe.py 2>&1 | tail -40 ;;
-    lmhead)  timeout "${PROBE_S:-120}" python3 benchmarks/lm_head_probe.py > "$OUT/lmhead.txt" 2>&1; tail -40 "$OUT/lmhead.txt" ;;
+    probe)   timeout "${PROBE_S:-120}" python3 benchmarks/probes/modes_probe.py 2>&1 | tail -40 ;;
+    lmhead)  timeout "${PROBE_S:-120}" python3 benchmarks/probes/lm_head_probe.py > "$OUT/lmhead.txt" 2>&1; tail -40 "$OUT/lmhead.txt" ;;
     pytest:*) args="${phase#pytest:}"       # '%' stands for a space: "pytest:-m%gpu%tests/compiler"
               n=$(ls "$OUT"/pytest_*.txt 2>/dev/null | wc -l)
               timeout "${TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider ${args//%/ } \

@@ -3,20 +3,20 @@ autotuning cache: median ms of graphjit reduce-overhead, max-autotune, and max-a
 templates (GRAPHJIT_TRITON_MM_TEMPLATES=0), each with its GPU time per call from torch.profiler split into
 templates / other Triton / cuBLAS+ATen.
 
-    python benchmarks/modes_probe.py
+    python benchmarks/probes/modes_probe.py
 """
 import os
 import sys
 import tempfile
 
 os.environ["GRAPHJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="graphjit-modes-probe-")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import torch  # noqa: E402
 
 import graphjit  # noqa: E402
 from graphjit.compiler.codegen import triton as triton_codegen  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # benchmarks/
 from gpu import gpt2, ids, median_ms, profile  # noqa: E402
 
 

@@ -3,7 +3,7 @@ shape, cuBLAS (torch.addmm / mm, as graphjit calls it) against Triton GEMV kerne
 each launch inside a CUDA graph (as under reduce-overhead), cycling through enough copies of the weight
 that it comes from HBM, not L2 (the model's 250 MB of weights don't fit in the 50 MB L2 either).
 
-    python benchmarks/gemv_probe.py [--out DIR]
+    python benchmarks/probes/gemv_probe.py [--out DIR]
 """
 import argparse
 import json

@@ -3,7 +3,7 @@ every launch synchronized (CUDA_LAUNCH_BLOCKING=1, set here) and each autotuning
 before it runs, then calls the compiled model and compares it with eager. The kernel modules, the
 autotuning choices and the wrapper are kept in DIR/cache (GRAPHJIT_CACHE_DIR) for reading afterwards.
 
-    python benchmarks/find_bad_kernel.py --only resnet50 --mode max-autotune-no-cudagraphs --out DIR
+    python benchmarks/probes/find_bad_kernel.py --only resnet50 --mode max-autotune-no-cudagraphs --out DIR
 """
 import argparse
 import os
@@ -18,7 +18,7 @@ args = parser.parse_args()
 os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
 os.environ["GRAPHJIT_CACHE_DIR"] = os.path.join(args.out, "cache")
 os.environ["GRAPHJIT_LOGS"] = "autotune"
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # benchmarks/
 
 import torch  # noqa: E402
 

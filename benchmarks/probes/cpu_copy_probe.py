@@ -2,12 +2,12 @@
 zoo model for the GPU in mode="reduce-overhead" with graphjit's compiler, and prints, for each compiled
 graph, the ATen nodes whose value or inputs live on the CPU, and the wrapper lines that mention the CPU.
 
-    python benchmarks/cpu_copy_probe.py [zoo name, default llama-eager-attention]
+    python benchmarks/probes/cpu_copy_probe.py [zoo name, default llama-eager-attention]
 """
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # benchmarks/
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 import torch  # noqa: E402

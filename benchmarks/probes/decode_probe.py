@@ -10,7 +10,7 @@ For each contender (eager, Inductor and graphjit in `--mode`):
 and graphjit's cProfile (the Python functions of a call, by own time) and, in a CUDA-graph mode, the
 timeline of one synchronized call (see graphjit_timeline).
 
-    python benchmarks/decode_probe.py [--mode reduce-overhead] [--runs 300] [--out DIR]
+    python benchmarks/probes/decode_probe.py [--mode reduce-overhead] [--runs 300] [--out DIR]
 """
 import argparse
 import json
@@ -19,7 +19,7 @@ import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # benchmarks/
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import torch  # noqa: E402

@@ -3,13 +3,13 @@ flash/cuDNN? Prints, for 1-layer BERT and ViT (bf16, CUDA): the arguments eager 
 backend torch picks for them; the arguments in graphjit's captured graph (fake-tensor metadata) and the
 backend torch picks for real tensors laid out the same way; and the attention ops of the decomposed graph.
 
-    python benchmarks/sdpa_probe.py
+    python benchmarks/probes/sdpa_probe.py
 """
 import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402

@@ -3,17 +3,17 @@ of 8. Which way of running it is fast, and what does Inductor return? Median GPU
 events, 30 runs) and the library kernel it ran; the output strides Inductor gives for F.linear and for
 GPT-2's logits.
 
-    python benchmarks/lm_head_probe.py
+    python benchmarks/probes/lm_head_probe.py
 """
 import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # benchmarks/
 from gpu import profile  # noqa: E402
 
 
