@@ -30,7 +30,7 @@ _gc_paused = [0, False]       # compiles running (in any thread), whether the co
 def compiling():
     """The state a compile runs in: out of inference mode, whatever the caller's (make_fx's fake-tensor
     tracing under inference mode took about twice as long: GPT-2 prefill's decompose on the H200 host went
-    from 1.44 to 0.80 s, benchmarks/RESULTS.md session 5), and with the cyclic garbage collector paused
+    from 1.44 to 0.80 s, benchmarks/RESULTS.md 2026-11-30 08:05 UTC), and with the cyclic garbage collector paused
     (its full passes over the caller's heap, a model and the capture's objects, run often while make_fx
     allocates). Nothing a compile makes and keeps needs inference mode: its constants are ordinary
     tensors, usable under it. Grad mode stays the caller's. Fake copies of inference tensors are made as

@@ -57,7 +57,7 @@ vector_math = _env_int("VECTOR_MATH", 1)
 pad_mm = _env_int("TRITON_PAD_MM", 1)
 # Triton kernels compiled in this many worker processes before the graph's own (GIL-bound) compile pass,
 # which then finds them in Triton's cache (runtime/triton_workers.py). 0: off. On an H200 host 16 workers
-# shortened the Triton step but slowed the rest of the compile as much (benchmarks/RESULTS.md, session 5).
+# shortened the Triton step but slowed the rest of the compile as much (benchmarks/RESULTS.md, 2026-11-30 07:40 UTC).
 triton_compile_workers = _env_int("TRITON_COMPILE_WORKERS", 0)
 
 # A graph the compiler fails on (an unsupported op pattern, a compiler bug) runs eagerly with one warning.

@@ -128,8 +128,8 @@ def candidates(plan):
 
 
 def gemv_config(plan):
-    """The one-row template's block sizes for plan (M == 1: decode at batch 1), from benchmarks/gemv_probe.py
-    on the H200 (session 6): 8 warps; with the weight contiguous along K (x @ w.t()), long runs of K per
+    """The one-row template's block sizes for plan (M == 1: decode at batch 1), from benchmarks/probes/gemv_probe.py
+    on the H200: 8 warps; with the weight contiguous along K (x @ w.t()), long runs of K per
     program; contiguous along N (GPT-2's Conv1D), 16 columns per program for wide outputs, 8 for narrow
     ones (more programs), and shorter K steps for long K. Within 10% of the best block sizes measured on
     every shape, and faster than cuBLAS on all but one (GPT-2's c_attn: a tie)."""
