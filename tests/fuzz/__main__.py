@@ -61,6 +61,7 @@ def fuzz_jobs(args):
     os.makedirs(args.out, exist_ok=True)
     shared = ["--minutes", str(args.minutes), "--mode", args.mode, "--out", args.out, "--timeout",
               str(args.timeout), "--shrink-runs", str(args.shrink_runs)]
+    shared += ["--start", str(args.start)] + ["--count", str(args.count)] * (args.count is not None)
     shared += ["--triton"] * args.triton + ["--no-shrink"] * args.no_shrink
     procs = []
     for seed in range(args.seed, args.seed + args.jobs):

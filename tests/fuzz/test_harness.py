@@ -3,6 +3,7 @@ it does not call rounding noise a bug; the shrinker keeps the failing statement;
 
 Broken backends stand in for a buggy compiler (backend(gm, example_inputs) -> callable), in-process.
 """
+import os
 import re
 
 import torch
@@ -91,3 +92,26 @@ def test_programs_are_seeded():
     assert generator.generate(7).source() == generator.generate(7).source()
     assert pyprog.generate(7).source() == pyprog.generate(7).source()
     assert generator.generate(7).source() != generator.generate(8).source()
+
+
+def test_a_worker_that_cannot_start_stops_the_run(tmp_path, monkeypatch):
+    """A child whose imports fail raises SetupError instead of reporting every program as a crash."""
+    import pytest
+    from .worker import SetupError, Worker
+    (tmp_path / "bytecode.py").write_text("raise ImportError('not importable here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))     # a spawned child starts with the parent's sys.path
+    with Worker() as worker, pytest.raises(SetupError, match="not importable here"):
+        worker.run(generator.generate(1).source(), timeout=120)
+
+
+def test_jobs_run_one_process_per_seed(tmp_path):
+    """--jobs N: N processes with consecutive seeds, each with its own log and summary."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-m", "tests.fuzz", "--seed", "40", "--jobs", "2", "--count", "1",
+                          "--mode", "python", "--out", str(tmp_path)], cwd=root, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for seed in (40, 41):
+        assert f"--- seed {seed}" in out.stdout
+        assert "1 programs: " in (tmp_path / f"log_{seed}.txt").read_text()
