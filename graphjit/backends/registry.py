@@ -1,26 +1,71 @@
 """Backends: `backend(gm: torch.fx.GraphModule, example_inputs: list) -> callable`, torch.compile's
-contract. Register with @register_backend("name"); any such callable can also be passed directly."""
+contract. Register with @register_backend("name"); any such callable can also be passed directly.
+
+lookup_backend(backend, mode) is the one door from capture to the backends: it gives the callable that
+compiles a graph with `backend` in a compile() call's mode. A backend registered with takes_mode=True
+gets the mode's name as its `mode` argument (graphjit's compiler autotunes in the max-autotune modes);
+in a CUDA-graph mode the callable a backend returns is recorded and replayed as CUDA graphs here, with
+what capture knows about the graph's inputs read from gm.meta["graphjit"] (compiler/facts.py).
+"""
+import threading
+
 import torch
 
-from .. import logs
+from .. import logs, modes
 
 _BACKENDS = {}
 
 
-def register_backend(name):
+def register_backend(name, takes_mode=False):
     def register(fn):
+        fn.graphjit_takes_mode = takes_mode
         _BACKENDS[name] = fn
         return fn
     return register
 
 
-def lookup_backend(backend):
-    if callable(backend):
-        return backend
-    if backend not in _BACKENDS:
-        raise ValueError(f"unknown graphjit backend {backend!r}; known: {sorted(_BACKENDS)} "
-                         "(or pass a callable backend(gm, example_inputs) -> callable)")
-    return _BACKENDS[backend]
+def lookup_backend(backend, mode=None):
+    """The callable compiling graphs with `backend` (a registered name or a callable) in `mode` (a name of
+    modes.MODES, None for the default); a ValueError naming the known backends otherwise."""
+    if not callable(backend):
+        if backend not in _BACKENDS:
+            raise ValueError(f"unknown graphjit backend {backend!r}; known: {sorted(_BACKENDS)} "
+                             "(or pass a callable backend(gm, example_inputs) -> callable)")
+        backend = _BACKENDS[backend]
+    chosen = modes.lookup(mode)
+    return backend if chosen.name == "default" else InMode(backend, chosen)
+
+
+class InMode:
+    """A backend in a named mode, for one compile() call: the mode goes to a backend that takes it; in a
+    CUDA-graph mode each compiled graph is wrapped to record and replay CUDA graphs, all of them in this
+    object's one memory pool."""
+
+    def __init__(self, backend, mode):
+        self.backend, self.mode = backend, mode
+        self.__name__ = getattr(backend, "__name__", type(backend).__name__)
+        self._pool = None
+        self._lock = threading.Lock()
+
+    def __call__(self, gm, example_inputs):
+        if getattr(self.backend, "graphjit_takes_mode", False):
+            compiled = self.backend(gm, example_inputs, mode=self.mode.name)
+        else:
+            compiled = self.backend(gm, example_inputs)
+        if not self.mode.cudagraphs:
+            return compiled
+        from . import cudagraphs
+        meta = gm.meta.get("graphjit") or {}
+        static = meta.get("static_inputs") or [isinstance(t, torch.nn.Parameter) for t in example_inputs]
+        return cudagraphs.wrap(compiled, example_inputs, static, self.pool(), meta.get("name", "graph"),
+                               cudagraphs.mutated_inputs(gm), gm)
+
+    def pool(self):
+        with self._lock:
+            if self._pool is None:
+                from .cudagraphs import GraphPool
+                self._pool = GraphPool(self.mode.name)
+            return self._pool
 
 
 def list_backends():
@@ -57,10 +102,10 @@ def inductor(gm, example_inputs):
     return compile_fx(gm, example_inputs)
 
 
-@register_backend("graphjit")
-def graphjit_backend(gm, example_inputs):
+@register_backend("graphjit", takes_mode=True)
+def graphjit_backend(gm, example_inputs, mode=None):
     """graphjit's own compiler (graphjit/compiler): fused C++/OpenMP kernels on CPU, ATen for matmuls,
     convolutions and attention. Inference-only for now: graphs that need gradients run eagerly.
     Also a torch.compile backend: torch.compile(model, backend=graphjit_backend)."""
     from ..compiler import compile_graph
-    return compile_graph(gm, example_inputs)
+    return compile_graph(gm, example_inputs, mode)

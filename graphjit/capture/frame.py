@@ -32,14 +32,15 @@ class CompileOptions:
     dynamic: object = None
     mode: object = None
     options: object = None
-    _pool: object = dataclasses.field(default=None, compare=False, repr=False)
+    _compiler: object = dataclasses.field(default=None, compare=False, repr=False)
 
-    def graph_pool(self):
-        """The CUDA graph memory pool of the graphs compiled under these options (one compile() call)."""
-        if self._pool is None:
-            from ..backends.cudagraphs import GraphPool
-            self._pool = GraphPool(self.mode)
-        return self._pool
+    def compiler(self):
+        """The backend's callable in these options' mode: one per compile() call (in a CUDA-graph mode it
+        holds the memory pool its graphs share)."""
+        if self._compiler is None:
+            from ..backends.registry import lookup_backend
+            self._compiler = lookup_backend(self.backend, self.mode)
+        return self._compiler
 
     @property
     def key(self):
@@ -510,25 +511,20 @@ def intercepted(fn, options):
 
 
 def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
-    """The backend's callable for gm; in a CUDA-graph mode, wrapped to record and replay CUDA graphs."""
-    from .. import modes
-    from ..backends import cudagraphs
-    from ..backends.registry import lookup_backend
-    backend = lookup_backend(options.backend)
-    mode = modes.lookup(options.mode)
-    static = [_is_parameter_or_buffer(value, source)
-              for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]
+    """The backend's callable for gm, in the options' mode. What capture knows about the graph's inputs
+    goes with it in gm.meta["graphjit"] (compiler/facts.py): our guards check every tensor input's
+    layout, and which inputs are modules' parameters or buffers."""
+    gm.meta["graphjit"] = {
+        "inputs_guarded": True, "name": name,
+        "static_inputs": [_is_parameter_or_buffer(value, source)
+                          for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]}
+    backend = options.compiler()
     try:
-        with modes.active(mode, guarded=True, static=static):   # our guards check every tensor input's layout
-            compiled = backend(gm, example_inputs)
+        return backend(gm, example_inputs)
     except Exception as e:  # a backend failure must not fail the user's program: run the graph as is
         warnings.warn(f"graphjit: backend {getattr(backend, '__name__', backend)} failed ({type(e).__name__}: "
                       f"{e}); running the captured graph without it", RuntimeWarning)
         return gm.forward
-    if mode.cudagraphs:
-        compiled = cudagraphs.wrap(compiled, example_inputs, static, options.graph_pool(), name,
-                                   cudagraphs.mutated_inputs(gm), gm)
-    return compiled
 
 
 def _is_parameter_or_buffer(value, source):

@@ -9,7 +9,10 @@ The stages, in order (one file each):
     runtime/           C++ -> shared library (cached on disk), loaded with ctypes
     codegen/wrapper.py the Python function that allocates buffers and calls kernels and extern ops
 
-    compiled = compile_graph(gm, example_inputs)     # the `graphjit` backend
+    compiled = compile_graph(gm, example_inputs, mode=None)     # the `graphjit` backend
+
+What the compiler is told about a graph besides its nodes (the mode, facts about its inputs) is a
+facts.GraphFacts, made once per compile from the mode and gm.meta and handed down the stages.
 """
 import contextlib
 import gc
@@ -22,6 +25,7 @@ import torch
 from .. import logs
 
 
+_compile_lock = threading.RLock()   # one compile at a time: lowering keeps the node being lowered in module state
 _gc_lock = threading.Lock()
 _gc_paused = [0, False]       # compiles running (in any thread), whether the collector was on before the first
 
@@ -55,23 +59,26 @@ def compiling():
                 gc.enable()
 
 
-def compile_graph(gm, example_inputs):
-    """Compile an fx graph for its example inputs; returns a callable with gm.forward's signature.
+def compile_graph(gm, example_inputs, mode=None):
+    """Compile an fx graph for its example inputs in `mode` (a name of modes.MODES; autotuning in the
+    max-autotune modes); returns a callable with gm.forward's signature.
     Graphs the compiler can't handle (see decompose.unsupported_reason) run gm.forward, with the reason
     logged under GRAPHJIT_LOGS=fusion; a missing or failing C++ compiler, or an error in the compiler,
     warns once and runs the graph eagerly (GRAPHJIT_COMPILER_RAISE=1 raises instead)."""
-    with compiling():
-        return _compile_graph(gm, example_inputs)
+    from .facts import GraphFacts
+    facts = GraphFacts.of(gm, mode)
+    with _compile_lock, compiling():
+        return _compile_graph(gm, example_inputs, facts)
 
 
-def _compile_graph(gm, example_inputs):
+def _compile_graph(gm, example_inputs, facts):
     from . import config, decompose
     from .codegen import triton as triton_codegen
     from .runtime import CompileError
 
     if triton_codegen.wanted(example_inputs):         # CUDA tensors (or GRAPHJIT_TRITON_CPU=1): Triton kernels
         try:
-            return triton_codegen.compile_graph(gm, example_inputs)
+            return triton_codegen.compile_graph(gm, example_inputs, facts)
         except decompose.Refused as e:
             return _refused(gm, e)
     reason = decompose.unsupported_reason(gm, example_inputs)
@@ -79,7 +86,7 @@ def _compile_graph(gm, example_inputs):
         logs.log("fusion", f"graphjit compiler: running the graph eagerly: {reason}")
         return gm.forward
     try:
-        return _compile(gm, example_inputs)
+        return _compile(gm, example_inputs, facts)
     except decompose.Refused as e:
         return _refused(gm, e)
     except CompileError as e:
@@ -100,8 +107,8 @@ def _refused(gm, reason):
     return gm.forward
 
 
-def _compile(gm, example_inputs):
-    from . import config, decompose, lowering, scheduler
+def _compile(gm, example_inputs, facts):
+    from . import decompose, lowering, scheduler
     from .codegen import cpp, wrapper
     from .runtime import load
 
@@ -115,7 +122,7 @@ def _compile(gm, example_inputs):
     source, signatures = cpp.generate(graph, items)
     lib = load(source) if signatures else None
     eager_if_grad = any(t.requires_grad for t in example_inputs)
-    code, call = wrapper.build(graph, items, signatures, lib, gm.forward, config.wrapper_checks_inputs(), eager_if_grad)
+    code, call = wrapper.build(graph, items, signatures, lib, gm.forward, facts, eager_if_grad)
     if logs.enabled("output_code"):
         logs.log("output_code", f"wrapper:\n{code}\nkernels:\n{source}")
     n_kernels = sum(isinstance(i, scheduler.Kernel) for i in items)

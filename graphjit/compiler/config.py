@@ -64,10 +64,3 @@ triton_compile_workers = _env_int("TRITON_COMPILE_WORKERS", 0)
 # 1 raises the error instead (the compiler's own tests do).
 raise_errors = _env_int("COMPILER_RAISE", 0)
 
-
-def wrapper_checks_inputs():
-    """check_inputs resolved for the graph being compiled now."""
-    if check_inputs != -1:
-        return bool(check_inputs)
-    from .. import modes
-    return not modes.inputs_guarded()

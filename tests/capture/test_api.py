@@ -206,3 +206,18 @@ def test_logs(monkeypatch, artifact, expected):
         compiled(torch.randn(3))
         compiled(torch.randn(4))
     assert expected in err.getvalue()
+
+
+def test_capture_reaches_backends_only_through_the_registry():
+    """Capture makes no backend decisions: its only import from graphjit.backends is the registry's
+    lookup, and it imports nothing from graphjit.compiler."""
+    import ast
+    import pathlib
+    root = pathlib.Path(gj.__file__).parent / "capture"
+    found = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and (
+                    "backends" in node.module or "compiler" in node.module):
+                found.append((path.name, node.module, [a.name for a in node.names]))
+    assert found == [("frame.py", "backends.registry", ["lookup_backend"])]

@@ -3,6 +3,7 @@ autotuning step aside with a logged reason and results equal eager; autotuning's
 validated and applied (through the Triton interpreter where Triton is installed); the progress line."""
 import json
 import os
+import threading
 
 import pytest
 import torch
@@ -319,3 +320,49 @@ def test_graphs_copying_cpu_tensors_to_the_gpu_are_not_recorded():
         if node.name == "c":
             node.meta["example_value"] = torch.empty(3, device="meta")
     assert syncing_op(gm) is None
+
+
+def test_each_compiled_model_keeps_its_mode_in_two_threads(monkeypatch):
+    """Two models compiled in different modes, both compiles begun before either reads its mode (one
+    thread each): the max-autotune one autotunes, the default one does not."""
+    pytest.importorskip("triton")
+    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    barrier = threading.Barrier(2, timeout=300)
+    real_backend = registry._BACKENDS["graphjit"]
+
+    def rendezvous(gm, example_inputs, mode=None):
+        barrier.wait()
+        return real_backend(gm, example_inputs, mode=mode)
+    rendezvous.graphjit_takes_mode = True
+    monkeypatch.setitem(registry._BACKENDS, "graphjit", rendezvous)
+    tuned = {}
+    real_generate = triton_codegen.generate
+
+    def generate(graph, items, check=False, tuning=None, *args, **kwargs):
+        tuned[threading.current_thread().name] = tuning is not None
+        return real_generate(graph, items, check, tuning, *args, **kwargs)
+    monkeypatch.setattr(triton_codegen, "generate", generate)
+
+    def tuned_fn(x):
+        return (x.sin() + 1).sum(-1)
+
+    def plain_fn(x):
+        return (x.cos() * 2).sum(-1)
+    jobs = {"autotune": (graphjit.compile(tuned_fn, mode="max-autotune-no-cudagraphs"), tuned_fn),
+            "default": (graphjit.compile(plain_fn, backend="graphjit"), plain_fn)}
+    errors = []
+
+    def run(name):
+        compiled, fn = jobs[name]
+        try:
+            x = torch.randn(8, 16)
+            torch.testing.assert_close(compiled(x), fn(x))
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(name,), name=name) for name in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert not errors, errors
+    assert tuned == {"autotune": True, "default": False}

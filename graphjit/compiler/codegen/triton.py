@@ -48,6 +48,7 @@ from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, simpli
                   value_range)
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
 from .cpp import by_output_strides, group_index_exprs, merge_dims
+from ..facts import GraphFacts
 from ..ir import StorageView
 from .wrapper import WrapperCode
 
@@ -1175,8 +1176,9 @@ class TritonWrapperCode(WrapperCode):
             triton_fused_sin_add_0_run(256, 1, 1, stream, ..., arg0, buf0, 1024)   # launcher of the cubin
     """
 
-    def __init__(self, graph, items, launches, launchers, interpret, device, aligned_inputs, templates=None):
-        super().__init__(graph, items, launches)
+    def __init__(self, graph, items, launches, launchers, interpret, device, aligned_inputs, templates=None,
+                 facts=None):
+        super().__init__(graph, items, launches, facts or GraphFacts())
         self.templates = templates or {}    # extern item name -> matmul.TemplateLaunch run instead
         self.launches = launches
         self.launchers = launchers          # kernel name -> (run, function, packed metadata), fast launch
@@ -1214,12 +1216,10 @@ class TritonWrapperCode(WrapperCode):
     def _alignment_checks(self, params):
         """Lines returning eager's result when an input the kernels assume 16-byte aligned is not. Inputs
         come in two kinds: activations, whose addresses change every call (one data_ptr() each), and
-        parameters and buffers (modes.static_inputs()), which stay put: one C++ comparison of all their
+        parameters and buffers (GraphFacts.static_inputs), which stay put: one C++ comparison of all their
         addresses against the last ones seen aligned, and the slow check only when one has moved."""
-        from ... import modes
-        static = modes.static_inputs() or ()
         position = {buf.name: buf.position for buf in self.graph.inputs if buf.position is not None}
-        fixed = [n for n in self.aligned_inputs if position[n] < len(static) and static[position[n]]]
+        fixed = [n for n in self.aligned_inputs if self.facts.is_static(position[n])]
         moving = [n for n in self.aligned_inputs if n not in fixed]
         same = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
         if same is None or len(fixed) < 8:      # a handful of data_ptr() calls cost less than the list
@@ -1419,9 +1419,11 @@ def unsupported_reason(gm, example_inputs):
     return decompose.graph_reason(gm, example_inputs)
 
 
-def compile_graph(gm, example_inputs):
+def compile_graph(gm, example_inputs, facts=None):
     """compiler.compile_graph for graphs on a CUDA device (or on the CPU under GRAPHJIT_TRITON_CPU=1):
-    the same stages, with Triton kernels instead of C++. Returns a callable with gm.forward's signature."""
+    the same stages, with Triton kernels instead of C++. Returns a callable with gm.forward's signature.
+    facts: the graph's facts.GraphFacts (the defaults when None)."""
+    facts = facts or GraphFacts()
     from .. import decompose, lowering, scheduler
     from ..runtime import triton_build
 
@@ -1452,8 +1454,7 @@ def compile_graph(gm, example_inputs):
     lap("schedule")
     check = "status" if check_indices == 1 or (check_indices == -1 and interpret) else \
         "assert" if check_indices == -1 else None
-    from ... import modes
-    tuning = [] if modes.current().autotune else None
+    tuning = [] if facts.autotune else None
     followers = []
     source, launches = generate(graph, items, check, tuning, device, candidates=not interpret,
                                 followers=followers, example_inputs=example_inputs)
@@ -1523,10 +1524,10 @@ def compile_graph(gm, example_inputs):
                 launchers = {name: (compiled[name].run, compiled[name].function, compiled[name].packed_metadata)
                              for name in list(by_name) + [t.name for t in templates.values()]}
     eager_if_grad = any(t.requires_grad for t in example_inputs)
-    code = TritonWrapperCode(graph, items, launches, launchers, interpret, device, aligned, templates)
+    code = TritonWrapperCode(graph, items, launches, launchers, interpret, device, aligned, templates, facts)
     for name in list(by_name) + [t.name for t in templates.values()]:
         code.globals[name] = getattr(module, name)
-    wrapper_source = code.generate(config.wrapper_checks_inputs(), eager_if_grad)
+    wrapper_source = code.generate(facts.check_inputs(), eager_if_grad)
     code.globals["eager"] = gm.forward
     namespace = dict(code.globals)
     exec(compile(wrapper_source, "<graphjit triton wrapper>", "exec"), namespace)

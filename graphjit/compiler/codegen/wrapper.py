@@ -33,8 +33,9 @@ _reinterpret = getattr(_guards, "_reinterpret_tensor", None) or (
 class WrapperCode:
     fast_cuda_empty = False     # set by wrappers that run on their device (see empty())
 
-    def __init__(self, graph, items, signatures):
+    def __init__(self, graph, items, signatures, facts):
         self.graph = graph
+        self.facts = facts          # facts.GraphFacts: which inputs are parameters or buffers
         self.items = items
         self.signatures = signatures
         self.lines = []
@@ -254,10 +255,8 @@ class WrapperCode:
         written = self._written_inputs()
         if not written:
             return []
-        from ... import modes
-        static = modes.static_inputs() or ()
         others = [b for b in self.graph.inputs if b.position is not None and b not in written]
-        fixed = [b for b in others if b.position < len(static) and static[b.position]]
+        fixed = [b for b in others if self.facts.is_static(b.position)]
         moving = [b for b in others if b not in fixed]
         self.globals["inputs_disjoint"] = DisjointInputs([_span(b.layout) for b in written],
                                                          [_span(b.layout) for b in moving],
@@ -383,10 +382,11 @@ def _in_layout(t, strides):
     return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
 
 
-def build(graph, items, signatures, lib, eager, check_inputs, eager_if_grad):
-    """The compiled callable: (source, function). signatures: kernel name -> cpp.Signature."""
-    code = WrapperCode(graph, items, signatures)
-    source = code.generate(check_inputs, eager_if_grad)
+def build(graph, items, signatures, lib, eager, facts, eager_if_grad):
+    """The compiled callable: (source, function). signatures: kernel name -> cpp.Signature; facts: the
+    graph's facts.GraphFacts."""
+    code = WrapperCode(graph, items, signatures, facts)
+    source = code.generate(facts.check_inputs(), eager_if_grad)
     code.globals["eager"] = eager
     for name, signature in signatures.items():
         fn = getattr(lib, name)
