@@ -12,9 +12,10 @@ import torch
 import torch.nn.functional as F
 
 import graphjit
+from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
 
-from .harness import compile_cases, run_cases
+from .harness import assert_same, compile_cases, run_cases
 
 DEVICES = ["cpp", "interpret", pytest.param("cuda", marks=pytest.mark.gpu)]
 SPECIALS = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e30, -3e38, 1e-40, -0.5, 0.5, 3.0, -3.0,
@@ -37,7 +38,8 @@ def check(fn, cases, device, fallbacks=False, **tolerance):
 def full_range(shape, dtype, seed):
     info = torch.iinfo(dtype)
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(info.min, info.max + 1, shape, generator=g).to(dtype)
+    high = info.max + 1 if info.bits < 64 else info.max
+    return torch.randint(info.min, high, shape, generator=g, dtype=torch.int64).to(dtype)
 
 
 def specials_grid(dtype):
@@ -155,6 +157,59 @@ def test_sign_of_nan_and_zero(device):
     def fn(x):
         return torch.sign(x), torch.sgn(x), 1 / torch.sign(x), torch.sgn(torch.sqrt(x))
     check(fn, [(torch.tensor(SPECIALS),), (torch.tensor(SPECIALS, dtype=torch.float64),)], device)
+
+
+# ---- integer pow, scalars cast to the tensor's dtype, 16-bit float conversions (`backend` fixture) -------
+
+def check_calls(fn, make_inputs, calls=3):
+    """fn's graph compiled by the graphjit backend for make_inputs(0), against eager on make_inputs(seed) of
+    each call (fresh values, same shapes and dtypes); no op may fall back to ATen."""
+    compiled = graphjit_backend(torch.fx.symbolic_trace(fn), list(make_inputs(0)))
+    assert hasattr(compiled, "graph"), "the graph ran eagerly"
+    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
+    for seed in range(calls):
+        inputs = make_inputs(seed)
+        assert_same(compiled(*inputs), fn(*inputs), f"call {seed}")
+
+
+def with_edges(t, edges):
+    """t with its first elements replaced by `edges` (cast to t's dtype)."""
+    t = t.clone()
+    t.view(-1)[:len(edges)] = torch.tensor(edges, dtype=torch.float64 if t.is_floating_point() else torch.int64
+                                           ).to(t.dtype)
+    return t
+
+
+def int_pows(a, b):
+    return a.pow(b), a ** 3, torch.pow(5, b), a[:, :1].pow(b[:1, :]), a.pow(b).sum(1)
+
+
+def int_pow_inputs(dtype):
+    """make_inputs of int_pows: bases over the dtype's range and small ones, exponents from -5 past the
+    dtype's width; 0, +-1, the limits; exponent 0, the width, negative."""
+    info = torch.iinfo(dtype)
+    bits = info.bits - (info.min < 0)
+    signed = info.min < 0
+
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        a = full_range((9, 13), dtype, seed)
+        a[4:] = torch.randint(max(info.min, -20), 21, (5, 13), generator=g).to(dtype)   # results that fit
+        a = with_edges(a, [0, 1, -1, 2, -2, 3, -3, info.min, info.max, 0, 7] if signed else [0, 1, 2, 255])
+        b = torch.randint(max(info.min, -5), bits + 8, (9, 13), generator=g).to(dtype)
+        return a, with_edges(b, [0, 0, 0, bits, bits, bits - 1, bits + 1, 2, 3, -1, -3] if signed else
+                             [0, 0, bits, bits + 1])
+    return inputs
+
+
+INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)
+def test_integer_pow_is_exact(dtype, backend):
+    """Integer pow is exact and wraps as eager's powi (by squaring in the dtype), not a float pow rounded
+    back (fuzz triton 800700: int64 x ** x); a negative exponent gives 1 / a ** n truncated (1, -1 or 0)."""
+    check_calls(int_pows, int_pow_inputs(dtype))
 
 
 # ---- generated C++ that must compile ----------------------------------------------------------------------

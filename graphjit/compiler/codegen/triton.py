@@ -284,7 +284,26 @@ def gj_pow(a, b):
     if a.dtype.is_floating():
         return libdevice.pow(a, b)
     else:
-        return libdevice.pow(a.to(tl.float64), b.to(tl.float64)).to(a.dtype)
+        return gj_ipow(a, b)
+
+
+@triton.jit
+def gj_ipow(a, b):  # eager's powi: by squaring, wrapping as the dtype does; a ** -n is 1 / a ** n truncated
+    a, b = tl.broadcast(a, b)
+    one = tl.full(a.shape, 1, a.dtype)
+    result = one
+    base = a
+    e = b
+    if a.dtype.is_int_signed():
+        e = tl.where(b < 0, 0, b)
+    for _ in range(a.dtype.primitive_bitwidth):
+        result = tl.where((e & 1) != 0, result * base, result)
+        base = base * base
+        e = e >> 1
+    if a.dtype.is_int_signed():
+        inverse = tl.where(a == 1, one, tl.where(a == -1, tl.where((b & 1) != 0, -one, one), 0))
+        result = tl.where(b < 0, inverse, result)
+    return result
 '''
 
 # The GPU's prelude: float32 rsqrt as the one PTX instruction (tl.rsqrt reaches it through __nvvm_reflect,
