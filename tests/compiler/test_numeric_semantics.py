@@ -202,6 +202,16 @@ def int_pow_inputs(dtype):
     return inputs
 
 
+def unsigned_with_negative_scalars(x, i8):
+    return (-3 == x, x + (-3), x * -1, x - 300, torch.where(x > 5, x, -1), torch.full_like(x, -3) + x,
+            i8 + 300, torch.where(i8 > 0, i8, -100) - 200)
+
+
+def unsigned_inputs(seed):
+    return with_edges(full_range((7, 5), torch.uint8, seed), [253, 0, 255, 3, 6, 44]), \
+        full_range((7, 5), torch.int8, seed + 1)
+
+
 INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 
 
@@ -210,6 +220,13 @@ def test_integer_pow_is_exact(dtype, backend):
     """Integer pow is exact and wraps as eager's powi (by squaring in the dtype), not a float pow rounded
     back (fuzz triton 800700: int64 x ** x); a negative exponent gives 1 / a ** n truncated (1, -1 or 0)."""
     check_calls(int_pows, int_pow_inputs(dtype))
+
+
+def test_negative_scalar_with_unsigned_tensor_wraps(backend):
+    """A Python int is cast to the tensor's dtype as eager does (-3 with a uint8 tensor is 253; 300 with an
+    int8 one is 44), not written into the kernel as it is (fuzz triton 800463: Triton's interpreter raised
+    OverflowError; a GPU compile rejects it)."""
+    check_calls(unsigned_with_negative_scalars, unsigned_inputs)
 
 
 # ---- generated C++ that must compile ----------------------------------------------------------------------

@@ -329,8 +329,15 @@ def literal(value, dtype):
         if value in (float("inf"), float("-inf")):
             return f'float("{"-" if value < 0 else ""}inf")'
         return repr(value)
-    value = int(value)
+    value = wrap_int(value, dtype)
     return "(-9223372036854775807 - 1)" if value == -(2 ** 63) else str(value)
+
+
+def wrap_int(value, dtype):
+    """value as the integer dtype holds it: eager casts a Python scalar to the tensor's dtype (-3 with a
+    uint8 tensor is 253)."""
+    lo, hi = INT_LIMITS[dtype]
+    return (int(value) - lo) % (hi - lo + 1) + lo
 
 
 def reduction_init(reduction_type, dtype):
@@ -600,7 +607,7 @@ class TritonKernel:
             expr = f"(tl.full({self.shape(())}, 0.0, {COMPUTE_TYPES[dtype]}) * -1.0)"
         name = self.cse(expr, ())
         known = isinstance(value, int) and not isinstance(value, bool) and dtype in INT_LIMITS
-        return self.bounded(name, (value, value) if known else None)
+        return self.bounded(name, (wrap_int(value, dtype),) * 2 if known else None)
 
     def bounded(self, name, bounds):
         """name, noting the integer bounds (lo, hi) its value is known to lie in (None: unknown)."""
