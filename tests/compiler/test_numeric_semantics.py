@@ -212,6 +212,15 @@ def unsigned_inputs(seed):
         full_range((7, 5), torch.int8, seed + 1)
 
 
+def bool_signs(x, y):
+    return x.sign(), x.sgn(), (y <= 0.5).sgn(), torch.sign(x).float() * y
+
+
+def bool_inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(6, 11, generator=g) < 0.5, torch.rand(6, 11, generator=g)
+
+
 INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 
 
@@ -227,6 +236,11 @@ def test_negative_scalar_with_unsigned_tensor_wraps(backend):
     int8 one is 44), not written into the kernel as it is (fuzz triton 800463: Triton's interpreter raised
     OverflowError; a GPU compile rejects it)."""
     check_calls(unsigned_with_negative_scalars, unsigned_inputs)
+
+
+def test_sign_of_bool(backend):
+    """sign/sgn of a bool tensor is the tensor (fuzz triton 800438: the interpreter has no bool subtract)."""
+    check_calls(bool_signs, bool_inputs)
 
 
 # ---- generated C++ that must compile ----------------------------------------------------------------------

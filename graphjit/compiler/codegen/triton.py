@@ -128,10 +128,12 @@ EXPRESSIONS = {
 }
 assert set(EXPRESSIONS) == set(POINTWISE_OPS), set(POINTWISE_OPS) ^ set(EXPRESSIONS)
 # (op, dtype) -> expression where Triton's op differs from torch's in that dtype: an i1 add wraps
-# (True + True is False on a GPU; torch's is True), ~ of a uint8 (x ^ -1) overflows in the interpreter,
-# and Triton 3.6 negates a float as 0 - x (-(0.0) is +0.0; torch's is -0.0; 3.8 negates)
+# (True + True is False on a GPU; torch's is True), the interpreter has no i1 subtract (gj_sign's; the sign
+# of a bool is itself), ~ of a uint8 (x ^ -1) overflows in the interpreter, and Triton 3.6 negates a float
+# as 0 - x (-(0.0) is +0.0; torch's is -0.0; 3.8 negates)
 TYPED_EXPRESSIONS = {
     ("add", torch.bool): "({0} | {1})",
+    ("sign", torch.bool): "{0}",
     ("bitwise_not", torch.uint8): "({0} ^ 255).to(tl.uint8)",
     **{("neg", dtype): "({0} * -1.0)" for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16)},
 }
