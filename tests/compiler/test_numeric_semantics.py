@@ -221,6 +221,25 @@ def bool_inputs(seed):
     return torch.rand(6, 11, generator=g) < 0.5, torch.rand(6, 11, generator=g)
 
 
+def to_16_bits(d, i):
+    bf16, f16 = torch.bfloat16, torch.float16
+    return (d.to(bf16), d.to(bf16).to(d.dtype), d.to(f16), d.to(f16).to(d.dtype), d.float().to(bf16), i.to(bf16),
+            i.to(f16).to(torch.float64), (d * 3).to(bf16) + 1)
+
+
+def wide_inputs(seed):
+    """float64 and int64 values: random magnitudes; ties after a first rounding to float32, subnormals,
+    beyond float16's and bfloat16's range, inf, NaN."""
+    g = torch.Generator().manual_seed(seed)
+    d = torch.randn(5, 8, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(-8, 8, (5, 8), generator=g)
+    d = with_edges(d, [1 + 2 ** -8 + 2 ** -30, 1 + 2 ** -11 + 2 ** -40, -(1 + 2 ** -8 + 2 ** -30), 0.1748046875,
+                       -0.0, 1e-40, 9.2e-41, 6e-8, 3.3e38, -3.4e38, 65504.9, 70000.0, float("inf"),
+                       float("nan"), 1e-300])
+    i = with_edges(full_range((5, 8), torch.int64, seed), [2 ** 40 + 2 ** 32 + 1, -(2 ** 40 + 2 ** 32 + 1),
+                                                           2 ** 24 + 2 ** 16 + 1, 2 ** 63 - 1, -2 ** 63, 65521, 2049])
+    return d, i
+
+
 INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 
 
@@ -241,6 +260,13 @@ def test_negative_scalar_with_unsigned_tensor_wraps(backend):
 def test_sign_of_bool(backend):
     """sign/sgn of a bool tensor is the tensor (fuzz triton 800438: the interpreter has no bool subtract)."""
     check_calls(bool_signs, bool_inputs)
+
+
+def test_float64_and_integers_to_16_bits_as_eager(backend):
+    """float64 and int64 -> bfloat16/float16 go through float32, as eager's conversions do (rounded twice:
+    1 + 2**-8 + 2**-30 is 1.0 in bfloat16), and nothing reads a float64 as raw bits (fuzz triton 800097:
+    float64 -> bfloat16 gave 0 in the interpreter)."""
+    check_calls(to_16_bits, wide_inputs)
 
 
 # ---- generated C++ that must compile ----------------------------------------------------------------------

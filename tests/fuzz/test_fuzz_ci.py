@@ -31,7 +31,6 @@ FOUND = {
     ("python", 702099): "an attribute set, then deleted in one frame: AttributeError",
     ("python", 701421): "dict del of a key the frame read: KeyError in the replay",
     ("python", 702328): "setattr(obj, name, d[k]) then d[k] = other: the attribute gets the new value",
-    ("triton", 800097): "Triton: a float64 -> bfloat16 cast gives 0",
 }
 KNOWN_OPEN = {
     ("tensor", 73): ALIAS_OUTPUTS,

@@ -158,20 +158,16 @@ def gj_sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
 
 
+# x as a 16-bit float holds it, in float32. Through float32, as eager converts float64 and integers: rounded
+# twice (float64 1 + 2**-8 + 2**-30 is 1.0 in bfloat16, not 1 + 2**-7)
 @triton.jit
-def gj_round_bf16(x):  # x as a bfloat16 holds it, in float32
-    if x.dtype.is_floating():
-        return x.to(tl.bfloat16).to(tl.float32)
-    else:
-        return x.to(tl.float32).to(tl.bfloat16).to(tl.float32)
+def gj_round_bf16(x):
+    return x.to(tl.float32).to(tl.bfloat16).to(tl.float32)
 
 
 @triton.jit
 def gj_round_f16(x):
-    if x.dtype.is_floating():
-        return x.to(tl.float16).to(tl.float32)
-    else:
-        return x.to(tl.float32).to(tl.float16).to(tl.float32)
+    return x.to(tl.float32).to(tl.float16).to(tl.float32)
 
 
 @triton.jit
