@@ -240,6 +240,18 @@ def wide_inputs(seed):
     return d, i
 
 
+def bf16_reads(x):
+    return x.bool(), x != 0, x.float(), x.double(), x * 2.0 ** 100, torch.where(x.bool(), 1, 0)
+
+
+def bf16_subnormal_inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    bits = torch.randint(-0x7f, 0x80, (4, 64), generator=g, dtype=torch.int16)    # subnormals and +-0
+    bits[0, :8] = torch.tensor([1, -0x7fff, 0x7f, -0x7f81, 0x40, 0x80, 0, -0x8000], dtype=torch.int16)
+    bits[-1] = torch.randint(-0x8000, 0x8000, (64,), generator=g, dtype=torch.int16)  # and anything
+    return (bits.view(torch.bfloat16),)
+
+
 INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 
 
@@ -267,6 +279,12 @@ def test_float64_and_integers_to_16_bits_as_eager(backend):
     1 + 2**-8 + 2**-30 is 1.0 in bfloat16), and nothing reads a float64 as raw bits (fuzz triton 800097:
     float64 -> bfloat16 gave 0 in the interpreter)."""
     check_calls(to_16_bits, wide_inputs)
+
+
+def test_bfloat16_subnormals(backend):
+    """bfloat16 subnormals are nonzero and widen exactly, as on a GPU (Triton's interpreter turned the
+    smallest into 0: bool(x) was False)."""
+    check_calls(bf16_reads, bf16_subnormal_inputs)
 
 
 # ---- generated C++ that must compile ----------------------------------------------------------------------
