@@ -5,6 +5,7 @@ NaN, negative constants in generated C++, cat of empty pieces, fallback ops whos
 result out otherwise than its meta function does, writes through an expand, and Python scalars that
 eager converts (addcmul's value). Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0).
 """
+import contextlib
 import warnings
 
 import pytest
@@ -285,6 +286,34 @@ def test_bfloat16_subnormals(backend):
     """bfloat16 subnormals are nonzero and widen exactly, as on a GPU (Triton's interpreter turned the
     smallest into 0: bool(x) was False)."""
     check_calls(bf16_reads, bf16_subnormal_inputs)
+
+
+GPU_CASES = [*[(int_pows, int_pow_inputs(dtype)) for dtype in INT_DTYPES], (unsigned_with_negative_scalars,
+             unsigned_inputs), (bool_signs, bool_inputs), (to_16_bits, wide_inputs), (bf16_reads, bf16_subnormal_inputs)]
+
+
+@pytest.mark.parametrize("fn,make_inputs", GPU_CASES, ids=[f"{fn.__name__}{i}" for i, (fn, _) in enumerate(GPU_CASES)])
+def test_kernels_compile_for_a_gpu(fn, make_inputs, tmp_path, monkeypatch):
+    """The Triton kernels of the tests above compile for an sm_90 target: the interpreter doesn't check
+    what a GPU compile does (a negative constant in a uint8 kernel is an error there; gj_ipow's loop
+    must keep its types)."""
+    pytest.importorskip("triton")
+    from graphjit.compiler import decompose, lowering, scheduler
+    from graphjit.compiler.runtime import triton_build
+    from .sm90 import sm90_module
+    inputs = list(make_inputs(0))
+    graph = lowering.lower(decompose.decompose(torch.fx.symbolic_trace(fn), inputs), inputs)
+    source, launches = triton_codegen.generate(graph, scheduler.schedule(graph), device=torch.device("cuda"),
+                                               candidates=False)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())   # no CUDA here
+    monkeypatch.setattr(triton_build, "_load", lambda device, kernel: None)
+    buffers = {b.name: b for b in graph.buffers()}
+    distinct = list({launch.name: launch for kl in launches.values() for launch in kl.launches}.values())
+    with sm90_module(tmp_path, monkeypatch, source, "gj_numeric_semantics_kernels") as (module, _):
+        compiled = triton_build.compile_all(module, distinct, torch.device("cuda", 0),
+                                            {launch.name: [buffers[a].dtype for a in launch.args] for launch in distinct},
+                                            threads=1)
+    assert set(compiled) == {launch.name for launch in distinct}
 
 
 # ---- generated C++ that must compile ----------------------------------------------------------------------
