@@ -291,16 +291,14 @@ def gj_ipow(a, b):  # eager's powi: by squaring, wrapping as the dtype does; a *
     one = tl.full(a.shape, 1, a.dtype)
     result = one
     base = a
-    e = b
-    if a.dtype.is_int_signed():
-        e = tl.where(b < 0, 0, b)
+    e = tl.maximum(b, 0)
     for _ in range(a.dtype.primitive_bitwidth):
         result = tl.where((e & 1) != 0, result * base, result)
         base = base * base
         e = e >> 1
     if a.dtype.is_int_signed():
         inverse = tl.where(a == 1, one, tl.where(a == -1, tl.where((b & 1) != 0, -one, one), 0))
-        result = tl.where(b < 0, inverse, result)
+        result = tl.where(b >= 0, result, inverse)
     return result
 '''
 
