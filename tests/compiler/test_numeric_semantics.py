@@ -5,6 +5,7 @@ NaN, negative constants in generated C++, cat of empty pieces, fallback ops whos
 result out otherwise than its meta function does, writes through an expand, and Python scalars that
 eager converts (addcmul's value). Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0).
 """
+import contextlib
 import warnings
 
 import pytest
@@ -12,9 +13,10 @@ import torch
 import torch.nn.functional as F
 
 import graphjit
+from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
 
-from .harness import compile_cases, run_cases
+from .harness import assert_same, compile_cases, run_cases
 
 DEVICES = ["cpp", "interpret", pytest.param("cuda", marks=pytest.mark.gpu)]
 SPECIALS = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e30, -3e38, 1e-40, -0.5, 0.5, 3.0, -3.0,
@@ -37,7 +39,8 @@ def check(fn, cases, device, fallbacks=False, **tolerance):
 def full_range(shape, dtype, seed):
     info = torch.iinfo(dtype)
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(info.min, info.max + 1, shape, generator=g).to(dtype)
+    high = info.max + 1 if info.bits < 64 else info.max
+    return torch.randint(info.min, high, shape, generator=g, dtype=torch.int64).to(dtype)
 
 
 def specials_grid(dtype):
@@ -155,6 +158,162 @@ def test_sign_of_nan_and_zero(device):
     def fn(x):
         return torch.sign(x), torch.sgn(x), 1 / torch.sign(x), torch.sgn(torch.sqrt(x))
     check(fn, [(torch.tensor(SPECIALS),), (torch.tensor(SPECIALS, dtype=torch.float64),)], device)
+
+
+# ---- integer pow, scalars cast to the tensor's dtype, 16-bit float conversions (`backend` fixture) -------
+
+def check_calls(fn, make_inputs, calls=3):
+    """fn's graph compiled by the graphjit backend for make_inputs(0), against eager on make_inputs(seed) of
+    each call (fresh values, same shapes and dtypes); no op may fall back to ATen."""
+    compiled = graphjit_backend(torch.fx.symbolic_trace(fn), list(make_inputs(0)))
+    assert hasattr(compiled, "graph"), "the graph ran eagerly"
+    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
+    for seed in range(calls):
+        inputs = make_inputs(seed)
+        assert_same(compiled(*inputs), fn(*inputs), f"call {seed}")
+
+
+def with_edges(t, edges):
+    """t with its first elements replaced by `edges` (cast to t's dtype)."""
+    t = t.clone()
+    t.view(-1)[:len(edges)] = torch.tensor(edges, dtype=torch.float64 if t.is_floating_point() else torch.int64
+                                           ).to(t.dtype)
+    return t
+
+
+def int_pows(a, b):
+    return a.pow(b), a ** 3, torch.pow(5, b), a[:, :1].pow(b[:1, :]), a.pow(b).sum(1)
+
+
+def int_pow_inputs(dtype):
+    """make_inputs of int_pows: bases over the dtype's range and small ones, exponents from -5 past the
+    dtype's width; 0, +-1, the limits; exponent 0, the width, negative."""
+    info = torch.iinfo(dtype)
+    bits = info.bits - (info.min < 0)
+    signed = info.min < 0
+
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        a = full_range((9, 13), dtype, seed)
+        a[4:] = torch.randint(max(info.min, -20), 21, (5, 13), generator=g).to(dtype)   # results that fit
+        a = with_edges(a, [0, 1, -1, 2, -2, 3, -3, info.min, info.max, 0, 7] if signed else [0, 1, 2, 255])
+        b = torch.randint(max(info.min, -5), bits + 8, (9, 13), generator=g).to(dtype)
+        return a, with_edges(b, [0, 0, 0, bits, bits, bits - 1, bits + 1, 2, 3, -1, -3] if signed else
+                             [0, 0, bits, bits + 1])
+    return inputs
+
+
+def unsigned_with_negative_scalars(x, i8):
+    return (-3 == x, x + (-3), x * -1, x - 300, torch.where(x > 5, x, -1), torch.full_like(x, -3) + x,
+            i8 + 300, torch.where(i8 > 0, i8, -100) - 200)
+
+
+def unsigned_inputs(seed):
+    return with_edges(full_range((7, 5), torch.uint8, seed), [253, 0, 255, 3, 6, 44]), \
+        full_range((7, 5), torch.int8, seed + 1)
+
+
+def bool_signs(x, y):
+    return x.sign(), x.sgn(), (y <= 0.5).sgn(), torch.sign(x).float() * y
+
+
+def bool_inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(6, 11, generator=g) < 0.5, torch.rand(6, 11, generator=g)
+
+
+def to_16_bits(d, i):
+    bf16, f16 = torch.bfloat16, torch.float16
+    return (d.to(bf16), d.to(bf16).to(d.dtype), d.to(f16), d.to(f16).to(d.dtype), d.float().to(bf16), i.to(bf16),
+            i.to(f16).to(torch.float64), (d * 3).to(bf16) + 1)
+
+
+def wide_inputs(seed):
+    """float64 and int64 values: random magnitudes; ties after a first rounding to float32, subnormals,
+    beyond float16's and bfloat16's range, inf, NaN."""
+    g = torch.Generator().manual_seed(seed)
+    d = torch.randn(5, 8, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(-8, 8, (5, 8), generator=g)
+    d = with_edges(d, [1 + 2 ** -8 + 2 ** -30, 1 + 2 ** -11 + 2 ** -40, -(1 + 2 ** -8 + 2 ** -30), 0.1748046875,
+                       -0.0, 1e-40, 9.2e-41, 6e-8, 3.3e38, -3.4e38, 65504.9, 70000.0, float("inf"),
+                       float("nan"), 1e-300])
+    i = with_edges(full_range((5, 8), torch.int64, seed), [2 ** 40 + 2 ** 32 + 1, -(2 ** 40 + 2 ** 32 + 1),
+                                                           2 ** 24 + 2 ** 16 + 1, 2 ** 63 - 1, -2 ** 63, 65521, 2049])
+    return d, i
+
+
+def bf16_reads(x):
+    return x.bool(), x != 0, x.float(), x.double(), x * 2.0 ** 100, torch.where(x.bool(), 1, 0)
+
+
+def bf16_subnormal_inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    bits = torch.randint(-0x7f, 0x80, (4, 64), generator=g, dtype=torch.int16)    # subnormals and +-0
+    bits[0, :8] = torch.tensor([1, -0x7fff, 0x7f, -0x7f81, 0x40, 0x80, 0, -0x8000], dtype=torch.int16)
+    bits[-1] = torch.randint(-0x8000, 0x8000, (64,), generator=g, dtype=torch.int16)  # and anything
+    return (bits.view(torch.bfloat16),)
+
+
+INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=str)
+def test_integer_pow_is_exact(dtype, backend):
+    """Integer pow is exact and wraps as eager's powi (by squaring in the dtype), not a float pow rounded
+    back (fuzz triton 800700: int64 x ** x); a negative exponent gives 1 / a ** n truncated (1, -1 or 0)."""
+    check_calls(int_pows, int_pow_inputs(dtype))
+
+
+def test_negative_scalar_with_unsigned_tensor_wraps(backend):
+    """A Python int is cast to the tensor's dtype as eager does (-3 with a uint8 tensor is 253; 300 with an
+    int8 one is 44), not written into the kernel as it is (fuzz triton 800463: Triton's interpreter raised
+    OverflowError; a GPU compile rejects it)."""
+    check_calls(unsigned_with_negative_scalars, unsigned_inputs)
+
+
+def test_sign_of_bool(backend):
+    """sign/sgn of a bool tensor is the tensor (fuzz triton 800438: the interpreter has no bool subtract)."""
+    check_calls(bool_signs, bool_inputs)
+
+
+def test_float64_and_integers_to_16_bits_as_eager(backend):
+    """float64 and int64 -> bfloat16/float16 go through float32, as eager's conversions do (rounded twice:
+    1 + 2**-8 + 2**-30 is 1.0 in bfloat16), and nothing reads a float64 as raw bits (fuzz triton 800097:
+    float64 -> bfloat16 gave 0 in the interpreter)."""
+    check_calls(to_16_bits, wide_inputs)
+
+
+def test_bfloat16_subnormals(backend):
+    """bfloat16 subnormals are nonzero and widen exactly, as on a GPU (Triton's interpreter turned the
+    smallest into 0: bool(x) was False)."""
+    check_calls(bf16_reads, bf16_subnormal_inputs)
+
+
+GPU_CASES = [*[(int_pows, int_pow_inputs(dtype)) for dtype in INT_DTYPES], (unsigned_with_negative_scalars,
+             unsigned_inputs), (bool_signs, bool_inputs), (to_16_bits, wide_inputs), (bf16_reads, bf16_subnormal_inputs)]
+
+
+@pytest.mark.parametrize("fn,make_inputs", GPU_CASES, ids=[f"{fn.__name__}{i}" for i, (fn, _) in enumerate(GPU_CASES)])
+def test_kernels_compile_for_a_gpu(fn, make_inputs, tmp_path, monkeypatch):
+    """The Triton kernels of the tests above compile for an sm_90 target: the interpreter doesn't check
+    what a GPU compile does (a negative constant in a uint8 kernel is an error there; gj_ipow's loop
+    must keep its types)."""
+    pytest.importorskip("triton")
+    from graphjit.compiler import decompose, lowering, scheduler
+    from graphjit.compiler.runtime import triton_build
+    from .sm90 import sm90_module
+    inputs = list(make_inputs(0))
+    graph = lowering.lower(decompose.decompose(torch.fx.symbolic_trace(fn), inputs), inputs)
+    source, launches = triton_codegen.generate(graph, scheduler.schedule(graph), device=torch.device("cuda"),
+                                               candidates=False)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())   # no CUDA here
+    monkeypatch.setattr(triton_build, "_load", lambda device, kernel: None)
+    buffers = {b.name: b for b in graph.buffers()}
+    distinct = list({launch.name: launch for kl in launches.values() for launch in kl.launches}.values())
+    with sm90_module(tmp_path, monkeypatch, source, "gj_numeric_semantics_kernels") as (module, _):
+        compiled = triton_build.compile_all(module, distinct, torch.device("cuda", 0),
+                                            {launch.name: [buffers[a].dtype for a in launch.args] for launch in distinct},
+                                            threads=1)
+    assert set(compiled) == {launch.name for launch in distinct}
 
 
 # ---- generated C++ that must compile ----------------------------------------------------------------------

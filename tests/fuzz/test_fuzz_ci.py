@@ -31,10 +31,6 @@ FOUND = {
     ("python", 702099): "an attribute set, then deleted in one frame: AttributeError",
     ("python", 701421): "dict del of a key the frame read: KeyError in the replay",
     ("python", 702328): "setattr(obj, name, d[k]) then d[k] = other: the attribute gets the new value",
-    ("triton", 800700): "Triton: integer pow computed in floating point",
-    ("triton", 800463): "Triton: a negative Python int with a uint8 tensor raises OverflowError",
-    ("triton", 800438): "Triton: sign/sgn of a bool tensor (numpy boolean subtract)",
-    ("triton", 800097): "Triton: a float64 -> bfloat16 cast gives 0",
 }
 KNOWN_OPEN = {
     ("tensor", 73): ALIAS_OUTPUTS,

@@ -129,10 +129,12 @@ EXPRESSIONS = {
 }
 assert set(EXPRESSIONS) == set(POINTWISE_OPS), set(POINTWISE_OPS) ^ set(EXPRESSIONS)
 # (op, dtype) -> expression where Triton's op differs from torch's in that dtype: an i1 add wraps
-# (True + True is False on a GPU; torch's is True), ~ of a uint8 (x ^ -1) overflows in the interpreter,
-# and Triton 3.6 negates a float as 0 - x (-(0.0) is +0.0; torch's is -0.0; 3.8 negates)
+# (True + True is False on a GPU; torch's is True), the interpreter has no i1 subtract (gj_sign's; the sign
+# of a bool is itself), ~ of a uint8 (x ^ -1) overflows in the interpreter, and Triton 3.6 negates a float
+# as 0 - x (-(0.0) is +0.0; torch's is -0.0; 3.8 negates)
 TYPED_EXPRESSIONS = {
     ("add", torch.bool): "({0} | {1})",
+    ("sign", torch.bool): "{0}",
     ("bitwise_not", torch.uint8): "({0} ^ 255).to(tl.uint8)",
     **{("neg", dtype): "({0} * -1.0)" for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16)},
 }
@@ -157,20 +159,16 @@ def gj_sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
 
 
+# x as a 16-bit float holds it, in float32. Through float32, as eager converts float64 and integers: rounded
+# twice (float64 1 + 2**-8 + 2**-30 is 1.0 in bfloat16, not 1 + 2**-7)
 @triton.jit
-def gj_round_bf16(x):  # x as a bfloat16 holds it, in float32
-    if x.dtype.is_floating():
-        return x.to(tl.bfloat16).to(tl.float32)
-    else:
-        return x.to(tl.float32).to(tl.bfloat16).to(tl.float32)
+def gj_round_bf16(x):
+    return x.to(tl.float32).to(tl.bfloat16).to(tl.float32)
 
 
 @triton.jit
 def gj_round_f16(x):
-    if x.dtype.is_floating():
-        return x.to(tl.float16).to(tl.float32)
-    else:
-        return x.to(tl.float32).to(tl.float16).to(tl.float32)
+    return x.to(tl.float32).to(tl.float16).to(tl.float32)
 
 
 @triton.jit
@@ -285,7 +283,24 @@ def gj_pow(a, b):
     if a.dtype.is_floating():
         return libdevice.pow(a, b)
     else:
-        return libdevice.pow(a.to(tl.float64), b.to(tl.float64)).to(a.dtype)
+        return gj_ipow(a, b)
+
+
+@triton.jit
+def gj_ipow(a, b):  # eager's powi: by squaring, wrapping as the dtype does; a ** -n is 1 / a ** n truncated
+    a, b = tl.broadcast(a, b)
+    one = tl.full(a.shape, 1, a.dtype)
+    result = one
+    base = a
+    e = tl.maximum(b, 0)
+    for _ in range(a.dtype.primitive_bitwidth):
+        result = tl.where((e & 1) != 0, result * base, result)
+        base = base * base
+        e = e >> 1
+    if a.dtype.is_int_signed():
+        inverse = tl.where(a == 1, one, tl.where(a == -1, tl.where((b & 1) != 0, -one, one), 0))
+        result = tl.where(b >= 0, result, inverse)
+    return result
 '''
 
 # The GPU's prelude: float32 rsqrt as the one PTX instruction (tl.rsqrt reaches it through __nvvm_reflect,
@@ -311,8 +326,15 @@ def literal(value, dtype):
         if value in (float("inf"), float("-inf")):
             return f'float("{"-" if value < 0 else ""}inf")'
         return repr(value)
-    value = int(value)
+    value = wrap_int(value, dtype)
     return "(-9223372036854775807 - 1)" if value == -(2 ** 63) else str(value)
+
+
+def wrap_int(value, dtype):
+    """value as the integer dtype holds it: eager casts a Python scalar to the tensor's dtype (-3 with a
+    uint8 tensor is 253)."""
+    lo, hi = INT_LIMITS[dtype]
+    return (int(value) - lo) % (hi - lo + 1) + lo
 
 
 def reduction_init(reduction_type, dtype):
@@ -582,7 +604,7 @@ class TritonKernel:
             expr = f"(tl.full({self.shape(())}, 0.0, {COMPUTE_TYPES[dtype]}) * -1.0)"
         name = self.cse(expr, ())
         known = isinstance(value, int) and not isinstance(value, bool) and dtype in INT_LIMITS
-        return self.bounded(name, (value, value) if known else None)
+        return self.bounded(name, (wrap_int(value, dtype),) * 2 if known else None)
 
     def bounded(self, name, bounds):
         """name, noting the integer bounds (lo, hi) its value is known to lie in (None: unknown)."""

@@ -12,8 +12,8 @@ trusted. Triton compiles each @triton.jit kernel to a cubin and keeps that in it
 Under GRAPHJIT_TRITON_CPU=1 the same source runs on CPU tensors in Triton's interpreter
 (TRITON_INTERPRET=1, set only while graphjit imports or launches its kernels). Two interpreter gaps are
 bridged: it has no libdevice (`_interpreter_libdevice()` stands in with numpy functions of the same
-names), and it truncates float32 -> bfloat16 casts where the GPU rounds to nearest even (patched while
-graphjit's kernels run).
+names), and its bfloat16 <-> float32 casts differ from the GPU's (it truncates float32 -> bfloat16 and
+mangles bfloat16 subnormals: `_cast_bf16_as_gpu`, patched in while graphjit's kernels run).
 """
 import concurrent.futures
 import contextlib
@@ -77,7 +77,7 @@ def interpreting(enabled=True):
         old = os.environ.get("TRITON_INTERPRET")
         old_cast = InterpreterBuilder.cast_impl
         os.environ["TRITON_INTERPRET"] = "1"
-        InterpreterBuilder.cast_impl = _cast_rounding_bf16(old_cast)
+        InterpreterBuilder.cast_impl = _cast_bf16_as_gpu(old_cast)
         try:
             yield
         finally:
@@ -88,12 +88,17 @@ def interpreting(enabled=True):
                 os.environ["TRITON_INTERPRET"] = old
 
 
-def _cast_rounding_bf16(cast_impl):
-    """Triton 3.6's interpreter truncates float32 -> bfloat16 casts; the GPU rounds to nearest even."""
+def _cast_bf16_as_gpu(cast_impl):
+    """bfloat16 <-> float32 casts as the GPU does them: Triton 3.6's interpreter truncates float32 ->
+    bfloat16 (the GPU rounds to nearest even) and loses bits of bfloat16 subnormals it widens (the
+    smallest becomes 0; the GPU's widening is exact)."""
     def cast(self, src, dst_type):
         import numpy as np
         import triton.language as tl
         from triton.runtime.interpreter import TensorHandle
+        if src.dtype.scalar == tl.bfloat16 and dst_type.scalar == tl.float32:
+            widened = np.ascontiguousarray(src.data).view(np.uint16).astype(np.uint32) << 16
+            return TensorHandle(widened.view(np.float32), dst_type.scalar)
         if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
             return cast_impl(self, src, dst_type)
         u = np.ascontiguousarray(src.data).view(np.uint32)
