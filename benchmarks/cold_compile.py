@@ -51,7 +51,7 @@ def child(key, contender, smoke):
             compiled = torch.compile(model)
         else:
             if "-w" in contender:
-                from graphjit.compiler import config as compiler_config
+                from graphjit import config as compiler_config
                 compiler_config.triton_compile_workers = int(contender.split("-w")[1])
             recording = gpu.Recording()
             marks = []

@@ -487,7 +487,7 @@ def main():
     parser.add_argument("--probe-mm-only", action="store_true", help="only the matmul part of --probe")
     args = parser.parse_args()
     if args.compile_workers is not None:
-        from graphjit.compiler import config as compiler_config
+        from graphjit import config as compiler_config
         compiler_config.triton_compile_workers = args.compile_workers
     if args.smoke:
         args.runs = 2

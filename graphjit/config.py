@@ -1,36 +1,199 @@
-"""Every knob and threshold of graphjit, in one place, each with a comment.
+"""Every setting of graphjit in one place: each knob with a comment, its type, its default and its
+environment variable (GRAPHJIT_ and the name in capitals, unless `env=` says otherwise).
 
-Values can be overridden with environment variables (GRAPHJIT_<NAME>) at import time, or by assigning the
-module attribute at run time (`graphjit.config.recompile_limit = 16`).
+The environment is read once, when graphjit is imported; a value that does not parse is an error naming
+the variable. At run time assign the attribute (`graphjit.config.recompile_limit = 16`) or, for a block,
+use `patch`:
+
+    with graphjit.config.patch(triton_mm_templates=0, vector_math=0):
+        ...
+
+Knobs marked `codegen` change the code the compiler generates or the choices it caches. Their values are
+part of every on-disk cache key (`codegen_key()`): a kernel or a tuned choice made under one value is never
+reused under another.
 """
+import contextlib
+import dataclasses
 import os
 
 
-def _env_int(name, default):
-    value = os.environ.get("GRAPHJIT_" + name)
-    return int(value) if value else default
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    name: str
+    type: type
+    default: object
+    env: str
+    codegen: bool
 
 
-def _env_str(name, default):
-    return os.environ.get("GRAPHJIT_" + name, default)
+KNOBS = {}      # name -> Knob, in the order they are declared below
 
+
+def _parse(kind, raw):
+    if kind is tuple:
+        return tuple(raw.split())
+    return kind(raw)
+
+
+def _knob(name, kind, default, codegen=False, env=None):
+    knob = Knob(name, kind, default, "GRAPHJIT_" + (env or name.upper()), codegen)
+    KNOBS[name] = knob
+    raw = os.environ.get(knob.env)
+    if raw is None or raw == "":
+        return default
+    try:
+        return _parse(kind, raw)
+    except ValueError:
+        raise ValueError(f"{knob.env}={raw!r} is not a valid {kind.__name__} (default: {default!r})") from None
+
+
+# ---- capture ------------------------------------------------------------------------------------------
 
 # How many cache entries one code object may collect before graphjit stops translating it and runs it
 # eagerly (with one warning naming the guard that kept failing). torch.compile uses 8 as well.
-recompile_limit = _env_int("RECOMPILE_LIMIT", 8)
+recompile_limit = _knob("recompile_limit", int, 8)
 
 # The backend used when compile() is given none: graphjit's own compiler (fused C++/OpenMP kernels on the
 # CPU, Triton kernels on NVIDIA GPUs; graphs it can't compile, or that need gradients, run as captured).
 # GRAPHJIT_BACKEND=eager runs every captured graph as it is (capture only).
-default_backend = _env_str("BACKEND", "graphjit")
+default_backend = _knob("default_backend", str, "graphjit", env="BACKEND")
 
 # How deep the interpreter inlines user function calls before giving up on the frame (guards against
 # unbounded recursion during tracing).
-max_inline_depth = _env_int("MAX_INLINE_DEPTH", 64)
+max_inline_depth = _knob("max_inline_depth", int, 64)
 
 # Upper bound on instructions interpreted for one frame, including inlined calls and unrolled loops.
 # A frame above it runs eagerly: unrolling a loop of a million iterations is not capture.
-max_instructions = _env_int("MAX_INSTRUCTIONS", 2_000_000)
+max_instructions = _knob("max_instructions", int, 2_000_000)
 
-# Comma-separated artifacts to print: graph_breaks, recompiles, guards, graph, bytecode, output_code.
-logs = _env_str("LOGS", "")
+# Comma-separated artifacts to print on stderr (logs.py): graph_breaks, recompiles, guards, graph,
+# bytecode, output_code, fusion, cudagraphs, autotune, or all.
+logs = _knob("logs", str, "")
+
+# A one-line progress report on stderr for compiles and autotuning longer than 2 s (progress.py); 0: off.
+progress = _knob("progress", int, 1)
+
+# ---- the compiler: both devices -----------------------------------------------------------------------
+
+# A graph the compiler fails on (an unsupported op pattern, a compiler bug) runs eagerly with one warning.
+# 1 raises the error instead (the compiler's own tests do).
+raise_errors = _knob("raise_errors", int, 0, env="COMPILER_RAISE")
+
+# Where built kernels and autotuning choices are cached, keyed by a hash of source, compiler, flags,
+# device and codegen_key().
+cache_dir = _knob("cache_dir", str, os.path.join(os.path.expanduser("~"), ".cache", "graphjit", "kernels"))
+
+# The compiled wrapper checks each input's shape and strides per call (a few hundred ns per tensor) and
+# runs the graph eagerly on a mismatch. -1: only when the graph does not come from graphjit's frontend,
+# whose guards already check them (torch.compile's do too, but a custom caller might not); 1: always;
+# 0: never.
+check_inputs = _knob("check_inputs", int, -1, codegen=True)
+
+# Realization: a pointwise value read by several ops is computed once into a buffer (instead of being
+# recomputed inside each reader) if its body loads more than this many values ...
+realize_reads_threshold = _knob("realize_reads_threshold", int, 2, codegen=True)
+# ... or calls a transcendental op (exp, tanh, erf, pow ...), see scheduler.EXPENSIVE_OPS.
+# Any value whose body has more than this many ops is computed into a buffer, to bound kernel size ...
+realize_opcount_threshold = _knob("realize_opcount_threshold", int, 96, codegen=True)
+# ... and any whose body (everything inlined into it, transitively) loads more than this many values:
+# a chain of cheap steps stops growing there.
+realize_loads_threshold = _knob("realize_loads_threshold", int, 32, codegen=True)
+
+# Most nodes fused into one kernel.
+max_fusion_size = _knob("max_fusion_size", int, 64, codegen=True)
+
+# A pointwise buffer read only by later inner loops of its kernel is kept per outer iteration in a stack
+# array (a kernel's scratch) if an iteration makes at most this many of its elements.
+scratch_max_elements = _knob("scratch_max_elements", int, 4096, codegen=True)
+
+# ---- the compiler: C++/OpenMP (CPU) -------------------------------------------------------------------
+
+# The C++ compiler and its flags. No -ffast-math: results must match eager up to rounding order.
+# -fno-math-errno and -fno-trapping-math change no result (errno and FP exception flags are never read);
+# they let gcc vectorize sqrt, floor, ceil, round and selects. -fwrapv: signed integer overflow wraps, as
+# eager's int32/int64 arithmetic does (without it gcc assumes overflow never happens and folds
+# `x + 1 > x` to true). GRAPHJIT_CXX_FLAGS takes them space-separated.
+cxx = _knob("cxx", str, "g++", codegen=True)
+cxx_flags = _knob("cxx_flags", tuple, ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno",
+                                       "-fno-trapping-math", "-fwrapv"), codegen=True)
+
+# A kernel runs its outer loop in parallel (OpenMP) only if it touches at least this many elements:
+# below it, forking threads costs more than it saves.
+parallel_threshold = _knob("parallel_threshold", int, 32768, codegen=True)
+
+# Call glibc's vector math library (libmvec) for exp, log, tanh, erf ... so loops using them vectorize
+# (x86-64, glibc >= 2.22). Its results differ from scalar libm by a few ulp, as eager's vectorized ones do.
+vector_math = _knob("vector_math", int, 1, codegen=True)
+
+# ---- the compiler: Triton (NVIDIA GPUs) ---------------------------------------------------------------
+
+# 1: graphs on CPU tensors are compiled to Triton too and run in Triton's interpreter (slow; for CI).
+triton_cpu = _knob("triton_cpu", int, 0, codegen=True)
+
+# A reduction keeps whole rows in registers (one block, no loop) when rows have at most this many elements.
+triton_persistent_rnumel = _knob("triton_persistent_rnumel", int, 1024, codegen=True)
+
+# A kernel whose outer loop has fewer rows than this is launched as several kernels where its loops are
+# independent (no buffer kept in registers crosses between them): the scheduler fuses loops of different
+# shapes under a short outer loop, which on a GPU would leave all but a few programs idle.
+triton_split_rows = _knob("triton_split_rows", int, 1024, codegen=True)
+
+# Threads compiling a graph's kernels at once (LLVM and ptxas release the GIL).
+triton_compile_threads = _knob("triton_compile_threads", int, min(16, os.cpu_count() or 1))
+
+# Triton kernels compiled in this many worker processes before the graph's own (GIL-bound) compile pass,
+# which then finds them in Triton's cache (runtime/triton_workers.py). 0: off. On an H200 host 16 workers
+# shortened the Triton step but slowed the rest of the compile as much (benchmarks/RESULTS.md,
+# 2026-11-30 07:40 UTC).
+triton_compile_workers = _knob("triton_compile_workers", int, 0)
+
+# Embedding/gather indices out of range. -1: in the interpreter they raise IndexError (a status flag read
+# after the kernel), on a GPU they fail a device-side assert, as eager's CUDA kernels do (no sync: the
+# CUDA context is lost, and the error shows at the next sync); 0: never checked (they read row 0);
+# 1: IndexError everywhere (a device sync after each kernel that checks).
+triton_check_indices = _knob("triton_check_indices", int, -1, codegen=True)
+
+# Launch compiled kernels straight through Triton's launcher (skips the JIT's per-call argument binding).
+triton_fast_launch = _knob("triton_fast_launch", int, 1, codegen=True)
+
+# mode="max-autotune": race Triton matmul templates against cuBLAS for each mm/addmm (0: cuBLAS always).
+triton_mm_templates = _knob("triton_mm_templates", int, 1, codegen=True)
+
+# max-autotune: a pointwise kernel that alone reads a template's product runs as the template's epilogue.
+triton_mm_epilogues = _knob("triton_mm_epilogues", int, 1, codegen=True)
+
+# Every mode: a 16-bit mm/addmm of one row (decode at batch 1) runs as the one-row Triton template, with
+# the pointwise kernel after it as its epilogue (a GELU, a scale) instead of cuBLAS (0: cuBLAS always).
+# On the H200 it beat cuBLAS by 10-30% on GPT-2's decode shapes and tied on one
+# (benchmarks/probes/gemv_probe.py).
+triton_gemv = _knob("triton_gemv", int, 1, codegen=True)
+
+# 16-bit matrix products on CUDA whose output width N is not a multiple of 8 (GPT-2's 50257 logits) and
+# that are large (M * N * K >= 2**30): cuBLAS has no fast Hopper kernel for rows of such a width (eager's
+# [4096, 768] x [768, 50257] takes 3.4 ms on an H200, padded 0.45 ms). The output's rows are padded to a
+# multiple of 8 and the result is a view of its first N columns: its strides differ from eager's, as
+# torch.compile's do for the same product (benchmarks/probes/lm_head_probe.py). 0 turns it off.
+triton_pad_mm = _knob("triton_pad_mm", int, 1, codegen=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def patch(**changes):
+    """Knobs set to the given values while the block runs, then restored (also on an exception)."""
+    unknown = sorted(set(changes) - set(KNOBS))
+    if unknown:
+        raise AttributeError(f"graphjit.config has no knob {', '.join(unknown)}; known: {', '.join(KNOBS)}")
+    module = globals()
+    saved = {name: module[name] for name in changes}
+    module.update(changes)
+    try:
+        yield
+    finally:
+        module.update(saved)
+
+
+def codegen_key():
+    """The current values of the knobs that change generated code or cached choices, as one string."""
+    module = globals()
+    return ";".join(f"{name}={module[name]!r}" for name, knob in KNOBS.items() if knob.codegen)

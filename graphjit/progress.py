@@ -8,9 +8,8 @@
 
 Nothing is printed unless the work has taken more than `after` seconds (2 by default): short compiles stay
 quiet. On a terminal the line redraws in place; in a log file only the first and the final line appear.
-GRAPHJIT_PROGRESS=0 turns it off.
+GRAPHJIT_PROGRESS=0 (config.progress) turns it off.
 """
-import os
 import sys
 import time
 
@@ -23,7 +22,8 @@ class Progress:
         self.label, self.total, self.after = label, total, after
         self.start = time.perf_counter() if start is None else start
         self.shown = self.ended = False
-        self.enabled = os.environ.get("GRAPHJIT_PROGRESS", "1") != "0"
+        from . import config
+        self.enabled = bool(config.progress)
 
     def update(self, done):
         elapsed = time.perf_counter() - self.start

@@ -15,6 +15,7 @@ import torch  # noqa: E402
 
 import graphjit  # noqa: E402
 from graphjit.compiler.codegen import triton as triton_codegen  # noqa: E402
+from graphjit import config as gj_config
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # benchmarks/
 from gpu import gpt2, ids, median_ms, profile  # noqa: E402
@@ -38,7 +39,7 @@ def main():
                                        ("max-autotune", "max-autotune", 1),
                                        ("max-autotune, no mm templates", "max-autotune", 0),
                                        ("reduce-overhead again", "reduce-overhead", 1)):
-            triton_codegen.mm_templates = templates
+            gj_config.triton_mm_templates = templates
             graphjit.reset()
             compiled = graphjit.compile(model, mode=mode)
             compiled(*inputs)

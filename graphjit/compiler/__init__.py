@@ -72,7 +72,8 @@ def compile_graph(gm, example_inputs, mode=None):
 
 
 def _compile_graph(gm, example_inputs, facts):
-    from . import config, decompose
+    from .. import config
+    from . import decompose
     from .codegen import triton as triton_codegen
     from .runtime import CompileError
 

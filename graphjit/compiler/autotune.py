@@ -19,7 +19,7 @@ import time
 
 from .. import logs
 from ..progress import Progress
-from . import config
+from .. import config
 
 # How many launches of each candidate are timed (after 2 warm-up launches).
 TIMED_LAUNCHES = 10
@@ -86,7 +86,7 @@ def cache_key(kernel_source, kernel_name, device):
     import triton
     gpu = torch.cuda.get_device_name(device) if getattr(device, "type", None) == "cuda" else "interpreter"
     source = kernel_source.replace(kernel_name, "KERNEL") if kernel_name else kernel_source
-    text = "\n".join([source, gpu, triton.__version__, "v1"])
+    text = "\n".join([source, gpu, triton.__version__, config.codegen_key(), "v1"])
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 

@@ -34,7 +34,7 @@ class GraphFacts:
     def check_inputs(self):
         """Whether the compiled wrapper checks each input's shape and strides per call (config.check_inputs;
         its -1 means: only where the caller's guards don't)."""
-        from . import config
+        from .. import config
         if config.check_inputs != -1:
             return bool(config.check_inputs)
         return not self.inputs_guarded

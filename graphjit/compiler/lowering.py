@@ -21,7 +21,8 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 from torch.utils import _pytree as pytree
 
 from .. import logs
-from . import config, scheduler
+from .. import config
+from . import scheduler
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
                  Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
                  ops, product, view_as_strided, view_expand, view_permute, view_reshape,
@@ -309,9 +310,9 @@ def _without_elements(meta):
 
 def row_padded_layout(target, node, meta):
     """The layout of a large 16-bit CUDA mm/addmm output whose width isn't a multiple of 8, rows padded to
-    one (config.pad_mm: the Triton wrapper runs the product padded and views its first N columns), else
+    one (config.triton_pad_mm: the Triton wrapper runs the product padded and views its first N columns), else
     None (eager's layout)."""
-    if not config.pad_mm or target not in (aten.mm.default, aten.addmm.default) or meta.dim() != 2 or \
+    if not config.triton_pad_mm or target not in (aten.mm.default, aten.addmm.default) or meta.dim() != 2 or \
             meta.device.type != "cuda" or meta.dtype not in (torch.bfloat16, torch.float16):
         return None
     right = node.args[-1].meta.get("val") if isinstance(node.args[-1], torch.fx.Node) else None

@@ -20,17 +20,13 @@ import dataclasses
 import sympy
 
 from .. import logs
-from . import config
+from .. import config
 from .ir import (ComputedBuffer, ExternKernel, Pointwise, Reduction, StorageView, index_symbol, linear_index,
                  record, simplify_with_ranges)
 
 # Ops whose recomputation in every reader costs more than reading a stored result.
 EXPENSIVE_OPS = {"exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
                  "sigmoid", "erf", "pow", "atan2", "masked"}
-
-# Any lazy value whose body (everything inlined into it, transitively) loads more than this many values
-# is computed into a buffer, whatever its number of readers: a chain of cheap steps stops growing there.
-REALIZE_LOADS_THRESHOLD = 32
 
 
 def realize_reason(value, num_users):
@@ -40,9 +36,9 @@ def realize_reason(value, num_users):
     rec = record(value.inner_fn, [index_symbol(f"x{i}") for i in range(len(value.sizes))])
     if rec.op_count > config.realize_opcount_threshold:
         return f"its body has {rec.op_count} ops (> realize_opcount_threshold)"
-    if len(rec.reads) > REALIZE_LOADS_THRESHOLD:
+    if len(rec.reads) > config.realize_loads_threshold:
         # the body is everything inlined into it, transitively: bound what each reader recomputes
-        return f"its body loads {len(rec.reads)} values (> REALIZE_LOADS_THRESHOLD)"
+        return f"its body loads {len(rec.reads)} values (> config.realize_loads_threshold)"
     if num_users > 1:
         if len(rec.reads) > config.realize_reads_threshold:
             return f"read by {num_users} ops and loads {len(rec.reads)} values (> realize_reads_threshold)"
@@ -335,13 +331,9 @@ def _find_local_buffers(graph, kernels, items):
             home = kernel.group_of(node.name)
             if node.is_reduction or all(kernel.group_of(reader) == home for _, reader in users):
                 kernel.local.add(node.name)
-            elif kernel.outer and (product_int(node.inner) or SCRATCH_MAX_ELEMENTS + 1) <= SCRATCH_MAX_ELEMENTS:
+            elif kernel.outer and (product_int(node.inner) or config.scratch_max_elements + 1) <= \
+                    config.scratch_max_elements:
                 kernel.scratch.add(node.name)
-
-
-# A pointwise buffer read only by later inner loops of its kernel is kept per outer iteration in a stack
-# array (kernel.scratch) if an iteration makes at most this many of its elements.
-SCRATCH_MAX_ELEMENTS = 4096
 
 
 def product_int(sizes):

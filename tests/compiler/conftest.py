@@ -1,6 +1,7 @@
 import logging
 
 import pytest
+from graphjit import config as gj_config
 
 # make_fx logs every traced tensor to torch's structured-trace logger at DEBUG; pytest would print all of
 # it with any failure.
@@ -10,7 +11,7 @@ logging.getLogger("torch.__trace").propagate = False
 @pytest.fixture(autouse=True)
 def _compiler_errors_raise(monkeypatch):
     """In these tests a compiler error fails the test instead of silently running eagerly."""
-    from graphjit.compiler import config
+    from graphjit import config
     monkeypatch.setattr(config, "raise_errors", 1)
 
 
@@ -24,5 +25,5 @@ def _triton_available():
 def backend(request, monkeypatch):
     """The code generator a test's graphs go through: C++, or Triton under its interpreter (CPU tensors)."""
     from graphjit.compiler.codegen import triton as triton_codegen
-    monkeypatch.setattr(triton_codegen, "triton_cpu", int(request.param == "triton"))
+    monkeypatch.setattr(gj_config, "triton_cpu", int(request.param == "triton"))
     return request.param

@@ -8,13 +8,14 @@ import torch
 import graphjit
 from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit.compiler.codegen import wrapper
+from graphjit import config as gj_config
 
 BACKENDS = ["cpp", pytest.param("triton", marks=pytest.mark.skipif(not triton_codegen.triton_available(),
                                                                       reason="Triton is not installed"))]
 
 
 def compiled_with_wrapper(fn, backend, monkeypatch):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", int(backend == "triton"))
+    monkeypatch.setattr(gj_config, "triton_cpu", int(backend == "triton"))
     from graphjit.backends.registry import graphjit_backend
     calls = []
 

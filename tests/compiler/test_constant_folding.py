@@ -9,6 +9,7 @@ import torch
 import graphjit
 from graphjit.compiler import decompose
 from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit import config as gj_config
 
 
 def cache_like(k):
@@ -45,7 +46,7 @@ def test_constant_chains_become_one_constant_each():
 @pytest.mark.parametrize("codegen", ["cpp", pytest.param("triton", marks=pytest.mark.skipif(
     not triton_codegen.triton_available(), reason="Triton is not installed"))])
 def test_compiled_matches_eager_over_calls(codegen, monkeypatch):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", int(codegen == "triton"))
+    monkeypatch.setattr(gj_config, "triton_cpu", int(codegen == "triton"))
     compiled = graphjit.compile(cache_like, backend="graphjit")
     for seed in range(3):
         k = torch.randn(1, 2, 3, 4, generator=torch.Generator().manual_seed(seed))

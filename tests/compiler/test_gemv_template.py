@@ -8,9 +8,10 @@ import torch.nn.functional as F
 
 import graphjit
 from graphjit.compiler import autotune
-from graphjit.compiler import config as compiler_config
+from graphjit import config as compiler_config
 from graphjit.compiler.codegen import matmul
 from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit import config as gj_config
 
 pytestmark = pytest.mark.skipif(not triton_codegen.triton_available(), reason="Triton is not installed")
 
@@ -19,7 +20,7 @@ TOL = {torch.bfloat16: dict(rtol=2e-2, atol=2e-2), torch.float16: dict(rtol=2e-3
 
 @pytest.fixture(autouse=True)
 def interpreter(monkeypatch, tmp_path):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(gj_config, "triton_cpu", 1)
     monkeypatch.setattr(compiler_config, "cache_dir", str(tmp_path))
     graphjit.reset()
 
@@ -61,7 +62,7 @@ def test_other_products_keep_the_aten_call(dtype, rows):
 
 
 def test_switched_off_keeps_the_aten_call(monkeypatch):
-    monkeypatch.setattr(triton_codegen, "gemv_templates", 0)
+    monkeypatch.setattr(gj_config, "triton_gemv", 0)
     compiled = graphjit.compile(lambda x, w: x @ w)
     x, w = torch.randn(1, 24).bfloat16(), torch.randn(24, 16).bfloat16()
     torch.testing.assert_close(compiled(x, w), x @ w, **TOL[torch.bfloat16])
@@ -119,7 +120,7 @@ def test_one_row_products_on_cuda(dtype, monkeypatch):
     """The same products compiled for the GPU (real Triton, not the interpreter), GPT-2-sized too: the
     logits product over a 50257-row weight (rows padded for cuBLAS elsewhere) and the MLP's 3072-wide
     GELU epilogue."""
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 0)
+    monkeypatch.setattr(gj_config, "triton_cpu", 0)
     gen = torch.Generator(device="cuda").manual_seed(0)
     for shapes in [((1, 50), (40, 50), (40,), (40, 300), (300,), (300, 37)),
                    ((1, 768), (768, 768), (768,), (768, 3072), (3072,), (3072, 50257))]:
@@ -164,7 +165,7 @@ def test_a_cached_one_row_choice_is_refused_for_more_rows():
 def test_switched_off_also_in_max_autotune(monkeypatch):
     """GRAPHJIT_TRITON_GEMV=0: max-autotune neither races one-row candidates nor uses a cached one-row
     choice; with its matmul templates off too, cuBLAS always."""
-    monkeypatch.setattr(triton_codegen, "gemv_templates", 0)
+    monkeypatch.setattr(gj_config, "triton_gemv", 0)
     monkeypatch.setattr(autotune, "load_choice", lambda key: dict(GEMV=1, BLOCK_N=8, BLOCK_K=32, num_warps=4))
     fn = lambda x, w: x @ w       # noqa: E731
     compiled = graphjit.compile(fn, mode="max-autotune-no-cudagraphs")
@@ -177,7 +178,7 @@ def test_switched_off_also_in_max_autotune(monkeypatch):
 
 
 def test_mm_templates_off_means_cublas_in_max_autotune(monkeypatch):
-    monkeypatch.setattr(triton_codegen, "mm_templates", 0)
+    monkeypatch.setattr(gj_config, "triton_mm_templates", 0)
     compiled = graphjit.compile(lambda x, w: x @ w, mode="max-autotune-no-cudagraphs")
     x, w = torch.randn(1, 40).bfloat16(), torch.randn(40, 24).bfloat16()
     torch.testing.assert_close(compiled(x, w), x @ w, **TOL[torch.bfloat16])

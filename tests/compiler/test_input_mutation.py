@@ -7,6 +7,7 @@ import torch
 
 import graphjit
 from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit import config as gj_config
 
 
 def add_then_use(x, y):
@@ -84,7 +85,7 @@ def test_decompose_skips_functionalization_only_for_graphs_that_write_nothing(mo
 @pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_mutated_inputs_match_eager(fn, backend, dtype, monkeypatch):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", int(backend == "triton"))
+    monkeypatch.setattr(gj_config, "triton_cpu", int(backend == "triton"))
     compiled = graphjit.compile(fn, backend="graphjit")
     gen = torch.Generator().manual_seed(0)
     for _ in range(3):

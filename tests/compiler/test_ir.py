@@ -6,6 +6,7 @@ import sympy
 import torch
 import torch.fx
 
+from graphjit import config
 from graphjit.compiler import decompose, lowering, scheduler
 from graphjit.compiler.codegen.cpp import cexpr, literal, merge_dims
 from graphjit.compiler.ir import (ComputedBuffer, FloorDiv, InputBuffer, Layout, LoopGraph, Mod, Pointwise, StorageView,
@@ -111,7 +112,7 @@ def test_realize_reason_policy():
     assert scheduler.realize_reason(costly, 1) is None
     assert "computes exp" in scheduler.realize_reason(costly, 2)
     # a long chain of cheap steps, inlined into one reader, is stored once its loads pass the threshold
-    n = scheduler.REALIZE_LOADS_THRESHOLD + 1
+    n = config.realize_loads_threshold + 1
     chain = Pointwise((S(8),), torch.float32, torch.device("cpu"), lambda idx: functools.reduce(
         ops.add, [ops.load(f"b{i}", idx[0]) for i in range(n)]))
     assert "loads" in scheduler.realize_reason(chain, 1)

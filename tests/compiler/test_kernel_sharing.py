@@ -8,6 +8,7 @@ import torch
 import graphjit
 from graphjit.compiler import decompose, lowering, scheduler
 from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit import config as gj_config
 
 pytestmark = pytest.mark.skipif(not triton_codegen.triton_available(), reason="Triton is not installed")
 
@@ -31,7 +32,7 @@ def scheduled(fn, *args):
 
 
 def test_copies_of_a_layer_compile_once_and_match_eager(monkeypatch):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(gj_config, "triton_cpu", 1)
     x, ws = torch.randn(4, 32), [torch.randn(32, 32) * 0.2 for _ in range(3)]
     graph, items, _ = scheduled(blocks, x, ws)
     source, launches = triton_codegen.generate(graph, items)

@@ -8,9 +8,10 @@ import torch.nn.functional as F
 
 import graphjit
 from graphjit.compiler import autotune
-from graphjit.compiler import config as compiler_config
+from graphjit import config as compiler_config
 from graphjit.compiler.codegen import matmul
 from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit import config as gj_config
 
 pytestmark = pytest.mark.skipif(not triton_codegen.triton_available(), reason="Triton is not installed")
 
@@ -26,7 +27,7 @@ def products(x, w, b, y, b2):
 
 @pytest.fixture
 def cached(monkeypatch, tmp_path):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(gj_config, "triton_cpu", 1)
     monkeypatch.setattr(compiler_config, "cache_dir", str(tmp_path))
 
     def use(choice):
@@ -102,7 +103,7 @@ def test_repeated_layers_share_one_template_kernel(cached, monkeypatch):
     """Three products of the same shapes and strides (a stack of equal layers) print and compile one
     template kernel, each launch on its own operands; a copy whose input starts misaligned gets its own."""
     cached(CONFIGS[0])
-    monkeypatch.setattr(triton_codegen, "epilogues", 0)
+    monkeypatch.setattr(gj_config, "triton_mm_epilogues", 0)
 
     def layers(x, w1, w2, w3):
         return F.linear(F.linear(F.linear(x, w1).relu(), w2).relu(), w3)

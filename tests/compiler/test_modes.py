@@ -12,9 +12,10 @@ import graphjit
 from graphjit import config as frontend_config
 from graphjit.backends import registry
 from graphjit.compiler import autotune
-from graphjit.compiler import config as compiler_config
+from graphjit import config as compiler_config
 from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit.progress import Progress
+from graphjit import config as gj_config
 
 MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
@@ -139,7 +140,7 @@ CONFIGS = [
 @needs_triton
 @pytest.mark.parametrize("cfg", CONFIGS, ids=str)
 def test_cached_choices_apply_and_compute_the_same(cfg, monkeypatch, tmp_path):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(gj_config, "triton_cpu", 1)
     monkeypatch.setattr(compiler_config, "cache_dir", str(tmp_path))
     applied = []
 
@@ -167,7 +168,7 @@ def test_cached_choices_apply_and_compute_the_same(cfg, monkeypatch, tmp_path):
 # ---- the progress line ----
 
 def test_progress_is_quiet_for_short_work_and_reports_long_work(capsys, monkeypatch):
-    monkeypatch.delenv("GRAPHJIT_PROGRESS", raising=False)
+    monkeypatch.setattr(frontend_config, "progress", 1)
     quick = Progress("quick", 3)
     for i in range(1, 4):
         quick.update(i)
@@ -180,7 +181,7 @@ def test_progress_is_quiet_for_short_work_and_reports_long_work(capsys, monkeypa
     err = capsys.readouterr().err
     assert "graphjit: compiling Triton kernels [" in err and "4/4" in err
     assert err.count("4/4") == 1
-    monkeypatch.setenv("GRAPHJIT_PROGRESS", "0")
+    monkeypatch.setattr(frontend_config, "progress", 0)
     off = Progress("off", 1, after=0.0)
     off.update(1)
     assert capsys.readouterr().err == ""
@@ -326,7 +327,7 @@ def test_each_compiled_model_keeps_its_mode_in_two_threads(monkeypatch):
     """Two models compiled in different modes, both compiles begun before either reads its mode (one
     thread each): the max-autotune one autotunes, the default one does not."""
     pytest.importorskip("triton")
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(gj_config, "triton_cpu", 1)
     barrier = threading.Barrier(2, timeout=300)
     real_backend = registry._BACKENDS["graphjit"]
 

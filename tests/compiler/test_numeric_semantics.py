@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import graphjit
 from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit import config as gj_config
 
 from .harness import assert_same, compile_cases, run_cases
 
@@ -399,7 +400,7 @@ def test_writes_match_eager(fn, inputs, device, monkeypatch):
     back: a backend failure warns and runs eagerly."""
     if device == "interpret" and not triton_codegen.triton_available():
         pytest.skip("Triton is not installed")
-    monkeypatch.setattr(triton_codegen, "triton_cpu", int(device == "interpret"))
+    monkeypatch.setattr(gj_config, "triton_cpu", int(device == "interpret"))
     args = inputs()
     eager_args = [a.clone() for a in args]
     with warnings.catch_warnings(record=True) as caught:

@@ -1,12 +1,13 @@
 """Large 16-bit CUDA matmuls whose output width is not a multiple of 8 (GPT-2's 50257 logits) get an output
-layout with rows padded to a multiple of 8 (config.pad_mm); checked on the lowered IR with fake CUDA
+layout with rows padded to a multiple of 8 (config.triton_pad_mm); checked on the lowered IR with fake CUDA
 tensors, so no GPU is needed. The GPU run itself: tests/compiler/test_triton.py
 ::test_product_with_unaligned_width_is_padded_on_cuda."""
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from graphjit.compiler import config, decompose, lowering
+from graphjit import config
+from graphjit.compiler import decompose, lowering
 from graphjit.compiler.ir import ExternOutput
 
 
@@ -44,6 +45,6 @@ def test_other_products_keep_eager_layout(case):
 
 
 def test_knob_turns_padding_off(monkeypatch):
-    monkeypatch.setattr(config, "pad_mm", 0)
+    monkeypatch.setattr(config, "triton_pad_mm", 0)
     graph = lowered(lambda x, w: x @ w.t(), (4096, 768), (50257, 768))
     assert product_strides(graph) == [(50257, 1)]

@@ -5,7 +5,7 @@ import subprocess
 import pytest
 import torch
 
-from graphjit.compiler import config
+from graphjit import config
 from graphjit.compiler.codegen.cpp import prelude
 from graphjit.compiler.runtime import CompileError, cpp_build
 
@@ -125,7 +125,8 @@ def test_cached_library_of_another_key_is_rebuilt(fresh_cache, monkeypatch):
 
 
 def test_compiler_error_warns_and_runs_eagerly(monkeypatch):
-    from graphjit.compiler import config, lowering
+    from graphjit import config
+    from graphjit.compiler import lowering
     monkeypatch.setattr(config, "raise_errors", 0)
 
     def broken(x):

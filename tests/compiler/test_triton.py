@@ -15,6 +15,7 @@ triton = pytest.importorskip("triton")
 
 from graphjit.compiler.codegen import triton as triton_codegen  # noqa: E402
 from graphjit.compiler.runtime import triton_build  # noqa: E402
+from graphjit import config as gj_config
 
 from .harness import TOLERANCES, assert_same, describe, make, trace_cases  # noqa: E402
 from .test_ops import ALL  # noqa: E402
@@ -61,7 +62,7 @@ def run_triton(fn, cases, device, **tolerance):
 
 @pytest.fixture(autouse=True)
 def _kernel_cache(tmp_path_factory, monkeypatch):
-    from graphjit.compiler import config
+    from graphjit import config
     monkeypatch.setattr(config, "cache_dir", str(tmp_path_factory.getbasetemp() / "kernels"))
 
 
@@ -109,7 +110,7 @@ def test_softmax_is_one_persistent_kernel_loading_each_row_once(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_long_rows_loop(device, monkeypatch):
-    monkeypatch.setattr(triton_codegen, "persistent_rnumel", 64)
+    monkeypatch.setattr(gj_config, "triton_persistent_rnumel", 64)
     x = make((3, 300), torch.bfloat16)
     compiled = run_triton(lambda x: torch.softmax(x, -1) + F.layer_norm(x, (300,)), [(x,)], device)
     assert all(k.kind == "looped reduction" for k in kernels(compiled))
@@ -239,7 +240,7 @@ def test_product_with_unaligned_width_is_padded_on_cuda():
 # ---- the module cache ----
 
 def test_module_cache_rewrites_a_damaged_file(tmp_path, monkeypatch):
-    from graphjit.compiler import config
+    from graphjit import config
     monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     monkeypatch.setattr(triton_build, "_modules", {})
     source = triton_codegen.PRELUDE + "\nVALUE = 42\n"
@@ -276,7 +277,7 @@ def test_tiny_gpt_end_to_end(device):
 def test_backend_routes_cpu_graphs_to_triton_under_GRAPHJIT_TRITON_CPU(monkeypatch):
     """Needs the one-line hook in graphjit/compiler/__init__.py: compile_graph hands Triton's graphs on."""
     from graphjit.backends.registry import graphjit_backend
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(gj_config, "triton_cpu", 1)
     gm = trace_cases(lambda x: x.cos() * 2, [(make((5, 7), torch.float32),)])
     compiled = graphjit_backend(gm, [make((5, 7), torch.float32)])
     assert hasattr(compiled, "launches"), "graphjit's backend did not route this graph to Triton"

@@ -3,15 +3,16 @@ installed (this file runs on every Python of the matrix; test_triton.py skips wh
 import torch
 
 from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit import config as gj_config
 
 
 def test_cpu_graphs_stay_on_cpp_unless_GRAPHJIT_TRITON_CPU(monkeypatch):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 0)
+    monkeypatch.setattr(gj_config, "triton_cpu", 0)
     assert not triton_codegen.wanted([torch.ones(3)])
 
 
 def test_without_triton_cpu_graphs_stay_on_cpp_even_with_the_switch(monkeypatch):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(gj_config, "triton_cpu", 1)
     monkeypatch.setattr(triton_codegen, "triton_available", lambda: False)
     assert not triton_codegen.wanted([torch.ones(3)])
 

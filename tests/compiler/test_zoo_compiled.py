@@ -10,6 +10,7 @@ import pytest
 import graphjit
 from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
+from graphjit import config as gj_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "models"))
 from zoo import ZOO, build, matches_eager, missing  # noqa: E402
@@ -41,7 +42,7 @@ def check(name):
 
 @pytest.mark.parametrize("name", EVAL)
 def test_zoo_compiled_cpp(name, monkeypatch):
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 0)
+    monkeypatch.setattr(gj_config, "triton_cpu", 0)
     check(name)
 
 
@@ -49,5 +50,5 @@ def test_zoo_compiled_cpp(name, monkeypatch):
 def test_zoo_compiled_triton_interpreter(name, monkeypatch):
     if not triton_codegen.triton_available():
         pytest.skip("Triton is not installed")
-    monkeypatch.setattr(triton_codegen, "triton_cpu", 1)
+    monkeypatch.setattr(gj_config, "triton_cpu", 1)
     check(name)

@@ -8,7 +8,7 @@ import torch
 import graphjit
 from graphjit import config as frontend_config
 from graphjit.backends import cudagraphs, registry
-from graphjit.compiler import config as compiler_config
+from graphjit import config as compiler_config
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"

@@ -7,7 +7,7 @@
 
 Each call compares outputs, arguments after the call (mutations), _G* globals, and which outputs alias
 arguments (alias) or only each other (alias_outputs). A compiler error that made a graph run eagerly is
-a `fallback` (the worker sets graphjit.compiler.config.raise_errors = 1, so every such error warns
+a `fallback` (the worker sets graphjit.config.raise_errors = 1, so every such error warns
 "backend graphjit failed").
 
 A mismatch is triaged before it counts: eager replayed (nondeterminism), the float64 reference replayed
@@ -266,7 +266,7 @@ def setup_process(triton=False):
     torch.set_num_threads(1)
     import logging
     logging.getLogger("torch.__trace").propagate = False
-    from graphjit.compiler import config
+    from graphjit import config
     config.raise_errors = 1
 
 

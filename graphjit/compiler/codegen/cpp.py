@@ -31,7 +31,7 @@ import torch
 
 from ..ir import (BOOL_RESULT_OPS, POINTWISE_OPS, format_index, op_dtype, product, record, simplify_with_ranges,
                   use_ops, value_range)
-from .. import config
+from ... import config
 from ..scheduler import Kernel, inner_vars, outer_vars
 
 STORAGE_TYPES = {

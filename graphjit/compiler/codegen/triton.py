@@ -43,7 +43,7 @@ import sympy
 import torch
 
 from ... import logs
-from .. import config
+from ... import config
 from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, simplify_with_ranges, use_ops,
                   value_range)
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
@@ -51,43 +51,6 @@ from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..facts import GraphFacts
 from ..ir import StorageView
 from .wrapper import WrapperCode
-
-# ---------------------------------------------------------------------------------------------------------
-# Knobs (GRAPHJIT_* env vars, read at import; candidates for compiler/config.py)
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _env_int(name, default):
-    value = os.environ.get("GRAPHJIT_" + name)
-    return int(value) if value else default
-
-
-# 1: graphs on CPU tensors are compiled to Triton too and run in Triton's interpreter (slow; for CI).
-triton_cpu = _env_int("TRITON_CPU", 0)
-# A reduction keeps whole rows in registers (one block, no loop) when rows have at most this many elements.
-persistent_rnumel = _env_int("TRITON_PERSISTENT_RNUMEL", 1024)
-# A kernel whose outer loop has fewer rows than this is launched as several kernels where its loops are
-# independent (no buffer kept in registers crosses between them): the scheduler fuses loops of different
-# shapes under a short outer loop, which on a GPU would leave all but a few programs idle.
-split_rows = _env_int("TRITON_SPLIT_ROWS", 1024)
-# Threads compiling a graph's kernels at once (LLVM and ptxas release the GIL).
-compile_threads = _env_int("TRITON_COMPILE_THREADS", min(16, os.cpu_count() or 1))
-# Embedding/gather indices out of range. -1: in the interpreter they raise IndexError (a status flag read
-# after the kernel), on a GPU they fail a device-side assert, as eager's CUDA kernels do (no sync: the
-# CUDA context is lost, and the error shows at the next sync); 0: never checked (they read row 0);
-# 1: IndexError everywhere (a device sync after each kernel that checks).
-check_indices = _env_int("TRITON_CHECK_INDICES", -1)
-# Launch compiled kernels straight through Triton's launcher (skips the JIT's per-call argument binding).
-fast_launch = _env_int("TRITON_FAST_LAUNCH", 1)
-# mode="max-autotune": race Triton matmul templates against cuBLAS for each mm/addmm (0: cuBLAS always).
-mm_templates = _env_int("TRITON_MM_TEMPLATES", 1)
-# max-autotune: a pointwise kernel that alone reads a template's product runs as the template's epilogue.
-epilogues = _env_int("TRITON_MM_EPILOGUES", 1)
-# Every mode: a 16-bit mm/addmm of one row (decode at batch 1) runs as the one-row Triton template, with
-# the pointwise kernel after it as its epilogue (a GELU, a scale) instead of cuBLAS (0: cuBLAS always).
-# On the H200 it beat cuBLAS by 10-30% on GPT-2's decode shapes and tied on one (benchmarks/gemv_probe.py).
-gemv_templates = _env_int("TRITON_GEMV", 1)
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Types, literals, op templates
@@ -854,7 +817,7 @@ class TritonKernel:
         rnumels = [int(product(g.inner)) for g in kernel.groups]
         rnumel = max(rnumels)
         transposed = self._transposed(outer_dims, group_dims, exprs)
-        persistent = rnumel <= persistent_rnumel and not (transposed and rnumel > 64)
+        persistent = rnumel <= config.triton_persistent_rnumel and not (transposed and rnumel > 64)
         xblock, rblock, warps = reduction_blocks(xnumel, rnumel, persistent, transposed)
         if self.config:
             xblock, rblock, warps = self.config["XBLOCK"], self.config["RBLOCK"], self.config["num_warps"]
@@ -1048,8 +1011,8 @@ class KernelLaunches:
 
 def split(kernel):
     """The kernel as independent pieces (scheduler Kernels over runs of its groups) when its outer loop is
-    shorter than split_rows; a piece boundary never separates a local buffer from its readers."""
-    if len(kernel.groups) < 2 or int(product(kernel.outer)) >= split_rows:
+    shorter than config.triton_split_rows; a piece boundary never separates a local buffer from its readers."""
+    if len(kernel.groups) < 2 or int(product(kernel.outer)) >= config.triton_split_rows:
         return [kernel]
     xs = outer_vars(len(kernel.outer))
     reads, made_local = [], []
@@ -1421,7 +1384,7 @@ def wanted(example_inputs):
     devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
     if "cuda" in devices:
         return True
-    return bool(triton_cpu) and devices <= {"cpu"} and triton_available()
+    return bool(config.triton_cpu) and devices <= {"cpu"} and triton_available()
 
 
 def unsupported_reason(gm, example_inputs):
@@ -1474,17 +1437,17 @@ def compile_graph(gm, example_inputs, facts=None):
     logs.log("fusion", lambda: f"loop IR:\n{graph}")
     items = scheduler.schedule(graph)
     lap("schedule")
-    check = "status" if check_indices == 1 or (check_indices == -1 and interpret) else \
-        "assert" if check_indices == -1 else None
+    checking = config.triton_check_indices
+    check = "status" if checking == 1 or (checking == -1 and interpret) else "assert" if checking == -1 else None
     tuning = [] if facts.autotune else None
     followers = []
     source, launches = generate(graph, items, check, tuning, device, candidates=not interpret,
                                 followers=followers, example_inputs=example_inputs)
     templates, mm_contests, mm_followers, extra = {}, [], [], []
-    if tuning is not None and mm_templates:
+    if tuning is not None and config.triton_mm_templates:
         extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests, mm_followers,
                                        example_inputs, graph, launches, check)
-    elif gemv_templates and tuning is None:     # (max-autotune with its templates off: cuBLAS always)
+    elif config.triton_gemv and tuning is None:     # (max-autotune with its templates off: cuBLAS always)
         extra = _plan_gemv_templates(items, templates, example_inputs, graph, launches, check, interpret)
     if extra:
         source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n"
@@ -1508,7 +1471,7 @@ def compile_graph(gm, example_inputs, facts=None):
                 {t.name for t in templates.values()}
             steps = {}
             compiled = triton_build.compile_all(module, list(by_name.values()) + list(template_launches.values()),
-                                                device, examples, compile_threads,
+                                                device, examples, config.triton_compile_threads,
                                                 optional=(set(by_name) | set(template_launches)) - heuristic,
                                                 phases=steps)
             timings.update({f"triton {step}": seconds for step, seconds in steps.items()})
@@ -1541,7 +1504,7 @@ def compile_graph(gm, example_inputs, facts=None):
                         templates[follower.plan.item.name] = dataclasses.replace(chosen[leader],
                                                                                  plan=follower.plan)
             lap("autotune")
-        if fast_launch:
+        if config.triton_fast_launch:
             with torch.cuda.device(device):
                 launchers = {name: (compiled[name].run, compiled[name].function, compiled[name].packed_metadata)
                              for name in list(by_name) + [t.name for t in templates.values()]}
@@ -1576,7 +1539,7 @@ def _plan_matmul_templates(items, device, interpret, templates, contests, follow
     template candidates to race against cuBLAS (appended to `contests`). A product with the same shapes,
     strides and operand alignment as an earlier one (each layer's copy) shares that one's kernel and
     choice: cached, it gets the same TemplateLaunch over its own operands; in a contest it is appended to
-    `followers` as (leader's item name, TemplateLaunch placeholder over its operands). With `epilogues`,
+    `followers` as (leader's item name, TemplateLaunch placeholder over its operands). With config.triton_mm_epilogues,
     a product whose only reader is the pointwise kernel right after it gets that kernel as its epilogue
     (_epilogue_for; part of the cache key). Returns the kernel sources to add."""
     from .. import autotune
@@ -1588,7 +1551,7 @@ def _plan_matmul_templates(items, device, interpret, templates, contests, follow
         plan = matmul.plan_for(item)
         if plan is None:
             continue
-        if epilogues:
+        if config.triton_mm_epilogues:
             plan.epilogue = _epilogue_for(plan, items, position, graph, launches, check)
         key = autotune.cache_key(plan.key_text(), "", device)
         identity = (key, _operand_alignment(plan, example_inputs, buffers))
@@ -1603,7 +1566,7 @@ def _plan_matmul_templates(items, device, interpret, templates, contests, follow
         base = f"triton_mm_{len(templates) + len(contests)}"
         cfg = autotune.load_choice(key)
         launch = None
-        if cfg is not None and matmul.valid(cfg, plan) and (gemv_templates or cfg.get("GEMV") != 1):
+        if cfg is not None and matmul.valid(cfg, plan) and (config.triton_gemv or cfg.get("GEMV") != 1):
             launch = templates[item.name] = matmul.launch(base, plan, cfg)
             sources.append(matmul.source(base, plan, cfg, interpret))
         elif cfg is not None and cfg == {"extern": 1}:
@@ -1611,7 +1574,7 @@ def _plan_matmul_templates(items, device, interpret, templates, contests, follow
         elif not interpret:         # a GPU to time the candidates on
             candidates = []
             configs = matmul.candidates(plan) + (
-                matmul.gemv_candidates(plan) if gemv_templates and _gemv_plan(item) else [])
+                matmul.gemv_candidates(plan) if config.triton_gemv and _gemv_plan(item) else [])
             for k, c in enumerate(configs):
                 candidates.append(matmul.launch(f"{base}_c{k}", plan, c))
                 sources.append(matmul.source(f"{base}_c{k}", plan, c))
@@ -1642,7 +1605,7 @@ def _plan_gemv_templates(items, templates, example_inputs, graph, launches, chec
         plan = _gemv_plan(item)
         if plan is None:
             continue
-        if epilogues:
+        if config.triton_mm_epilogues:
             plan.epilogue = _epilogue_for(plan, items, position, graph, launches, check)
         cfg = matmul.gemv_config(plan)
         identity = (plan.key_text(), repr(sorted(cfg.items())), _operand_alignment(plan, example_inputs, buffers))

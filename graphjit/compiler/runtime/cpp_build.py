@@ -1,7 +1,7 @@
 """Compile C++ source into a shared library (cached on disk) and load it with ctypes.
 
-The cache key hashes the source, the compiler's version, the flags and the CPU (-march=native code may
-not run elsewhere). A library is written under a temporary name and renamed into place, so readers never
+The cache key hashes the source, the compiler's version, the flags, the CPU (-march=native code may
+not run elsewhere) and config.codegen_key(). A library is written under a temporary name and renamed into place, so readers never
 see half a file; each library exports gj_cache_key() returning its key, and a cached file whose load fails
 or whose key differs is rebuilt, never trusted.
 
@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from ... import logs
-from .. import config
+from ... import config
 
 
 class CompileError(RuntimeError):
@@ -52,7 +52,7 @@ def _cpu_id():
 
 def cache_key(source):
     _, version = compiler_id()
-    text = "\0".join([source, version, " ".join(config.cxx_flags), _cpu_id()])
+    text = "\0".join([source, version, " ".join(config.cxx_flags), _cpu_id(), config.codegen_key()])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

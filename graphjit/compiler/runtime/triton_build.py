@@ -28,7 +28,7 @@ import time
 
 from ... import logs
 from ...progress import Progress
-from .. import config
+from ... import config
 
 
 _modules = {}                    # (source hash, interpret) -> module (this process)
