@@ -386,22 +386,22 @@ def _break_tail(fn, options, frame, inst, index, cg):
                      "POP_JUMP_IF_NONE": "__gj_cond is None",
                      "POP_JUMP_IF_NOT_NONE": "__gj_cond is not None"}[inst.opname]
         targets = [(jump_when, inst.target), (None, index + 1)]
-    layout = []
+    # The entry holds stack item k in `__gj_s{k}`; the resume function receives it as `__gj_stack{k}`.
+    # The resume function is compiled too, and its entry binds `__gj_s{k}` while later value expressions
+    # still read its parameters: a parameter sharing a temporary's name would be overwritten first.
+    layout = [NULL_SLOT if item is NULL else f"__gj_stack{k}" for k, item in enumerate(stack)]
+    passed = [f"__gj_s{k}" for k, item in enumerate(stack) if item is not NULL]
     for k, item in enumerate(stack):
-        if item is NULL:
-            layout.append(NULL_SLOT)
-        else:
+        if item is not NULL:
             values[f"__gj_s{k}"] = cg.expr(item)
-            layout.append(f"__gj_s{k}")
     local_names = sorted(n for n in frame.locals if not n.startswith("__gj_"))
     for name in local_names:
         values[f"__gj_l_{name}"] = cg.expr(frame.locals[name])
     if call_expr is not None:
-        layout.append("__gj_result")
-    passed = [slot for slot in layout if slot is not NULL_SLOT and slot != "__gj_result"]
+        layout.append(f"__gj_stack{len(stack)}")
     tail = []
     # if the instruction raises, the with-blocks open at the break must still be exited, innermost first
-    exits = [name for name, item in zip(layout, stack) if isinstance(item, WithExitVariable)][::-1]
+    exits = [f"__gj_s{k}" for k, item in enumerate(stack) if isinstance(item, WithExitVariable)][::-1]
     guarded = f"__gj_result = {call_expr}" if call_expr is not None else statement if statement else \
         "__gj_cond = bool(__gj_cond)" if inst.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE") else "pass"
     if exits:
