@@ -373,7 +373,7 @@ def _break_tail(fn, options, frame, inst, index, cg):
         targets = [(None, index + 1)]
     elif inst.opname in _SINGLE:
         consumed, pushes, source = _SINGLE[inst.opname]
-        operands = [cg.expr(v) for v in stack[len(stack) - consumed:]]
+        operands = [_read_operand(values, cg, v) for v in stack[len(stack) - consumed:]]
         stack = stack[:len(stack) - consumed]
         text = source(inst, operands)
         call_expr, statement = (text, None) if pushes else (None, text)
@@ -424,8 +424,8 @@ def _break_tail(fn, options, frame, inst, index, cg):
 
 
 def _call_expression(inst, stack, cg, values):
-    """The Python expression running a CALL / CALL_KW / CALL_FUNCTION_EX on the traced stack, and how
-    many stack slots it consumes."""
+    """The Python expression running a CALL / CALL_KW / CALL_FUNCTION_EX on the traced stack (its
+    operands bound among `values`), and how many stack slots it consumes."""
     from .variables.base import NULL
     if inst.opname == "CALL_FUNCTION_EX":
         has_kw = bool(inst.argval)
@@ -434,10 +434,11 @@ def _call_expression(inst, stack, cg, values):
         a, b = stack[-3 - has_kw:-1 - has_kw]
         consumed = 3 + has_kw
         fn, self_arg = (b, None) if a is NULL else (a, None) if b is NULL else (a, b)
-        parts = [cg.expr(fn)] + ([cg.expr(self_arg)] if self_arg is not None else [])
-        parts.append(f"*{cg.expr(args)}")
+        read = functools.partial(_read_operand, values, cg)
+        parts = [read(fn)] + ([read(self_arg)] if self_arg is not None else [])
+        parts.append(f"*{read(args)}")
         if kwargs is not None:
-            parts.append(f"**{cg.expr(kwargs)}")
+            parts.append(f"**{read(kwargs)}")
         return f"__gj_call({', '.join(parts)})", consumed
     names = ()
     items = stack
@@ -452,9 +453,19 @@ def _call_expression(inst, stack, cg, values):
     fn, first = (b, []) if a is NULL else (a, []) if b is NULL else (a, [b])
     positional = first + call_args[:len(call_args) - len(names)]
     keywords = call_args[len(call_args) - len(names):] if names else []
-    parts = [cg.expr(fn)] + [cg.expr(v) for v in positional]
-    parts += [f"{k}={cg.expr(v)}" for k, v in zip(names, keywords)]
+    read = functools.partial(_read_operand, values, cg)
+    parts = [read(fn)] + [read(v) for v in positional]
+    parts += [f"{k}={read(v)}" for k, v in zip(names, keywords)]
     return f"__gj_call({', '.join(parts)})", argc + 2 + extra
+
+
+def _read_operand(values, cg, var):
+    """A name bound to an operand of the break's instruction among `values`, which are read before the
+    replayed effects: the instruction runs after them, but on the objects the traced code had on its
+    stack (`print(lst[0])` after `del lst[0]` prints the old first item)."""
+    name = f"__gj_a{len(values)}"
+    values[name] = cg.expr(var)
+    return name
 
 
 # ---- interception: calls made in CPython at a graph break are captured as their own frames ----
