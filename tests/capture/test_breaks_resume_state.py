@@ -92,6 +92,21 @@ def same_expression_on_three_tensors(x, y, z):
     return outs, x, y, z
 
 
+@cases.add(lambda: (r(3), r(2, 2)), graphs=None)
+def items_inside_no_grad_block(x, y):
+    with torch.no_grad():
+        a = x + x.sum().item()
+        b = y + y.sum().item()
+    return a * 2, b * 2, x.sum() + y.sum()
+
+
+@cases.add(lambda: (r(2, 3), r(3), r(2)), graphs=None)
+def items_as_call_arguments_with_keywords(x, y, z):
+    a = torch.clamp(x, min=y.min().item(), max=y.max().item())
+    b = torch.full_like(z, z.mean().item()) + y.sum()
+    return a, b, torch.cat([x.flatten(), y, z])
+
+
 @pytest.mark.parametrize("case", cases.params())
 def test_values_on_the_stack_across_breaks(case):
     check_break(case.fn, case.make_args, **case.options)
