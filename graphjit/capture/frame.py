@@ -374,7 +374,7 @@ def _break_tail(fn, options, frame, inst, index, cg):
         targets = [(None, index + 1)]
     elif inst.opname in _SINGLE:
         consumed, pushes, source = _SINGLE[inst.opname]
-        operands = [cg.expr(v) for v in stack[len(stack) - consumed:]]
+        operands = [_read_operand(values, cg, v) for v in stack[len(stack) - consumed:]]
         stack = stack[:len(stack) - consumed]
         text = source(inst, operands)
         call_expr, statement = (text, None) if pushes else (None, text)
@@ -387,22 +387,22 @@ def _break_tail(fn, options, frame, inst, index, cg):
                      "POP_JUMP_IF_NONE": "__gj_cond is None",
                      "POP_JUMP_IF_NOT_NONE": "__gj_cond is not None"}[inst.opname]
         targets = [(jump_when, inst.target), (None, index + 1)]
-    layout = []
+    # The entry holds stack item k in `__gj_s{k}`; the resume function receives it as `__gj_stack{k}`.
+    # The resume function is compiled too, and its entry binds `__gj_s{k}` while later value expressions
+    # still read its parameters: a parameter sharing a temporary's name would be overwritten first.
+    layout = [NULL_SLOT if item is NULL else f"__gj_stack{k}" for k, item in enumerate(stack)]
+    passed = [f"__gj_s{k}" for k, item in enumerate(stack) if item is not NULL]
     for k, item in enumerate(stack):
-        if item is NULL:
-            layout.append(NULL_SLOT)
-        else:
+        if item is not NULL:
             values[f"__gj_s{k}"] = cg.expr(item)
-            layout.append(f"__gj_s{k}")
     local_names = sorted(n for n in frame.locals if not n.startswith("__gj_"))
     for name in local_names:
         values[f"__gj_l_{name}"] = cg.expr(frame.locals[name])
     if call_expr is not None:
-        layout.append("__gj_result")
-    passed = [slot for slot in layout if slot is not NULL_SLOT and slot != "__gj_result"]
+        layout.append(f"__gj_stack{len(stack)}")
     tail = []
     # if the instruction raises, the with-blocks open at the break must still be exited, innermost first
-    exits = [name for name, item in zip(layout, stack) if isinstance(item, WithExitVariable)][::-1]
+    exits = [f"__gj_s{k}" for k, item in enumerate(stack) if isinstance(item, WithExitVariable)][::-1]
     guarded = f"__gj_result = {call_expr}" if call_expr is not None else statement if statement else \
         "__gj_cond = bool(__gj_cond)" if inst.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE") else "pass"
     if exits:
@@ -425,8 +425,8 @@ def _break_tail(fn, options, frame, inst, index, cg):
 
 
 def _call_expression(inst, stack, cg, values):
-    """The Python expression running a CALL / CALL_KW / CALL_FUNCTION_EX on the traced stack, and how
-    many stack slots it consumes."""
+    """The Python expression running a CALL / CALL_KW / CALL_FUNCTION_EX on the traced stack (its
+    operands bound among `values`), and how many stack slots it consumes."""
     from .variables.base import NULL
     if inst.opname == "CALL_FUNCTION_EX":
         has_kw = bool(inst.argval)
@@ -435,10 +435,11 @@ def _call_expression(inst, stack, cg, values):
         a, b = stack[-3 - has_kw:-1 - has_kw]
         consumed = 3 + has_kw
         fn, self_arg = (b, None) if a is NULL else (a, None) if b is NULL else (a, b)
-        parts = [cg.expr(fn)] + ([cg.expr(self_arg)] if self_arg is not None else [])
-        parts.append(f"*{cg.expr(args)}")
+        read = functools.partial(_read_operand, values, cg)
+        parts = [read(fn)] + ([read(self_arg)] if self_arg is not None else [])
+        parts.append(f"*{read(args)}")
         if kwargs is not None:
-            parts.append(f"**{cg.expr(kwargs)}")
+            parts.append(f"**{read(kwargs)}")
         return f"__gj_call({', '.join(parts)})", consumed
     names = ()
     items = stack
@@ -453,9 +454,19 @@ def _call_expression(inst, stack, cg, values):
     fn, first = (b, []) if a is NULL else (a, []) if b is NULL else (a, [b])
     positional = first + call_args[:len(call_args) - len(names)]
     keywords = call_args[len(call_args) - len(names):] if names else []
-    parts = [cg.expr(fn)] + [cg.expr(v) for v in positional]
-    parts += [f"{k}={cg.expr(v)}" for k, v in zip(names, keywords)]
+    read = functools.partial(_read_operand, values, cg)
+    parts = [read(fn)] + [read(v) for v in positional]
+    parts += [f"{k}={read(v)}" for k, v in zip(names, keywords)]
     return f"__gj_call({', '.join(parts)})", argc + 2 + extra
+
+
+def _read_operand(values, cg, var):
+    """A name bound to an operand of the break's instruction among `values`, which are read before the
+    replayed effects: the instruction runs after them, but on the objects the traced code had on its
+    stack (`print(lst[0])` after `del lst[0]` prints the old first item)."""
+    name = f"__gj_a{len(values)}"
+    values[name] = cg.expr(var)
+    return name
 
 
 # ---- interception: calls made in CPython at a graph break are captured as their own frames ----

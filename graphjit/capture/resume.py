@@ -4,8 +4,8 @@ A resume function for (code, index) takes the live stack items and locals of the
 pushes the stack items back, and jumps to `index` in an otherwise unchanged copy of the code:
 
     def f(x):                          resume at the instruction after `print(...)` returns:
-        y = x.sin()                        def __gj_resume_f_3(__gj_s0, x, y):
-        print("hi")          ->                LOAD_FAST __gj_s0 ; JUMP -> (POP_TOP after the call)
+        y = x.sin()                        def __gj_resume_f_3(__gj_stack0, x, y):
+        print("hi")          ->                LOAD_FAST __gj_stack0 ; JUMP -> (POP_TOP after the call)
         return y.cos()                         ... the rest of f's bytecode, unchanged ...
 
 The resume function is itself compiled through graphjit (its own cache entries and guards), so the rest

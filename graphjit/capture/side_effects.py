@@ -1,8 +1,8 @@
 """Mutations of Python state made during a captured region, replayed after the graph runs.
 
 Reads during the trace see the pending values; the entry function applies the final values after the
-graph call, in the order they were first made. If the graph raises, nothing has been applied yet, so a
-failure never leaves state half-applied.
+graph call, in the order they were first made, having read every target and value before the first write.
+If the graph raises, nothing has been applied yet, so a failure never leaves state half-applied.
 
     self.calls += 1          ->  setattr(self, 'calls', 4)            (attribute store on an input object)
     cfg_list.append(t)       ->  cfg_list[:] = [..., __gj_out[0]]     (outside list mutated in place)
@@ -70,33 +70,57 @@ class SideEffects:
 
     # ---- codegen ----
     def replay_lines(self, cg):
-        """Python lines applying every effect, values reconstructed through `cg` (tensors -> outputs)."""
-        lines = []
+        """Python lines applying every effect, values reconstructed through `cg` (tensors -> outputs).
+        Every target and every value is read into a temporary before the first write: an expression
+        reaching through a container the replay writes (`lst[0]` after `del lst[0]`, `outer[0]` after
+        `outer.insert(0, ...)`) must give the object the traced code saw, not what the container holds
+        once an earlier effect has been applied."""
+        reads = _Reads(cg)
+        writes = []
         for var in self.mutated.values():
-            target = var.source.expr()
+            target = reads.bind(var.source.expr())
             if hasattr(var, "replay_lines"):              # a set: its own operations, in order
-                lines += var.replay_lines(cg)
+                writes += var.replay_lines(target, reads.value)
             elif var.python_type() in (list,):
-                lines.append(f"{target}[:] = [{', '.join(cg.expr(v) for v in var.items)}]")
+                items = reads.bind(f"[{', '.join(cg.expr(v) for v in var.items)}]")
+                writes.append(f"{target}[:] = {items}")
             elif issubclass(var.python_type(), dict):
-                items = ", ".join(f"{cg.expr(var.key_var(k))}: {cg.expr(v)}" for k, v in var.items.items())
-                name = f"__gj_d{len(lines)}"
-                lines.append(f"{name} = {{{items}}}")       # read every value before clearing
-                lines.append(f"{target}.clear()")
-                lines.append(f"{target}.update({name})")
+                items = reads.bind("{" + ", ".join(f"{cg.expr(var.key_var(k))}: {cg.expr(v)}"
+                                                   for k, v in var.items.items()) + "}")
+                writes += [f"{target}.clear()", f"{target}.update({items})"]
             else:
                 unsupported(f"replaying a mutation of {var}")
         for (_, name), (obj_var, value, raw) in self.attr_stores.items():
-            target = obj_var.reconstruct(cg)
+            target = reads.bind(obj_var.reconstruct(cg))
             if value is _DELETED:
-                lines.append(f"{'object.__delattr__' if raw else 'delattr'}({target}, {name!r})")
+                writes.append(f"{'object.__delattr__' if raw else 'delattr'}({target}, {name!r})")
             else:
-                lines.append(f"{'object.__setattr__' if raw else 'setattr'}({target}, {name!r}, {cg.expr(value)})")
+                setter = "object.__setattr__" if raw else "setattr"
+                writes.append(f"{setter}({target}, {name!r}, {reads.value(value)})")
         for name, value in self.global_stores.items():
-            lines.append(f"__gj_G[{name!r}] = {cg.expr(value)}")
+            writes.append(f"__gj_G[{name!r}] = {reads.value(value)}")
         for cell_var, value in self.cell_stores.values():
-            lines.append(f"{cell_var.source.expr()}.cell_contents = {cg.expr(value)}")
-        for fn, args, kwargs in self.deferred_calls:
+            writes.append(f"{reads.bind(cell_var.source.expr())}.cell_contents = {reads.value(value)}")
+        for fn, args, kwargs in self.deferred_calls:      # only when there is no other effect
             arguments = [cg.expr(a) for a in args] + [f"{k}={cg.expr(v)}" for k, v in kwargs.items()]
-            lines.append(f"{cg.expr(fn)}({', '.join(arguments)})")
-        return lines
+            writes.append(f"{cg.expr(fn)}({', '.join(arguments)})")
+        return reads.lines + writes
+
+
+class _Reads:
+    """The read half of a replay: each expression bound to a temporary `__gj_w<n>`, in order. A plain
+    name needs none: the replay assigns no name the expressions read."""
+
+    def __init__(self, cg):
+        self.cg = cg
+        self.lines = []
+
+    def bind(self, text):
+        if text.isidentifier():
+            return text
+        name = f"__gj_w{len(self.lines)}"
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def value(self, var):
+        return self.bind(self.cg.expr(var))
