@@ -1,12 +1,13 @@
-"""graphjit's optimizing backend: fx graph -> fused C++/OpenMP kernels + a Python wrapper calling them.
+"""graphjit's optimizing backend: fx graph -> fused kernels (C++/OpenMP on the CPU, Triton on NVIDIA GPUs) + a
+Python wrapper calling them.
 
-The stages, in order (one file each):
+pipeline.py runs the stages in order, for both devices (read it first):
 
     decompose.py       fx graph -> functional core-ATen graph (make_fx, fake tensors)
     lowering.py        ATen graph -> LoopGraph (ir.py): pointwise/reduction nodes, extern ATen calls
     scheduler.py       LoopGraph -> kernels: which nodes share a loop nest, and why not
-    codegen/cpp.py     kernels -> one C++ translation unit
-    runtime/           C++ -> shared library (cached on disk), loaded with ctypes
+    codegen/cpp.py     CppDevice: kernels -> one C++ translation unit, built by runtime/cpp_build.py
+    codegen/triton.py  TritonDevice: kernels -> Triton source, built (and autotuned) by runtime/triton_build.py
     codegen/wrapper.py the Python function that allocates buffers and calls kernels and extern ops
 
     compiled = compile_graph(gm, example_inputs, mode=None)     # the `graphjit` backend
@@ -17,7 +18,6 @@ facts.GraphFacts, made once per compile from the mode and gm.meta and handed dow
 import contextlib
 import gc
 import threading
-import time
 import warnings
 
 import torch
@@ -73,25 +73,15 @@ def compile_graph(gm, example_inputs, mode=None):
 
 def _compile_graph(gm, example_inputs, facts):
     from .. import config
-    from . import decompose
-    from .codegen import triton as triton_codegen
+    from . import decompose, pipeline
     from .runtime import CompileError
-
-    if triton_codegen.wanted(example_inputs):         # CUDA tensors (or GRAPHJIT_TRITON_CPU=1): Triton kernels
-        try:
-            return triton_codegen.compile_graph(gm, example_inputs, facts)
-        except decompose.Refused as e:
-            return _refused(gm, e)
-    reason = decompose.unsupported_reason(gm, example_inputs)
-    if reason:
-        logs.log("fusion", f"graphjit compiler: running the graph eagerly: {reason}")
-        return gm.forward
     try:
-        return _compile(gm, example_inputs, facts)
+        return pipeline.compile_graph(gm, example_inputs, facts)
     except decompose.Refused as e:
-        return _refused(gm, e)
+        # a graph whose semantics a compiled one would not keep: the graph as captured, the reason logged
+        logs.log("fusion", f"graphjit compiler: running the graph eagerly: {e}")
     except CompileError as e:
-        if config.raise_errors:      # generated C++ that doesn't compile is a graphjit bug: tests fail on it
+        if config.raise_errors:      # generated code that doesn't compile is a graphjit bug: tests fail on it
             raise
         _warn_once(f"graphjit: {e}\nRunning this graph eagerly.")
     except Exception as e:
@@ -100,40 +90,6 @@ def _compile_graph(gm, example_inputs, facts):
         _warn_once(f"graphjit compiler failed ({type(e).__name__}: {e}); running this graph eagerly. "
                    "GRAPHJIT_COMPILER_RAISE=1 raises the error instead.")
     return gm.forward
-
-
-def _refused(gm, reason):
-    """The graph as captured, for a graph whose semantics a compiled one would not keep (decompose.Refused)."""
-    logs.log("fusion", f"graphjit compiler: running the graph eagerly: {reason}")
-    return gm.forward
-
-
-def _compile(gm, example_inputs, facts):
-    from . import decompose, lowering, scheduler
-    from .codegen import cpp, wrapper
-    from .runtime import load
-
-    start = time.perf_counter()
-    aten_gm = decompose.decompose(gm, example_inputs)
-    logs.log("graph", lambda: f"graphjit compiler, ATen graph:\n{aten_gm.code}")
-    graph = lowering.lower(aten_gm, example_inputs)
-    graph.verify()
-    logs.log("fusion", lambda: f"loop IR:\n{graph}")
-    items = scheduler.schedule(graph)
-    source, signatures = cpp.generate(graph, items)
-    lib = load(source) if signatures else None
-    eager_if_grad = any(t.requires_grad for t in example_inputs)
-    code, call = wrapper.build(graph, items, signatures, lib, gm.forward, facts, eager_if_grad)
-    if logs.enabled("output_code"):
-        logs.log("output_code", f"wrapper:\n{code}\nkernels:\n{source}")
-    n_kernels = sum(isinstance(i, scheduler.Kernel) for i in items)
-    logs.log("fusion", f"compiled in {time.perf_counter() - start:.2f} s: {n_kernels} kernels, "
-                       f"{len(items) - n_kernels} extern calls ({len(graph.fallbacks)} fallbacks)")
-    call.graph = graph
-    call.items = items
-    call.source = source
-    call.wrapper_source = code
-    return call
 
 
 _warned = set()

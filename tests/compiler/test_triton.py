@@ -15,7 +15,8 @@ triton = pytest.importorskip("triton")
 
 from graphjit.compiler.codegen import triton as triton_codegen  # noqa: E402
 from graphjit.compiler.runtime import triton_build  # noqa: E402
-from graphjit import config as gj_config
+from graphjit import config as gj_config  # noqa: E402
+from graphjit.compiler import compile_graph  # noqa: E402
 
 from .harness import TOLERANCES, assert_same, describe, make, trace_cases  # noqa: E402
 from .test_ops import ALL  # noqa: E402
@@ -41,7 +42,8 @@ def compile_triton(fn, cases, device):
     cases = [tuple(to_device(t, device) for t in case) for case in cases]
     gm = trace_cases(fn, cases)
     inputs = [t for case in cases for t in case]
-    compiled = triton_codegen.compile_graph(gm, inputs)
+    with gj_config.patch(triton_cpu=1):         # CPU tensors go to Triton's interpreter
+        compiled = compile_graph(gm, inputs)
     assert hasattr(compiled, "launches"), "the graph ran eagerly instead of compiling to Triton"
     return compiled, cases, inputs
 
@@ -193,7 +195,7 @@ def test_gpu_out_of_range_index_fails_its_device_assert(tmp_path):
         w = torch.randn(10, 4, device="cuda")
         fn = lambda w, i: (F.embedding(i, w) * 2,)
         gm = torch.fx.symbolic_trace(fn)
-        compiled = triton_codegen.compile_graph(gm, [w, torch.tensor([1, 2], device="cuda")])
+        compiled = compile_graph(gm, [w, torch.tensor([1, 2], device="cuda")])
         ok = torch.tensor([3, 9], device="cuda")
         torch.testing.assert_close(compiled(w, ok)[0], fn(w, ok)[0])
         print("in range ok", flush=True)
@@ -264,7 +266,8 @@ def test_tiny_gpt_end_to_end(device):
     compiled_fns = []
 
     def backend(gm, example_inputs):
-        fn = triton_codegen.compile_graph(gm, example_inputs)
+        with gj_config.patch(triton_cpu=1):     # CPU tensors go to Triton's interpreter
+            fn = compile_graph(gm, example_inputs)
         compiled_fns.append(fn)
         return fn
     compiled = graphjit.compile(model, backend=backend)

@@ -31,7 +31,7 @@ import torch
 
 from ..ir import (BOOL_RESULT_OPS, POINTWISE_OPS, format_index, op_dtype, product, record, simplify_with_ranges,
                   use_ops, value_range)
-from ... import config
+from ... import config, logs
 from ..scheduler import Kernel, inner_vars, outer_vars
 
 STORAGE_TYPES = {
@@ -678,3 +678,44 @@ def generate(graph, items):
             signatures[item.name] = Signature(tuple(cg.args), cg.uses_status)
     return "\n\n".join(parts) + "\n", signatures
 
+
+
+class CppDevice:
+    """The C++/OpenMP device of pipeline.py: one translation unit per graph, built into a shared library
+    (runtime/cpp_build.py, cached on disk), called through ctypes by codegen/wrapper.py's `call`."""
+    name = "C++"
+
+    @staticmethod
+    def wants(example_inputs):
+        return True
+
+    @staticmethod
+    def unsupported_reason(gm, example_inputs):
+        from .. import decompose
+        return decompose.unsupported_reason(gm, example_inputs)
+
+    def __init__(self, job):
+        self.job = job
+        self.signatures = self.lib = None
+
+    def plan(self):
+        """Nothing to choose: kernels run as generated, extern calls as ATen."""
+
+    def codegen(self):
+        source, self.signatures = generate(self.job.graph, self.job.items)
+        return source
+
+    def build(self):
+        from ..runtime import load
+        self.lib = load(self.job.source) if self.signatures else None
+
+    def wrapper(self):
+        from . import wrapper
+        job = self.job
+        eager_if_grad = any(t.requires_grad for t in job.example_inputs)
+        code, call = wrapper.build(job.graph, job.items, self.signatures, self.lib, job.gm.forward, job.facts,
+                                   eager_if_grad)
+        if logs.enabled("output_code"):
+            logs.log("output_code", f"wrapper:\n{code}\nkernels:\n{job.source}")
+        call.wrapper_source = code
+        return call

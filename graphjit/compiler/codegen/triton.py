@@ -25,8 +25,7 @@ the dims their index uses; ops.masked adds its condition to the loads inside it.
 as float32, computed in float32 and rounded on store (as the C++ codegen does). Sizes are static: lengths
 are constants in the source; block sizes come from `block_sizes` (no autotuning).
 
-    module_source, launches = generate(graph, items)
-    call = compile_graph(gm, example_inputs)          # the whole pipeline, for CUDA inputs
+    module_source, launches = generate(graph, items)     # TritonDevice.codegen; pipeline.py drives it
 
 GRAPHJIT_TRITON_CPU=1 sends CPU graphs here too and runs the kernels in Triton's interpreter, so tests
 check the generated Triton code without a GPU.
@@ -1378,158 +1377,162 @@ def triton_available():
     return True
 
 
-def wanted(example_inputs):
-    """Whether graphjit's compiler should generate Triton (not C++) for a graph with these inputs: tensors
-    on a CUDA device (Triton installed), or on the CPU under GRAPHJIT_TRITON_CPU=1."""
-    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
-    if "cuda" in devices:
-        return True
-    return bool(config.triton_cpu) and devices <= {"cpu"} and triton_available()
+class TritonDevice:
+    """The Triton device of pipeline.py: kernels as Triton source (one module per graph), compiled for the
+    graph's CUDA device (runtime/triton_build.py) or run in Triton's interpreter on CPU tensors
+    (GRAPHJIT_TRITON_CPU=1); in the max-autotune modes, block sizes and matmul templates raced on the GPU
+    (compiler/autotune.py). Its wrapper is TritonWrapperCode."""
+    name = "Triton"
 
+    @staticmethod
+    def wants(example_inputs):
+        """Whether graphjit's compiler should generate Triton (not C++) for a graph with these inputs:
+        tensors on a CUDA device (Triton installed), or on the CPU under GRAPHJIT_TRITON_CPU=1."""
+        devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+        if "cuda" in devices:
+            return True
+        return bool(config.triton_cpu) and devices <= {"cpu"} and triton_available()
 
-def unsupported_reason(gm, example_inputs):
-    """Why this graph should run eagerly instead of as Triton kernels, or None."""
-    from .. import decompose
-    devices = set()
-    for value in example_inputs:
-        if not isinstance(value, torch.Tensor):
-            return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"
-        devices.add(value.device)
-    if len(devices) > 1:
-        return f"inputs on several devices ({', '.join(sorted(map(str, devices)))})"
-    if not triton_available():
-        return "Triton is not installed (pip install triton)"
-    if devices and next(iter(devices)).type not in ("cuda", "cpu"):
-        return f"inputs on {next(iter(devices))}: Triton kernels run on CUDA devices"
-    return decompose.graph_reason(gm, example_inputs)
+    @staticmethod
+    def unsupported_reason(gm, example_inputs):
+        """Why this graph should run eagerly instead of as Triton kernels, or None."""
+        from .. import decompose
+        devices = set()
+        for value in example_inputs:
+            if not isinstance(value, torch.Tensor):
+                return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"
+            devices.add(value.device)
+        if len(devices) > 1:
+            return f"inputs on several devices ({', '.join(sorted(map(str, devices)))})"
+        if not triton_available():
+            return "Triton is not installed (pip install triton)"
+        if devices and next(iter(devices)).type not in ("cuda", "cpu"):
+            return f"inputs on {next(iter(devices))}: Triton kernels run on CUDA devices"
+        return decompose.graph_reason(gm, example_inputs)
 
+    def __init__(self, job):
+        self.job = job
+        self.device = next((t.device for t in job.example_inputs), torch.device("cpu"))
+        self.interpret = self.device.type == "cpu"
+        if not self.interpret:
+            from ..runtime import triton_build
+            triton_build.prewarm()      # Triton's one-time start-up, in a thread, while decompose runs
 
-def compile_graph(gm, example_inputs, facts=None):
-    """compiler.compile_graph for graphs on a CUDA device (or on the CPU under GRAPHJIT_TRITON_CPU=1):
-    the same stages, with Triton kernels instead of C++. Returns a callable with gm.forward's signature.
-    facts: the graph's facts.GraphFacts (the defaults when None)."""
-    facts = facts or GraphFacts()
-    from .. import decompose, lowering, scheduler
-    from ..runtime import triton_build
+    def plan(self):
+        """How kernels check indices, and in max-autotune the list that codegen fills with each kernel's
+        candidate configurations."""
+        checking = config.triton_check_indices
+        self.check = "status" if checking == 1 or (checking == -1 and self.interpret) else \
+            "assert" if checking == -1 else None
+        self.tuning = [] if self.job.facts.autotune else None
+        self.followers = []             # copies of a tuned kernel in other layers: (leader, follower)
 
-    reason = unsupported_reason(gm, example_inputs)
-    if reason:
-        logs.log("fusion", f"graphjit compiler (Triton): running the graph eagerly: {reason}")
-        return gm.forward
-    start = clock = time.perf_counter()
-    timings = {}
+    def codegen(self):
+        """The kernels' source; then the matmul templates: in max-autotune, candidates to race against
+        cuBLAS (or their cached choices); otherwise the one-row (GEMV) template where it applies."""
+        job = self.job
+        source, self.launches = generate(job.graph, job.items, self.check, self.tuning, self.device,
+                                         candidates=not self.interpret, followers=self.followers,
+                                         example_inputs=job.example_inputs)
+        self.templates, self.mm_contests, self.mm_followers, extra = {}, [], [], []
+        if self.tuning is not None and config.triton_mm_templates:
+            extra = _plan_matmul_templates(job.items, self.device, self.interpret, self.templates,
+                                           self.mm_contests, self.mm_followers, job.example_inputs, job.graph,
+                                           self.launches, self.check)
+        elif config.triton_gemv and self.tuning is None:  # (max-autotune with its templates off: cuBLAS always)
+            extra = _plan_gemv_templates(job.items, self.templates, job.example_inputs, job.graph, self.launches,
+                                         self.check, self.interpret)
+        if extra:
+            source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n"
+        return source
 
-    def lap(phase):
-        nonlocal clock
-        now = time.perf_counter()
-        timings[phase] = now - clock
-        clock = now
-    device = next((t.device for t in example_inputs), torch.device("cpu"))
-    interpret = device.type == "cpu"
-    if not interpret:
-        triton_build.prewarm()
-    aten_gm = decompose.decompose(gm, example_inputs)
-    lap("decompose")
-    logs.log("graph", lambda: f"graphjit compiler, ATen graph:\n{aten_gm.code}")
-    graph = lowering.lower(aten_gm, example_inputs)
-    graph.verify()
-    lap("lower")
-    logs.log("fusion", lambda: f"loop IR:\n{graph}")
-    items = scheduler.schedule(graph)
-    lap("schedule")
-    checking = config.triton_check_indices
-    check = "status" if checking == 1 or (checking == -1 and interpret) else "assert" if checking == -1 else None
-    tuning = [] if facts.autotune else None
-    followers = []
-    source, launches = generate(graph, items, check, tuning, device, candidates=not interpret,
-                                followers=followers, example_inputs=example_inputs)
-    templates, mm_contests, mm_followers, extra = {}, [], [], []
-    if tuning is not None and config.triton_mm_templates:
-        extra = _plan_matmul_templates(items, device, interpret, templates, mm_contests, mm_followers,
-                                       example_inputs, graph, launches, check)
-    elif config.triton_gemv and tuning is None:     # (max-autotune with its templates off: cuBLAS always)
-        extra = _plan_gemv_templates(items, templates, example_inputs, graph, launches, check, interpret)
-    if extra:
-        source = "\n\n\n".join([source.rstrip("\n")] + extra) + "\n"
-    lap("codegen")
-    module = triton_build.load(source, interpret=interpret)
-    by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
-    by_name.update({launch.name: launch for _, variants, _, _ in tuning or () for launch in variants})
-    template_launches = {t.name: t for t in templates.values()}
-    template_launches.update({t.name: t for _, _, candidates in mm_contests for t in candidates})
-    launchers, aligned = {}, []
-    if not interpret:
-        aligned = _aligned_inputs(graph, launches, example_inputs, list(templates.values()) + [
-            t for _, _, candidates in mm_contests for t in candidates] + [f for _, f in mm_followers])
-        examples = _warmup_args(graph, by_name.values(), example_inputs)
+    def build(self):
+        """The module loaded; on a GPU every kernel compiled (CompileError if Triton fails), then, in
+        max-autotune, the candidates timed and the winners put in place."""
+        from ..runtime import triton_build
+        job = self.job
+        self.module = triton_build.load(job.source, interpret=self.interpret)
+        self.by_name = {launch.name: launch for kl in self.launches.values() for launch in kl.launches}
+        self.by_name.update({launch.name: launch for _, variants, _, _ in self.tuning or () for launch in variants})
+        self.launchers, self.aligned = {}, []
+        if self.interpret:
+            return
+        template_launches = {t.name: t for t in self.templates.values()}
+        template_launches.update({t.name: t for _, _, candidates in self.mm_contests for t in candidates})
+        self.aligned = _aligned_inputs(job.graph, self.launches, job.example_inputs, list(self.templates.values()) + [
+            t for _, _, candidates in self.mm_contests for t in candidates] + [f for _, f in self.mm_followers])
+        examples = _warmup_args(job.graph, self.by_name.values(), job.example_inputs)
         # one set of buffers to time candidates on (zero-filled, allocated when first asked for)
-        tuning_args = _tuning_arguments(graph, example_inputs, device)
-        template_args = _template_arguments(tuning_args.tensor, device)
+        tuning_args = _tuning_arguments(job.graph, job.example_inputs, self.device)
+        template_args = _template_arguments(tuning_args.tensor, self.device)
         examples.update({name: template_args(t) for name, t in template_launches.items()})
+        heuristic = {launch.name for kl in self.launches.values() for launch in kl.launches} | \
+            {t.name for t in self.templates.values()}
+        steps = {}
         try:
-            heuristic = {launch.name for kl in launches.values() for launch in kl.launches} | \
-                {t.name for t in templates.values()}
-            steps = {}
-            compiled = triton_build.compile_all(module, list(by_name.values()) + list(template_launches.values()),
-                                                device, examples, config.triton_compile_threads,
-                                                optional=(set(by_name) | set(template_launches)) - heuristic,
+            compiled = triton_build.compile_all(self.module, list(self.by_name.values()) +
+                                                list(template_launches.values()), self.device, examples,
+                                                config.triton_compile_threads,
+                                                optional=(set(self.by_name) | set(template_launches)) - heuristic,
                                                 phases=steps)
-            timings.update({f"triton {step}": seconds for step, seconds in steps.items()})
-        except Exception as e:     # a Triton compile error is a graphjit bug: say so, run eagerly
-            from .. import _warn_once
-            _warn_once(f"graphjit: Triton failed to compile a kernel of this graph: {e}\n"
-                       f"Running it eagerly. The kernels are in {triton_build.module_path(source)}")
-            return gm.forward
-        lap("triton compile")
-        if tuning:
-            from .. import autotune
-            with torch.cuda.device(device):
-                winners = autotune.tune([(key, variants) for key, variants, _, _ in tuning], compiled,
-                                        tuning_args, device)
-            for key, _, item_name, position in tuning:
-                launches[item_name].launches[position] = winners[key]
-            resolve_followers(launches, followers, winners)    # copies of a tuned kernel: its winner
-            by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
-            if mm_contests:
-                def epilogue_ms(plan):      # the kernel a fused template saves, as it runs unfused
-                    if plan.epilogue is None:
-                        return 0.0
-                    launch = launches[plan.epilogue.item].launches[0]
-                    return autotune.time_launch(compiled[launch.name], launch, tuning_args(launch), device)
-                with torch.cuda.device(device):
-                    chosen = autotune.tune_matmuls(mm_contests, compiled, template_args, device, epilogue_ms)
-                templates.update({item_name: t for item_name, t in chosen.items() if t is not None})
-                for leader, follower in mm_followers:      # the same product in another layer
-                    if chosen.get(leader) is not None:
-                        templates[follower.plan.item.name] = dataclasses.replace(chosen[leader],
-                                                                                 plan=follower.plan)
-            lap("autotune")
+        except Exception as e:     # a Triton compile error is a graphjit bug: the driver's caller says so
+            from ..runtime import CompileError
+            raise CompileError(f"Triton failed to compile a kernel of this graph: {e}\n"
+                               f"The kernels are in {triton_build.module_path(job.source)}") from e
+        job.timings.update({f"triton {step}": seconds for step, seconds in steps.items()})
+        job.lap("triton compile")
+        if self.tuning:
+            self._autotune(compiled, tuning_args, template_args)
+            job.lap("autotune")
         if config.triton_fast_launch:
-            with torch.cuda.device(device):
-                launchers = {name: (compiled[name].run, compiled[name].function, compiled[name].packed_metadata)
-                             for name in list(by_name) + [t.name for t in templates.values()]}
-    eager_if_grad = any(t.requires_grad for t in example_inputs)
-    code = TritonWrapperCode(graph, items, launches, launchers, interpret, device, aligned, templates, facts)
-    for name in list(by_name) + [t.name for t in templates.values()]:
-        code.globals[name] = getattr(module, name)
-    wrapper_source = code.generate(facts.check_inputs(), eager_if_grad)
-    code.globals["eager"] = gm.forward
-    namespace = dict(code.globals)
-    exec(compile(wrapper_source, "<graphjit triton wrapper>", "exec"), namespace)
-    call = namespace["call"]
-    if logs.enabled("output_code"):
-        logs.log("output_code", f"wrapper:\n{wrapper_source}\nkernels ({triton_build.module_path(source)}):\n{source}")
-    n_kernels = len(by_name)
-    logs.log("fusion", f"compiled in {time.perf_counter() - start:.2f} s: {n_kernels} Triton kernels, "
-                       f"{sum(not isinstance(i, Kernel) for i in items)} extern calls ({len(graph.fallbacks)} fallbacks)")
-    call.graph = graph
-    call.items = items
-    call.source = source
-    call.launches = by_name
-    lap("wrapper")
-    call.timings = timings
-    call.wrapper_source = wrapper_source
-    return call
+            with torch.cuda.device(self.device):
+                self.launchers = {name: (compiled[name].run, compiled[name].function, compiled[name].packed_metadata)
+                                  for name in list(self.by_name) + [t.name for t in self.templates.values()]}
+
+    def _autotune(self, compiled, tuning_args, template_args):
+        from .. import autotune
+        device, launches = self.device, self.launches
+        with torch.cuda.device(device):
+            winners = autotune.tune([(key, variants) for key, variants, _, _ in self.tuning], compiled,
+                                    tuning_args, device)
+        for key, _, item_name, position in self.tuning:
+            launches[item_name].launches[position] = winners[key]
+        resolve_followers(launches, self.followers, winners)    # copies of a tuned kernel: its winner
+        self.by_name = {launch.name: launch for kl in launches.values() for launch in kl.launches}
+        if not self.mm_contests:
+            return
+
+        def epilogue_ms(plan):      # the kernel a fused template saves, as it runs unfused
+            if plan.epilogue is None:
+                return 0.0
+            launch = launches[plan.epilogue.item].launches[0]
+            return autotune.time_launch(compiled[launch.name], launch, tuning_args(launch), device)
+        with torch.cuda.device(device):
+            chosen = autotune.tune_matmuls(self.mm_contests, compiled, template_args, device, epilogue_ms)
+        self.templates.update({item_name: t for item_name, t in chosen.items() if t is not None})
+        for leader, follower in self.mm_followers:      # the same product in another layer
+            if chosen.get(leader) is not None:
+                self.templates[follower.plan.item.name] = dataclasses.replace(chosen[leader], plan=follower.plan)
+
+    def wrapper(self):
+        from ..runtime import triton_build
+        job = self.job
+        eager_if_grad = any(t.requires_grad for t in job.example_inputs)
+        code = TritonWrapperCode(job.graph, job.items, self.launches, self.launchers, self.interpret, self.device,
+                                 self.aligned, self.templates, job.facts)
+        for name in list(self.by_name) + [t.name for t in self.templates.values()]:
+            code.globals[name] = getattr(self.module, name)
+        wrapper_source = code.generate(job.facts.check_inputs(), eager_if_grad)
+        code.globals["eager"] = job.gm.forward
+        namespace = dict(code.globals)
+        exec(compile(wrapper_source, "<graphjit triton wrapper>", "exec"), namespace)
+        call = namespace["call"]
+        if logs.enabled("output_code"):
+            logs.log("output_code", f"wrapper:\n{wrapper_source}\nkernels ({triton_build.module_path(job.source)}):"
+                                    f"\n{job.source}")
+        call.launches = self.by_name
+        call.wrapper_source = wrapper_source
+        return call
 
 
 def _plan_matmul_templates(items, device, interpret, templates, contests, followers, example_inputs, graph,
