@@ -117,7 +117,21 @@ class NNModuleVariable(ObjectLikeVariable):
         tx.side_effects.store_attr(self, self.module, name, value)
 
     def delattr(self, tx, name):
-        tx.side_effects.delete_attr(self, self.module, name)
+        m = self.module
+        if _class_lookup(type(m), "__delattr__") is not torch.nn.Module.__delattr__:
+            unsupported(f"deleting {name!r} of a {type(m).__name__}: it overrides nn.Module.__delattr__")
+        if self.source is None:
+            unsupported(f"deleting attribute {name!r} of a module with no source")
+        present = tx.side_effects.attr_present(m, name)
+        if present is None:
+            d = _instance_dict(m)
+            if any(name in d.get(owner, {}) for owner in ("_parameters", "_buffers", "_modules")):
+                unsupported(f"deleting parameter, buffer or submodule {name!r} inside the compiled frame")
+            present = name in d
+            guard_in_instance_dict(tx, self.source, name, present)
+        if not present:
+            raise UserError(_attribute_error(type(m), name, _class_lookup(type(m), name), delattr))
+        tx.side_effects.delete_attr(self, m, name)
 
     def identity_key(self):
         return ("object", id(self.module))
@@ -396,9 +410,12 @@ class UserObjectVariable(ObjectLikeVariable):
         return ("object", id(self.value) if not self.is_new else id(self))
 
     def delattr(self, tx, name):
-        if isinstance(_class_lookup(self.cls, "__delattr__"), types.FunctionType):
+        hook = _class_lookup(self.cls, "__delattr__")
+        if isinstance(hook, types.FunctionType):
             self.call_dunder(tx, "__delattr__", [ConstantVariable(name)])
             return
+        if hook is not object.__delattr__:
+            unsupported(f"deleting {name!r} of a {self.cls.__name__}: its __delattr__ is {hook!r}")
         self.raw_delattr(tx, name)
 
     def raw_delattr(self, tx, name):
@@ -419,7 +436,25 @@ class UserObjectVariable(ObjectLikeVariable):
             return
         if self.source is None:
             unsupported(f"deleting attribute {name!r} of an object with no source")
+        present = tx.side_effects.attr_present(self.value, name)
+        if present is None:
+            present = self._guard_own_attribute(tx, name, descriptor)
+        if not present:
+            raise UserError(_attribute_error(self.cls, name, descriptor, delattr))
         tx.side_effects.delete_attr(self, self.value, name, raw=True)
+
+    def _guard_own_attribute(self, tx, name, descriptor):
+        """Whether this object from outside holds `name` in its slot or instance dict (what
+        object.__delattr__ removes), guarded to hold it, or not, next call."""
+        if isinstance(descriptor, types.MemberDescriptorType):
+            present = slot_is_set(descriptor, self.value)
+            guard_slot(tx, self.source, name, descriptor, present)
+            return present
+        if not _has_instance_dict(self.cls):
+            return False
+        present = name in _instance_dict(self.value)
+        guard_in_instance_dict(tx, self.source, name, present)
+        return present
 
     def setattr(self, tx, name, value):
         hook = _class_lookup(self.cls, "__setattr__")
@@ -618,6 +653,28 @@ def _descriptor_var(tx, descriptor):
 
 def _is_data_descriptor(attr):
     return attr is not _MISSING and hasattr(type(attr), "__set__")
+
+
+def slot_is_set(descriptor, obj):
+    """Whether the __slots__ member `descriptor` holds a value on obj."""
+    try:
+        descriptor.__get__(obj, type(obj))
+        return True
+    except AttributeError:
+        return False
+
+
+def guard_slot(tx, source, name, descriptor, present):
+    """The __slots__ member `name` of the object at `source` is set next call too (or, not present, unset)."""
+    if source is None:
+        unsupported(f"slot {name!r} of an object with no source")
+    tx.guards.add(3, f"{tx.guards.obj(slot_is_set)}({tx.guards.obj(descriptor)}, {{0}}) is {present}",
+                  f"slot {name!r} of {source.expr()} is {'' if present else 'not '}set", (source,))
+
+
+def guard_in_instance_dict(tx, source, name, present):
+    """The object at `source` holds `name` in its instance dict next call too (or, not present, doesn't)."""
+    tx.guards.add(3, f"{name!r} {'in' if present else 'not in'} {{0}}.__dict__", None, (source,))
 
 
 def _has_instance_dict(cls):

@@ -1,0 +1,248 @@
+"""Python state a captured frame reads and mutates: attributes of objects, classes and modules from
+outside, outside dicts and lists. Each case runs compiled (backend="eager", fullgraph unless it needs a
+break) against plain Python over several calls, with the state changed between calls, and compares the
+results, the arguments, and the outside state both leave behind.
+
+  * the side effects' replay reads every value and target before it applies the first effect: a value
+    the frame read through a source (`d['k']`, `box.a`) is what was there when the frame started, which
+    an earlier effect may replace;
+  * an attribute stored, then deleted, in the frame may not have existed before it; a deleted attribute
+    that the frame did not store must exist when the frame starts (guarded).
+
+PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
+rewriting.
+"""
+import sys
+import types
+
+import pytest
+import torch
+
+from graphjit.exc import UserError
+from harness import Step, assert_same, clone_tree, gj
+
+_ABSENT = "<absent>"
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+def _read(state):
+    return [clone_tree(getattr(obj, name, _ABSENT)) for obj, name in state]
+
+
+def _write(state, values):
+    for (obj, name), value in zip(state, values):
+        if value is _ABSENT:
+            if hasattr(obj, name):
+                delattr(obj, name)
+        else:
+            setattr(obj, name, value)
+
+
+def check_calls(fn, steps, state=(), fullgraph=True):
+    """Compile `fn` once; for each Step: its `before`, then `fn` plain and compiled, each from the same
+    outside `state` ([(object, attribute name)], restored in between) on independent copies of the
+    arguments. Outputs, arguments after the call and the state left behind must match."""
+    gj.reset()
+    compiled = gj.compile(fn, backend="eager", fullgraph=fullgraph)
+    for i, step in enumerate(steps):
+        if step.before is not None:
+            step.before()
+        torch.manual_seed(i)
+        args = tuple(step.make_args())
+        plain_args, compiled_args = clone_tree(args), clone_tree(args)
+        start = _read(state)
+        expected = fn(*plain_args)
+        expected_state = _read(state)
+        _write(state, start)
+        actual = compiled(*compiled_args)
+        where = f"step {i}"
+        assert_same(actual, expected, where=f"{where}: output")
+        assert_same(compiled_args, plain_args, where=f"{where}: arguments after the call")
+        assert_same(_read(state), expected_state, where=f"{where}: outside state after the call")
+    return compiled
+
+
+class Box:
+    def __init__(self, t, k=2):
+        self.t = t
+        self.k = k
+
+
+def box(**attrs):
+    b = Box(r(3))
+    for name, value in attrs.items():
+        setattr(b, name, value)
+    return b
+
+
+# --------------------------------------------------------------- effects read their values first
+
+def setattr_from_dict_then_store(t, u, d, b):
+    v = d["k1"] if "k1" in d else u
+    setattr(b, "z", v)
+    d["k1"] = u
+    return v * 2
+
+
+def test_attribute_keeps_the_dict_value_read_before_the_dict_store():
+    check_calls(setattr_from_dict_then_store, [Step(lambda: (r(3), r(3), {"k0": r(3), "k1": r(3)}, box()))] * 3 +
+                [Step(lambda: (r(3), r(3), {"k0": r(3)}, box()))])
+
+
+def del_read_key_then_append(t, d, lst):
+    v = d["k1"] if "k1" in d else t
+    if "k1" in d:
+        del d["k1"]
+    lst.append(v)
+    return t + 1
+
+
+def test_list_keeps_the_value_of_a_key_deleted_later():
+    check_calls(del_read_key_then_append, [Step(lambda: (r(3), {"k0": r(3), "k1": r(3)}, [])),
+                                            Step(lambda: (r(3), {"k1": r(3)}, [r(3)])),
+                                            Step(lambda: (r(3), {"k0": r(3)}, []))])
+
+
+def swap_attributes(b, t):
+    old = b.t
+    b.t = b.k
+    b.k = old
+    return t + 1
+
+
+def test_attributes_swapped_through_a_local():
+    check_calls(swap_attributes, [Step(lambda: (box(), r(3)))] * 3)
+
+
+def store_then_overwrite_source(b, d, t):
+    b.saved = d["a"]
+    b.first = b.t
+    d["a"] = t
+    b.t = t * 2
+    return t + 1
+
+
+def test_values_read_before_their_sources_are_overwritten():
+    check_calls(store_then_overwrite_source, [Step(lambda: (box(), {"a": r(3)}, r(3)))] * 3)
+
+
+def replace_inner_list_then_mutate_it(d, t):
+    inner = d["inner"]
+    d["inner"] = [t]
+    inner.append(t)
+    return t + 1
+
+
+def test_inner_list_replaced_in_its_dict_then_mutated():
+    """The list the frame appends to is the one `d['inner']` held when the frame started."""
+    inner = []
+
+    def args():
+        inner[:] = [r(2)]
+        return {"inner": inner, "other": 1}, r(2)
+    check_calls(replace_inner_list_then_mutate_it, [Step(args)] * 3)
+
+
+_G_VALUE = None
+_G_DICT = {"a": torch.zeros(2)}
+
+
+def global_takes_a_dict_value_then_replaced(t):
+    global _G_VALUE
+    _G_VALUE = _G_DICT["a"]
+    _G_DICT["a"] = t
+    return t + 1
+
+
+def test_global_keeps_the_dict_value_read_before_the_dict_store():
+    module = sys.modules[global_takes_a_dict_value_then_replaced.__module__]
+    check_calls(global_takes_a_dict_value_then_replaced, [Step(lambda: (r(2),))] * 3,
+                state=[(module, "_G_VALUE"), (module, "_G_DICT")])
+
+
+# --------------------------------------------------------------- deleting attributes
+
+def set_then_delete(b, n):
+    b.extra = n
+    if hasattr(b, "extra"):
+        del b.extra
+    return n + 1
+
+
+def test_attribute_set_then_deleted_whether_or_not_it_existed():
+    check_calls(set_then_delete, [Step(lambda: (box(), 1)), Step(lambda: (box(extra=5), 1)),
+                                  Step(lambda: (box(), 1))])
+
+
+def delete_existing(b, t):
+    del b.extra
+    return t + 1
+
+
+def test_deleted_attribute_must_exist_when_the_frame_starts():
+    """The second object lacks the attribute: the entry misses, and the trace meets CPython's error."""
+    compiled = check_calls(delete_existing, [Step(lambda: (box(extra=1), r(3)))] * 2)
+    b = box()
+    with pytest.raises(UserError, match="AttributeError: 'Box' object has no attribute 'extra'"):
+        compiled(b, r(3))
+    assert not hasattr(b, "extra")
+
+
+def delete_then_append(b, lst, t):
+    del b.extra
+    lst.append(1)
+    return t + 1
+
+
+def test_deleting_a_missing_attribute_raises_before_later_effects():
+    """Without fullgraph the second call runs eagerly: the AttributeError comes before the append."""
+    compiled = gj.compile(delete_then_append, backend="eager")
+    lst = []
+    assert torch.equal(compiled(box(extra=1), lst, torch.zeros(3)), torch.ones(3))
+    with pytest.raises(AttributeError, match="extra"):
+        compiled(box(), lst, torch.zeros(3))
+    assert lst == [1]
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+
+def slotted(**attrs):
+    s = Slotted()
+    for name, value in attrs.items():
+        setattr(s, name, value)
+    return s
+
+
+def slots_set_and_deleted(s, t):
+    s.a = t
+    del s.a
+    del s.b
+    return t + getattr(s, "a", 3)
+
+
+def test_slots_set_then_deleted_and_deleted():
+    check_calls(slots_set_and_deleted, [Step(lambda: (slotted(b=1), r(3))), Step(lambda: (slotted(a=1, b=2), r(3))),
+                                        Step(lambda: (slotted(b=1), r(3)))])
+
+
+class Scratch(torch.nn.Module):
+    def forward(self, x):
+        self.tmp = x
+        del self.tmp
+        del self.old
+        return x + 1
+
+
+def test_module_attribute_set_then_deleted():
+    m = Scratch()
+    compiled = gj.compile(m, backend="eager", fullgraph=True)
+    for _ in range(2):
+        m.old = 1
+        x = r(3)
+        assert torch.equal(compiled(x), x + 1)
+        assert not hasattr(m, "tmp") and not hasattr(m, "old")
