@@ -7,7 +7,9 @@ results, the arguments, and the outside state both leave behind.
     the frame read through a source (`d['k']`, `box.a`) is what was there when the frame started, which
     an earlier effect may replace;
   * an attribute stored, then deleted, in the frame may not have existed before it; a deleted attribute
-    that the frame did not store must exist when the frame starts (guarded).
+    that the frame did not store must exist when the frame starts (guarded);
+  * a missing attribute the frame looked up (`getattr(cls, name, default)`) is guarded to stay missing,
+    on classes, Python modules, nn.Modules, unset slots and through super().
 
 PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
 rewriting.
@@ -246,3 +248,106 @@ def test_module_attribute_set_then_deleted():
         x = r(3)
         assert torch.equal(compiled(x), x + 1)
         assert not hasattr(m, "tmp") and not hasattr(m, "old")
+
+
+# --------------------------------------------------------------- missing attributes stay missing
+
+class Shared:
+    pass
+
+
+def class_attribute_with_default(b, t):
+    return t + getattr(Shared, "shared", 0), getattr(type(b), "flag", 1)
+
+
+def test_missing_class_attribute_is_guarded():
+    def set_shared():
+        Shared.shared = 5
+
+    def set_flag():
+        Box.flag = 7
+    state = [(Shared, "shared"), (Box, "flag")]
+    try:
+        check_calls(class_attribute_with_default, [Step(lambda: (box(), r(3))), Step(lambda: (box(), r(3)), before=set_shared),
+                                                   Step(lambda: (box(), r(3)), before=set_flag)], state=state)
+    finally:
+        _write(state, [_ABSENT, _ABSENT])
+
+
+def class_store_in_frame(b, n):
+    v = getattr(Shared, "counter", 0) + n
+    Shared.counter = n
+    b.extra = v
+    return v
+
+
+def test_class_attribute_the_frame_writes_is_guarded():
+    """`Shared.counter = n` is a graph break: the part before it must not keep the first call's read."""
+    state = [(Shared, "counter")]
+    _write(state, [_ABSENT])
+    try:
+        check_calls(class_store_in_frame, [Step(lambda: (box(), 2))] * 3, state=state, fullgraph=False)
+    finally:
+        _write(state, [_ABSENT])
+
+
+_MOD = types.ModuleType("_mutation_test_module")
+
+
+def module_attribute_with_default(t):
+    return t + getattr(_MOD, "k", 1)
+
+
+def test_missing_module_attribute_is_guarded():
+    state = [(_MOD, "k")]
+    check_calls(module_attribute_with_default, [Step(lambda: (r(3),)),
+                                                Step(lambda: (r(3),), before=lambda: setattr(_MOD, "k", 7)),
+                                                Step(lambda: (r(3),), before=lambda: delattr(_MOD, "k"))], state=state)
+
+
+class Flagged(torch.nn.Module):
+    def forward(self, x):
+        return x + getattr(self, "flag", 0)
+
+
+def test_missing_nn_module_attribute_is_guarded():
+    m = Flagged()
+    compiled = gj.compile(m, backend="eager", fullgraph=True)
+    x = r(3)
+    assert torch.equal(compiled(x), x)
+    m.flag = 5
+    assert torch.equal(compiled(x), x + 5)
+
+
+def unset_slot_with_default(s, t):
+    return t + getattr(s, "a", 2)
+
+
+def test_unset_slot_is_guarded():
+    check_calls(unset_slot_with_default, [Step(lambda: (slotted(), r(3))), Step(lambda: (slotted(a=9), r(3))),
+                                          Step(lambda: (slotted(), r(3)))])
+
+
+class Parent:
+    def value(self):
+        return 1
+
+
+class Child(Parent):
+    def value(self):
+        return getattr(super(), "extra", lambda: 3)()
+
+
+def super_attribute_with_default(c, t):
+    return t + c.value()
+
+
+def test_missing_attribute_through_super_is_guarded():
+    state = [(Parent, "extra")]
+    try:
+        check_calls(super_attribute_with_default,
+                    [Step(lambda: (Child(), r(3))),
+                     Step(lambda: (Child(), r(3)), before=lambda: setattr(Parent, "extra", lambda self: 11))],
+                    state=state)
+    finally:
+        _write(state, [_ABSENT])

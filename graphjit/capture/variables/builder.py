@@ -359,6 +359,8 @@ def wrap_class_attribute(tx, obj_var, cls, name, source=None):
             value = attr.__get__(real, cls)
         except AttributeError as e:
             from .builtins import AttributeMissing
+            from .objects import guard_slot
+            guard_slot(tx, obj_var.source, name, attr, False)
             raise AttributeMissing(str(e))
         return wrap(tx, value, source)
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, tuple, type)):

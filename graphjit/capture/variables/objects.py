@@ -55,8 +55,9 @@ class ObjectLikeVariable(Variable):
             if getattr_hook is not _MISSING and not isinstance(self, NNModuleVariable):
                 guard_class_attribute(tx, cls, "__getattr__")
                 return wrap_class_attribute(tx, self, cls, "__getattr__").call(tx, [ConstantVariable(name)], {})
-            if self.source is None and _class_source(cls, name) is not None:
-                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (_class_source(cls, name).base,))
+            missing_at = self.source if self.source is not None else getattr(_class_source(cls, name), "base", None)
+            if missing_at is not None:
+                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (missing_at,))
             raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
         guard_class_attribute(tx, cls, name)
         return wrap_class_attribute(tx, self, cls, name, src)
@@ -373,7 +374,7 @@ class UserObjectVariable(ObjectLikeVariable):
         getter = getattr(type(descriptor), "__get__", None) if descriptor is not _MISSING else None
         if isinstance(getter, types.FunctionType) and not isinstance(descriptor, type):
             from .builder import wrap
-            guard_class_lookup(tx, self.cls, name, descriptor)
+            guard_mro_lookup(tx, self.cls.__mro__, name)
             return wrap(tx, getter, None).call(tx, [_descriptor_var(tx, descriptor), self,
                                                    ClassVariable(self.cls)], {})
         return super().class_attribute(tx, name)
@@ -606,14 +607,14 @@ def guard_class_attribute(tx, cls, name):
     """A method or property the trace found on `cls`: the same one next call (once per class and name,
     whichever instance it was reached through), so replacing it on the class recompiles. A classmethod
     or a descriptor with a Python __get__ (where `cls.name` would make a new bound method or run __get__)
-    is guarded by guard_class_lookup instead."""
+    is guarded by guard_mro_lookup instead."""
     attr = _class_lookup(cls, name)
     expected = _guarded_class_attribute(attr)
     if expected is not None:
         from ..sources import ObjectSource
         tx.guards.add_id(AttrSource(ObjectSource(cls), name), expected)
     elif isinstance(attr, classmethod) or _has_python_get(attr):
-        guard_class_lookup(tx, cls, name, attr)
+        guard_mro_lookup(tx, cls.__mro__, name)
 
 
 def _has_python_get(attr):
@@ -621,12 +622,13 @@ def _has_python_get(attr):
         isinstance(getattr(type(attr), "__get__", None), types.FunctionType)
 
 
-def guard_class_lookup(tx, cls, name, attr):
-    """The MRO lookup of `name` on `cls` finds this very object `attr` next call, read from the class
-    __dicts__ (no __get__ runs): no class before its owner holds `name`, the owner still holds `attr`.
-    Builtin (non-heap) classes can't change and are not checked."""
+def guard_mro_lookup(tx, mro, name):
+    """A lookup of `name` along the classes `mro` (a class's __mro__, or its tail that super() searches)
+    finds what it found now: no class before the owner holds `name`, the owner still holds the same
+    object; where no class holds it, none does next call. Builtin (non-heap) classes can't change and are
+    not checked."""
     from ..sources import ObjectSource
-    for klass in cls.__mro__:
+    for klass in mro:
         owns = name in klass.__dict__
         if not klass.__flags__ & _HEAPTYPE:
             if owns:
@@ -634,7 +636,7 @@ def guard_class_lookup(tx, cls, name, attr):
             continue
         dict_source = AttrSource(ObjectSource(klass), "__dict__")
         if owns:
-            tx.guards.add_id(ItemSource(dict_source, name), attr)
+            tx.guards.add_id(ItemSource(dict_source, name), klass.__dict__[name])
             return
         tx.guards.add(1, f"{name!r} not in {{0}}", f"{klass.__qualname__} does not define {name!r}",
                       (dict_source,))
@@ -801,6 +803,7 @@ class ClassVariable(ObjectLikeVariable):
             try:
                 value = getattr(self.cls, name)
             except AttributeError:
+                self._guard_missing(tx, name)
                 raise AttributeMissing(f"type object {self.cls.__name__!r} has no attribute {name!r}")
             return wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         if isinstance(attr, classmethod):
@@ -811,6 +814,18 @@ class ClassVariable(ObjectLikeVariable):
             guard_class_attribute(tx, self.cls, name)
             return wrap(tx, attr.__func__, None)
         return wrap(tx, getattr(self.cls, name), self._attribute_source(tx, name))
+
+    def _guard_missing(self, tx, name):
+        """The class still lacks `name` next call (`getattr(cls, name, default)`, then `cls.name = v`).
+        A builtin class and its metaclass can't gain attributes."""
+        from ..sources import ObjectSource
+        if self.source is not None:
+            source = self.source
+        elif any(k.__flags__ & _HEAPTYPE for k in (self.cls, type(self.cls)) if isinstance(k, type)):
+            source = ObjectSource(self.cls)
+        else:
+            return
+        tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
 
     def _attribute_source(self, tx, name):
         if self.source is not None:
@@ -853,11 +868,15 @@ class PythonModuleVariable(Variable):
         found, pending = tx.side_effects.pending_attr(self.value, name)
         if found:
             return pending
+        frozen = is_frozen_module(self.value)
         try:
             value = getattr(self.value, name)
         except AttributeError:
+            if not frozen:
+                from ..sources import ObjectSource
+                source = self.source if self.source is not None else ObjectSource(self.value)
+                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
             raise AttributeMissing(f"module {self.value.__name__!r} has no attribute {name!r}")
-        frozen = is_frozen_module(self.value)
         return wrap(tx, value, None if frozen or self.source is None else AttrSource(self.source, name))
 
     def reconstruct(self, cg):
@@ -878,10 +897,10 @@ class SuperVariable(Variable):
         from .builtins import SlotMethodVariable
         mro = self.obj.python_type().__mro__ if not isinstance(self.obj, ClassVariable) else self.obj.cls.__mro__
         start = mro.index(self.cls) + 1
+        guard_mro_lookup(tx, mro[start:], name)
         for klass in mro[start:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
-                guard_class_attribute(tx, klass, name)
                 if isinstance(attr, types.FunctionType):
                     return BoundMethodVariable(UserFunctionVariable(attr), self.obj)
                 if isinstance(attr, classmethod):
