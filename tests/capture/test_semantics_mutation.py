@@ -9,7 +9,10 @@ results, the arguments, and the outside state both leave behind.
   * an attribute stored, then deleted, in the frame may not have existed before it; a deleted attribute
     that the frame did not store must exist when the frame starts (guarded);
   * a missing attribute the frame looked up (`getattr(cls, name, default)`) is guarded to stay missing,
-    on classes, Python modules, nn.Modules, unset slots and through super().
+    on classes, Python modules, nn.Modules, unset slots and through super();
+  * special attributes changed between calls keep the objects' identities: `C.__bases__ = ...` (a new
+    MRO), `C.__name__ = ...`, `fn.__code__ = ...` (an inlined function, or the compiled one itself);
+    assigning them inside the frame is a graph break.
 
 PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
 rewriting.
@@ -20,7 +23,7 @@ import types
 import pytest
 import torch
 
-from graphjit.exc import UserError
+from graphjit.exc import Unsupported, UserError
 from harness import Step, assert_same, clone_tree, gj
 
 _ABSENT = "<absent>"
@@ -351,3 +354,130 @@ def test_missing_attribute_through_super_is_guarded():
                     state=state)
     finally:
         _write(state, [_ABSENT])
+
+
+# --------------------------------------------------------------- special attributes: __bases__, __code__
+
+class Left:
+    k = 1
+
+    @classmethod
+    def which(cls):
+        return 1
+
+
+class Right:
+    k = 2
+
+    @classmethod
+    def which(cls):
+        return 2
+
+
+class Rebased(Left):
+    pass
+
+
+class RebasedChild(Rebased):
+    pass
+
+
+def rebase(bases):
+    return lambda: setattr(Rebased, "__bases__", bases)
+
+
+def isinstance_of_a_base(o, t):
+    return t + isinstance(o, Right) + 2 * issubclass(type(o), Left) + 4 * issubclass(RebasedChild, Right)
+
+
+def classmethod_through_the_mro(t):
+    return t + Rebased.which() + RebasedChild.which()
+
+
+@pytest.mark.parametrize("fn", [isinstance_of_a_base, classmethod_through_the_mro])
+def test_class_rebased_between_calls(fn):
+    """`C.__bases__ = ...` keeps C's identity but gives it (and its subclasses) a new MRO."""
+    args = (lambda: (RebasedChild(), r(3))) if fn is isinstance_of_a_base else (lambda: (r(3),))
+    state = [(Rebased, "__bases__")]
+    try:
+        check_calls(fn, [Step(args), Step(args, before=rebase((Right,))), Step(args, before=rebase((Left,))),
+                         Step(args, before=rebase((Right, Left)))], state=state)
+    finally:
+        Rebased.__bases__ = (Left,)
+
+
+def rebase_in_frame(t):
+    a = Rebased.k
+    Rebased.__bases__ = (Right,)
+    return t + a + Rebased.k
+
+
+def test_class_rebased_in_the_frame_is_a_graph_break():
+    with pytest.raises(Unsupported, match="__bases__"):
+        gj.compile(rebase_in_frame, backend="eager", fullgraph=True)(r(3))
+    Rebased.__bases__ = (Left,)
+    try:
+        check_calls(rebase_in_frame, [Step(lambda: (r(3),), before=rebase((Left,)))] * 3,
+                    state=[(Rebased, "__bases__")], fullgraph=False)
+    finally:
+        Rebased.__bases__ = (Left,)
+
+
+def class_name(o, t):
+    return t + (type(o).__name__ == "Rebased")
+
+
+def test_class_renamed_between_calls():
+    try:
+        check_calls(class_name, [Step(lambda: (Rebased(), r(3))),
+                                 Step(lambda: (Rebased(), r(3)), before=lambda: setattr(Rebased, "__name__", "Other"))],
+                    state=[(Rebased, "__name__")])
+    finally:
+        Rebased.__name__ = "Rebased"
+
+
+def _plus_one(t):
+    return t + 1
+
+
+def _plus_two(t):
+    return t + 2
+
+
+_PLUS_ONE_CODE = _plus_one.__code__
+
+
+def calls_plus_one(t):
+    return _plus_one(t) * 2
+
+
+def _swap_code(fn, code):
+    return lambda: setattr(fn, "__code__", code)
+
+
+@pytest.mark.parametrize("fn", [calls_plus_one, _plus_one])
+def test_function_code_replaced_between_calls(fn):
+    """An inlined function's __code__ (or the compiled function's own) replaced keeps the function object."""
+    state = [(_plus_one, "__code__")]
+    try:
+        check_calls(fn, [Step(lambda: (r(3),)), Step(lambda: (r(3),), before=_swap_code(_plus_one, _plus_two.__code__)),
+                         Step(lambda: (r(3),), before=_swap_code(_plus_one, _PLUS_ONE_CODE))], state=state)
+    finally:
+        _plus_one.__code__ = _PLUS_ONE_CODE
+
+
+def code_replaced_in_frame(t):
+    a = _plus_one(t)
+    _plus_one.__code__ = _plus_two.__code__
+    return a + _plus_one(t)
+
+
+def test_function_code_replaced_in_the_frame_is_a_graph_break():
+    with pytest.raises(Unsupported, match="__code__"):
+        gj.compile(code_replaced_in_frame, backend="eager", fullgraph=True)(r(3))
+    _plus_one.__code__ = _PLUS_ONE_CODE
+    try:
+        check_calls(code_replaced_in_frame, [Step(lambda: (r(3),), before=_swap_code(_plus_one, _PLUS_ONE_CODE))] * 3,
+                    state=[(_plus_one, "__code__")], fullgraph=False)
+    finally:
+        _plus_one.__code__ = _PLUS_ONE_CODE

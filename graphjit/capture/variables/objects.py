@@ -55,9 +55,8 @@ class ObjectLikeVariable(Variable):
             if getattr_hook is not _MISSING and not isinstance(self, NNModuleVariable):
                 guard_class_attribute(tx, cls, "__getattr__")
                 return wrap_class_attribute(tx, self, cls, "__getattr__").call(tx, [ConstantVariable(name)], {})
-            missing_at = self.source if self.source is not None else getattr(_class_source(cls, name), "base", None)
-            if missing_at is not None:
-                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (missing_at,))
+            if self.source is None and _class_source(cls, name) is not None:
+                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (_class_source(cls, name).base,))
             raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
         guard_class_attribute(tx, cls, name)
         return wrap_class_attribute(tx, self, cls, name, src)
@@ -108,7 +107,19 @@ class NNModuleVariable(ObjectLikeVariable):
             return ClassVariable(type(m))
         if name != "forward":       # forward's absence is checked with the hooks (see call)
             self.guard_not_shadowed(tx, name, d)
+        if self.source is not None and _class_lookup(type(m), name) is _MISSING:
+            self._guard_missing(tx, name, d)
         return self.class_attribute(tx, name)
+
+    def _guard_missing(self, tx, name, d):
+        """`name` is missing from the module next call too: not in its instance dict, its parameters,
+        buffers and submodules, nor on its class (cheap membership checks: `hasattr` would raise and
+        format an AttributeError in nn.Module.__getattr__ on every call)."""
+        guard_in_instance_dict(tx, self.source, name, False)
+        for owner in ("_parameters", "_buffers", "_modules"):
+            if owner in d:
+                tx.guards.add(3, f"{name!r} not in {{0}}", None, (AttrSource(self.source, owner),))
+        guard_mro_lookup(tx, type(self.module), name)
 
     def setattr(self, tx, name, value):
         if isinstance(value, NNModuleVariable) or name in self.module._modules:
@@ -374,7 +385,7 @@ class UserObjectVariable(ObjectLikeVariable):
         getter = getattr(type(descriptor), "__get__", None) if descriptor is not _MISSING else None
         if isinstance(getter, types.FunctionType) and not isinstance(descriptor, type):
             from .builder import wrap
-            guard_mro_lookup(tx, self.cls.__mro__, name)
+            guard_mro_lookup(tx, self.cls, name)
             return wrap(tx, getter, None).call(tx, [_descriptor_var(tx, descriptor), self,
                                                    ClassVariable(self.cls)], {})
         return super().class_attribute(tx, name)
@@ -614,7 +625,7 @@ def guard_class_attribute(tx, cls, name):
         from ..sources import ObjectSource
         tx.guards.add_id(AttrSource(ObjectSource(cls), name), expected)
     elif isinstance(attr, classmethod) or _has_python_get(attr):
-        guard_mro_lookup(tx, cls.__mro__, name)
+        guard_mro_lookup(tx, cls, name)
 
 
 def _has_python_get(attr):
@@ -622,13 +633,24 @@ def _has_python_get(attr):
         isinstance(getattr(type(attr), "__get__", None), types.FunctionType)
 
 
-def guard_mro_lookup(tx, mro, name):
-    """A lookup of `name` along the classes `mro` (a class's __mro__, or its tail that super() searches)
-    finds what it found now: no class before the owner holds `name`, the owner still holds the same
-    object; where no class holds it, none does next call. Builtin (non-heap) classes can't change and are
-    not checked."""
+def guard_mro(tx, cls):
+    """cls's MRO is the same next call. `C.__bases__ = ...` (on cls or any class it derives from) gives
+    cls a new __mro__ tuple: a trace that relied on it (a type guard, isinstance, a lookup along it)
+    checks that tuple's identity. Builtin classes can't change; library classes aren't rebased."""
     from ..sources import ObjectSource
-    for klass in mro:
+    from .dunders import is_library_class
+    if isinstance(cls, type) and cls.__flags__ & _HEAPTYPE and not is_library_class(cls):
+        tx.guards.add_same_tuple(AttrSource(ObjectSource(cls), "__mro__"), cls.__mro__)
+
+
+def guard_mro_lookup(tx, cls, name, start=0):
+    """A lookup of `name` along cls.__mro__[start:] (all of it, or the tail that super() searches) finds
+    what it found now: the same MRO, no class before the owner holds `name`, the owner still holds the
+    same object; where no class holds it, none does next call. Builtin (non-heap) classes can't change
+    and are not checked."""
+    from ..sources import ObjectSource
+    guard_mro(tx, cls)
+    for klass in cls.__mro__[start:]:
         owns = name in klass.__dict__
         if not klass.__flags__ & _HEAPTYPE:
             if owns:
@@ -805,7 +827,8 @@ class ClassVariable(ObjectLikeVariable):
             except AttributeError:
                 self._guard_missing(tx, name)
                 raise AttributeMissing(f"type object {self.cls.__name__!r} has no attribute {name!r}")
-            return wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
+            base = self._mutable_source()
+            return wrap(tx, value, AttrSource(base, name) if base is not None else None)
         if isinstance(attr, classmethod):
             from .functions import BoundMethodVariable
             guard_class_attribute(tx, self.cls, name)
@@ -815,17 +838,21 @@ class ClassVariable(ObjectLikeVariable):
             return wrap(tx, attr.__func__, None)
         return wrap(tx, getattr(self.cls, name), self._attribute_source(tx, name))
 
-    def _guard_missing(self, tx, name):
-        """The class still lacks `name` next call (`getattr(cls, name, default)`, then `cls.name = v`).
-        A builtin class and its metaclass can't gain attributes."""
+    def _mutable_source(self):
+        """Where to read (and guard) this class's attributes on every call: its source, else the class
+        object itself; None for a builtin class with a builtin metaclass, whose attributes can't change."""
         from ..sources import ObjectSource
         if self.source is not None:
-            source = self.source
-        elif any(k.__flags__ & _HEAPTYPE for k in (self.cls, type(self.cls)) if isinstance(k, type)):
-            source = ObjectSource(self.cls)
-        else:
-            return
-        tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
+            return self.source
+        if any(k.__flags__ & _HEAPTYPE for k in (self.cls, type(self.cls)) if isinstance(k, type)):
+            return ObjectSource(self.cls)
+        return None
+
+    def _guard_missing(self, tx, name):
+        """The class still lacks `name` next call (`getattr(cls, name, default)`, then `cls.name = v`)."""
+        source = self._mutable_source()
+        if source is not None:
+            tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
 
     def _attribute_source(self, tx, name):
         if self.source is not None:
@@ -895,9 +922,10 @@ class SuperVariable(Variable):
         from .builder import wrap
         from .functions import BoundMethodVariable, UserFunctionVariable
         from .builtins import SlotMethodVariable
-        mro = self.obj.python_type().__mro__ if not isinstance(self.obj, ClassVariable) else self.obj.cls.__mro__
+        owner = self.obj.python_type() if not isinstance(self.obj, ClassVariable) else self.obj.cls
+        mro = owner.__mro__
         start = mro.index(self.cls) + 1
-        guard_mro_lookup(tx, mro[start:], name)
+        guard_mro_lookup(tx, owner, name, start)
         for klass in mro[start:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
