@@ -21,8 +21,10 @@ _DISCARDED = object()    # the frame stored the attribute, then deleted it: abse
 
 class SideEffects:
     def __init__(self):
-        # (id(obj), name) -> (obj_var, value_var or _DELETED, raw): raw stores are object.__setattr__'s
-        # (a class's own __setattr__ already ran in the trace), replayed without it
+        # (id(obj), name) -> (obj_var, value_var or _DELETED or _DISCARDED, raw, removed first): raw stores
+        # are object.__setattr__'s (a class's own __setattr__ already ran in the trace), replayed without
+        # it; a store after a delete in the frame replays that delete first (_DELETED or _DISCARDED, else
+        # None), so the attribute goes to the end of the instance dict as in CPython
         self.attr_stores = {}
         self.global_stores = {}      # name -> value_var
         self.cell_stores = {}        # id(cell) -> (cell_var, value_var)
@@ -33,21 +35,26 @@ class SideEffects:
     # ---- attributes of objects that came from outside ----
     def store_attr(self, obj_var, real_obj, name, value, raw=False):
         self.keepalive.append(real_obj)
-        self.attr_stores[(id(real_obj), name)] = (obj_var, value, raw)
+        key = (id(real_obj), name)
+        prior = self.attr_stores.get(key)
+        removed = None if prior is None else prior[1] if _is_delete(prior[1]) else prior[3]
+        if prior is not None and _is_delete(prior[1]):
+            del self.attr_stores[key]      # replayed in the order CPython re-adds it to the instance dict
+        self.attr_stores[key] = (obj_var, value, raw, removed)
 
     def delete_attr(self, obj_var, real_obj, name, raw=False):
         """Record `del obj.name`. The caller has checked that the attribute exists: stored earlier in the
         frame (attr_present says so), or present on the real object and guarded so."""
         self.keepalive.append(real_obj)
         stored = self.attr_present(real_obj, name)
-        self.attr_stores[(id(real_obj), name)] = (obj_var, _DISCARDED if stored else _DELETED, raw)
+        self.attr_stores[(id(real_obj), name)] = (obj_var, _DISCARDED if stored else _DELETED, raw, None)
 
     def pending_attr(self, real_obj, name):
         """(found, value Variable) for an attribute stored earlier in the trace."""
         hit = self.attr_stores.get((id(real_obj), name))
         if hit is None:
             return False, None
-        if hit[1] is _DELETED or hit[1] is _DISCARDED:
+        if _is_delete(hit[1]):
             from .variables.builtins import AttributeMissing
             raise AttributeMissing(f"attribute {name!r} was deleted")
         return True, hit[1]
@@ -55,7 +62,7 @@ class SideEffects:
     def attr_present(self, real_obj, name):
         """None where the frame neither stored nor deleted obj.name; else whether it holds a value now."""
         hit = self.attr_stores.get((id(real_obj), name))
-        return None if hit is None else hit[1] is not _DELETED and hit[1] is not _DISCARDED
+        return None if hit is None else not _is_delete(hit[1])
 
     # ---- globals and closure cells ----
     def store_global(self, name, value):
@@ -91,8 +98,11 @@ class SideEffects:
         writes = []
         for var in self.mutated.values():
             writes += _container_writes(var, read)
-        for (_, name), (obj_var, value, raw) in self.attr_stores.items():
-            writes.append(_attr_write(read(obj_var.reconstruct(cg)), name, value, raw, read))
+        for (_, name), (obj_var, value, raw, removed) in self.attr_stores.items():
+            target = read(obj_var.reconstruct(cg))
+            if removed is not None:
+                writes.append(_attr_write(target, name, removed, raw, read))
+            writes.append(_attr_write(target, name, value, raw, read))
         for name, value in self.global_stores.items():
             writes.append(f"__gj_G[{name!r}] = {read.expr(value)}")
         for cell_var, value in self.cell_stores.values():
@@ -145,6 +155,10 @@ def _container_writes(var, read):
         contents = read(f"{{{items}}}")
         return [f"{target}.clear()", f"{target}.update({contents})"]
     unsupported(f"replaying a mutation of {var}")
+
+
+def _is_delete(value):
+    return value is _DELETED or value is _DISCARDED
 
 
 def _attr_write(target, name, value, raw, read):

@@ -212,6 +212,26 @@ def test_deleting_a_missing_attribute_raises_before_later_effects():
     assert lst == [1]
 
 
+def delete_then_store(b, t):
+    del b.t
+    b.t = t
+    b.k = 3
+    del b.k
+    b.extra = 1
+    b.k = 4
+    return t + 1
+
+
+def test_attribute_deleted_then_stored_moves_to_the_end_of_the_instance_dict():
+    compiled = gj.compile(delete_then_store, backend="eager", fullgraph=True)
+    for _ in range(3):
+        plain_box, compiled_box, t = box(), box(), r(3)
+        delete_then_store(plain_box, t)
+        compiled(compiled_box, t)
+        assert list(vars(compiled_box)) == list(vars(plain_box)) == ["t", "extra", "k"]
+        assert compiled_box.t is t and compiled_box.k == 4
+
+
 class Slotted:
     __slots__ = ("a", "b")
 
