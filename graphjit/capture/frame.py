@@ -162,12 +162,15 @@ class CompiledFunction:
         self._graphjit_compiled_fn = fn
         self._options = options
         self._closure = fn.__closure__
+        self._code = fn.__code__
         self._cache = cache_for(fn.__code__, options)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
         closure = self._closure
         fn = self._graphjit_compiled_fn
+        if fn.__code__ is not self._code:       # `fn.__code__ = other` since: that code's entries
+            self._refresh()
         defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
         for entry in self._cache.entries:
             # an entry binds missing arguments from the defaults it was made with: those of another
@@ -186,7 +189,8 @@ class CompiledFunction:
         return types.MethodType(self, obj)
 
     def _refresh(self):
-        self._cache = cache_for(self._graphjit_compiled_fn.__code__, self._options)
+        self._code = self._graphjit_compiled_fn.__code__
+        self._cache = cache_for(self._code, self._options)
 
 
 def translate(fn, options, args, kwargs, defer_logging=True):

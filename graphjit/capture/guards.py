@@ -97,6 +97,15 @@ class GuardSet:
     def add_id(self, source: Source, value):
         self.add(IDENTITY, f"{{0}} is {self.obj(value)}", f"{source.expr()} is {_short(value)}", (source,))
 
+    def add_same_tuple(self, source: Source, value):
+        """`{0} is value` for a tuple: this very object (obj() would share it with an equal tuple)."""
+        key = ("same", id(value))
+        if key not in self._object_names:
+            self._object_names[key] = f"__gj_o{len(self.objects)}"
+            self.objects[self._object_names[key]] = value
+        name = self._object_names[key]
+        self.add(IDENTITY, f"{{0}} is {name}", f"{source.expr()} is the tuple seen while tracing", (source,))
+
     def add_equals(self, source: Source, value):
         if value is None or isinstance(value, bool):
             self.add(IDENTITY, f"{{0}} is {value!r}", None, (source,))

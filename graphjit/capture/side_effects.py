@@ -1,22 +1,30 @@
 """Mutations of Python state made during a captured region, replayed after the graph runs.
 
 Reads during the trace see the pending values; the entry function applies the final values after the
-graph call, in the order they were first made, having read every target and value before the first write.
-If the graph raises, nothing has been applied yet, so a failure never leaves state half-applied.
+graph call, in the order they were first made. If the graph raises, nothing has been applied yet, so a
+failure never leaves state half-applied. Every value and target an effect needs is read before the first
+effect is applied: a Variable read through a source (`d['k']`, `box.a`) stands for what was there when the
+frame started, which an earlier effect may replace (`setattr(box, 'a', d['k']); d['k'] = u`).
 
     self.calls += 1          ->  setattr(self, 'calls', 4)            (attribute store on an input object)
     cfg_list.append(t)       ->  cfg_list[:] = [..., __gj_out[0]]     (outside list mutated in place)
     global STEP; STEP += 1   ->  __gj_G['STEP'] = 8
 """
+import ast
+import re
+
 from .variables.base import unsupported
 
-_DELETED = object()
+_DELETED = object()      # the attribute existed when the frame started (guarded); the frame deleted it
+_DISCARDED = object()    # the frame stored the attribute, then deleted it: absent after the frame, either way
 
 
 class SideEffects:
     def __init__(self):
-        # (id(obj), name) -> (obj_var, value_var or _DELETED, raw): raw stores are object.__setattr__'s
-        # (a class's own __setattr__ already ran in the trace), replayed without it
+        # (id(obj), name) -> (obj_var, value_var or _DELETED or _DISCARDED, raw, removed first): raw stores
+        # are object.__setattr__'s (a class's own __setattr__ already ran in the trace), replayed without
+        # it; a store after a delete in the frame replays that delete first (_DELETED or _DISCARDED, else
+        # None), so the attribute goes to the end of the instance dict as in CPython
         self.attr_stores = {}
         self.global_stores = {}      # name -> value_var
         self.cell_stores = {}        # id(cell) -> (cell_var, value_var)
@@ -27,20 +35,34 @@ class SideEffects:
     # ---- attributes of objects that came from outside ----
     def store_attr(self, obj_var, real_obj, name, value, raw=False):
         self.keepalive.append(real_obj)
-        self.attr_stores[(id(real_obj), name)] = (obj_var, value, raw)
+        key = (id(real_obj), name)
+        prior = self.attr_stores.get(key)
+        removed = None if prior is None else prior[1] if _is_delete(prior[1]) else prior[3]
+        if prior is not None and _is_delete(prior[1]):
+            del self.attr_stores[key]      # replayed in the order CPython re-adds it to the instance dict
+        self.attr_stores[key] = (obj_var, value, raw, removed)
 
     def delete_attr(self, obj_var, real_obj, name, raw=False):
-        self.attr_stores[(id(real_obj), name)] = (obj_var, _DELETED, raw)
+        """Record `del obj.name`. The caller has checked that the attribute exists: stored earlier in the
+        frame (attr_present says so), or present on the real object and guarded so."""
+        self.keepalive.append(real_obj)
+        stored = self.attr_present(real_obj, name)
+        self.attr_stores[(id(real_obj), name)] = (obj_var, _DISCARDED if stored else _DELETED, raw, None)
 
     def pending_attr(self, real_obj, name):
         """(found, value Variable) for an attribute stored earlier in the trace."""
         hit = self.attr_stores.get((id(real_obj), name))
         if hit is None:
             return False, None
-        if hit[1] is _DELETED:
+        if _is_delete(hit[1]):
             from .variables.builtins import AttributeMissing
             raise AttributeMissing(f"attribute {name!r} was deleted")
         return True, hit[1]
+
+    def attr_present(self, real_obj, name):
+        """None where the frame neither stored nor deleted obj.name; else whether it holds a value now."""
+        hit = self.attr_stores.get((id(real_obj), name))
+        return None if hit is None else not _is_delete(hit[1])
 
     # ---- globals and closure cells ----
     def store_global(self, name, value):
@@ -70,57 +92,89 @@ class SideEffects:
 
     # ---- codegen ----
     def replay_lines(self, cg):
-        """Python lines applying every effect, values reconstructed through `cg` (tensors -> outputs).
-        Every target and every value is read into a temporary before the first write: an expression
-        reaching through a container the replay writes (`lst[0]` after `del lst[0]`, `outer[0]` after
-        `outer.insert(0, ...)`) must give the object the traced code saw, not what the container holds
-        once an earlier effect has been applied."""
-        reads = _Reads(cg)
+        """Python lines applying every effect, values reconstructed through `cg` (tensors -> outputs):
+        first the reads (every value and target, bound to temps), then the writes."""
+        read = _Reads(cg)
         writes = []
         for var in self.mutated.values():
-            target = reads.bind(var.source.expr())
-            if hasattr(var, "replay_lines"):              # a set: its own operations, in order
-                writes += var.replay_lines(target, reads.value)
-            elif var.python_type() in (list,):
-                items = reads.bind(f"[{', '.join(cg.expr(v) for v in var.items)}]")
-                writes.append(f"{target}[:] = {items}")
-            elif issubclass(var.python_type(), dict):
-                items = reads.bind("{" + ", ".join(f"{cg.expr(var.key_var(k))}: {cg.expr(v)}"
-                                                   for k, v in var.items.items()) + "}")
-                writes += [f"{target}.clear()", f"{target}.update({items})"]
-            else:
-                unsupported(f"replaying a mutation of {var}")
-        for (_, name), (obj_var, value, raw) in self.attr_stores.items():
-            target = reads.bind(obj_var.reconstruct(cg))
-            if value is _DELETED:
-                writes.append(f"{'object.__delattr__' if raw else 'delattr'}({target}, {name!r})")
-            else:
-                setter = "object.__setattr__" if raw else "setattr"
-                writes.append(f"{setter}({target}, {name!r}, {reads.value(value)})")
+            writes += _container_writes(var, read)
+        for (_, name), (obj_var, value, raw, removed) in self.attr_stores.items():
+            target = read(obj_var.reconstruct(cg))
+            if removed is not None:
+                writes.append(_attr_write(target, name, removed, raw, read))
+            writes.append(_attr_write(target, name, value, raw, read))
         for name, value in self.global_stores.items():
-            writes.append(f"__gj_G[{name!r}] = {reads.value(value)}")
+            writes.append(f"__gj_G[{name!r}] = {read.expr(value)}")
         for cell_var, value in self.cell_stores.values():
-            writes.append(f"{reads.bind(cell_var.source.expr())}.cell_contents = {reads.value(value)}")
-        for fn, args, kwargs in self.deferred_calls:      # only when there is no other effect
-            arguments = [cg.expr(a) for a in args] + [f"{k}={cg.expr(v)}" for k, v in kwargs.items()]
-            writes.append(f"{cg.expr(fn)}({', '.join(arguments)})")
-        return reads.lines + writes
+            writes.append(f"{read(cell_var.source.expr())}.cell_contents = {read.expr(value)}")
+        for fn, args, kwargs in self.deferred_calls:
+            arguments = [read.expr(a) for a in args] + [f"{k}={read.expr(v)}" for k, v in kwargs.items()]
+            writes.append(f"{read.expr(fn)}({', '.join(arguments)})")
+        return read.lines + writes
 
 
 class _Reads:
-    """The read half of a replay: each expression bound to a temporary `__gj_w<n>`, in order. A plain
-    name needs none: the replay assigns no name the expressions read."""
+    """Binds each expression an effect reads to a temp (`__gj_r0 = d['k']`), to run before any write.
+    Names (parameters, temps, graph outputs) and literals are left as they are: no effect rebinds them."""
 
     def __init__(self, cg):
         self.cg = cg
         self.lines = []
 
-    def bind(self, text):
-        if text.isidentifier():
+    def __call__(self, text):
+        if _STABLE.fullmatch(text) or _is_literal(text):
             return text
-        name = f"__gj_w{len(self.lines)}"
+        name = f"__gj_r{len(self.lines)}"
         self.lines.append(f"{name} = {text}")
         return name
 
-    def value(self, var):
-        return self.bind(self.cg.expr(var))
+    def expr(self, var):
+        return self(self.cg.expr(var))
+
+
+_STABLE = re.compile(r"[A-Za-z_]\w*|__gj_out\[\d+\]")
+
+
+def _is_literal(text):
+    try:
+        ast.literal_eval(text)
+        return True
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
+def _container_writes(var, read):
+    """Lines giving a mutated outside container its final contents."""
+    target = read(var.source.expr())
+    if hasattr(var, "replay_lines"):              # a set: its own operations, in order
+        return var.replay_lines(target, read)
+    if var.python_type() in (list,):
+        return [f"{target}[:] = [{', '.join(read.expr(v) for v in var.items)}]"]
+    if issubclass(var.python_type(), dict):
+        items = ", ".join(f"{read.expr(var.key_var(k))}: {read.expr(v)}" for k, v in var.items.items())
+        contents = read(f"{{{items}}}")
+        return [f"{target}.clear()", f"{target}.update({contents})"]
+    unsupported(f"replaying a mutation of {var}")
+
+
+def _is_delete(value):
+    return value is _DELETED or value is _DISCARDED
+
+
+def _attr_write(target, name, value, raw, read):
+    delete = "object.__delattr__" if raw else "delattr"
+    if value is _DELETED:
+        return f"{delete}({target}, {name!r})"
+    if value is _DISCARDED:
+        return f"__gj_discard_attr({delete}, {target}, {name!r})"
+    return f"{'object.__setattr__' if raw else 'setattr'}({target}, {name!r}, {read.expr(value)})"
+
+
+def discard_attr(delete, obj, name):
+    """`delete(obj, name)` for an attribute the frame stored, then deleted: it may not have existed
+    before the frame, and is absent after it. object.__delattr__ and nn.Module.__delattr__ (the two
+    `delete`s) raise AttributeError only for an absent attribute."""
+    try:
+        delete(obj, name)
+    except AttributeError:
+        pass

@@ -27,10 +27,6 @@ FOUND = {
     ("tensor", 600106): "16-bit batch_norm(training=True) writes wrong running stats",
     ("tensor", 600375): "a float -> int -> float round trip keeps -0.0",
     ("tensor", 600449): "a bfloat16 value cast to int64 from its unrounded float32 value",
-    ("python", 300151): "a class attribute the frame writes is not guarded (getattr(cls, name, default))",
-    ("python", 702099): "an attribute set, then deleted in one frame: AttributeError",
-    ("python", 701421): "dict del of a key the frame read: KeyError in the replay",
-    ("python", 702328): "setattr(obj, name, d[k]) then d[k] = other: the attribute gets the new value",
 }
 KNOWN_OPEN = {
     ("tensor", 73): ALIAS_OUTPUTS,

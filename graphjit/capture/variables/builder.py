@@ -134,9 +134,10 @@ def _wrap_uncached(tx, value, source):
             tx.guards.add_id(source, value)
         return ConstantVariable(value, source)
     if isinstance(value, torch.nn.Module):
-        from .objects import NNModuleVariable
+        from .objects import NNModuleVariable, guard_mro
         if source is not None:
             tx.guards.add_type(source, type(value))
+            guard_mro(tx, type(value))
         return NNModuleVariable(value, source)
     return wrap_callable_or_object(tx, value, source)
 
@@ -225,9 +226,10 @@ def wrap_callable_or_object(tx, value, source):
             elif source is not None and guard == "type":
                 tx.guards.add_type(source, type(value))
             return make(tx, value, source)
-    # any other Python object: attributes read through its source, guarded by type
+    # any other Python object: attributes read through its source, guarded by type (and its type's MRO)
     if source is not None:
         tx.guards.add_type(source, type(value))
+        objects.guard_mro(tx, type(value))
     return objects.UserObjectVariable(value, source)
 
 
@@ -359,6 +361,8 @@ def wrap_class_attribute(tx, obj_var, cls, name, source=None):
             value = attr.__get__(real, cls)
         except AttributeError as e:
             from .builtins import AttributeMissing
+            from .objects import guard_slot
+            guard_slot(tx, obj_var.source, name, attr, False)
             raise AttributeMissing(str(e))
         return wrap(tx, value, source)
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, tuple, type)):

@@ -259,7 +259,9 @@ def b_len(tx, obj):
 
 
 def b_isinstance(tx, obj, classes):
+    from .objects import guard_mro
     cls = classes.as_python_constant()
+    guard_mro(tx, obj.python_type())
     return ConstantVariable(_is_instance(obj, cls))
 
 
@@ -274,6 +276,8 @@ def _is_instance(obj, cls):
 
 
 def b_issubclass(tx, a, b):
+    from .objects import guard_mro
+    guard_mro(tx, a.as_python_constant())
     return ConstantVariable(issubclass(a.as_python_constant(), b.as_python_constant()))
 
 

@@ -14,7 +14,9 @@ from .torchvars import make_context_manager
 
 
 def construct(tx, class_var, args, kwargs):
+    from .objects import guard_mro
     cls = class_var.cls
+    guard_mro(tx, cls)          # the new object's lookups follow cls's MRO
     for check, handler in _CONSTRUCTORS:
         if check(cls):
             result = handler(tx, cls, list(args), dict(kwargs))

@@ -794,9 +794,9 @@ class SetVariable(Variable):
     def method_update(self, tx, *others):
         return set_operation(tx, "update", self, *others)
 
-    def replay_lines(self, target, value):
-        """The set's own operations on `target`, in order; `value(var)` gives an argument's expression."""
-        return [f"{target}.{name}({value(arg) if arg is not None else ''})" for name, arg in self.replay]
+    def replay_lines(self, target, read):
+        """This set's operations on the real one at `target`; `read` binds their operands beforehand."""
+        return [f"{target}.{name}({read.expr(arg) if arg is not None else ''})" for name, arg in self.replay]
 
     def reconstruct(self, cg):
         if self.source is not None:

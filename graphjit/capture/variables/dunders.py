@@ -46,7 +46,8 @@ def lookup(cls, name):
 
 
 def is_library_class(klass):
-    """Builtins, the standard library and torch: their dunders are modelled by the Variable families."""
+    """Builtins, the standard library and torch (a class, or a function by its __module__): their
+    dunders are modelled by the Variable families."""
     root = (getattr(klass, "__module__", None) or "").split(".")[0]
     return root in ("builtins", "torch") or root in sys.stdlib_module_names
 

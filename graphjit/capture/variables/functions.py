@@ -117,10 +117,14 @@ class BaseFunctionVariable(Variable):
                              "to capture one graph")
         if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
             unsupported(f"calling async function {code.co_name}")
+        self.guard_code(tx)
         bound = bind_arguments(code, code.co_name, list(args), dict(kwargs),
                                self.get_defaults(tx), self.get_kwdefaults(tx))
         return tx.inline_call(code, self.get_globals(), self.get_closure(tx), bound,
                               generator=bool(code.co_flags & CO_GENERATOR))
+
+    def guard_code(self, tx):
+        """The code inlined is the function's code next call too (a function made in the frame: always)."""
 
     def getattr(self, tx, name):
         if name == "__get__":
@@ -156,6 +160,17 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def get_code(self):
         return self.fn.__code__
+
+    def guard_code(self, tx):
+        """`fn.__code__ = other` keeps the function object (its identity guards still pass): guard the
+        code, on the function object itself, once per function whichever way it was reached. Functions
+        of the standard library and torch are taken not to be rewritten, as their classes are."""
+        from .dunders import is_library_class
+        if is_library_class(self.fn):
+            return
+        code = self.fn.__code__
+        tx.guards.add(1, f"{{0}} is {tx.guards.obj(code)}", f"{code.co_qualname}.__code__ is still "
+                      f"{code.co_filename}:{code.co_firstlineno}", (AttrSource(ObjectSource(self.fn), "__code__"),))
 
     def get_globals(self):
         return self.fn.__globals__

@@ -107,7 +107,19 @@ class NNModuleVariable(ObjectLikeVariable):
             return ClassVariable(type(m))
         if name != "forward":       # forward's absence is checked with the hooks (see call)
             self.guard_not_shadowed(tx, name, d)
+        if self.source is not None and _class_lookup(type(m), name) is _MISSING:
+            self._guard_missing(tx, name, d)
         return self.class_attribute(tx, name)
+
+    def _guard_missing(self, tx, name, d):
+        """`name` is missing from the module next call too: not in its instance dict, its parameters,
+        buffers and submodules, nor on its class (cheap membership checks: `hasattr` would raise and
+        format an AttributeError in nn.Module.__getattr__ on every call)."""
+        guard_in_instance_dict(tx, self.source, name, False)
+        for owner in ("_parameters", "_buffers", "_modules"):
+            if owner in d:
+                tx.guards.add(3, f"{name!r} not in {{0}}", None, (AttrSource(self.source, owner),))
+        guard_mro_lookup(tx, type(self.module), name)
 
     def setattr(self, tx, name, value):
         if isinstance(value, NNModuleVariable) or name in self.module._modules:
@@ -117,7 +129,21 @@ class NNModuleVariable(ObjectLikeVariable):
         tx.side_effects.store_attr(self, self.module, name, value)
 
     def delattr(self, tx, name):
-        tx.side_effects.delete_attr(self, self.module, name)
+        m = self.module
+        if _class_lookup(type(m), "__delattr__") is not torch.nn.Module.__delattr__:
+            unsupported(f"deleting {name!r} of a {type(m).__name__}: it overrides nn.Module.__delattr__")
+        if self.source is None:
+            unsupported(f"deleting attribute {name!r} of a module with no source")
+        present = tx.side_effects.attr_present(m, name)
+        if present is None:
+            d = _instance_dict(m)
+            if any(name in d.get(owner, {}) for owner in ("_parameters", "_buffers", "_modules")):
+                unsupported(f"deleting parameter, buffer or submodule {name!r} inside the compiled frame")
+            present = name in d
+            guard_in_instance_dict(tx, self.source, name, present)
+        if not present:
+            raise UserError(_attribute_error(type(m), name, _class_lookup(type(m), name), delattr))
+        tx.side_effects.delete_attr(self, m, name)
 
     def identity_key(self):
         return ("object", id(self.module))
@@ -359,7 +385,7 @@ class UserObjectVariable(ObjectLikeVariable):
         getter = getattr(type(descriptor), "__get__", None) if descriptor is not _MISSING else None
         if isinstance(getter, types.FunctionType) and not isinstance(descriptor, type):
             from .builder import wrap
-            guard_class_lookup(tx, self.cls, name, descriptor)
+            guard_mro_lookup(tx, self.cls, name)
             return wrap(tx, getter, None).call(tx, [_descriptor_var(tx, descriptor), self,
                                                    ClassVariable(self.cls)], {})
         return super().class_attribute(tx, name)
@@ -396,9 +422,12 @@ class UserObjectVariable(ObjectLikeVariable):
         return ("object", id(self.value) if not self.is_new else id(self))
 
     def delattr(self, tx, name):
-        if isinstance(_class_lookup(self.cls, "__delattr__"), types.FunctionType):
+        hook = _class_lookup(self.cls, "__delattr__")
+        if isinstance(hook, types.FunctionType):
             self.call_dunder(tx, "__delattr__", [ConstantVariable(name)])
             return
+        if hook is not object.__delattr__:
+            unsupported(f"deleting {name!r} of a {self.cls.__name__}: its __delattr__ is {hook!r}")
         self.raw_delattr(tx, name)
 
     def raw_delattr(self, tx, name):
@@ -419,7 +448,25 @@ class UserObjectVariable(ObjectLikeVariable):
             return
         if self.source is None:
             unsupported(f"deleting attribute {name!r} of an object with no source")
+        present = tx.side_effects.attr_present(self.value, name)
+        if present is None:
+            present = self._guard_own_attribute(tx, name, descriptor)
+        if not present:
+            raise UserError(_attribute_error(self.cls, name, descriptor, delattr))
         tx.side_effects.delete_attr(self, self.value, name, raw=True)
+
+    def _guard_own_attribute(self, tx, name, descriptor):
+        """Whether this object from outside holds `name` in its slot or instance dict (what
+        object.__delattr__ removes), guarded to hold it, or not, next call."""
+        if isinstance(descriptor, types.MemberDescriptorType):
+            present = slot_is_set(descriptor, self.value)
+            guard_slot(tx, self.source, name, descriptor, present)
+            return present
+        if not _has_instance_dict(self.cls):
+            return False
+        present = name in _instance_dict(self.value)
+        guard_in_instance_dict(tx, self.source, name, present)
+        return present
 
     def setattr(self, tx, name, value):
         hook = _class_lookup(self.cls, "__setattr__")
@@ -571,14 +618,14 @@ def guard_class_attribute(tx, cls, name):
     """A method or property the trace found on `cls`: the same one next call (once per class and name,
     whichever instance it was reached through), so replacing it on the class recompiles. A classmethod
     or a descriptor with a Python __get__ (where `cls.name` would make a new bound method or run __get__)
-    is guarded by guard_class_lookup instead."""
+    is guarded by guard_mro_lookup instead."""
     attr = _class_lookup(cls, name)
     expected = _guarded_class_attribute(attr)
     if expected is not None:
         from ..sources import ObjectSource
         tx.guards.add_id(AttrSource(ObjectSource(cls), name), expected)
     elif isinstance(attr, classmethod) or _has_python_get(attr):
-        guard_class_lookup(tx, cls, name, attr)
+        guard_mro_lookup(tx, cls, name)
 
 
 def _has_python_get(attr):
@@ -586,12 +633,24 @@ def _has_python_get(attr):
         isinstance(getattr(type(attr), "__get__", None), types.FunctionType)
 
 
-def guard_class_lookup(tx, cls, name, attr):
-    """The MRO lookup of `name` on `cls` finds this very object `attr` next call, read from the class
-    __dicts__ (no __get__ runs): no class before its owner holds `name`, the owner still holds `attr`.
-    Builtin (non-heap) classes can't change and are not checked."""
+def guard_mro(tx, cls):
+    """cls's MRO is the same next call. `C.__bases__ = ...` (on cls or any class it derives from) gives
+    cls a new __mro__ tuple: a trace that relied on it (a type guard, isinstance, a lookup along it)
+    checks that tuple's identity. Builtin classes can't change; library classes aren't rebased."""
     from ..sources import ObjectSource
-    for klass in cls.__mro__:
+    from .dunders import is_library_class
+    if isinstance(cls, type) and cls.__flags__ & _HEAPTYPE and not is_library_class(cls):
+        tx.guards.add_same_tuple(AttrSource(ObjectSource(cls), "__mro__"), cls.__mro__)
+
+
+def guard_mro_lookup(tx, cls, name, start=0):
+    """A lookup of `name` along cls.__mro__[start:] (all of it, or the tail that super() searches) finds
+    what it found now: the same MRO, no class before the owner holds `name`, the owner still holds the
+    same object; where no class holds it, none does next call. Builtin (non-heap) classes can't change
+    and are not checked."""
+    from ..sources import ObjectSource
+    guard_mro(tx, cls)
+    for klass in cls.__mro__[start:]:
         owns = name in klass.__dict__
         if not klass.__flags__ & _HEAPTYPE:
             if owns:
@@ -599,7 +658,7 @@ def guard_class_lookup(tx, cls, name, attr):
             continue
         dict_source = AttrSource(ObjectSource(klass), "__dict__")
         if owns:
-            tx.guards.add_id(ItemSource(dict_source, name), attr)
+            tx.guards.add_id(ItemSource(dict_source, name), klass.__dict__[name])
             return
         tx.guards.add(1, f"{name!r} not in {{0}}", f"{klass.__qualname__} does not define {name!r}",
                       (dict_source,))
@@ -618,6 +677,28 @@ def _descriptor_var(tx, descriptor):
 
 def _is_data_descriptor(attr):
     return attr is not _MISSING and hasattr(type(attr), "__set__")
+
+
+def slot_is_set(descriptor, obj):
+    """Whether the __slots__ member `descriptor` holds a value on obj."""
+    try:
+        descriptor.__get__(obj, type(obj))
+        return True
+    except AttributeError:
+        return False
+
+
+def guard_slot(tx, source, name, descriptor, present):
+    """The __slots__ member `name` of the object at `source` is set next call too (or, not present, unset)."""
+    if source is None:
+        unsupported(f"slot {name!r} of an object with no source")
+    tx.guards.add(3, f"{tx.guards.obj(slot_is_set)}({tx.guards.obj(descriptor)}, {{0}}) is {present}",
+                  f"slot {name!r} of {source.expr()} is {'' if present else 'not '}set", (source,))
+
+
+def guard_in_instance_dict(tx, source, name, present):
+    """The object at `source` holds `name` in its instance dict next call too (or, not present, doesn't)."""
+    tx.guards.add(3, f"{name!r} {'in' if present else 'not in'} {{0}}.__dict__", None, (source,))
 
 
 def _has_instance_dict(cls):
@@ -744,8 +825,10 @@ class ClassVariable(ObjectLikeVariable):
             try:
                 value = getattr(self.cls, name)
             except AttributeError:
+                self._guard_missing(tx, name)
                 raise AttributeMissing(f"type object {self.cls.__name__!r} has no attribute {name!r}")
-            return wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
+            base = self._mutable_source()
+            return wrap(tx, value, AttrSource(base, name) if base is not None else None)
         if isinstance(attr, classmethod):
             from .functions import BoundMethodVariable
             guard_class_attribute(tx, self.cls, name)
@@ -754,6 +837,22 @@ class ClassVariable(ObjectLikeVariable):
             guard_class_attribute(tx, self.cls, name)
             return wrap(tx, attr.__func__, None)
         return wrap(tx, getattr(self.cls, name), self._attribute_source(tx, name))
+
+    def _mutable_source(self):
+        """Where to read (and guard) this class's attributes on every call: its source, else the class
+        object itself; None for a builtin class with a builtin metaclass, whose attributes can't change."""
+        from ..sources import ObjectSource
+        if self.source is not None:
+            return self.source
+        if any(k.__flags__ & _HEAPTYPE for k in (self.cls, type(self.cls)) if isinstance(k, type)):
+            return ObjectSource(self.cls)
+        return None
+
+    def _guard_missing(self, tx, name):
+        """The class still lacks `name` next call (`getattr(cls, name, default)`, then `cls.name = v`)."""
+        source = self._mutable_source()
+        if source is not None:
+            tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
 
     def _attribute_source(self, tx, name):
         if self.source is not None:
@@ -796,11 +895,15 @@ class PythonModuleVariable(Variable):
         found, pending = tx.side_effects.pending_attr(self.value, name)
         if found:
             return pending
+        frozen = is_frozen_module(self.value)
         try:
             value = getattr(self.value, name)
         except AttributeError:
+            if not frozen:
+                from ..sources import ObjectSource
+                source = self.source if self.source is not None else ObjectSource(self.value)
+                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
             raise AttributeMissing(f"module {self.value.__name__!r} has no attribute {name!r}")
-        frozen = is_frozen_module(self.value)
         return wrap(tx, value, None if frozen or self.source is None else AttrSource(self.source, name))
 
     def reconstruct(self, cg):
@@ -819,12 +922,13 @@ class SuperVariable(Variable):
         from .builder import wrap
         from .functions import BoundMethodVariable, UserFunctionVariable
         from .builtins import SlotMethodVariable
-        mro = self.obj.python_type().__mro__ if not isinstance(self.obj, ClassVariable) else self.obj.cls.__mro__
+        owner = self.obj.python_type() if not isinstance(self.obj, ClassVariable) else self.obj.cls
+        mro = owner.__mro__
         start = mro.index(self.cls) + 1
+        guard_mro_lookup(tx, owner, name, start)
         for klass in mro[start:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
-                guard_class_attribute(tx, klass, name)
                 if isinstance(attr, types.FunctionType):
                     return BoundMethodVariable(UserFunctionVariable(attr), self.obj)
                 if isinstance(attr, classmethod):
