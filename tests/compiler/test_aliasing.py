@@ -469,3 +469,100 @@ def test_write_backs_read_old_contents(fn, backend):
     make = lambda: tuple(torch.randn(4, 4, generator=torch.Generator().manual_seed(k)) for k in (1, 2))  # noqa: E731
     check(fn, make)
     check_backend(fn, make)
+
+
+# ---- outputs that view one value the graph computes: one buffer, viewed as eager views it ----
+
+def _sharing(outputs):
+    """Per pair of output tensors, whether they share a storage; per output, its storage offset."""
+    outs = _leaves(outputs)
+    pointers = [t.untyped_storage().data_ptr() for t in outs]
+    return [[p == q for q in pointers] for p in pointers], [t.storage_offset() for t in outs]
+
+
+def _write_through_each(outputs):
+    """Writes into each output in turn (floats +1, bools negated; an expanded one is not written) and
+    returns every output's values after each write: outputs that share memory see each other's writes."""
+    outs, seen = _leaves(outputs), []
+    for out in (t for t in outs if not decompose.overlaps_itself(t)):
+        out.logical_not_() if out.dtype == torch.bool else out.add_(1)
+        seen.append([t.clone() for t in outs])
+    return seen
+
+
+def check_output_views(fn, make_inputs, calls=3):
+    """fn through the frontend against eager on fresh inputs, several calls: outputs with their strides
+    (assert_matches_eager), which outputs share memory and at what offsets, and what a write through
+    each output shows in the others."""
+    compiled = graphjit.compile(fn, backend="graphjit")
+    for _ in range(calls):
+        got, _ = assert_matches_eager(fn, compiled, make_inputs)
+        want = fn(*make_inputs())
+        assert _sharing(got) == _sharing(want)
+        for g, w in zip(_write_through_each(got), _write_through_each(want)):
+            for a, b in zip(g, w):
+                torch.testing.assert_close(a, b, equal_nan=True)
+
+
+def slice_and_whole(x):                  # fuzz tensor seed 90
+    v = x.round()
+    return v[..., 2:], v
+
+
+def row_of_a_cast_and_the_cast(x):       # fuzz tensor seed 73
+    v = x.isinf().to(torch.bfloat16)
+    return v.unbind(0)[0], v
+
+
+def rows_of_a_value_not_returned(x):
+    y = x.exp()
+    return y[0], y[2], y[1:]
+
+
+def unbind_of_a_sum(x):
+    return (x + x.sum(0)).unbind(1)
+
+
+def strided_slice(x):
+    return (x * 2)[:, ::2]
+
+
+def transposed_slice_and_expand(x):
+    y = x.sum(0)
+    z = (x * 3).t()
+    return z[1:], y.expand(3, -1), z, y
+
+
+def views_of_a_product(x, w):
+    y = x @ w
+    return y[:, 1:], y.t(), y[0]
+
+
+@pytest.mark.parametrize("fn,make", [
+    (slice_and_whole, lambda: [torch.randn(2, 6, generator=_gen(21)) * 3]),
+    (row_of_a_cast_and_the_cast, lambda: [torch.tensor([[1.0, float("inf"), 2.0], [-float("inf"), 0.0, 1.0]])]),
+    (rows_of_a_value_not_returned, lambda: [torch.randn(3, 4, generator=_gen(22))]),
+    (unbind_of_a_sum, lambda: [torch.randn(3, 4, generator=_gen(23))]),
+    (strided_slice, lambda: [torch.randn(3, 5, generator=_gen(24))]),
+    (transposed_slice_and_expand, lambda: [torch.randn(3, 4, generator=_gen(25))]),
+    (views_of_a_product, lambda: [torch.randn(3, 4, generator=_gen(26)), torch.randn(4, 5, generator=_gen(27))]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_outputs_viewing_a_computed_value(fn, make, backend):
+    check_output_views(fn, make)
+
+
+def test_output_strides_decide_a_later_view(backend):
+    """A view taken after a graph break succeeds or fails as in eager: the first graph's output keeps
+    eager's strides (a slice of columns is not contiguous; a slice of rows is)."""
+    def view_after_break(x, columns):
+        y = (x * 2)[:, 1:] if columns else (x * 2)[1:]
+        n = len(y.tolist())          # graph break: y is an output of the first graph
+        return y.view(-1) + n
+
+    compiled = graphjit.compile(view_after_break, backend="graphjit")
+    for _ in range(2):
+        x = torch.randn(3, 4, generator=_gen(28))
+        torch.testing.assert_close(compiled(x, False), view_after_break(x, False))
+        for fn in (view_after_break, compiled):
+            with pytest.raises(RuntimeError, match="view size is not compatible"):
+                fn(x, True)

@@ -19,7 +19,6 @@ from . import generator, pyprog, shrink
 from .runner import FAILURES, describe
 from .worker import Worker
 
-ALIAS_OUTPUTS = "outputs viewing one intermediate come back as separate tensors (alias_outputs)"
 # Programs longer runs found failing, each on a bug still open (shrunk reproducers: python -m tests.fuzz
 # --seed 0 --start SEED --count 1 [--mode python | --triton]).
 FOUND = {
@@ -37,8 +36,6 @@ FOUND = {
     ("triton", 800097): "Triton: a float64 -> bfloat16 cast gives 0",
 }
 KNOWN_OPEN = {
-    ("tensor", 73): ALIAS_OUTPUTS,
-    ("tensor", 90): ALIAS_OUTPUTS,
     **FOUND,
 }
 
