@@ -363,7 +363,8 @@ def _written_args(node):
 def eager_writes(traced):
     """Refused unless functionalization can express every write of the (unfunctionalized) ATen graph:
     a write into a tensor whose elements share memory (`x.expand(...).fill_()`, an expanded input's
-    `index_put_`) stores several values in one place, in an order eager's kernel decides; a write into a
+    `index_put_`) stores several values in one place, in an order eager's kernel decides, and so does one
+    that reads elements it writes through another view (`x[1:].add_(x[:-1])`); a write into a
     tensor constant or outside the memory of the input it views (as_strided), or a change of an input's
     sizes, strides or storage (t_, resize_, set_) has no write-back."""
     inputs = [n.meta["val"] for n in traced.graph.nodes
@@ -378,6 +379,7 @@ def eager_writes(traced):
             raise Refused(f"the graph calls {REFUSED_WRITES[node.target]}")
         for written in _written_args(node):
             _check_write(node, written.meta.get("val"), inputs, constants)
+            _check_reads_of_written(node, written)
 
 
 def _check_write(node, t, inputs, constants):
@@ -396,6 +398,49 @@ def _check_write(node, t, inputs, constants):
     if sharing and start < end and not any(_byte_range(i)[0] <= start and end <= _byte_range(i)[1]
                                            for i in sharing):
         raise Refused(f"{what} writes memory outside the input it views")
+
+
+def _check_reads_of_written(node, written):
+    """Refused where node reads, through another tensor argument, elements it writes through `written`
+    that are not the same view of them (`x[1:].add_(x[:-1])`, `x.add_(x.t())`): eager raises ("some
+    elements of the input tensor and the written-to tensor refer to a single memory location") or, where
+    its overlap check gives up, computes in its kernel's order, reading elements it has already written;
+    the functional graph would read the old values."""
+    t = written.meta.get("val")
+    if not isinstance(t, torch.Tensor):
+        return
+    args = torch.utils._pytree.tree_leaves((node.args, node.kwargs))
+    for arg in dict.fromkeys(a for a in args if isinstance(a, torch.fx.Node) and a is not written):
+        other = arg.meta.get("val")
+        if isinstance(other, torch.Tensor) and not _same_view(t, other) and _shares_elements(t, other):
+            raise Refused(f"{node.name} ({node.target}) reads elements it writes through another view "
+                          f"({arg.name}): eager raises, or computes in its kernel's order")
+
+
+def _same_view(a, b):
+    return _storage(a) == _storage(b) and a.dtype == b.dtype and \
+        (a.storage_offset(), a.shape, a.stride()) == (b.storage_offset(), b.shape, b.stride())
+
+
+def _shares_elements(a, b, limit=1 << 16):
+    """Whether an element of a and one of b are the same memory: exact for tensors of one dtype up to
+    `limit` elements, by their byte ranges otherwise."""
+    if _storage(a) != _storage(b) or a.numel() == 0 or b.numel() == 0:
+        return False
+    (start, end), (other_start, other_end) = _byte_range(a), _byte_range(b)
+    if not (start < other_end and other_start < end):
+        return False
+    if a.dtype != b.dtype or a.numel() > limit or b.numel() > limit:
+        return True
+    return bool(torch.isin(_element_offsets(a), _element_offsets(b)).any())
+
+
+def _element_offsets(t):
+    """The storage offsets of t's elements."""
+    offsets = torch.tensor([t.storage_offset()], dtype=torch.int64)
+    for size, stride in zip(t.shape, t.stride()):
+        offsets = (offsets[:, None] + torch.arange(size, dtype=torch.int64) * stride).reshape(-1)
+    return offsets
 
 
 def functional_writes(traced):
