@@ -12,6 +12,7 @@ decompose through torch's core ATen decompositions, except the ops lowering.py l
 import collections
 import functools
 import operator
+import threading
 
 import torch
 from torch._decomp import core_aten_decompositions
@@ -60,7 +61,7 @@ EAGER_SCALARS = {op: _converting_value(op) for op in (aten.addcmul.default, aten
 @functools.cache
 def decomposition_table():
     """torch's core ATen decompositions, minus every op lowering.py lowers whole or calls as an extern, plus
-    SCHEMA_FIXES and EAGER_SCALARS."""
+    SCHEMA_FIXES and EAGER_SCALARS, and EAGER_LAYOUTS around all of them."""
     from .lowering import EXTERN_OPS, LOWERINGS
     table = dict(core_aten_decompositions())
     for op in list(table):
@@ -68,6 +69,8 @@ def decomposition_table():
             del table[op]
     table.update(SCHEMA_FIXES)
     table.update(EAGER_SCALARS)
+    for op, layout in EAGER_LAYOUTS.items():
+        table[op] = _in_eager_layout(op, layout, table.get(op))
     return table
 
 
@@ -177,6 +180,76 @@ def _batch_norm_writing_stats(input, weight, bias, running_mean, running_var, tr
 
 # Ops whose schema hides a write, traced as an op whose schema shows it.
 SCHEMA_FIXES = {aten.native_batch_norm.default: _batch_norm_writing_stats}
+
+
+def _strides_for(shape, memory_format):
+    if memory_format == torch.channels_last and len(shape) == 4:
+        return torch._prims_common.make_channels_last_strides_for(shape)
+    return torch._prims_common.make_contiguous_strides_for(shape)
+
+
+def _input_format(out, x, *args, **kwargs):
+    """Eager's kernel allocates the result in its input's suggested memory format (channels-last or not)."""
+    return _strides_for(out.shape, torch._prims_common.suggest_memory_format(x))
+
+
+def _contiguous(out, *args, **kwargs):
+    return _strides_for(out.shape, torch.contiguous_format)
+
+
+def _elementwise(out, a, b, *args, **kwargs):
+    """A TensorIterator kernel's layout: its operands' memory order."""
+    operands = [t.expand(out.shape) for t in (a, b) if isinstance(t, torch.Tensor)]
+    return torch._prims_common.compute_elementwise_output_strides(*operands)
+
+
+# Ops whose eager kernel lays its (first) result out otherwise than torch's meta function, which the traced
+# graph's strides come from: traced with a copy into eager's layout where the two differ, so outputs and
+# what reads their strides (a later .view()) are as in eager. (Composite ops such as max_pool1d decompose
+# before make_fx's table is consulted: not listed.)
+EAGER_LAYOUTS = {
+    aten.native_batch_norm.default: _input_format,
+    aten._native_batch_norm_legit.default: _input_format,
+    aten._native_batch_norm_legit.no_stats: _input_format,
+    aten._native_batch_norm_legit_no_training.default: _input_format,
+    aten.channel_shuffle.default: _input_format,
+    aten.pow.Scalar: _contiguous,
+    aten.copysign.Tensor: _elementwise,
+    aten.copysign.Scalar: _elementwise,
+}
+
+_tracing_itself = threading.local()     # the ops a layout decomposition is calling (traced as themselves)
+
+
+def _in_eager_layout(op, layout, inner):
+    """A decomposition of op: inner (the table's decomposition) or op itself, its first result copied into
+    the strides `layout` gives (permuted, made contiguous, permuted back) where they differ."""
+    def decomposition(*args, **kwargs):
+        out = inner(*args, **kwargs) if inner is not None else NotImplemented
+        if out is NotImplemented:
+            calling = _tracing_itself.__dict__.setdefault("ops", set())
+            if op in calling:
+                return NotImplemented
+            calling.add(op)
+            try:
+                out = op(*args, **kwargs)
+            finally:
+                calling.discard(op)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        laid = _laid_out(first, layout(first, *args, **kwargs))
+        if isinstance(out, (tuple, list)):
+            return type(out)([laid, *out[1:]])
+        return laid
+    return decomposition
+
+
+def _laid_out(t, strides):
+    """t, or a copy of t with the dense `strides` where t's differ (dims of one element aside)."""
+    if strides is None or all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), strides)):
+        return t
+    order = sorted(range(t.dim()), key=lambda d: (-strides[d], d))
+    inverse = sorted(range(t.dim()), key=order.__getitem__)
+    return t.permute(order).contiguous().permute(inverse)
 
 # Writes functionalization cannot express (copy_ writes values back, never which storage an input views).
 REFUSED_WRITES = {aten.set_.source_Tensor: "set_ (makes a tensor view another storage)",
