@@ -188,8 +188,11 @@ def _strides_for(shape, memory_format):
     return torch._prims_common.make_contiguous_strides_for(shape)
 
 
-def _input_format(out, x, *args, **kwargs):
-    """Eager's kernel allocates the result in its input's suggested memory format (channels-last or not)."""
+def _input_format_on_cpu(out, x, *args, **kwargs):
+    """Eager's CPU kernel allocates the result in its input's suggested memory format (channels-last or
+    not); elsewhere the meta function's layout is kept (None)."""
+    if x.device.type != "cpu":
+        return None
     return _strides_for(out.shape, torch._prims_common.suggest_memory_format(x))
 
 
@@ -208,11 +211,11 @@ def _elementwise(out, a, b, *args, **kwargs):
 # what reads their strides (a later .view()) are as in eager. (Composite ops such as max_pool1d decompose
 # before make_fx's table is consulted: not listed.)
 EAGER_LAYOUTS = {
-    aten.native_batch_norm.default: _input_format,
-    aten._native_batch_norm_legit.default: _input_format,
-    aten._native_batch_norm_legit.no_stats: _input_format,
-    aten._native_batch_norm_legit_no_training.default: _input_format,
-    aten.channel_shuffle.default: _input_format,
+    aten.native_batch_norm.default: _input_format_on_cpu,
+    aten._native_batch_norm_legit.default: _input_format_on_cpu,
+    aten._native_batch_norm_legit.no_stats: _input_format_on_cpu,
+    aten._native_batch_norm_legit_no_training.default: _input_format_on_cpu,
+    aten.channel_shuffle.default: _input_format_on_cpu,
     aten.pow.Scalar: _contiguous,
     aten.copysign.Tensor: _elementwise,
     aten.copysign.Scalar: _elementwise,
