@@ -629,3 +629,38 @@ def test_write_reading_other_elements_of_its_tensor_compiles(backend):
         x[:, 1].mul_(x[:, 2]).add_(first)
     check_backend(swap_columns, lambda: [torch.randn(4, 3, generator=_gen(29))])
     decompose.decompose(torch.fx.symbolic_trace(swap_columns), [torch.randn(4, 3)])
+
+
+# ---- zeroing through broadcast views: NaN and inf times 0 stay NaN, as in eager ----
+
+def _odd_row():
+    return torch.tensor([[1.0, float("nan"), float("inf"), -2.0]])
+
+
+def times_zero_of_an_expand(x):
+    e = x.expand(3, 4)
+    return e * 0, (e * 0).sum(0), e.mul(torch.tensor(0.0)), torch.zeros(3, 4) * e
+
+
+def zeros_like_an_expand_copied_into(x):
+    e = x.expand(3, 4)
+    return torch.zeros_like(e).copy_(e * 0), torch.zeros_like(e).add_(x), x.new_zeros(3, 4).addcmul_(e, e, value=0)
+
+
+def mul_zero_in_place_through_views(x, y):
+    y[:, 1:].mul_(0)
+    y.t()[0].mul_(0)
+    x.expand(1, 1, 4).mul_(0)
+    return x.clone().expand(3, 4).contiguous().mul_(0), y
+
+
+@pytest.mark.parametrize("fn,make", [
+    (times_zero_of_an_expand, lambda: [_odd_row()]),
+    (times_zero_of_an_expand, lambda: [_odd_row().expand(5, 4)[:1]]),
+    (zeros_like_an_expand_copied_into, lambda: [_odd_row()]),
+    (mul_zero_in_place_through_views, lambda: [_odd_row(), _odd_row().t().repeat(1, 3)]),
+], ids=["expand", "expanded_input", "zeros_like", "mul_in_place"])
+def test_zeroing_through_broadcast_views_keeps_nan(fn, make, backend):
+    check(fn, make, calls=3)
+    check_backend(fn, make)
+    assert hasattr(backend_compile(fn, make()), "graph")       # compiled, not run as captured
