@@ -10,6 +10,7 @@ decompose through torch's core ATen decompositions, except the ops lowering.py l
     print(aten_gm.code)       # torch.ops.aten.native_layer_norm.default(arg0_1, [64], ...)
 """
 import collections
+import contextlib
 import functools
 import operator
 import threading
@@ -208,8 +209,7 @@ def _elementwise(out, a, b, *args, **kwargs):
 
 # Ops whose eager kernel lays its (first) result out otherwise than torch's meta function, which the traced
 # graph's strides come from: traced with a copy into eager's layout where the two differ, so outputs and
-# what reads their strides (a later .view()) are as in eager. (Composite ops such as max_pool1d decompose
-# before make_fx's table is consulted: not listed.)
+# what reads their strides (a later .view()) are as in eager. (Composite ops: EAGER_FUNCTION_LAYOUTS.)
 EAGER_LAYOUTS = {
     aten.native_batch_norm.default: _input_format_on_cpu,
     aten._native_batch_norm_legit.default: _input_format_on_cpu,
@@ -220,6 +220,52 @@ EAGER_LAYOUTS = {
     aten.copysign.Tensor: _elementwise,
     aten.copysign.Scalar: _elementwise,
 }
+
+def _contiguous_on_cpu(out, x, *args, **kwargs):
+    return _contiguous(out) if x.device.type == "cpu" else None
+
+
+def _max_pool1d_layout(out, x, *args, **kwargs):
+    """max_pool1d's CPU kernel writes a contiguous result where no indices are asked for (with them, or off
+    the CPU, it is max_pool2d_with_indices', which the decomposition traces)."""
+    indices = kwargs.get("return_indices", args[5] if len(args) > 5 else False)
+    return None if indices else _contiguous_on_cpu(out, x)
+
+
+def _rrelu_layout(out, x, *args, **kwargs):
+    inplace = kwargs.get("inplace", args[3] if len(args) > 3 else False)
+    return None if inplace else _contiguous_on_cpu(out, x)
+
+
+# Composite functions, decomposed before make_fx's table is consulted, whose eager kernel lays its result
+# out otherwise than their decomposition: the first trace runs under _EagerFunctionLayouts, which copies
+# their results into eager's layout, where the graph calls one of them.
+EAGER_FUNCTION_LAYOUTS = {
+    torch.nn.functional.max_pool1d: _max_pool1d_layout,
+    torch.max_pool1d: _contiguous_on_cpu,
+    torch.nn.functional.rrelu: _rrelu_layout,
+    torch.rrelu: _contiguous_on_cpu,
+}
+
+
+class _EagerFunctionLayouts(torch.overrides.TorchFunctionMode):
+    """While make_fx traces: EAGER_FUNCTION_LAYOUTS' functions with their results in eager's layout."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        layout = EAGER_FUNCTION_LAYOUTS.get(func)
+        if layout is None or not isinstance(out, torch.Tensor):
+            return out
+        return _laid_out(out, layout(out, *args, **kwargs))
+
+
+def _function_layouts(gm):
+    """_EagerFunctionLayouts where gm calls a function it lays out, else a context doing nothing."""
+    if any(n.op == "call_function" and n.target in EAGER_FUNCTION_LAYOUTS for n in gm.graph.nodes):
+        return _EagerFunctionLayouts()
+    return contextlib.nullcontext()
+
 
 _tracing_itself = threading.local()     # the ops a layout decomposition is calling (traced as themselves)
 
@@ -284,7 +330,8 @@ def decompose(gm, example_inputs):
         # as constants of the traced graph.
         trace = functools.partial(make_fx, decomposition_table=decomposition_table(), tracing_mode="fake",
                                   _allow_non_fake_inputs=True)
-        traced = trace(gm)(*example_inputs)
+        with _function_layouts(gm):
+            traced = trace(gm)(*example_inputs)
         aliases = None
         if _writes(traced) and not writes_out_of_place(traced):
             eager_writes(traced)
