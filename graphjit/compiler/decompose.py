@@ -221,6 +221,7 @@ EAGER_LAYOUTS = {
     aten.copysign.Scalar: _elementwise,
 }
 
+
 def _contiguous_on_cpu(out, x, *args, **kwargs):
     return _contiguous(out) if x.device.type == "cpu" else None
 
@@ -299,6 +300,7 @@ def _laid_out(t, strides):
     order = sorted(range(t.dim()), key=lambda d: (-strides[d], d))
     inverse = sorted(range(t.dim()), key=order.__getitem__)
     return t.permute(order).contiguous().permute(inverse)
+
 
 # Writes functionalization cannot express (copy_ writes values back, never which storage an input views).
 REFUSED_WRITES = {aten.set_.source_Tensor: "set_ (makes a tensor view another storage)",
