@@ -10,8 +10,10 @@ decompose through torch's core ATen decompositions, except the ops lowering.py l
     print(aten_gm.code)       # torch.ops.aten.native_layer_norm.default(arg0_1, [64], ...)
 """
 import collections
+import contextlib
 import functools
 import operator
+import threading
 
 import torch
 from torch._decomp import core_aten_decompositions
@@ -60,7 +62,7 @@ EAGER_SCALARS = {op: _converting_value(op) for op in (aten.addcmul.default, aten
 @functools.cache
 def decomposition_table():
     """torch's core ATen decompositions, minus every op lowering.py lowers whole or calls as an extern, plus
-    SCHEMA_FIXES and EAGER_SCALARS."""
+    SCHEMA_FIXES and EAGER_SCALARS, and EAGER_LAYOUTS around all of them."""
     from .lowering import EXTERN_OPS, LOWERINGS
     table = dict(core_aten_decompositions())
     for op in list(table):
@@ -68,6 +70,8 @@ def decomposition_table():
             del table[op]
     table.update(SCHEMA_FIXES)
     table.update(EAGER_SCALARS)
+    for op, layout in EAGER_LAYOUTS.items():
+        table[op] = _in_eager_layout(op, layout, table.get(op))
     return table
 
 
@@ -178,6 +182,126 @@ def _batch_norm_writing_stats(input, weight, bias, running_mean, running_var, tr
 # Ops whose schema hides a write, traced as an op whose schema shows it.
 SCHEMA_FIXES = {aten.native_batch_norm.default: _batch_norm_writing_stats}
 
+
+def _strides_for(shape, memory_format):
+    if memory_format == torch.channels_last and len(shape) == 4:
+        return torch._prims_common.make_channels_last_strides_for(shape)
+    return torch._prims_common.make_contiguous_strides_for(shape)
+
+
+def _input_format_on_cpu(out, x, *args, **kwargs):
+    """Eager's CPU kernel allocates the result in its input's suggested memory format (channels-last or
+    not); elsewhere the meta function's layout is kept (None)."""
+    if x.device.type != "cpu":
+        return None
+    return _strides_for(out.shape, torch._prims_common.suggest_memory_format(x))
+
+
+def _contiguous(out, *args, **kwargs):
+    return _strides_for(out.shape, torch.contiguous_format)
+
+
+def _elementwise(out, a, b, *args, **kwargs):
+    """A TensorIterator kernel's layout: its operands' memory order."""
+    operands = [t.expand(out.shape) for t in (a, b) if isinstance(t, torch.Tensor)]
+    return torch._prims_common.compute_elementwise_output_strides(*operands)
+
+
+# Ops whose eager kernel lays its (first) result out otherwise than torch's meta function, which the traced
+# graph's strides come from: traced with a copy into eager's layout where the two differ, so outputs and
+# what reads their strides (a later .view()) are as in eager. (Composite ops: EAGER_FUNCTION_LAYOUTS.)
+EAGER_LAYOUTS = {
+    aten.native_batch_norm.default: _input_format_on_cpu,
+    aten._native_batch_norm_legit.default: _input_format_on_cpu,
+    aten._native_batch_norm_legit.no_stats: _input_format_on_cpu,
+    aten._native_batch_norm_legit_no_training.default: _input_format_on_cpu,
+    aten.channel_shuffle.default: _input_format_on_cpu,
+    aten.pow.Scalar: _contiguous,
+    aten.copysign.Tensor: _elementwise,
+    aten.copysign.Scalar: _elementwise,
+}
+
+
+def _contiguous_on_cpu(out, x, *args, **kwargs):
+    return _contiguous(out) if x.device.type == "cpu" else None
+
+
+def _max_pool1d_layout(out, x, *args, **kwargs):
+    """max_pool1d's CPU kernel writes a contiguous result where no indices are asked for (with them, or off
+    the CPU, it is max_pool2d_with_indices', which the decomposition traces)."""
+    indices = kwargs.get("return_indices", args[5] if len(args) > 5 else False)
+    return None if indices else _contiguous_on_cpu(out, x)
+
+
+def _rrelu_layout(out, x, *args, **kwargs):
+    inplace = kwargs.get("inplace", args[3] if len(args) > 3 else False)
+    return None if inplace else _contiguous_on_cpu(out, x)
+
+
+# Composite functions, decomposed before make_fx's table is consulted, whose eager kernel lays its result
+# out otherwise than their decomposition: the first trace runs under _EagerFunctionLayouts, which copies
+# their results into eager's layout, where the graph calls one of them.
+EAGER_FUNCTION_LAYOUTS = {
+    torch.nn.functional.max_pool1d: _max_pool1d_layout,
+    torch.max_pool1d: _contiguous_on_cpu,
+    torch.nn.functional.rrelu: _rrelu_layout,
+    torch.rrelu: _contiguous_on_cpu,
+}
+
+
+class _EagerFunctionLayouts(torch.overrides.TorchFunctionMode):
+    """While make_fx traces: EAGER_FUNCTION_LAYOUTS' functions with their results in eager's layout."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        layout = EAGER_FUNCTION_LAYOUTS.get(func)
+        if layout is None or not isinstance(out, torch.Tensor):
+            return out
+        return _laid_out(out, layout(out, *args, **kwargs))
+
+
+def _function_layouts(gm):
+    """_EagerFunctionLayouts where gm calls a function it lays out, else a context doing nothing."""
+    if any(n.op == "call_function" and n.target in EAGER_FUNCTION_LAYOUTS for n in gm.graph.nodes):
+        return _EagerFunctionLayouts()
+    return contextlib.nullcontext()
+
+
+_tracing_itself = threading.local()     # the ops a layout decomposition is calling (traced as themselves)
+
+
+def _in_eager_layout(op, layout, inner):
+    """A decomposition of op: inner (the table's decomposition) or op itself, its first result copied into
+    the strides `layout` gives (permuted, made contiguous, permuted back) where they differ."""
+    def decomposition(*args, **kwargs):
+        out = inner(*args, **kwargs) if inner is not None else NotImplemented
+        if out is NotImplemented:
+            calling = _tracing_itself.__dict__.setdefault("ops", set())
+            if op in calling:
+                return NotImplemented
+            calling.add(op)
+            try:
+                out = op(*args, **kwargs)
+            finally:
+                calling.discard(op)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        laid = _laid_out(first, layout(first, *args, **kwargs))
+        if isinstance(out, (tuple, list)):
+            return type(out)([laid, *out[1:]])
+        return laid
+    return decomposition
+
+
+def _laid_out(t, strides):
+    """t, or a copy of t with the dense `strides` where t's differ (dims of one element aside)."""
+    if strides is None or all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), strides)):
+        return t
+    order = sorted(range(t.dim()), key=lambda d: (-strides[d], d))
+    inverse = sorted(range(t.dim()), key=order.__getitem__)
+    return t.permute(order).contiguous().permute(inverse)
+
+
 # Writes functionalization cannot express (copy_ writes values back, never which storage an input views).
 REFUSED_WRITES = {aten.set_.source_Tensor: "set_ (makes a tensor view another storage)",
                   aten.set_.source_Storage: "set_ (makes a tensor view another storage)",
@@ -208,7 +332,8 @@ def decompose(gm, example_inputs):
         # as constants of the traced graph.
         trace = functools.partial(make_fx, decomposition_table=decomposition_table(), tracing_mode="fake",
                                   _allow_non_fake_inputs=True)
-        traced = trace(gm)(*example_inputs)
+        with _function_layouts(gm):
+            traced = trace(gm)(*example_inputs)
         aliases = None
         if _writes(traced) and not writes_out_of_place(traced):
             eager_writes(traced)
@@ -363,7 +488,8 @@ def _written_args(node):
 def eager_writes(traced):
     """Refused unless functionalization can express every write of the (unfunctionalized) ATen graph:
     a write into a tensor whose elements share memory (`x.expand(...).fill_()`, an expanded input's
-    `index_put_`) stores several values in one place, in an order eager's kernel decides; a write into a
+    `index_put_`) stores several values in one place, in an order eager's kernel decides, and so does one
+    that reads elements it writes through another view (`x[1:].add_(x[:-1])`); a write into a
     tensor constant or outside the memory of the input it views (as_strided), or a change of an input's
     sizes, strides or storage (t_, resize_, set_) has no write-back."""
     inputs = [n.meta["val"] for n in traced.graph.nodes
@@ -378,6 +504,7 @@ def eager_writes(traced):
             raise Refused(f"the graph calls {REFUSED_WRITES[node.target]}")
         for written in _written_args(node):
             _check_write(node, written.meta.get("val"), inputs, constants)
+            _check_reads_of_written(node, written)
 
 
 def _check_write(node, t, inputs, constants):
@@ -396,6 +523,49 @@ def _check_write(node, t, inputs, constants):
     if sharing and start < end and not any(_byte_range(i)[0] <= start and end <= _byte_range(i)[1]
                                            for i in sharing):
         raise Refused(f"{what} writes memory outside the input it views")
+
+
+def _check_reads_of_written(node, written):
+    """Refused where node reads, through another tensor argument, elements it writes through `written`
+    that are not the same view of them (`x[1:].add_(x[:-1])`, `x.add_(x.t())`): eager raises ("some
+    elements of the input tensor and the written-to tensor refer to a single memory location") or, where
+    its overlap check gives up, computes in its kernel's order, reading elements it has already written;
+    the functional graph would read the old values."""
+    t = written.meta.get("val")
+    if not isinstance(t, torch.Tensor):
+        return
+    args = torch.utils._pytree.tree_leaves((node.args, node.kwargs))
+    for arg in dict.fromkeys(a for a in args if isinstance(a, torch.fx.Node) and a is not written):
+        other = arg.meta.get("val")
+        if isinstance(other, torch.Tensor) and not _same_view(t, other) and _shares_elements(t, other):
+            raise Refused(f"{node.name} ({node.target}) reads elements it writes through another view "
+                          f"({arg.name}): eager raises, or computes in its kernel's order")
+
+
+def _same_view(a, b):
+    return _storage(a) == _storage(b) and a.dtype == b.dtype and \
+        (a.storage_offset(), a.shape, a.stride()) == (b.storage_offset(), b.shape, b.stride())
+
+
+def _shares_elements(a, b, limit=1 << 16):
+    """Whether an element of a and one of b are the same memory: exact for tensors of one dtype up to
+    `limit` elements, by their byte ranges otherwise."""
+    if _storage(a) != _storage(b) or a.numel() == 0 or b.numel() == 0:
+        return False
+    (start, end), (other_start, other_end) = _byte_range(a), _byte_range(b)
+    if not (start < other_end and other_start < end):
+        return False
+    if a.dtype != b.dtype or a.numel() > limit or b.numel() > limit:
+        return True
+    return bool(torch.isin(_element_offsets(a), _element_offsets(b)).any())
+
+
+def _element_offsets(t):
+    """The storage offsets of t's elements."""
+    offsets = torch.tensor([t.storage_offset()], dtype=torch.int64)
+    for size, stride in zip(t.shape, t.stride()):
+        offsets = (offsets[:, None] + torch.arange(size, dtype=torch.int64) * stride).reshape(-1)
+    return offsets
 
 
 def functional_writes(traced):

@@ -104,6 +104,8 @@ class Lowering(torch.fx.Interpreter):
         self.example_inputs = example_inputs
         self._inputs = iter(range(len(example_inputs)))
         self._input_writes = []     # (fx node, args, kwargs) of copy_ into graph inputs, run after the outputs
+        # storage of an output's traced value -> the Slot of the first node holding it (its owner, once run)
+        self._owners = dict.fromkeys(_storage(m) for m in _output_metas(gm.graph) if isinstance(m, torch.Tensor))
 
     def run_node(self, n):
         _current.append(n)
@@ -114,8 +116,15 @@ class Lowering(torch.fx.Interpreter):
         if isinstance(result, Slot):
             # getitem of a multi-output op (native_layer_norm ...): a Slot of its own, so that the policy
             # counts this element's readers (the op node's users are just its getitems)
-            return Slot(result.value, n)
-        return pytree.tree_map(lambda v: Slot(v, n) if is_value(v) else v, result)
+            result = Slot(result.value, n)
+        else:
+            result = pytree.tree_map(lambda v: Slot(v, n) if is_value(v) else v, result)
+        meta = n.meta.get("val")
+        if isinstance(result, Slot) and isinstance(meta, torch.Tensor):
+            storage = _storage(meta)
+            if storage in self._owners and self._owners[storage] is None:
+                self._owners[storage] = result
+        return result
 
     def placeholder(self, target, args, kwargs):
         position = next(self._inputs)
@@ -246,11 +255,15 @@ class Lowering(torch.fx.Interpreter):
     def output(self, target, args, kwargs):
         (result,) = args
         flat, spec = pytree.tree_flatten(result)
-        metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None
-                 for a in pytree.tree_leaves(_current[-1].args[0])]
+        metas = _output_metas(_current[-1].graph)
+        # outputs the wrapper returns as eager's alias of an input instead (decompose.output_aliases)
+        aliases = self.module.meta.get("output_aliases")
+        views = self._views_of_owners(metas, aliases)
         outs = []
-        for value, meta in zip(flat, metas):
-            if isinstance(value, Slot):
+        for k, (value, meta) in enumerate(zip(flat, metas)):
+            if k in views:
+                value = views[k]
+            elif isinstance(value, Slot):
                 value.current()
                 if isinstance(value.value, Pointwise):
                     value.value = realize(value.value, self.loops, _dense_strides(meta))
@@ -258,8 +271,7 @@ class Lowering(torch.fx.Interpreter):
             outs.append(value)
         self.loops.outputs = outs
         self.loops.output_spec = spec
-        # outputs the wrapper returns as eager's alias of an input instead (decompose.output_aliases)
-        self.loops.output_aliases = self.module.meta.get("output_aliases")
+        self.loops.output_aliases = aliases
         self._compute_writes_first()
         for node, write_args, write_kwargs in self._input_writes:
             _current.append(node)
@@ -268,6 +280,38 @@ class Lowering(torch.fx.Interpreter):
             finally:
                 _current.pop()
         return result
+
+    def _views_of_owners(self, metas, aliases):
+        """Output position -> its value as eager lays it out, for the outputs whose traced value shares its
+        storage with another output or covers only part of it (a slice, an unbind, a row and the matrix it
+        is a row of): the value owning that storage is stored whole, in its traced strides, and each such
+        output is the view of it with its traced sizes, strides and offset, so outputs share memory where
+        eager's do (a later write through one shows in the other). Outputs that are, or view, an input or
+        a constant are the lowering's views already (or decompose.output_aliases's); storage held by no
+        node that owns it whole, or viewed in another dtype, is refused."""
+        from . import decompose
+        groups = {}
+        for k, meta in enumerate(metas):
+            if isinstance(meta, torch.Tensor) and meta.numel() and not (aliases and aliases[k] is not None) \
+                    and self._owners.get(_storage(meta)) is not None:
+                groups.setdefault(_storage(meta), []).append(k)
+        views = {}
+        for storage, positions in groups.items():
+            owner = self._owners[storage]
+            if owner.node.op in ("placeholder", "get_attr") or \
+                    (len(positions) == 1 and _owns_storage(metas[positions[0]])):
+                continue
+            base_meta = owner.node.meta["val"]
+            if not _owns_storage(base_meta) or any(metas[k].dtype != base_meta.dtype for k in positions):
+                raise decompose.Refused(f"outputs {positions} view memory that {owner.node.name} does not hold "
+                                        "whole in their dtype: they would not alias as eager's do")
+            base = _stored_in(owner.current(), _dense_strides(base_meta), self.loops)
+            owner.value = base
+            for k in positions:
+                meta = metas[k]
+                views[k] = StorageView(base.buffer, tuple(as_expr(n) for n in meta.shape),
+                                       tuple(as_expr(st) for st in meta.stride()), as_expr(meta.storage_offset()))
+        return views
 
     def _compute_writes_first(self):
         """Every value written back into an input is computed before the first write-back: one that reads an
@@ -282,6 +326,35 @@ class Lowering(torch.fx.Interpreter):
             if isinstance(src, StorageView) and src.buffer.name in written:
                 src = realize(Pointwise(src.sizes, src.dtype, src.device, src.make_loader()), self.loops, strides)
             self._input_writes[k] = (node, (args[0], src) + tuple(args[2:]), kwargs)
+
+
+def _output_metas(graph):
+    """The traced values of the graph's output leaves (None for a leaf that is no node)."""
+    (output,) = [n for n in graph.nodes if n.op == "output"]
+    return [a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+            for a in pytree.tree_leaves(output.args[0])]
+
+
+def _storage(t):
+    return t.untyped_storage()._cdata
+
+
+def _owns_storage(meta):
+    """Whether meta's elements are all of its storage, densely, from its start."""
+    return meta.storage_offset() == 0 and _dense_strides(meta) is not None and \
+        meta.numel() * meta.element_size() == meta.untyped_storage().nbytes()
+
+
+def _stored_in(value, strides, graph):
+    """value as the whole of a buffer this graph allocates (a computed one or an extern op's) laid out with
+    `strides`: realized so if lazy, copied into such a buffer if stored otherwise."""
+    value = current_value(value)
+    if not isinstance(value, StorageView):
+        value = realize(value, graph, strides)
+    if value.is_full() and isinstance(value.buffer, (ComputedBuffer, ExternOutput)) and \
+            tuple(value.strides) == tuple(strides):
+        return value
+    return realize(Pointwise(value.sizes, value.dtype, value.device, value.make_loader()), graph, strides)
 
 
 def _stored_value(value):

@@ -108,6 +108,29 @@ def test_training_batch_norm_of_a_permuted_4d_input(backend):
     check(fn, randn(2, 5, 3, 4), randn(4, seed=1), randn(4, seed=2).abs() + 0.5, backend=backend)
 
 
+# ---- kernels that lay their result out otherwise than torch's meta function says ----
+
+@pytest.mark.parametrize("fn,make", [
+    (lambda x, w: F.batch_norm(x.mT, None, None, w, w, training=True), lambda: [randn(2, 5, 3), randn(3, seed=1)]),
+    (lambda x, w: F.batch_norm(x.permute(0, 3, 1, 2), w, w.abs(), training=False) * 2,
+     lambda: [randn(2, 5, 4, 3), randn(3, seed=1)]),
+    (lambda x, w: F.batch_norm(x, w, w.abs(), training=False),
+     lambda: [randn(2, 3, 4, 5).to(memory_format=torch.channels_last), randn(3, seed=1)]),
+    (lambda x, w: torch.pow(2.0, x.mT) + w, lambda: [randn(2, 4, 3), randn(3, 1, seed=1)]),
+    (lambda x, w: torch.copysign(x.mT, w), lambda: [randn(2, 4, 3), randn(3, 1, seed=1)]),
+    (lambda x, w: F.channel_shuffle(x, 2) + w, lambda: [randn(2, 4, 3, 5).to(memory_format=torch.channels_last),
+                                                        randn(5, seed=1)]),
+    (lambda x, w: F.max_pool1d(x.mT, 2) + w, lambda: [randn(2, 6, 3), randn(3, 1, seed=1)]),
+    (lambda x, w: F.max_pool1d(x.mT, 2, return_indices=True)[0] + w, lambda: [randn(2, 6, 3), randn(3, 1, seed=1)]),
+    (lambda x, w: F.rrelu(x.mT) + w, lambda: [randn(2, 6, 3), randn(3, 1, seed=1)]),
+], ids=["bn_training_3d", "bn_eval_permuted", "bn_eval_channels_last", "pow_scalar", "copysign", "channel_shuffle",
+        "max_pool1d", "max_pool1d_with_indices", "rrelu"])
+def test_output_strides_where_eager_kernels_differ_from_meta(fn, make, backend):
+    """Outputs have eager's strides, so a view of them after the graph succeeds or fails as in eager."""
+    got, want = check(fn, *make(), backend=backend), fn(*make())
+    assert got.stride() == want.stride()
+
+
 # ---- pooling with ceil_mode (windows running off the end) ----
 
 @pytest.mark.parametrize("length,kernel,stride,padding,dilation", [

@@ -19,7 +19,6 @@ from . import generator, pyprog, shrink
 from .runner import FAILURES, describe
 from .worker import Worker
 
-ALIAS_OUTPUTS = "outputs viewing one intermediate come back as separate tensors (alias_outputs)"
 # Programs longer runs found failing, each on a bug still open (shrunk reproducers: python -m tests.fuzz
 # --seed 0 --start SEED --count 1 [--mode python | --triton]).
 FOUND = {
@@ -29,8 +28,6 @@ FOUND = {
     ("tensor", 600449): "a bfloat16 value cast to int64 from its unrounded float32 value",
 }
 KNOWN_OPEN = {
-    ("tensor", 73): ALIAS_OUTPUTS,
-    ("tensor", 90): ALIAS_OUTPUTS,
     **FOUND,
 }
 
