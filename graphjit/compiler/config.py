@@ -60,6 +60,11 @@ pad_mm = _env_int("TRITON_PAD_MM", 1)
 # shortened the Triton step but slowed the rest of the compile as much (benchmarks/RESULTS.md, session 5).
 triton_compile_workers = _env_int("TRITON_COMPILE_WORKERS", 0)
 
+# An in-place op whose other operand views memory it writes (`x[1:] *= x.diagonal()`) is refused unless
+# the two share no element; up to this many elements (both together) that is checked element by element at
+# compile time, above it overlapping byte ranges count as sharing.
+overlap_check_elements = _env_int("OVERLAP_CHECK_ELEMENTS", 1 << 22)
+
 # A graph the compiler fails on (an unsupported op pattern, a compiler bug) runs eagerly with one warning.
 # 1 raises the error instead (the compiler's own tests do).
 raise_errors = _env_int("COMPILER_RAISE", 0)

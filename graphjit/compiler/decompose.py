@@ -18,6 +18,8 @@ from torch._decomp import core_aten_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from . import config
+
 aten = torch.ops.aten
 
 # Composite ops whose decompositions we never want: they would hide an extern call (attention).
@@ -502,6 +504,7 @@ def eager_writes(traced):
             raise Refused(f"the graph calls {REFUSED_WRITES[node.target]}")
         for written in _written_args(node):
             _check_write(node, written.meta.get("val"), inputs, constants)
+            _check_reads_of_written(node, written)
 
 
 def _check_write(node, t, inputs, constants):
@@ -520,6 +523,42 @@ def _check_write(node, t, inputs, constants):
     if sharing and start < end and not any(_byte_range(i)[0] <= start and end <= _byte_range(i)[1]
                                            for i in sharing):
         raise Refused(f"{what} writes memory outside the input it views")
+
+
+def _check_reads_of_written(node, written):
+    """Refused if node reads, in another operand, memory it writes other than as the written tensor itself
+    (`x[1:] *= x.diagonal()`): eager's kernel reads such an element before or after writing it depending on
+    its loop order; the functional graph always reads it before."""
+    t = written.meta.get("val")
+    if not isinstance(t, torch.Tensor) or not t.numel():
+        return
+    for arg in node.all_input_nodes:
+        other = arg.meta.get("val")
+        if arg is written or not isinstance(other, torch.Tensor) or _storage(other) != _storage(t) or \
+                _same_view(other, t):
+            continue
+        if _share_elements(t, other):
+            raise Refused(f"{node.name} ({node.target}) reads memory it writes through another view "
+                          f"(partial overlap of an operand and the written tensor)")
+
+
+def _share_elements(a, b):
+    """Whether two tensors of one storage have an element in common. Conservative: tensors over
+    config.overlap_check_elements elements whose byte ranges meet count as sharing."""
+    (a_lo, a_hi), (b_lo, b_hi) = _byte_range(a), _byte_range(b)
+    if a_hi <= b_lo or b_hi <= a_lo:
+        return False
+    if a.element_size() != b.element_size() or a.numel() + b.numel() > config.overlap_check_elements:
+        return True
+    return bool(torch.isin(_element_offsets(a), _element_offsets(b)).any())
+
+
+def _element_offsets(t):
+    """The storage offsets (in elements) of t's elements."""
+    offsets = torch.tensor(t.storage_offset())
+    for size, stride in zip(t.shape, t.stride()):
+        offsets = (offsets.unsqueeze(-1) + torch.arange(size) * stride)
+    return offsets.flatten()
 
 
 def functional_writes(traced):

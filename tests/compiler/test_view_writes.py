@@ -4,7 +4,8 @@ the C++ codegen and (where Triton is installed) the Triton interpreter.
 Causes covered: writes through a select, slice or unsqueeze of a broadcasting expand (functionalization
 writes back through an expand as base + sum_to(new - base): nan for inf, an error for bool, and on torch
 2.11 a scatter into the expand whose meta function lays it out expanded while its kernel returns it
-dense); writes through other views of such an expand (refused)."""
+dense); writes through other views of such an expand (refused); an in-place op whose other operand views
+memory it writes (refused, unless no element is shared)."""
 import pytest
 import torch
 import torch.fx
@@ -87,3 +88,38 @@ def scatter_into_expand(x, y):
 def test_scatter_into_expand_reads_the_dense_result(backend):
     check(scatter_into_expand, lambda: [torch.randn(3, generator=_gen(7)), torch.randn(1, 3, generator=_gen(8))],
           calls=3)
+
+
+# ---- an in-place op reading memory it writes through another view ----
+
+def mul_by_own_diagonal(x):
+    v = x.diagonal()
+    x[1:, None] *= v                 # x[1, 1] is written, then read again for row 2
+    return (x[:, 1:] * 1,)
+
+
+def add_other_column(x):
+    x[:, 0] += x[:, 1]               # same memory, no element in common
+    return (x,)
+
+
+def shift_columns_in_place(x):
+    x[:, 1:].copy_(x[:, :-1])        # eager copies in order: column 0 smeared over the row
+    return (x + 0,)
+
+
+@pytest.mark.parametrize("fn,make", [
+    (mul_by_own_diagonal, lambda: [torch.randn(3, 2, generator=_gen(9)).to(torch.bfloat16)]),
+    (mul_by_own_diagonal, lambda: [torch.randn(6, 5, generator=_gen(10))]),
+    (shift_columns_in_place, lambda: [torch.randn(4, 4, generator=_gen(11))]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_operand_overlapping_written_tensor_is_refused(fn, make, backend):
+    check(fn, make, calls=3)
+    with pytest.raises(decompose.Refused, match="reads memory it writes"):
+        decompose.decompose(make_fx(fn)(*make()), make())
+
+
+def test_operand_sharing_no_written_element_compiles(backend):
+    make = lambda: [torch.randn(5, 3, generator=_gen(12))]    # noqa: E731
+    check(add_other_column, make, calls=3)
+    decompose.decompose(make_fx(add_other_column)(*make()), make())
