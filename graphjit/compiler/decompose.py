@@ -20,6 +20,7 @@ from torch._decomp import core_aten_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch.fx.experimental.proxy_tensor import make_fx
 
+
 aten = torch.ops.aten
 
 # Composite ops whose decompositions we never want: they would hide an extern call (attention).
@@ -337,11 +338,13 @@ def decompose(gm, example_inputs):
         aliases = None
         if _writes(traced) and not writes_out_of_place(traced):
             eager_writes(traced)
-            eager = _expands_as_views(traced)
+            eager = _expands_as_views(_views_before_expands(traced))
+            check_writes_through_expands(eager)
             traced = trace(torch.func.functionalize(eager, remove="mutations"))(*example_inputs)
             written = functional_writes(traced)
             check_written_inputs(written, example_inputs)
             aliases = output_aliases(eager, traced, written)
+    _dense_scatter_values(traced)
     folded = fold_constants(traced)
     traced.graph.eliminate_dead_code()
     if folded:
@@ -443,6 +446,128 @@ def _expands_as_views(gm):
     return gm
 
 
+# view'(base) of the expand's input (added: the dims expand adds in front) for a view of the expand along
+# its dim d: (op, its arguments after base), or None where base itself is it
+
+def _select_below(base, added, d, index):
+    b = d - added
+    if b < 0:
+        return None
+    return aten.select.int, (b, 0 if base.shape[b] == 1 else index)
+
+
+def _slice_below(base, added, d, start=None, end=None, step=1):
+    b = d - added
+    if b < 0 or base.shape[b] == 1:
+        return None
+    return aten.slice.Tensor, (b, start, end, step)
+
+
+def _unsqueeze_below(base, added, d):
+    return None if d < added else (aten.unsqueeze.default, (d - added,))
+
+
+# view(expand(base, sizes), dim, ...) is expand(view'(base), sizes') for these views: per view, its dim
+# normalized and the view' of base (op, args after base; None: base itself)
+VIEWS_BELOW_EXPAND = {
+    aten.select.int: (lambda t, d, *rest: d % t.dim(), _select_below),
+    aten.slice.Tensor: (lambda t, d=0, *rest: d % t.dim(), _slice_below),
+    aten.unsqueeze.default: (lambda t, d: d % (t.dim() + 1), _unsqueeze_below),
+}
+
+
+def _views_before_expands(gm):
+    """gm with each select, slice or unsqueeze of an expand that a write goes through taken before the
+    expand: `x.expand(2, *x.shape)[1] += 1` writes through x.expand(x.shape), a view, where functionalizing
+    the write through a broadcasting expand would write back base + sum_to(new - base) (see
+    check_writes_through_expands). Each rewritten view has the sizes, offset and strides (dims of one
+    element aside) of the one it replaces."""
+    written = _written_view_chains(gm)
+    for node in list(gm.graph.nodes):
+        expand = node.args[0] if node in written and node.target in VIEWS_BELOW_EXPAND else None
+        if not (isinstance(expand, torch.fx.Node) and expand.target is aten.expand.default):
+            continue
+        replacement = _expand_of_view(gm, node, expand)
+        if replacement is not None:
+            node.replace_all_uses_with(replacement)
+            gm.graph.erase_node(node)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _expand_of_view(gm, node, expand):
+    """expand(view'(base)) inserted before node (a view of expand = expand(base, ...)), or None where
+    that is not the same view."""
+    base, big, val = expand.args[0], expand.meta["val"], node.meta["val"]
+    normalize, below = VIEWS_BELOW_EXPAND[node.target]
+    dim = normalize(big, *node.args[1:])
+    view = below(base.meta["val"], big.dim() - base.meta["val"].dim(), dim, *node.args[2:])
+    with gm.graph.inserting_before(node):
+        if view is not None:
+            base = _call(gm, view[0], (base,) + view[1])
+        new = _call(gm, aten.expand.default, (base, list(val.shape)))
+    if not _same_view(new.meta["val"], val):
+        gm.graph.erase_node(new)
+        if view is not None:
+            gm.graph.erase_node(base)
+        return None
+    return new
+
+
+def _call(gm, target, args):
+    """A call_function node of target with its fake value computed."""
+    node = gm.graph.call_function(target, args)
+    values = torch.fx.node.map_arg(args, lambda n: n.meta["val"])
+    with torch._guards.detect_fake_mode(torch.utils._pytree.tree_leaves(values)):
+        node.meta["val"] = target(*values)
+    return node
+
+
+def _same_view(a, b):
+    """Whether a and b view the same elements of one storage in the same order."""
+    return _storage(a) == _storage(b) and a.shape == b.shape and a.storage_offset() == b.storage_offset() and \
+        all(n == 1 or sa == sb for n, sa, sb in zip(a.shape, a.stride(), b.stride()))
+
+
+def _written_view_chains(gm):
+    """The nodes an in-place op writes through: its written arguments and the views they are taken of."""
+    chains = set()
+    for node in filter(_writes_in_place, gm.graph.nodes):
+        for written in _written_args(node):
+            chains.update(_view_chain(written))
+    return chains
+
+
+def _writes_in_place(node):
+    """Whether node calls an ATen op that writes to an argument (schema annotated `(a!)`)."""
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+        node.target._schema.is_mutable
+
+
+def _view_chain(node):
+    """node and the nodes it views, back to the one owning the memory (through in-place ops' results)."""
+    chain = [node]
+    while node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+            node.target._schema.returns and node.target._schema.returns[0].alias_info is not None and \
+            node.args and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+        chain.append(node)
+    return chain
+
+
+def check_writes_through_expands(gm):
+    """Refused if a write goes through an expand that broadcasts (other than by a select, slice or
+    unsqueeze that _views_before_expands takes before it): functionalization writes back through an
+    expand as base + sum_to(new - base), which raises for bool, reads nan where inf was written and
+    rounds 16-bit values."""
+    for node in filter(_writes_in_place, gm.graph.nodes):
+        for written in _written_args(node):
+            if any(n.target is aten.expand.default for n in _view_chain(written)):
+                raise Refused(f"{node.name} ({node.target}) writes through a broadcasting expand "
+                              f"(functionalization's write-back through it is not exact)")
+
+
 def _storage(t):
     return t.untyped_storage()._cdata
 
@@ -540,11 +665,6 @@ def _check_reads_of_written(node, written):
         if isinstance(other, torch.Tensor) and not _same_view(t, other) and _shares_elements(t, other):
             raise Refused(f"{node.name} ({node.target}) reads elements it writes through another view "
                           f"({arg.name}): eager raises, or computes in its kernel's order")
-
-
-def _same_view(a, b):
-    return _storage(a) == _storage(b) and a.dtype == b.dtype and \
-        (a.storage_offset(), a.shape, a.stride()) == (b.storage_offset(), b.shape, b.stride())
 
 
 def _shares_elements(a, b, limit=1 << 16):
@@ -680,6 +800,21 @@ def _rebuild(k, t, inputs, strided):
             if lo <= start and end <= hi:
                 return ("view", i, tuple(t.shape), tuple(t.stride()), t.storage_offset() - x.storage_offset())
     raise Refused(f"output {k} views memory of the inputs that no single input covers")
+
+
+# Ops returning a copy of `self` with a part written: torch 2.11's meta functions lay the result out as
+# `self` even where self's elements share memory (an expand); the kernels return a dense tensor.
+SCATTERS = {aten.slice_scatter.default, aten.select_scatter.default, aten.diagonal_scatter.default}
+
+
+def _dense_scatter_values(gm):
+    """Gives each scatter into an expanded tensor the dense value its kernel returns (SCATTERS): what reads
+    it (kernels, the layout a fallback's result is copied into) indexes it with its traced strides."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if node.target in SCATTERS and isinstance(val, torch.Tensor) and overlaps_itself(val):
+            with torch._guards.detect_fake_mode([val]):
+                node.meta["val"] = torch.empty(val.shape, dtype=val.dtype, device=val.device)
 
 
 def fold_constants(gm, limit=1 << 16):

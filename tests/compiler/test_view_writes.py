@@ -1,0 +1,125 @@
+"""In-place writes through views, compiled vs eager (outputs, inputs after the call, over several calls), on
+the C++ codegen and (where Triton is installed) the Triton interpreter.
+
+Causes covered: writes through a select, slice or unsqueeze of a broadcasting expand (functionalization
+writes back through an expand as base + sum_to(new - base): nan for inf, an error for bool, and on torch
+2.11 a scatter into the expand whose meta function lays it out expanded while its kernel returns it
+dense); writes through other views of such an expand (refused); an in-place op whose other operand views
+memory it writes (refused, unless no element is shared)."""
+import pytest
+import torch
+import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from graphjit.compiler import decompose
+
+from .test_aliasing import check
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+# ---- writes through a select, slice or unsqueeze of an expand: the view of the input they are ----
+
+def add_through_sliced_expand(x):
+    x.expand(2, *x.shape)[:-1, 0, -2:, ..., :-1] += -3
+    return (x,)
+
+
+def fill_through_unsqueezed_expand(x):
+    x.expand(2, *x.shape)[None, 1:] = 1e20
+    return (x * 2 + x.sum(),)
+
+
+def copy_through_stepped_expand(x):
+    v = torch.nn.functional.relu6(torch.div(x, x, rounding_mode="trunc"))
+    x.expand(2, *x.shape)[1::3] = v
+    return (v,)
+
+
+def fill_bool_through_expand(x):
+    mask = (x == x).logical_not()
+    mask.expand(2, *mask.shape)[-1, ..., ::3] = True
+    return (mask, mask.sum())
+
+
+def add_through_expand_of_infinities(x):
+    x.expand(3, *x.shape)[1, 1:] += 1           # inf + 1 is inf, not inf - inf = nan
+    return (x * 1,)
+
+
+def _with_infinities(shape, seed):
+    x = torch.randn(shape, generator=_gen(seed))
+    x.view(-1)[::3] = float("inf")
+    x.view(-1)[1::5] = float("-inf")
+    return x
+
+
+@pytest.mark.parametrize("fn,make", [
+    (add_through_sliced_expand, lambda: [torch.rand(3, 4, 5, 2, generator=_gen(1)) * 2 + 0.5]),
+    (fill_through_unsqueezed_expand, lambda: [torch.randn(8, 2, 4, generator=_gen(2))]),
+    (copy_through_stepped_expand, lambda: [torch.randn(6, generator=_gen(3))]),
+    (fill_bool_through_expand, lambda: [torch.randn(5, 7, generator=_gen(4))]),
+    (add_through_expand_of_infinities, lambda: [_with_infinities((4, 3), 5)]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_write_through_view_of_expand(fn, make, backend):
+    check(fn, make, calls=3)
+    decompose.decompose(make_fx(fn)(*make()), make())        # compiled, not refused
+
+
+def fill_through_transposed_expand(x):
+    x.expand(2, *x.shape).transpose(0, 2)[0, :, 1] = 5.0       # x[:, 0], through a transpose of the expand
+    return (x + 1,)
+
+
+def test_write_through_other_views_of_expand_is_refused(backend):
+    make = lambda: [torch.randn(3, 4, generator=_gen(6))]   # noqa: E731
+    check(fill_through_transposed_expand, make, calls=3)
+    with pytest.raises(decompose.Refused, match="broadcasting expand"):
+        decompose.decompose(make_fx(fill_through_transposed_expand)(*make()), make())
+
+
+def scatter_into_expand(x, y):
+    return (torch.slice_scatter(x.expand(2, 3), y, 0, 0, 1) * 1,
+            torch.select_scatter(x.expand(2, 3), y[0], 0, 1).cumsum(0))
+
+
+def test_scatter_into_expand_reads_the_dense_result(backend):
+    check(scatter_into_expand, lambda: [torch.randn(3, generator=_gen(7)), torch.randn(1, 3, generator=_gen(8))],
+          calls=3)
+
+
+# ---- an in-place op reading memory it writes through another view ----
+
+def mul_by_own_diagonal(x):
+    v = x.diagonal()
+    x[1:, None] *= v                 # x[1, 1] is written, then read again for row 2
+    return (x[:, 1:] * 1,)
+
+
+def add_other_column(x):
+    x[:, 0] += x[:, 1]               # same memory, no element in common
+    return (x,)
+
+
+def shift_columns_in_place(x):
+    x[:, 1:].copy_(x[:, :-1])        # eager copies in order: column 0 smeared over the row
+    return (x + 0,)
+
+
+@pytest.mark.parametrize("fn,make", [
+    (mul_by_own_diagonal, lambda: [torch.randn(3, 2, generator=_gen(9)).to(torch.bfloat16)]),
+    (mul_by_own_diagonal, lambda: [torch.randn(6, 5, generator=_gen(10))]),
+    (shift_columns_in_place, lambda: [torch.randn(4, 4, generator=_gen(11))]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_operand_overlapping_written_tensor_is_refused(fn, make, backend):
+    check(fn, make, calls=3)
+    with pytest.raises(decompose.Refused, match="reads elements it writes"):
+        decompose.decompose(make_fx(fn)(*make()), make())
+
+
+def test_operand_sharing_no_written_element_compiles(backend):
+    make = lambda: [torch.randn(5, 3, generator=_gen(12))]    # noqa: E731
+    check(add_other_column, make, calls=3)
+    decompose.decompose(make_fx(add_other_column)(*make()), make())
