@@ -2,8 +2,10 @@
 and (with a GPU) on CUDA: bool and narrow-integer arithmetic (C++ computes it in int, a Triton i1 add
 wraps), float floor division at infinities and signed zeros, clamp and relu keeping -0.0 and NaN, sign of
 NaN, negative constants in generated C++, cat of empty pieces, fallback ops whose ATen kernel lays its
-result out otherwise than its meta function does, writes through an expand, and Python scalars that
-eager converts (addcmul's value). Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0).
+result out otherwise than its meta function does (or makes it of another dtype: 16-bit training batch
+norm's running statistics), writes through an expand, and Python scalars that eager converts (addcmul's
+value, index_add's alpha). Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0), or
+by sign bit (assert_identical).
 """
 import warnings
 
@@ -12,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import graphjit
+from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
 
 from .harness import compile_cases, run_cases
@@ -261,3 +264,75 @@ def test_signed_overflow_wraps_as_eager(dtype):
     for fn in (lambda x: (x + 1) > x, lambda x: (x * 2) // 2 == x):
         graphjit.reset()
         assert torch.equal(graphjit.compile(fn)(x), fn(x))
+
+
+# ---- through the frontend, compared bit for bit over several calls (the `backend` fixture) -----------------
+
+def assert_identical(got, want, what):
+    """Tensors of the same dtype and shape with the same values, NaN equal to NaN, -0.0 unequal to 0.0."""
+    got, want = _tensors(got), _tensors(want)
+    assert len(got) == len(want), what
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"{what} {k}"
+        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{what} {k}: {m}")
+        if w.is_floating_point():
+            number = ~torch.isnan(w)
+            assert torch.equal(g.signbit()[number], w.signbit()[number]), f"{what} {k}: signs of zeros differ"
+
+
+def _tensors(value):
+    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def check_calls(fn, make_inputs, backend, calls=3):
+    """fn through the frontend and graphjit's compiler against eager on fresh inputs (make_inputs(seed)) over
+    several calls: outputs and the inputs after each call identical (assert_identical); every graph compiled
+    (none ran as captured)."""
+    graphjit.reset()
+    compiled_graphs = []
+
+    def compiling_backend(gm, example_inputs):
+        compiled = graphjit_backend(gm, example_inputs)
+        compiled_graphs.append(hasattr(compiled, "launches" if backend == "triton" else "source"))
+        return compiled
+    compiled = graphjit.compile(fn, backend=compiling_backend)
+    for seed in range(calls):
+        args = make_inputs(seed)
+        eager_args = [a.clone() for a in args]
+        assert_identical(compiled(*args), fn(*eager_args), f"call {seed} output")
+        assert_identical(args, eager_args, f"call {seed} input after the call")
+    assert compiled_graphs and all(compiled_graphs), "a graph ran as captured instead of compiled"
+
+
+def index_adds(x, src):
+    index = torch.arange(x.shape[0]).flip(0)
+    return (x.index_add(0, index, src, alpha=2), x.index_add(0, index, src, alpha=0),
+            x.to(torch.uint8).index_add(0, index, src.to(torch.uint8), alpha=-3),
+            x.int().index_add(0, index, src.int() * 5, alpha=2.7), x.index_add_(0, index, src, alpha=-1.5))
+
+
+def test_index_add_converts_alpha_as_eager(backend):
+    """index_add's alpha is converted to self's dtype (bool(2) is True, 2.7 is 2 for int32, -3 wraps for
+    uint8): torch's decomposition multiplied a bool source by an int alpha into int64 and index_put refused
+    it (fuzz 600361), and refused a float alpha for an int tensor."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.rand(6, 3, generator=g) < 0.5, torch.rand(6, 3, generator=g) < 0.5]
+    check_calls(index_adds, inputs, backend)
+
+
+@pytest.mark.parametrize("dtype,stats_dtype", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16),
+                                               (torch.bfloat16, torch.float32)], ids=str)
+def test_16_bit_training_batch_norm_running_stats(dtype, stats_dtype, backend):
+    """Running statistics of a 16-bit batch norm in training mode as eager's: the CPU kernel of
+    _native_batch_norm_legit_functional returns them in their own dtype where its meta function says
+    float32; they were read as float32 (fuzz 600106)."""
+    def fn(x, mean, var, weight, bias):
+        return F.batch_norm(x.cumsum(0), mean, var, weight, bias, training=True, momentum=0.5, eps=1e-5)
+
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        stats = [torch.randn(3, generator=g).to(stats_dtype) for _ in range(4)]
+        stats[1] = stats[1].abs()
+        return [torch.randn(11, 3, 2, 3, generator=g).to(dtype)] + stats
+    check_calls(fn, inputs, backend)
