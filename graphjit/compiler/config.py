@@ -18,8 +18,9 @@ def _env_str(name, default):
 cache_dir = _env_str("CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "graphjit", "kernels"))
 
 # The C++ compiler and its flags. No -ffast-math: results must match eager up to rounding order.
-# -fno-math-errno and -fno-trapping-math change no result (errno and FP exception flags are never read);
-# they let gcc vectorize sqrt, floor, ceil, round and selects.
+# -fno-math-errno and -fno-trapping-math let gcc vectorize sqrt, floor, ceil, round and selects (errno and FP
+# exception flags are never read). -fno-trapping-math also lets gcc fold (float)(int)x into trunc(x), which
+# keeps x's -0.0: CppOps.to_dtype makes an integer's float +0.0 again.
 cxx = _env_str("CXX", "g++")
 # -fwrapv: signed integer overflow wraps, as eager's int32/int64 arithmetic does (without it gcc assumes
 # overflow never happens and folds `x + 1 > x` to true).

@@ -356,11 +356,21 @@ class CppOps:
         return self.k.cse(f"static_cast<{COMPUTE_TYPES[dtype]}>({cexpr(self.k.rewrite(expr))})", dtype)
 
     def to_dtype(self, x, dtype):
-        if dtype == torch.bfloat16:
-            return self.k.cse(f"gj_round_bf16(static_cast<float>({x}))", dtype)
-        if dtype == torch.float16:
-            return self.k.cse(f"gj_round_f16(static_cast<float>({x}))", dtype)
-        return self.k.cse(f"static_cast<{COMPUTE_TYPES[dtype]}>({x})", dtype)
+        source = self.k.dtypes.get(x)
+        if dtype in PROMOTED and dtype != torch.bool and source is not None and source.is_floating_point:
+            # through int64, which wraps into the narrow type as eager's conversion does; C++ leaves a float
+            # out of the narrow type's range undefined, and gcc folds (float)(uint8_t)f into trunc(f)
+            x = f"static_cast<int64_t>({x})"
+        converted = f"static_cast<{COMPUTE_TYPES[dtype]}>({x})"
+        if dtype.is_floating_point and source is not None and not source.is_floating_point:
+            # gcc folds (float)(int)f into trunc(f) (-fno-trapping-math), which keeps f's -0.0 where an
+            # integer has none; the select makes it +0.0 (gcc drops a `+ 0.0`: it knows an int's float is
+            # no -0.0) and changes no other value
+            value = self.k.cse(converted, dtype)
+            converted = f"({value} != 0 ? {value} : {literal(0, dtype)})"
+        if dtype in (torch.bfloat16, torch.float16):
+            return self.k.cse(f"gj_round_{'bf16' if dtype == torch.bfloat16 else 'f16'}({converted})", dtype)
+        return self.k.cse(converted, dtype)
 
     def where(self, cond, a, b):
         return self._typed_op(f"({cond} ? {a} : {b})", self._dtype("where", a, b))
