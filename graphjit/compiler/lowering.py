@@ -152,7 +152,9 @@ class Lowering(torch.fx.Interpreter):
         reason = self._refusal(target, lowering, args, kwargs)
         if reason is None:
             try:
-                return lowering(*self._unwrap(args), **self._unwrap(kwargs))
+                values, kwvalues = self._unwrap(args), self._unwrap(kwargs)
+                operands = pytree.tree_leaves((values, kwvalues))
+                return pytree.tree_map(lambda v: _held_in_dtype(v, operands), lowering(*values, **kwvalues))
             except NotLowered as e:
                 reason = f"no lowering for this call: {e}"
         return self._extern(target, args, kwargs, reason)
@@ -281,6 +283,18 @@ class Lowering(torch.fx.Interpreter):
             if isinstance(src, StorageView) and src.buffer.name in written:
                 src = realize(Pointwise(src.sizes, src.dtype, src.device, src.make_loader()), self.loops, strides)
             self._input_writes[k] = (node, (args[0], src) + tuple(args[2:]), kwargs)
+
+
+def _held_in_dtype(value, operands):
+    """A node's lazy 16-bit float result rounded to its dtype. Kernels compute 16-bit floats in float32 and
+    round them where they are stored; eager holds every op's result in its dtype, so a fused reader (a cast
+    to int64, the next op) must see it rounded too. Views, and operands returned as they are, are rounded
+    already."""
+    if not isinstance(value, Pointwise) or value.dtype not in (torch.bfloat16, torch.float16) or \
+            value.realized is not None or value.view_base is not None or any(value is v for v in operands):
+        return value
+    inner, dtype = value.inner_fn, value.dtype
+    return Pointwise(value.sizes, dtype, value.device, lambda index: ops.to_dtype(inner(index), dtype))
 
 
 def _stored_value(value):

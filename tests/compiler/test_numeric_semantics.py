@@ -356,3 +356,22 @@ def test_float_int_float_round_trip_has_no_negative_zero(backend):
         x[1::5] = -0.5
         return [x]
     check_calls(int_round_trips, inputs, backend)
+
+
+def sixteen_bit_results_read_in_the_kernel(x, y):
+    hypot = torch.hypot(x, y)
+    big = x * 50
+    return (hypot.to(torch.int64), hypot.nan_to_num(0.0).to(torch.int64), (x * y).double(),
+            ((x / 3) * 3) == x, (x + y).to(torch.float16), (x + y).to(torch.bfloat16), big.to(torch.int64),
+            torch.where(x > 0, x * y, y) - x * y)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_16_bit_results_are_rounded_before_fused_readers(dtype, backend):
+    """Every op's 16-bit float result is rounded to its dtype before another op in the same kernel reads it,
+    as eager holds it: a bf16 hypot converted to int64 from its float32 value (fuzz 600449), a bf16 product
+    converted to float64, an fp16 product beyond 65504 read as finite."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [(torch.randn(5, 37, generator=g) * 300).to(dtype), (torch.randn(37, generator=g) * 300).to(dtype)]
+    check_calls(sixteen_bit_results_read_in_the_kernel, inputs, backend)

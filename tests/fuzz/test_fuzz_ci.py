@@ -23,7 +23,6 @@ ALIAS_OUTPUTS = "outputs viewing one intermediate come back as separate tensors 
 # Programs longer runs found failing, each on a bug still open (shrunk reproducers: python -m tests.fuzz
 # --seed 0 --start SEED --count 1 [--mode python | --triton]).
 FOUND = {
-    ("tensor", 600449): "a bfloat16 value cast to int64 from its unrounded float32 value",
     ("python", 300151): "a class attribute the frame writes is not guarded (getattr(cls, name, default))",
     ("python", 702099): "an attribute set, then deleted in one frame: AttributeError",
     ("python", 701421): "dict del of a key the frame read: KeyError in the replay",
