@@ -20,8 +20,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 aten = torch.ops.aten
 
-# Composite ops whose decompositions we never want: they would hide an extern call (attention).
-KEEP_WHOLE = {aten.scaled_dot_product_attention.default}
+# Composite ops whose decompositions we never want: they would hide an extern call (attention), or compute
+# otherwise than eager (std_mean as sqrt of var_mean's float32 variance overflows past 1e19).
+KEEP_WHOLE = {aten.scaled_dot_product_attention.default, aten.std_mean.correction}
 
 # Calls that change global state mid-graph (grad mode, autocast): retracing would not replay them.
 STATE_FUNCTIONS = {torch._C._set_grad_enabled}

@@ -4,7 +4,8 @@ wraps), float floor division at infinities and signed zeros, clamp and relu keep
 NaN, negative constants in generated C++, cat of empty pieces, fallback ops whose ATen kernel lays its
 result out otherwise than its meta function does (or makes it of another dtype: 16-bit training batch
 norm's running statistics), writes through an expand, and Python scalars that eager converts (addcmul's
-value, index_add's alpha). Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0), or
+value, index_add's alpha); float -> int -> float round trips, 16-bit results read inside a kernel, var and std
+of values beyond 1e19. Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0), or
 by sign bit (assert_identical).
 """
 import warnings
@@ -375,3 +376,19 @@ def test_16_bit_results_are_rounded_before_fused_readers(dtype, backend):
         g = torch.Generator().manual_seed(seed)
         return [(torch.randn(5, 37, generator=g) * 300).to(dtype), (torch.randn(37, generator=g) * 300).to(dtype)]
     check_calls(sixteen_bit_results_read_in_the_kernel, inputs, backend)
+
+
+def spreads(x):
+    return (x.var(1), x.std(1), x.std(0, correction=0), x.var(), x.std(), torch.std_mean(x, 1), x.std(1, keepdim=True),
+            x.to(torch.bfloat16).std(1), x.var(1, correction=0) / 1e30)
+
+
+@pytest.mark.parametrize("scale", [1e19, 1e20], ids=str)
+def test_var_and_std_of_large_values(scale, backend):
+    """var and std of float32 values beyond 1e19 are finite where eager's are: the squared deviations
+    overflowed float32 (eager's CPU kernels accumulate in float64), and std(x) decomposed to sqrt(var(x))
+    overflowed in the float32 variance between."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(5, 37, generator=g) * scale]
+    check_calls(spreads, inputs, backend)
