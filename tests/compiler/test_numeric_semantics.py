@@ -15,10 +15,9 @@ import torch
 import torch.nn.functional as F
 
 import graphjit
-from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
 
-from .harness import compile_cases, run_cases
+from .harness import compile_cases, compiling_backend, run_cases
 
 DEVICES = ["cpp", "interpret", pytest.param("cuda", marks=pytest.mark.gpu)]
 SPECIALS = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e30, -3e38, 1e-40, -0.5, 0.5, 3.0, -3.0,
@@ -290,13 +289,8 @@ def check_calls(fn, make_inputs, backend, calls=3):
     several calls: outputs and the inputs after each call identical (assert_identical); every graph compiled
     (none ran as captured)."""
     graphjit.reset()
-    compiled_graphs = []
-
-    def compiling_backend(gm, example_inputs):
-        compiled = graphjit_backend(gm, example_inputs)
-        compiled_graphs.append(hasattr(compiled, "launches" if backend == "triton" else "source"))
-        return compiled
-    compiled = graphjit.compile(fn, backend=compiling_backend)
+    counting_backend, compiled_graphs = compiling_backend(backend)
+    compiled = graphjit.compile(fn, backend=counting_backend)
     for seed in range(calls):
         args = make_inputs(seed)
         eager_args = [a.clone() for a in args]
