@@ -20,7 +20,8 @@ cache_dir = _env_str("CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache"
 # The C++ compiler and its flags. No -ffast-math: results must match eager up to rounding order.
 # -fno-math-errno and -fno-trapping-math let gcc vectorize sqrt, floor, ceil, round and selects (errno and FP
 # exception flags are never read). -fno-trapping-math also lets gcc fold (float)(int)x into trunc(x), which
-# keeps x's -0.0: CppOps.to_dtype makes an integer's float +0.0 again.
+# keeps x's -0.0, NaN and out-of-range values: CppOps.to_dtype converts through gj_to_int and makes an
+# integer's float +0.0 again.
 cxx = _env_str("CXX", "g++")
 # -fwrapv: signed integer overflow wraps, as eager's int32/int64 arithmetic does (without it gcc assumes
 # overflow never happens and folds `x + 1 > x` to true).

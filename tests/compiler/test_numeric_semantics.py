@@ -337,18 +337,21 @@ def int_round_trips(x):
     return (x.to(torch.int64).to(x.dtype), x.to(torch.int32).double(), x.to(torch.int16).to(torch.bfloat16),
             x.to(torch.int8).half(), x.double().to(torch.int64).float() * 2, x.to(torch.uint8).float(),
             torch.where(x < 1, x.to(torch.int64), 3).to(x.dtype), (x * 100).to(torch.uint8).float(),
-            (x * 100).to(torch.int8).float(), (x * 2e4).to(torch.int16).float())
+            (x * 100).to(torch.int8).float(), (x * 2e4).to(torch.int16).float(), (x * 2e9).to(torch.int32).float(),
+            (x * 2e9).to(torch.int32), (x * 1e19).to(torch.int64).float(), (x.double() * 2e9 + 7).to(torch.int8))
 
 
 def test_float_int_float_round_trip_has_no_negative_zero(backend):
     """float -> int -> float of -0.0 or -0.5 is +0.0: an integer has no -0.0 (gcc folded the round trip into
-    trunc, fuzz 600375); a float beyond a narrow type's range wraps into it, as in eager (-1.5 is uint8 255;
-    gcc's fold kept -1)."""
+    trunc, fuzz 600375); a float beyond a narrow type's range wraps into it through int32, as in eager (-1.5
+    is uint8 255; gcc's fold kept -1); NaN, infinities and floats beyond int32/int64 convert to the lowest
+    int32/int64, as x86's conversion in eager (gcc's fold kept 3e9 and NaN)."""
     def inputs(seed):
         g = torch.Generator().manual_seed(seed)
         x = torch.rand(37, generator=g) * 4 - 2
         x[::5] = -0.0
         x[1::5] = -0.5
+        x[2::8] = torch.tensor([float("nan"), float("inf"), float("-inf"), 1e30, -3e38])
         return [x]
     check_calls(int_round_trips, inputs, backend)
 

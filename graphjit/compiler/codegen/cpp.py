@@ -162,6 +162,11 @@ def prelude():
         "u += 0x7fffu + ((u >> 16) & 1u); return (uint16_t)(u >> 16); }",
         "GJ_INLINE float gj_round_bf16(float f) { return gj_bf16_to_f32(gj_f32_to_bf16(f)); }",
         "GJ_INLINE float gj_round_f16(float f) { return (float)(_Float16)f; }",
+        # float -> int32/int64 as x86's conversion, which eager's kernels use: the lowest value where x is
+        # NaN or beyond the type's range (C++ leaves that undefined, and gcc folds (float)(int)x to trunc(x))
+        "template <typename I, typename F> GJ_INLINE I gj_to_int(F x) { "
+        "const F low = -(F)((uint64_t)1 << (8 * sizeof(I) - 1)); "
+        "return x >= low && x < -low ? (I)x : (I)((uint64_t)1 << (8 * sizeof(I) - 1)); }",
         "template <typename T> GJ_INLINE T gj_abs(T x) { return x < 0 ? -x : x; }",
         "template <typename T> GJ_INLINE T gj_floor(T x) { return x; }",
         "template <typename T> GJ_INLINE T gj_ceil(T x) { return x; }",
@@ -357,10 +362,10 @@ class CppOps:
 
     def to_dtype(self, x, dtype):
         source = self.k.dtypes.get(x)
-        if dtype in PROMOTED and dtype != torch.bool and source is not None and source.is_floating_point:
-            # through int64, which wraps into the narrow type as eager's conversion does; C++ leaves a float
-            # out of the narrow type's range undefined, and gcc folds (float)(uint8_t)f into trunc(f)
-            x = f"static_cast<int64_t>({x})"
+        if source is not None and source.is_floating_point and not dtype.is_floating_point and \
+                dtype != torch.bool:
+            # int8, uint8 and int16 through int32, wrapping, as eager's conversions do
+            x = f"gj_to_int<{'int64_t' if dtype == torch.int64 else 'int32_t'}>({x})"
         converted = f"static_cast<{COMPUTE_TYPES[dtype]}>({x})"
         if dtype.is_floating_point and source is not None and not source.is_floating_point:
             # gcc folds (float)(int)f into trunc(f) (-fno-trapping-math), which keeps f's -0.0 where an
