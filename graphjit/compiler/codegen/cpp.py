@@ -364,7 +364,7 @@ class CppOps:
         source = self.k.dtypes.get(x)
         if source is not None and source.is_floating_point and not dtype.is_floating_point and \
                 dtype != torch.bool:
-            # int8, uint8 and int16 through int32, wrapping, as eager's conversions do
+            # as eager's (x86) conversion, gj_to_int; int8, uint8 and int16 wrap from int32, as eager's do
             x = f"gj_to_int<{'int64_t' if dtype == torch.int64 else 'int32_t'}>({x})"
         converted = f"static_cast<{COMPUTE_TYPES[dtype]}>({x})"
         if dtype.is_floating_point and source is not None and not source.is_floating_point:
