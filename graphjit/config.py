@@ -109,8 +109,10 @@ scratch_max_elements = _knob("scratch_max_elements", int, 4096, codegen=True)
 # ---- the compiler: C++/OpenMP (CPU) -------------------------------------------------------------------
 
 # The C++ compiler and its flags. No -ffast-math: results must match eager up to rounding order.
-# -fno-math-errno and -fno-trapping-math change no result (errno and FP exception flags are never read);
-# they let gcc vectorize sqrt, floor, ceil, round and selects. -fwrapv: signed integer overflow wraps, as
+# -fno-math-errno and -fno-trapping-math let gcc vectorize sqrt, floor, ceil, round and selects (errno and
+# FP exception flags are never read). -fno-trapping-math also lets gcc fold (float)(int)x into trunc(x),
+# which keeps x's -0.0, NaN and out-of-range values: CppOps.to_dtype converts through gj_to_int and makes
+# an integer's float +0.0 again. -fwrapv: signed integer overflow wraps, as
 # eager's int32/int64 arithmetic does (without it gcc assumes overflow never happens and folds
 # `x + 1 > x` to true). GRAPHJIT_CXX_FLAGS takes them space-separated.
 cxx = _knob("cxx", str, "g++", codegen=True)

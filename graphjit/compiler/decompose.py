@@ -23,22 +23,29 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 aten = torch.ops.aten
 
-# Composite ops whose decompositions we never want: they would hide an extern call (attention).
-KEEP_WHOLE = {aten.scaled_dot_product_attention.default}
+# Composite ops whose decompositions we never want: they would hide an extern call (attention), or compute
+# otherwise than eager (std_mean as sqrt of var_mean's float32 variance overflows past 1e19).
+KEEP_WHOLE = {aten.scaled_dot_product_attention.default, aten.std_mean.correction}
 
 # Calls that change global state mid-graph (grad mode, autocast): retracing would not replay them.
 STATE_FUNCTIONS = {torch._C._set_grad_enabled}
 
 
 def _scalar_as(value, dtype):
-    """value as eager's kernels convert a Python scalar argument for an integer dtype (c10's Scalar.to):
-    truncated toward zero, a RuntimeError where it does not fit. Floating and bool dtypes: value as is."""
-    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or isinstance(value, (bool, int)):
+    """value as eager's kernels convert a Python scalar argument for an integer or bool dtype (c10's
+    Scalar.to): bool(value) for bool; for integers truncated toward zero, a RuntimeError where it does not
+    fit (unsigned types take -max..max, negatives wrapping). Floating dtypes: value as is."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return value
+    if dtype == torch.bool:
+        return bool(value)
+    if isinstance(value, bool):
         return value
     info = torch.iinfo(dtype)
-    if not info.min <= value <= info.max:
+    low = -info.max if info.min == 0 else info.min
+    if not low <= value <= info.max:
         raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
-    return int(value)
+    return int(value) % (info.max + 1) if info.min == 0 else int(value)
 
 
 def _converting_value(op):
@@ -55,15 +62,25 @@ def _converting_value(op):
     return decomposition
 
 
+def _converting_alpha(decomposition):
+    """torch's index_add decomposition with `alpha` converted (_scalar_as) to self's dtype first, as eager's
+    kernel does: its `source * alpha` would promote a bool source times an int alpha to int64."""
+    def converted(self, dim, index, source, *, alpha=1):
+        return decomposition(self, dim, index, source, alpha=_scalar_as(alpha, self.dtype))
+    return converted
+
+
 # Ops whose torch reference refuses Python scalar arguments that eager's kernels take: traced through
 # a decomposition of ours that converts them as eager does
 EAGER_SCALARS = {op: _converting_value(op) for op in (aten.addcmul.default, aten.addcmul_.default)}
+# Ops whose torch decomposition takes a scalar unconverted: wrapped to convert it as eager does
+EAGER_ALPHAS = (aten.index_add.default, aten.index_add_.default)
 
 
 @functools.cache
 def decomposition_table():
     """torch's core ATen decompositions, minus every op lowering.py lowers whole or calls as an extern, plus
-    SCHEMA_FIXES and EAGER_SCALARS, and EAGER_LAYOUTS around all of them."""
+    SCHEMA_FIXES, EAGER_SCALARS and EAGER_ALPHAS, and EAGER_LAYOUTS around all of them."""
     from .lowering import EXTERN_OPS, LOWERINGS
     table = dict(core_aten_decompositions())
     for op in list(table):
@@ -71,6 +88,7 @@ def decomposition_table():
             del table[op]
     table.update(SCHEMA_FIXES)
     table.update(EAGER_SCALARS)
+    table.update({op: _converting_alpha(table[op]) for op in EAGER_ALPHAS})
     for op, layout in EAGER_LAYOUTS.items():
         table[op] = _in_eager_layout(op, layout, table.get(op))
     return table

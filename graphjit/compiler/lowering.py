@@ -162,7 +162,9 @@ class Lowering(torch.fx.Interpreter):
         reason = self._refusal(target, lowering, args, kwargs)
         if reason is None:
             try:
-                return lowering(*self._unwrap(args), **self._unwrap(kwargs))
+                values, kwvalues = self._unwrap(args), self._unwrap(kwargs)
+                operands = pytree.tree_leaves((values, kwvalues))
+                return pytree.tree_map(lambda v: _held_in_dtype(v, operands), lowering(*values, **kwvalues))
             except NotLowered as e:
                 reason = f"no lowering for this call: {e}"
         return self._extern(target, args, kwargs, reason)
@@ -355,6 +357,18 @@ def _stored_in(value, strides, graph):
             tuple(value.strides) == tuple(strides):
         return value
     return realize(Pointwise(value.sizes, value.dtype, value.device, value.make_loader()), graph, strides)
+
+
+def _held_in_dtype(value, operands):
+    """A node's lazy 16-bit float result rounded to its dtype. Kernels compute 16-bit floats in float32 and
+    round them where they are stored; eager holds every op's result in its dtype, so a fused reader (a cast
+    to int64, the next op) must see it rounded too. Views, and operands returned as they are, are rounded
+    already."""
+    if not isinstance(value, Pointwise) or value.dtype not in (torch.bfloat16, torch.float16) or \
+            value.realized is not None or value.view_base is not None or any(value is v for v in operands):
+        return value
+    inner, dtype = value.inner_fn, value.dtype
+    return Pointwise(value.sizes, dtype, value.device, lambda index: ops.to_dtype(inner(index), dtype))
 
 
 def _stored_value(value):
@@ -1399,12 +1413,14 @@ def all_(x, dim=None, keepdim=False):
     return _bool_reduce(x, dim, keepdim, "min")
 
 
-def _variance(x, dims, correction, keepdim, acc):
-    """(mean, var) in dtype acc, two passes over x: the second sums squared deviations from the mean."""
+def _variance(x, dims, correction, keepdim, acc, mean_acc=None):
+    """(mean, var) in dtype acc, two passes over x: the second sums squared deviations from the mean. The
+    mean is summed and divided in mean_acc (default acc)."""
     dims = reduction_dims(dims, len(x.sizes))
     count = int(product([x.sizes[d] for d in dims]))
-    total = reduce(x, dims, "sum", acc, True, acc_dtype=acc)
-    mean = make_pointwise(ops.truediv, total, count, dtype=acc)
+    mean_acc = mean_acc or acc
+    total = reduce(x, dims, "sum", mean_acc, True, acc_dtype=mean_acc)
+    mean = make_pointwise(ops.truediv, total, count, dtype=mean_acc)
     deviations = make_pointwise(lambda v, m: ops.square(ops.sub(v, m)), x, mean, dtype=acc)
     sq = reduce(deviations, dims, "sum", acc, keepdim, acc_dtype=acc)
     var = make_pointwise(ops.truediv, sq, max(count - correction, 0), dtype=acc)
@@ -1413,12 +1429,34 @@ def _variance(x, dims, correction, keepdim, acc):
     return mean, var
 
 
+def _spread(x, dim, correction, keepdim, take_sqrt):
+    """var or std of x over dim, of x's dtype. Accumulated as eager's kernels do: in float64 on the CPU
+    (values beyond 1e19 square past float32's range; std's square root is taken before the one rounding),
+    where float32 or float64 reduced to one element takes the mean in x's dtype first, as eager's
+    std_var_all_cpu does (its sum overflows as x's would); in float32 for 16-bit and float32 x on CUDA.
+    (var_mean and std_mean stay ATen calls: their mean is eager's Welford mean, NaN after an infinity.)"""
+    acc, mean_acc = acc_dtype_of(x.dtype, "sum"), None
+    if x.device.type == "cpu":
+        acc = torch.float64
+        if x.dtype in (torch.float32, torch.float64) and product(out_meta().shape) <= 1:
+            mean_acc = x.dtype
+    correction = 1 if correction is None else correction
+    _, variance = _variance(x, _dims_list(dim), correction, keepdim, acc, mean_acc)
+    if take_sqrt:
+        variance = make_pointwise(ops.sqrt, variance, dtype=acc)
+    if x.dtype in (torch.bfloat16, torch.float16):
+        variance = cast(variance, torch.float32)      # eager's 16-bit types convert a double through float
+    return cast(variance, x.dtype)
+
+
 @register(aten.var.correction)
 def var(x, dim=None, correction=None, keepdim=False):
-    correction = 1 if correction is None else correction
-    out_dtype = out_meta().dtype
-    _, variance = _variance(x, _dims_list(dim), correction, keepdim, acc_dtype_of(out_dtype, "sum"))
-    return cast(variance, out_dtype)
+    return _spread(x, dim, correction, keepdim, False)
+
+
+@register(aten.std.correction)
+def std(x, dim=None, correction=None, keepdim=False):
+    return _spread(x, dim, correction, keepdim, True)
 
 
 @register(aten.native_layer_norm.default)

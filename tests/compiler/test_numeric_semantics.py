@@ -2,8 +2,11 @@
 and (with a GPU) on CUDA: bool and narrow-integer arithmetic (C++ computes it in int, a Triton i1 add
 wraps), float floor division at infinities and signed zeros, clamp and relu keeping -0.0 and NaN, sign of
 NaN, negative constants in generated C++, cat of empty pieces, fallback ops whose ATen kernel lays its
-result out otherwise than its meta function does, writes through an expand, and Python scalars that
-eager converts (addcmul's value). Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0).
+result out otherwise than its meta function does (or makes it of another dtype: 16-bit training batch
+norm's running statistics), writes through an expand, and Python scalars that eager converts (addcmul's
+value, index_add's alpha); float -> int -> float round trips, 16-bit results read inside a kernel, var and std
+of values beyond 1e19. Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0), or
+by sign bit (assert_identical).
 """
 import contextlib
 import warnings
@@ -17,7 +20,7 @@ from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit import config as gj_config
 
-from .harness import assert_same, compile_cases, run_cases
+from .harness import assert_same, compile_cases, compiling_backend, run_cases
 
 DEVICES = ["cpp", "interpret", pytest.param("cuda", marks=pytest.mark.gpu)]
 SPECIALS = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e30, -3e38, 1e-40, -0.5, 0.5, 3.0, -3.0,
@@ -421,3 +424,128 @@ def test_signed_overflow_wraps_as_eager(dtype):
     for fn in (lambda x: (x + 1) > x, lambda x: (x * 2) // 2 == x):
         graphjit.reset()
         assert torch.equal(graphjit.compile(fn)(x), fn(x))
+
+
+# ---- through the frontend, compared bit for bit over several calls (the `backend` fixture) -----------------
+
+def assert_identical(got, want, what):
+    """Tensors of the same dtype and shape with the same values, NaN equal to NaN, -0.0 unequal to 0.0."""
+    got, want = _tensors(got), _tensors(want)
+    assert len(got) == len(want), what
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"{what} {k}"
+        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{what} {k}: {m}")
+        if w.is_floating_point():
+            number = ~torch.isnan(w)
+            assert torch.equal(g.signbit()[number], w.signbit()[number]), f"{what} {k}: signs of zeros differ"
+
+
+def _tensors(value):
+    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def check_calls(fn, make_inputs, backend, calls=3):
+    """fn through the frontend and graphjit's compiler against eager on fresh inputs (make_inputs(seed)) over
+    several calls: outputs and the inputs after each call identical (assert_identical); every graph compiled
+    (none ran as captured)."""
+    graphjit.reset()
+    counting_backend, compiled_graphs = compiling_backend(backend)
+    compiled = graphjit.compile(fn, backend=counting_backend)
+    for seed in range(calls):
+        args = make_inputs(seed)
+        eager_args = [a.clone() for a in args]
+        assert_identical(compiled(*args), fn(*eager_args), f"call {seed} output")
+        assert_identical(args, eager_args, f"call {seed} input after the call")
+    assert compiled_graphs and all(compiled_graphs), "a graph ran as captured instead of compiled"
+
+
+def index_adds(x, src):
+    index = torch.arange(x.shape[0]).flip(0)
+    return (x.index_add(0, index, src, alpha=2), x.index_add(0, index, src, alpha=0),
+            x.to(torch.uint8).index_add(0, index, src.to(torch.uint8), alpha=-3),
+            x.int().index_add(0, index, src.int() * 5, alpha=2.7), x.index_add_(0, index, src, alpha=-1.5))
+
+
+def test_index_add_converts_alpha_as_eager(backend):
+    """index_add's alpha is converted to self's dtype (bool(2) is True, 2.7 is 2 for int32, -3 wraps for
+    uint8): torch's decomposition multiplied a bool source by an int alpha into int64 and index_put refused
+    it (fuzz 600361), and refused a float alpha for an int tensor."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.rand(6, 3, generator=g) < 0.5, torch.rand(6, 3, generator=g) < 0.5]
+    check_calls(index_adds, inputs, backend)
+
+
+@pytest.mark.parametrize("dtype,stats_dtype", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16),
+                                               (torch.bfloat16, torch.float32)], ids=str)
+def test_16_bit_training_batch_norm_running_stats(dtype, stats_dtype, backend):
+    """Running statistics of a 16-bit batch norm in training mode as eager's: the CPU kernel of
+    _native_batch_norm_legit_functional returns them in their own dtype where its meta function says
+    float32; they were read as float32 (fuzz 600106)."""
+    def fn(x, mean, var, weight, bias):
+        return F.batch_norm(x.cumsum(0), mean, var, weight, bias, training=True, momentum=0.5, eps=1e-5)
+
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        stats = [torch.randn(3, generator=g).to(stats_dtype) for _ in range(4)]
+        stats[1] = stats[1].abs()
+        return [torch.randn(11, 3, 2, 3, generator=g).to(dtype)] + stats
+    check_calls(fn, inputs, backend)
+
+
+def int_round_trips(x):
+    return (x.to(torch.int64).to(x.dtype), x.to(torch.int32).double(), x.to(torch.int16).to(torch.bfloat16),
+            x.to(torch.int8).half(), x.double().to(torch.int64).float() * 2, x.to(torch.uint8).float(),
+            torch.where(x < 1, x.to(torch.int64), 3).to(x.dtype), (x * 100).to(torch.uint8).float(),
+            (x * 100).to(torch.int8).float(), (x * 2e4).to(torch.int16).float(), (x * 2e9).to(torch.int32).float(),
+            (x * 2e9).to(torch.int32), (x * 1e19).to(torch.int64).float(), (x.double() * 2e9 + 7).to(torch.int8))
+
+
+def test_float_int_float_round_trip_has_no_negative_zero(backend):
+    """float -> int -> float of -0.0 or -0.5 is +0.0: an integer has no -0.0 (gcc folded the round trip into
+    trunc, fuzz 600375); a float beyond a narrow type's range wraps into it through int32, as in eager (-1.5
+    is uint8 255; gcc's fold kept -1); NaN, infinities and floats beyond int32/int64 convert to the lowest
+    int32/int64, as x86's conversion in eager (gcc's fold kept 3e9 and NaN)."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.rand(37, generator=g) * 4 - 2
+        x[::5] = -0.0
+        x[1::5] = -0.5
+        x[2::8] = torch.tensor([float("nan"), float("inf"), float("-inf"), 1e30, -3e38])
+        return [x]
+    check_calls(int_round_trips, inputs, backend)
+
+
+def sixteen_bit_results_read_in_the_kernel(x, y):
+    hypot = torch.hypot(x, y)
+    big = x * 50
+    return (hypot.to(torch.int64), hypot.nan_to_num(0.0).to(torch.int64), (x * y).double(),
+            ((x / 3) * 3) == x, (x + y).to(torch.float16), (x + y).to(torch.bfloat16), big.to(torch.int64),
+            torch.where(x > 0, x * y, y) - x * y)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_16_bit_results_are_rounded_before_fused_readers(dtype, backend):
+    """Every op's 16-bit float result is rounded to its dtype before another op in the same kernel reads it,
+    as eager holds it: a bf16 hypot converted to int64 from its float32 value (fuzz 600449), a bf16 product
+    converted to float64, an fp16 product beyond 65504 read as finite."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [(torch.randn(5, 37, generator=g) * 300).to(dtype), (torch.randn(37, generator=g) * 300).to(dtype)]
+    check_calls(sixteen_bit_results_read_in_the_kernel, inputs, backend)
+
+
+def spreads(x):
+    return (x.var(1), x.std(1), x.std(0, correction=0), x.var(), x.std(), torch.std_mean(x, 1), x.std(1, keepdim=True),
+            x.to(torch.bfloat16).std(1), x.var(1, correction=0) / 1e30)
+
+
+@pytest.mark.parametrize("scale", [1e19, 1e20], ids=str)
+def test_var_and_std_of_large_values(scale, backend):
+    """var and std of float32 values beyond 1e19 are finite where eager's are: the squared deviations
+    overflowed float32 (eager's CPU kernels accumulate in float64), and std(x) decomposed to sqrt(var(x))
+    overflowed in the float32 variance between."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(5, 37, generator=g) * scale]
+    check_calls(spreads, inputs, backend)

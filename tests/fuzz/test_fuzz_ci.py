@@ -22,10 +22,6 @@ from .worker import Worker
 # Programs longer runs found failing, each on a bug still open (shrunk reproducers: python -m tests.fuzz
 # --seed 0 --start SEED --count 1 [--mode python | --triton]).
 FOUND = {
-    ("tensor", 600361): "bool index_add(alpha=2) raises 'Index put requires the source and destination dtypes'",
-    ("tensor", 600106): "16-bit batch_norm(training=True) writes wrong running stats",
-    ("tensor", 600375): "a float -> int -> float round trip keeps -0.0",
-    ("tensor", 600449): "a bfloat16 value cast to int64 from its unrounded float32 value",
 }
 KNOWN_OPEN = {
     **FOUND,

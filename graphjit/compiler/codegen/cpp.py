@@ -162,6 +162,11 @@ def prelude():
         "u += 0x7fffu + ((u >> 16) & 1u); return (uint16_t)(u >> 16); }",
         "GJ_INLINE float gj_round_bf16(float f) { return gj_bf16_to_f32(gj_f32_to_bf16(f)); }",
         "GJ_INLINE float gj_round_f16(float f) { return (float)(_Float16)f; }",
+        # float -> int32/int64 as x86's conversion, which eager's kernels use: the lowest value where x is
+        # NaN or beyond the type's range (C++ leaves that undefined, and gcc folds (float)(int)x to trunc(x))
+        "template <typename I, typename F> GJ_INLINE I gj_to_int(F x) { "
+        "const F low = -(F)((uint64_t)1 << (8 * sizeof(I) - 1)); "
+        "return x >= low && x < -low ? (I)x : (I)((uint64_t)1 << (8 * sizeof(I) - 1)); }",
         "template <typename T> GJ_INLINE T gj_abs(T x) { return x < 0 ? -x : x; }",
         "template <typename T> GJ_INLINE T gj_floor(T x) { return x; }",
         "template <typename T> GJ_INLINE T gj_ceil(T x) { return x; }",
@@ -356,11 +361,21 @@ class CppOps:
         return self.k.cse(f"static_cast<{COMPUTE_TYPES[dtype]}>({cexpr(self.k.rewrite(expr))})", dtype)
 
     def to_dtype(self, x, dtype):
-        if dtype == torch.bfloat16:
-            return self.k.cse(f"gj_round_bf16(static_cast<float>({x}))", dtype)
-        if dtype == torch.float16:
-            return self.k.cse(f"gj_round_f16(static_cast<float>({x}))", dtype)
-        return self.k.cse(f"static_cast<{COMPUTE_TYPES[dtype]}>({x})", dtype)
+        source = self.k.dtypes.get(x)
+        if source is not None and source.is_floating_point and not dtype.is_floating_point and \
+                dtype != torch.bool:
+            # as eager's (x86) conversion, gj_to_int; int8, uint8 and int16 wrap from int32, as eager's do
+            x = f"gj_to_int<{'int64_t' if dtype == torch.int64 else 'int32_t'}>({x})"
+        converted = f"static_cast<{COMPUTE_TYPES[dtype]}>({x})"
+        if dtype.is_floating_point and source is not None and not source.is_floating_point:
+            # gcc folds (float)(int)f into trunc(f) (-fno-trapping-math), which keeps f's -0.0 where an
+            # integer has none; the select makes it +0.0 (gcc drops a `+ 0.0`: it knows an int's float is
+            # no -0.0) and changes no other value
+            value = self.k.cse(converted, dtype)
+            converted = f"({value} != 0 ? {value} : {literal(0, dtype)})"
+        if dtype in (torch.bfloat16, torch.float16):
+            return self.k.cse(f"gj_round_{'bf16' if dtype == torch.bfloat16 else 'f16'}({converted})", dtype)
+        return self.k.cse(converted, dtype)
 
     def where(self, cond, a, b):
         return self._typed_op(f"({cond} ? {a} : {b})", self._dtype("where", a, b))

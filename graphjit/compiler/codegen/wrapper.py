@@ -200,20 +200,23 @@ class WrapperCode:
         return lines + self._traced_layouts(kernel)
 
     def _traced_layouts(self, kernel):
-        """Lines giving a fallback op's outputs the strides the trace saw. Its ATen kernel may lay a result
-        out otherwise than the meta function the trace ran (copysign of a transposed operand comes out
-        transposed, its meta says contiguous), and what reads the result indexes it with the traced
-        strides: a result laid out otherwise is copied into them. Extern ops proper (matmuls, convolution,
+        """Lines giving a fallback op's outputs the dtype and strides the trace saw. Its ATen kernel may lay
+        a result out otherwise than the meta function the trace ran (copysign of a transposed operand comes
+        out transposed, its meta says contiguous), or make it of another dtype (the CPU kernel of
+        _native_batch_norm_legit_functional returns bf16 running statistics for bf16 ones, its meta says
+        float32), and what reads the result indexes it with the traced strides and reads it as the traced
+        dtype: such a result is converted and copied into them. Extern ops proper (matmuls, convolution,
         attention) are trusted."""
         if kernel.reason == "extern op":
             return []
+        self.globals["as_traced"] = _as_traced
         lines = []
         for out in kernel.outputs:
             sizes = tuple(int(n) for n in out.layout.sizes)
             strides = tuple(int(st) for st in out.layout.strides)
-            if not any(st == 0 and n > 1 for n, st in zip(sizes, strides)):     # an expanded layout: as it is
-                self.globals["in_layout"] = _in_layout
-                lines.append(f"{out.name} = in_layout({out.name}, {strides})")
+            if any(st == 0 and n > 1 for n, st in zip(sizes, strides)):     # an expanded layout: as it is
+                strides = None
+            lines.append(f"{out.name} = as_traced({out.name}, {strides}, {out.layout.dtype})")
         return lines
 
     def _last_uses(self):
@@ -375,9 +378,13 @@ def _meets(starts, ends, start, end):
     return i + 1 < len(starts) and starts[i + 1] < end
 
 
-def _in_layout(t, strides):
-    """t if it is laid out with `strides` (dims of one element aside), else a copy of t laid out so."""
-    if t.stride() == strides or all(n <= 1 or st == want for n, st, want in zip(t.shape, t.stride(), strides)):
+def _as_traced(t, strides, dtype):
+    """t if it is of dtype and laid out with `strides` (dims of one element aside; None: any layout), else a
+    copy of t so."""
+    if t.dtype != dtype:
+        t = t.to(dtype)
+    if strides is None or t.stride() == strides or \
+            all(n <= 1 or st == want for n, st, want in zip(t.shape, t.stride(), strides)):
         return t
     return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
 
