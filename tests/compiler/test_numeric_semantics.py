@@ -166,7 +166,7 @@ def test_sign_of_nan_and_zero(device):
 
 # ---- integer pow, scalars cast to the tensor's dtype, 16-bit float conversions (`backend` fixture) -------
 
-def check_calls(fn, make_inputs, calls=3):
+def check_traced_calls(fn, make_inputs, calls=3):
     """fn's graph compiled by the graphjit backend for make_inputs(0), against eager on make_inputs(seed) of
     each call (fresh values, same shapes and dtypes); no op may fall back to ATen."""
     compiled = graphjit_backend(torch.fx.symbolic_trace(fn), list(make_inputs(0)))
@@ -264,32 +264,32 @@ INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 def test_integer_pow_is_exact(dtype, backend):
     """Integer pow is exact and wraps as eager's powi (by squaring in the dtype), not a float pow rounded
     back (fuzz triton 800700: int64 x ** x); a negative exponent gives 1 / a ** n truncated (1, -1 or 0)."""
-    check_calls(int_pows, int_pow_inputs(dtype))
+    check_traced_calls(int_pows, int_pow_inputs(dtype))
 
 
 def test_negative_scalar_with_unsigned_tensor_wraps(backend):
     """A Python int is cast to the tensor's dtype as eager does (-3 with a uint8 tensor is 253; 300 with an
     int8 one is 44), not written into the kernel as it is (fuzz triton 800463: Triton's interpreter raised
     OverflowError; a GPU compile rejects it)."""
-    check_calls(unsigned_with_negative_scalars, unsigned_inputs)
+    check_traced_calls(unsigned_with_negative_scalars, unsigned_inputs)
 
 
 def test_sign_of_bool(backend):
     """sign/sgn of a bool tensor is the tensor (fuzz triton 800438: the interpreter has no bool subtract)."""
-    check_calls(bool_signs, bool_inputs)
+    check_traced_calls(bool_signs, bool_inputs)
 
 
 def test_float64_and_integers_to_16_bits_as_eager(backend):
     """float64 and int64 -> bfloat16/float16 go through float32, as eager's conversions do (rounded twice:
     1 + 2**-8 + 2**-30 is 1.0 in bfloat16), and nothing reads a float64 as raw bits (fuzz triton 800097:
     float64 -> bfloat16 gave 0 in the interpreter)."""
-    check_calls(to_16_bits, wide_inputs)
+    check_traced_calls(to_16_bits, wide_inputs)
 
 
 def test_bfloat16_subnormals(backend):
     """bfloat16 subnormals are nonzero and widen exactly, as on a GPU (Triton's interpreter turned the
     smallest into 0: bool(x) was False)."""
-    check_calls(bf16_reads, bf16_subnormal_inputs)
+    check_traced_calls(bf16_reads, bf16_subnormal_inputs)
 
 
 GPU_CASES = [*[(int_pows, int_pow_inputs(dtype)) for dtype in INT_DTYPES], (unsigned_with_negative_scalars,
