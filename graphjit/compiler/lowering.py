@@ -591,9 +591,8 @@ UNARY = {
 PREDICATES = {aten.logical_not: "logical_not", aten.isnan: "isnan", aten.isinf: "isinf"}
 # op -> ops name; inputs promoted to the output dtype.
 BINARY = {
-    aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum", aten.remainder: "remainder",
-    aten.atan2: "atan2", aten.bitwise_and: "bitwise_and", aten.bitwise_or: "bitwise_or",
-    aten.bitwise_xor: "bitwise_xor",
+    aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum", aten.atan2: "atan2",
+    aten.bitwise_and: "bitwise_and", aten.bitwise_or: "bitwise_or", aten.bitwise_xor: "bitwise_xor",
 }
 # op -> ops name; inputs promoted to their common dtype, the result is bool.
 COMPARISONS = {
@@ -636,6 +635,20 @@ def sub(a, b, alpha=1):
     if alpha != 1:
         b = make_pointwise(ops.mul, b, alpha, dtype=out_meta().dtype)
     return make_pointwise(ops.sub, a, b, dtype=out_meta().dtype)
+
+
+@register(*overloads(aten.remainder, ("Tensor", "Scalar", "Scalar_Tensor")))
+def remainder(a, b):
+    """Python's %. A Python number operand is first converted to the result's dtype, as eager's kernel
+    takes it (add, mul and div keep a number in float32 for 16-bit tensors; remainder does not)."""
+    dtype = out_meta().dtype
+    a, b = (v if is_value(v) else _scalar_in(v, dtype) for v in (a, b))
+    return make_pointwise(ops.remainder, a, b, dtype=dtype)
+
+
+def _scalar_in(value, dtype):
+    """A Python number as dtype holds it (as a Python number)."""
+    return torch.tensor(value, dtype=torch.float64 if isinstance(value, float) else None).to(dtype).item()
 
 
 @register(aten.rsub.Scalar, aten.rsub.Tensor)
