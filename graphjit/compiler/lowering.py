@@ -1288,11 +1288,13 @@ def argmin(x, dim=None, keepdim=False):
 
 def _arg_reduce(x, dim, keepdim, kind):
     """argmax/argmin as two reductions: the extreme (NaN if any, as eager), then the smallest index whose
-    value equals it (or is NaN when it is): eager's first-occurrence rule."""
+    value equals it (or is NaN when it is): eager's first-occurrence rule. Both compare x as its dtype
+    holds it (_as_stored): the extreme is stored in that dtype, while a lazy 16-bit x computes in float32."""
     if x.dtype == torch.bool or not x.sizes:
         raise NotLowered("argmax/argmin of a bool or 0-d tensor")
     if dim is None:                 # over every element, in row-major order
         x, dim = view_reshape(x, [int(product(x.sizes))]), 0
+    x = _as_stored(x)
     dim = dim % len(x.sizes)
     extreme = reduce(x, [dim], kind, x.dtype, True)
     x_loader, extreme_loader = x.make_loader(), extreme.make_loader()
@@ -1316,6 +1318,15 @@ def _arg_reduce(x, dim, keepdim, kind):
         return ops.where(hit, ops.index_expr(r, torch.int64), ops.constant(int(length), torch.int64))
     red = Reduction(sizes, (length,), "min", torch.int64, torch.int64, x.device, inner)
     return realize(red, current_graph())
+
+
+def _as_stored(x):
+    """x with each element as x's dtype holds it in memory: a lazy 16-bit float value computes in float32
+    (rounded only where it is stored), so it is rounded here; any other x as is."""
+    if x.dtype not in (torch.bfloat16, torch.float16) or not isinstance(x, Pointwise) or x.realized is not None:
+        return x
+    loader = x.make_loader()
+    return Pointwise(x.sizes, x.dtype, x.device, lambda index: ops.to_dtype(loader(index), x.dtype))
 
 
 def _bool_reduce(x, dim, keepdim, reduction_type):

@@ -98,3 +98,32 @@ def test_remainder_and_floor_division_exact_on_cuda(dtype):
     """On a GPU Triton's float % is a - trunc(a / b) * b (nan for an infinite divisor, off for large
     quotients) and libdevice's float32 fmod flushes subnormals; eager's CUDA kernel is exact."""
     check_calls(divisions, division_inputs(dtype), device="cuda")
+
+
+# ---- argmax / argmin --------------------------------------------------------------------------------------
+
+def shifted_args(x):
+    v = x.select(0, 0)
+    v.sub_(1e20)
+    near = x + 1000             # 16 bits hold 1000 + x for few x: ties that float32 does not have
+    exact = x * 4 + 0.5
+    return (v.argmax(), v.argmin(), near.argmax(), near.argmin(1), exact.argmax(0, keepdim=True),
+            (x - 1e20).argmin(-1), torch.max(near, 1).indices, near.amax(1), exact.argmin())
+
+
+def ties_inputs(dtype):
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        x = (torch.randint(-3, 4, (3, 5, 9), generator=g) * 0.25).to(dtype)
+        x[1, 2, 4] = float("nan")
+        x[2, 1, ::3] = float("nan")
+        return (x,)
+    return make
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_argmax_of_a_lazy_16_bit_value(dtype, backend):
+    """argmax/argmin of a value computed in the same kernel: the extreme is stored (rounded to 16 bits), so
+    the values it is compared with are rounded too (x - 1e20 in float32 matched no element: the index
+    was the row's length); ties take the first index and the first NaN wins."""
+    check_calls(shifted_args, ties_inputs(dtype))
