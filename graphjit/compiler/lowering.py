@@ -1349,12 +1349,14 @@ def all_(x, dim=None, keepdim=False):
     return _bool_reduce(x, dim, keepdim, "min")
 
 
-def _variance(x, dims, correction, keepdim, acc):
-    """(mean, var) in dtype acc, two passes over x: the second sums squared deviations from the mean."""
+def _variance(x, dims, correction, keepdim, acc, mean_acc=None):
+    """(mean, var) in dtype acc, two passes over x: the second sums squared deviations from the mean.
+    mean_acc: the dtype the mean is summed and divided in, where not acc."""
     dims = reduction_dims(dims, len(x.sizes))
     count = int(product([x.sizes[d] for d in dims]))
-    total = reduce(x, dims, "sum", acc, True, acc_dtype=acc)
-    mean = make_pointwise(ops.truediv, total, count, dtype=acc)
+    mean_acc = mean_acc or acc
+    total = reduce(x, dims, "sum", mean_acc, True, acc_dtype=mean_acc)
+    mean = cast(make_pointwise(ops.truediv, total, count, dtype=mean_acc), acc)
     deviations = make_pointwise(lambda v, m: ops.square(ops.sub(v, m)), x, mean, dtype=acc)
     sq = reduce(deviations, dims, "sum", acc, keepdim, acc_dtype=acc)
     var = make_pointwise(ops.truediv, sq, max(count - correction, 0), dtype=acc)
@@ -1365,9 +1367,33 @@ def _variance(x, dims, correction, keepdim, acc):
 
 @register(aten.var.correction)
 def var(x, dim=None, correction=None, keepdim=False):
+    return _std_var(x, dim, correction, keepdim, take_sqrt=False)
+
+
+@register(aten.std.correction)
+def std(x, dim=None, correction=None, keepdim=False):
+    return _std_var(x, dim, correction, keepdim, take_sqrt=True)
+
+
+def _std_var(x, dim, correction, keepdim, take_sqrt):
+    """var, or its square root, computed in the dtype eager's kernel accumulates in and only then cast.
+    On the CPU that is float64 for every float dtype (the std of float32 values near 3e38 is finite
+    there, though their squared deviations overflow float32), but a float32 reduction to one element
+    takes its mean from x.mean() in float32 first (std_var_all_cpu: an overflowing sum makes it inf).
+    On CUDA: float32 (float64 for float64)."""
     correction = 1 if correction is None else correction
     out_dtype = out_meta().dtype
-    _, variance = _variance(x, _dims_list(dim), correction, keepdim, acc_dtype_of(out_dtype, "sum"))
+    dims = reduction_dims(_dims_list(dim), len(x.sizes))
+    acc = mean_acc = acc_dtype_of(out_dtype, "sum")
+    if x.device.type == "cpu":
+        whole = all(x.sizes[d] == 1 for d in range(len(x.sizes)) if d not in dims)
+        acc = torch.float64
+        mean_acc = x.dtype if whole and x.dtype in (torch.float32, torch.float64) else acc
+    _, variance = _variance(x, dims, correction, keepdim, acc, mean_acc)
+    if take_sqrt:
+        variance = make_pointwise(ops.sqrt, variance, dtype=acc)
+    if out_dtype in (torch.bfloat16, torch.float16):
+        variance = cast(variance, torch.float32)    # eager's double result reaches 16 bits through float
     return cast(variance, out_dtype)
 
 

@@ -127,3 +127,24 @@ def test_argmax_of_a_lazy_16_bit_value(dtype, backend):
     the values it is compared with are rounded too (x - 1e20 in float32 matched no element: the index
     was the row's length); ties take the first index and the first NaN wins."""
     check_calls(shifted_args, ties_inputs(dtype))
+
+
+# ---- var and std ------------------------------------------------------------------------------------------
+
+def spreads(x):
+    return (x.std(-1, correction=0), x.var(-1), x.std(0), x.std(), x.var(), x[:1].std(1), x.view(-1, 1).std(0),
+            x.double().std(1), torch.std(x, (0, 2), keepdim=True), x.std(-1).unsqueeze(0).cumprod(-2).log_softmax(1))
+
+
+def huge_inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(4, 3, 5, generator=g)
+    x[0, 1] = torch.tensor([3e38, -3e38, 1e-40, 2.0, -1e38])    # squared deviations overflow float32
+    x[2, :, 1] = 1e19 * (seed + 1)
+    return (x,)
+
+
+def test_var_and_std_accumulate_as_eager(backend):
+    """Eager's CPU var/std accumulate in float64 (a float32 reduction to one element takes its mean in
+    float32 first: inf when the sum overflows); the square root is taken before the cast to float32."""
+    check_calls(spreads, huge_inputs, exact=False)
