@@ -264,10 +264,14 @@ def gj_fmod(a, b):  # C's fmod, exact. Not Triton's float %: on a GPU that is a 
 def gj_floordiv(a, b):  # Python's //: Triton's integer // truncates
     if a.dtype.is_floating():
         # eager's div_floor_floating: from fmod, not floor(a / b), which is off at infinities
-        # (-0.5 // inf is -1, -inf // 3 is nan); a zero quotient has the sign of a / b
+        # (-0.5 // inf is -1, -inf // 3 is nan); a zero quotient has the sign of a / b. (a - m) / b is
+        # IEEE-rounded: on a GPU Triton's float32 / is approximate (2 ulp), div_rn is not
         q = a / b
         m = gj_fmod(a, b)
-        d = (a - m) / b
+        if a.dtype == tl.float32:
+            d = tl.div_rn(a - m, b)
+        else:
+            d = (a - m) / b
         d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1, d)
         f = tl.floor(d)
         f = tl.where(d - f > 0.5, f + 1, f)
