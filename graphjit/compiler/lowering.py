@@ -679,9 +679,8 @@ UNARY = {
 PREDICATES = {aten.logical_not: "logical_not", aten.isnan: "isnan", aten.isinf: "isinf"}
 # op -> ops name; inputs promoted to the output dtype.
 BINARY = {
-    aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum", aten.remainder: "remainder",
-    aten.atan2: "atan2", aten.bitwise_and: "bitwise_and", aten.bitwise_or: "bitwise_or",
-    aten.bitwise_xor: "bitwise_xor",
+    aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum", aten.atan2: "atan2",
+    aten.bitwise_and: "bitwise_and", aten.bitwise_or: "bitwise_or", aten.bitwise_xor: "bitwise_xor",
 }
 # op -> ops name; inputs promoted to their common dtype, the result is bool.
 COMPARISONS = {
@@ -724,6 +723,20 @@ def sub(a, b, alpha=1):
     if alpha != 1:
         b = make_pointwise(ops.mul, b, alpha, dtype=out_meta().dtype)
     return make_pointwise(ops.sub, a, b, dtype=out_meta().dtype)
+
+
+@register(*overloads(aten.remainder, ("Tensor", "Scalar", "Scalar_Tensor")))
+def remainder(a, b):
+    """Python's %. A Python number operand is first converted to the result's dtype, as eager's kernel
+    takes it (add, mul and div keep a number in float32 for 16-bit tensors; remainder does not)."""
+    dtype = out_meta().dtype
+    a, b = (v if is_value(v) else _scalar_in(v, dtype) for v in (a, b))
+    return make_pointwise(ops.remainder, a, b, dtype=dtype)
+
+
+def _scalar_in(value, dtype):
+    """A Python number as dtype holds it (as a Python number)."""
+    return torch.tensor(value, dtype=torch.float64 if isinstance(value, float) else None).to(dtype).item()
 
 
 @register(aten.rsub.Scalar, aten.rsub.Tensor)
@@ -1363,11 +1376,13 @@ def argmin(x, dim=None, keepdim=False):
 
 def _arg_reduce(x, dim, keepdim, kind):
     """argmax/argmin as two reductions: the extreme (NaN if any, as eager), then the smallest index whose
-    value equals it (or is NaN when it is): eager's first-occurrence rule."""
+    value equals it (or is NaN when it is): eager's first-occurrence rule. Both compare x as its dtype
+    holds it (_as_stored): the extreme is stored in that dtype, while a lazy 16-bit x computes in float32."""
     if x.dtype == torch.bool or not x.sizes:
         raise NotLowered("argmax/argmin of a bool or 0-d tensor")
     if dim is None:                 # over every element, in row-major order
         x, dim = view_reshape(x, [int(product(x.sizes))]), 0
+    x = _as_stored(x)
     dim = dim % len(x.sizes)
     extreme = reduce(x, [dim], kind, x.dtype, True)
     x_loader, extreme_loader = x.make_loader(), extreme.make_loader()
@@ -1391,6 +1406,15 @@ def _arg_reduce(x, dim, keepdim, kind):
         return ops.where(hit, ops.index_expr(r, torch.int64), ops.constant(int(length), torch.int64))
     red = Reduction(sizes, (length,), "min", torch.int64, torch.int64, x.device, inner)
     return realize(red, current_graph())
+
+
+def _as_stored(x):
+    """x with each element as x's dtype holds it in memory: a lazy 16-bit float value computes in float32
+    (rounded only where it is stored), so it is rounded here; any other x as is."""
+    if x.dtype not in (torch.bfloat16, torch.float16) or not isinstance(x, Pointwise) or x.realized is not None:
+        return x
+    loader = x.make_loader()
+    return Pointwise(x.sizes, x.dtype, x.device, lambda index: ops.to_dtype(loader(index), x.dtype))
 
 
 def _bool_reduce(x, dim, keepdim, reduction_type):

@@ -210,13 +210,29 @@ def gj_isinf(x):
 
 
 @triton.jit
+def gj_fmod(a, b):  # C's fmod, exact. Not Triton's float %: on a GPU that is a - trunc(a / b) * b (wrong
+    # for large quotients, nan for an infinite b); float32 through float64, as libdevice's fmodf flushes
+    # subnormals (the float32 result is exact in float64 and fits float32)
+    if a.dtype == tl.float64:
+        return libdevice.fmod(a, b)
+    elif a.dtype.is_floating():
+        return libdevice.fmod(a.to(tl.float64), b.to(tl.float64)).to(a.dtype)
+    else:
+        return a % b
+
+
+@triton.jit
 def gj_floordiv(a, b):  # Python's //: Triton's integer // truncates
     if a.dtype.is_floating():
-        # eager's div_floor_floating: from fmod (Triton's float %), not floor(a / b), which is off at
-        # infinities (-0.5 // inf is -1, -inf // 3 is nan); a zero quotient has the sign of a / b
+        # eager's div_floor_floating: from fmod, not floor(a / b), which is off at infinities
+        # (-0.5 // inf is -1, -inf // 3 is nan); a zero quotient has the sign of a / b. (a - m) / b is
+        # IEEE-rounded: on a GPU Triton's float32 / is approximate (2 ulp), div_rn is not
         q = a / b
-        m = a % b
-        d = (a - m) / b
+        m = gj_fmod(a, b)
+        if a.dtype == tl.float32:
+            d = tl.div_rn(a - m, b)
+        else:
+            d = (a - m) / b
         d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1, d)
         f = tl.floor(d)
         f = tl.where(d - f > 0.5, f + 1, f)
@@ -235,8 +251,8 @@ def gj_truncdiv(a, b):
 
 
 @triton.jit
-def gj_remainder(a, b):  # Python's %, sign of the divisor: Triton's % is C's fmod
-    m = a % b
+def gj_remainder(a, b):  # Python's %, sign of the divisor, from C's fmod (gj_fmod) as eager's
+    m = gj_fmod(a, b)
     return tl.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
 
 

@@ -292,7 +292,7 @@ def _interpreter_libdevice():
     table = {
         "tanh": np.tanh, "expm1": np.expm1, "log1p": np.log1p, "tan": np.tan, "sqrt": np.sqrt,
         "rsqrt": lambda x: 1 / np.sqrt(x), "trunc": np.trunc, "nearbyint": np.rint, "pow": np.power,
-        "atan2": np.arctan2, "erf": lambda x: erf(x).astype(x.dtype),
+        "atan2": np.arctan2, "fmod": np.fmod, "erf": lambda x: erf(x).astype(x.dtype),
     }
     module = types.SimpleNamespace(**{name: _np_function(fn) for name, fn in table.items()})
     module.isinf = _np_function(np.isinf, bool_result=True)
