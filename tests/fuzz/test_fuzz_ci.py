@@ -7,9 +7,11 @@ reruns it. Longer runs by hand (shrunk reproducers go to /tmp/fuzz_out):
 
     python -m tests.fuzz --seed 1 --minutes 30 [--mode python] [--triton]
 
-KNOWN_OPEN marks seeds that fail on an open bug (xfail, not strict: an XPASS means the bug is gone and the
-entry can go; a FOUND seed can go with it). A seed's program changes when the generator does: after a
-change to generator.py, ops.py or pyprog.py, check that FOUND seeds still fail on their bug.
+FOUND holds the programs longer runs found failing, one or two per cause: they run here from then on, as
+regression tests of their fixes. KNOWN_OPEN marks the seeds that fail on a bug still open (xfail, not
+strict: an XPASS means the bug is gone and the entry can go). A seed's program changes when the generator
+does: after a change to generator.py, ops.py or pyprog.py, rerun the FOUND seeds' causes by their own
+tests (each cause has one in tests/compiler or tests/capture) rather than trusting the seeds.
 """
 import functools
 
@@ -19,12 +21,12 @@ from . import generator, pyprog, shrink
 from .runner import FAILURES, describe
 from .worker import Worker
 
-# Programs longer runs found failing, each on a bug still open (shrunk reproducers: python -m tests.fuzz
+# Programs longer runs found failing, and what they found (shrunk reproducers: python -m tests.fuzz
 # --seed 0 --start SEED --count 1 [--mode python | --triton]).
 FOUND = {
 }
+# Seeds failing on a bug still open.
 KNOWN_OPEN = {
-    **FOUND,
 }
 
 
