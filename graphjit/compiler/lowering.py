@@ -1327,7 +1327,9 @@ def argmin(x, dim=None, keepdim=False):
 
 def _arg_reduce(x, dim, keepdim, kind):
     """argmax/argmin as two reductions: the extreme (NaN if any, as eager), then the smallest index whose
-    value equals it (or is NaN when it is): eager's first-occurrence rule."""
+    value equals it (or is NaN when it is): eager's first-occurrence rule. A 16-bit x computed in the
+    same kernel is compared as its dtype holds it, as the extreme is stored: otherwise no value may equal
+    the extreme, and the index would be the length."""
     if x.dtype == torch.bool or not x.sizes:
         raise NotLowered("argmax/argmin of a bool or 0-d tensor")
     if dim is None:                 # over every element, in row-major order
@@ -1349,6 +1351,8 @@ def _arg_reduce(x, dim, keepdim, kind):
         src = list(index)
         src[dim] = r
         value, best = x_loader(src), extreme_loader(index)
+        if x.dtype in (torch.bfloat16, torch.float16):
+            value = ops.to_dtype(value, x.dtype)    # as the stored extreme: rounded to the 16-bit dtype
         hit = ops.eq(value, best)
         if floating:
             hit = ops.logical_or(hit, ops.logical_and(ops.isnan(value), ops.isnan(best)))

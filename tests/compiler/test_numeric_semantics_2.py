@@ -2,7 +2,8 @@
 (where Triton is installed) the Triton interpreter, each function called on several fresh inputs that
 hold odd values (NaN, infinities, -0.0, huge numbers): clamp to NaN bounds and to bounds out of
 order, Python scalars meeting a 16-bit tensor (eager converts a fill, a where branch, a clamp bound, add's
-scalar and alpha, pow's and remainder's number, a compared number to the tensor's dtype first).
+scalar and alpha, pow's and remainder's number, a compared number to the tensor's dtype first), argmax and
+argmin of 16-bit values computed in the same kernel (compared as stored, like the extreme they look for).
 """
 import warnings
 
@@ -117,3 +118,18 @@ def test_scalars_that_become_16_bit_elements(dtype, backend):
 def test_scalar_operands_of_16_bit_arithmetic(dtype, backend):
     check_calls(scalar_operands, [(odd_values((4, 9), dtype, seed), odd_values((4, 9), dtype, seed + 5))
                                   for seed in range(2)], backend)
+
+
+# ---- argmax/argmin of a 16-bit value computed in the same kernel ---------------------------------------
+
+def arg_extremes(x, c):
+    return ((x * 1.001).argmax(1), (x * 1.001).argmin(), (x.exp() + 0.3).argmax(0), (x * 1.001).argmax(),
+            torch.where(c, 1e20, (x // -1.5).cumprod(-1)).argmax(), (x - 0.1).argmin(1, keepdim=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_arg_extremes_of_computed_16_bit_values(dtype, backend):
+    """The index of the first extreme (the first NaN where there is one), never the length of the dim."""
+    check_calls(arg_extremes, [(odd_values((4, 37), dtype, seed),
+                                torch.rand(4, 37, generator=torch.Generator().manual_seed(seed)) < 0.2)
+                               for seed in range(3)], backend)
