@@ -10,7 +10,6 @@ ops (mm, convolution, attention) and ops without a lowering become ExternKernels
 Whether a lazy value read by several ops is computed once into a buffer is the scheduler's policy
 (scheduler.realize_reason); this file only applies it.
 """
-import functools
 import math
 import operator
 

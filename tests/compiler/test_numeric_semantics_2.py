@@ -92,9 +92,9 @@ def test_clamp_to_tensor_bounds_with_nan(backend):
 def scalar_elements(x, c):
     """Scalars that become elements of a 16-bit result: each read afterwards as it is, not re-rounded."""
     big = 1e15 if x.dtype == torch.bfloat16 else 10001.3    # float16 refuses a bound beyond its range
-    return (x.clamp(-0.1, 0.1).float(), x.nan_to_num(0.0).clamp(-big, big).long(), F.hardtanh(x, -0.1, 0.1).float(),
-            torch.clamp_min(x, 0.1).float(), torch.where(c, 0.1, x).float(), torch.where(c, x, 1e20).float(),
-            x.masked_fill(c, 0.1).float(), torch.full_like(x, 0.1).float(),
+    return (x.clamp(-0.1, 0.1).float(), x.nan_to_num(0.0).clamp(-big, big).long(),
+            F.hardtanh(x, -0.1, 0.1).float(), torch.clamp_min(x, 0.1).float(), torch.where(c, 0.1, x).float(),
+            torch.where(c, x, 1e20).float(), x.masked_fill(c, 0.1).float(), torch.full_like(x, 0.1).float(),
             x.nan_to_num(0.1, 1e15, -1e15).float(), F.pad(x, (1, 1), value=0.1).float())
 
 
@@ -103,8 +103,8 @@ def scalar_operands(x, y):
     huge values: eager's vectorized and scalar loops differ)."""
     tenth = torch.tensor(0.1, dtype=x.dtype).item()
     return (x + 0.1, 0.1 - x, x - 0.1, torch.sub(x, y, alpha=1.0001), torch.add(x, 0.1, alpha=1.0001),
-            x.abs() ** 1.3, 1.3 ** x, torch.where(x.abs() < 1e3, x, 0.5) % 0.1, x == tenth, torch.full_like(x, tenth) == 0.1,
-            torch.full_like(x, tenth) > 0.1)
+            x.abs() ** 1.3, 1.3 ** x, torch.where(x.abs() < 1e3, x, 0.5) % 0.1, x == tenth,
+            torch.full_like(x, tenth) == 0.1, torch.full_like(x, tenth) > 0.1)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
