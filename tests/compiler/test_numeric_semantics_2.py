@@ -30,10 +30,15 @@ def odd_values(shape, dtype, seed):
     return x.to(dtype)
 
 
-def check_calls(fn, input_sets, backend, **tolerance):
-    """fn compiled once (every graph through graphjit's compiler, none run as captured), called on each
-    input set in turn, against eager on copies: outputs (values, dtypes, shapes) and the inputs after the
-    call. Exact unless a tolerance is given."""
+def mask(shape, share, seed):
+    """A random bool tensor, True with probability `share`."""
+    return torch.rand(shape, generator=torch.Generator().manual_seed(seed)) < share
+
+
+def check_calls(fn, make_inputs, backend, calls=3):
+    """fn through the frontend and graphjit's compiler against eager on fresh inputs (make_inputs(seed)) over
+    several calls: outputs (values, dtypes, shapes) and the inputs after each call identical, NaN for NaN;
+    every graph compiled (none ran as captured)."""
     graphjit.reset()
     compiled_graphs = []
 
@@ -42,21 +47,20 @@ def check_calls(fn, input_sets, backend, **tolerance):
         compiled_graphs.append(hasattr(compiled, "launches" if backend == "triton" else "source"))
         return compiled
     compiled_fn = graphjit.compile(fn, backend=compiling_backend)
-    tolerance = tolerance or dict(rtol=0, atol=0)
-    for call, inputs in enumerate(input_sets):
-        eager_in, compiled_in = [_copy(t) for t in inputs], [_copy(t) for t in inputs]
+    for seed in range(calls):
+        args = make_inputs(seed)
+        eager_args = [_copy(t) for t in args]
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)     # a compiler failure warns, then runs eagerly
-            got = compiled_fn(*compiled_in)
-        want = fn(*eager_in)
+            got = compiled_fn(*args)
+        want = fn(*eager_args)
         assert len(_leaves(got)) == len(_leaves(want))
-        for k, (g, w) in enumerate(zip(_leaves(got), _leaves(want))):
-            assert (g.shape, g.dtype) == (w.shape, w.dtype), f"call {call} output {k}"
-            torch.testing.assert_close(g, w, equal_nan=True, **tolerance,
-                                       msg=lambda m: f"call {call} output {k}: {m}")
-        for k, (g, w) in enumerate(zip(compiled_in, eager_in)):
-            torch.testing.assert_close(g, w, equal_nan=True, **tolerance,
-                                       msg=lambda m: f"call {call} input {k} after: {m}")
+        outputs, inputs_after = zip(_leaves(got), _leaves(want)), zip(args, eager_args)
+        for what, pairs in (("output", outputs), ("input after the call", inputs_after)):
+            for k, (g, w) in enumerate(pairs):
+                assert (g.shape, g.dtype) == (w.shape, w.dtype), f"call {seed} {what} {k}"
+                torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0,
+                                           msg=lambda m: f"call {seed} {what} {k}: {m}")
     assert compiled_graphs and all(compiled_graphs), "a graph ran as captured instead of compiled"
 
 
@@ -73,7 +77,7 @@ NAN_BOUNDS = [
 
 @pytest.mark.parametrize("fn", NAN_BOUNDS, ids=range(len(NAN_BOUNDS)))
 def test_clamp_to_nan_and_out_of_order_number_bounds(fn, backend):
-    check_calls(lambda x: fn(x), [(odd_values((3, 7), torch.float32, seed),) for seed in range(2)], backend)
+    check_calls(fn, lambda seed: [odd_values((3, 7), torch.float32, seed)], backend)
 
 
 def clamp_to_tensor_bounds(x, lo, hi):
@@ -81,10 +85,9 @@ def clamp_to_tensor_bounds(x, lo, hi):
 
 
 def test_clamp_to_tensor_bounds_with_nan(backend):
-    check_calls(clamp_to_tensor_bounds, [(odd_values((4, 7), torch.float32, seed),
-                                          odd_values((7,), torch.float32, seed + 10),
-                                          odd_values((4, 1), torch.float32, seed + 20)) for seed in range(2)],
-                backend)
+    check_calls(clamp_to_tensor_bounds, lambda seed: [odd_values((4, 7), torch.float32, seed),
+                                                       odd_values((7,), torch.float32, seed + 10),
+                                                       odd_values((4, 1), torch.float32, seed + 20)], backend)
 
 
 # ---- Python scalars with a 16-bit tensor: converted to its dtype where eager converts them -------------
@@ -109,15 +112,13 @@ def scalar_operands(x, y):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_scalars_that_become_16_bit_elements(dtype, backend):
-    check_calls(scalar_elements, [(odd_values((4, 9), dtype, seed),
-                                   torch.rand(4, 9, generator=torch.Generator().manual_seed(seed)) < 0.5)
-                                  for seed in range(2)], backend)
+    check_calls(scalar_elements, lambda seed: [odd_values((4, 9), dtype, seed), mask((4, 9), 0.5, seed)], backend)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_scalar_operands_of_16_bit_arithmetic(dtype, backend):
-    check_calls(scalar_operands, [(odd_values((4, 9), dtype, seed), odd_values((4, 9), dtype, seed + 5))
-                                  for seed in range(2)], backend)
+    check_calls(scalar_operands, lambda seed: [odd_values((4, 9), dtype, seed), odd_values((4, 9), dtype, seed + 5)],
+                backend)
 
 
 # ---- argmax/argmin of a 16-bit value computed in the same kernel ---------------------------------------
@@ -130,6 +131,4 @@ def arg_extremes(x, c):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_arg_extremes_of_computed_16_bit_values(dtype, backend):
     """The index of the first extreme (the first NaN where there is one), never the length of the dim."""
-    check_calls(arg_extremes, [(odd_values((4, 37), dtype, seed),
-                                torch.rand(4, 37, generator=torch.Generator().manual_seed(seed)) < 0.2)
-                               for seed in range(3)], backend)
+    check_calls(arg_extremes, lambda seed: [odd_values((4, 37), dtype, seed), mask((4, 37), 0.2, seed)], backend)
