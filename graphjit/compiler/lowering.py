@@ -771,6 +771,20 @@ def _clamp_bound(x, bound, dtype, side):
     return make_pointwise(lambda v, b: ops.where(beyond(v, b), b, v), x, bound, dtype=dtype)
 
 
+@register(aten.softshrink.default)
+def softshrink(x, lambd=0.5):
+    """x moved toward 0 by lambd, 0 (of x's sign) within it, NaN kept. Eager's kernel reads lambd in float32
+    for a 16-bit x, so it is not converted (a comparison with a number would convert it)."""
+    dtype = out_meta().dtype
+
+    def fn(v):
+        lam = ops.constant(lambd, dtype)
+        inside = ops.mul(v, ops.constant(0, dtype))
+        return ops.where(ops.gt(v, lam), ops.sub(v, lam),
+                         ops.where(ops.lt(v, ops.neg(lam)), ops.add(v, lam), inside))
+    return make_pointwise(fn, x, dtype=dtype)
+
+
 @register(aten.gelu.default)
 def gelu(x, approximate="none"):
     def exact(v):

@@ -102,12 +102,14 @@ def scalar_elements(x, c):
 
 
 def scalar_operands(x, y):
-    """Scalars eager's kernels convert to a 16-bit tensor's dtype before computing with them (remainder of
-    huge values: eager's vectorized and scalar loops differ)."""
+    """Scalars eager's kernels convert to a 16-bit tensor's dtype before computing with them, and
+    softshrink's lambd, which eager reads in float32 (remainder of huge values: eager's vectorized and
+    scalar loops differ)."""
     tenth = torch.tensor(0.1, dtype=x.dtype).item()
     return (x + 0.1, 0.1 - x, x - 0.1, torch.sub(x, y, alpha=1.0001), torch.add(x, 0.1, alpha=1.0001),
             x.abs() ** 1.3, 1.3 ** x, torch.where(x.abs() < 1e3, x, 0.5) % 0.1, x == tenth,
-            torch.full_like(x, tenth) == 0.1, torch.full_like(x, tenth) > 0.1)
+            torch.full_like(x, tenth) == 0.1, torch.full_like(x, tenth) > 0.1, F.hardshrink(x, 0.10008),
+            F.softshrink(x, 0.10008), F.softshrink(x.float(), 0.10008), F.threshold(x, 0.10008, 7.0))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
@@ -117,8 +119,11 @@ def test_scalars_that_become_16_bit_elements(dtype, backend):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_scalar_operands_of_16_bit_arithmetic(dtype, backend):
-    check_calls(scalar_operands, lambda seed: [odd_values((4, 9), dtype, seed), odd_values((4, 9), dtype, seed + 5)],
-                backend)
+    def inputs(seed):
+        x = odd_values((4, 9), dtype, seed)
+        x[0, :2] = torch.tensor([0.10008, -0.10008])    # 0.10008 rounded to dtype: softshrink's lambd is not
+        return [x, odd_values((4, 9), dtype, seed + 5)]
+    check_calls(scalar_operands, inputs, backend)
 
 
 # ---- argmax/argmin of a 16-bit value computed in the same kernel ---------------------------------------
