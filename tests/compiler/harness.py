@@ -87,6 +87,18 @@ def describe(case):
     return ", ".join(parts)
 
 
+def compiling_backend(backend):
+    """(graphjit's backend, a list noting per graph whether it compiled for `backend`, "cpp" or "triton",
+    rather than running as captured)."""
+    compiled_graphs = []
+
+    def compile_graph(gm, example_inputs):
+        compiled = graphjit_backend(gm, example_inputs)
+        compiled_graphs.append(hasattr(compiled, "launches" if backend == "triton" else "source"))
+        return compiled
+    return compile_graph, compiled_graphs
+
+
 def kernel_count(compiled):
     return sum(isinstance(i, Kernel) for i in compiled.items)
 

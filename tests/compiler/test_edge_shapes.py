@@ -18,9 +18,10 @@ import torch
 import torch.nn.functional as F
 
 import graphjit
-from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler import decompose, ir, lowering, scheduler
 from graphjit.compiler.codegen import triton as triton_codegen
+
+from .harness import compiling_backend
 
 def _leaves(value):
     return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
@@ -37,16 +38,11 @@ def check(fn, *inputs, backend, **tolerance):
     """fn through the frontend and graphjit's compiler against eager, on copies of inputs: outputs, and the
     inputs after the call; every graph must have compiled (none ran as captured)."""
     graphjit.reset()
-    compiled_graphs = []
-
-    def compiling_backend(gm, example_inputs):
-        compiled = graphjit_backend(gm, example_inputs)
-        compiled_graphs.append(hasattr(compiled, "launches" if backend == "triton" else "source"))
-        return compiled
+    counting_backend, compiled_graphs = compiling_backend(backend)
     eager_in, compiled_in = [_copy(t) for t in inputs], [_copy(t) for t in inputs]
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)     # a compiler failure warns, then runs eagerly
-        got = graphjit.compile(fn, backend=compiling_backend)(*compiled_in)
+        got = graphjit.compile(fn, backend=counting_backend)(*compiled_in)
     want = fn(*eager_in)
     assert compiled_graphs and all(compiled_graphs), "a graph ran as captured instead of compiled"
     assert len(_leaves(got)) == len(_leaves(want))

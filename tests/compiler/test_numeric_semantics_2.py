@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import graphjit
-from graphjit.backends.registry import graphjit_backend
 
+from .harness import compiling_backend
 from .test_edge_shapes import _copy, _leaves
 
 NAN, INF = float("nan"), float("inf")
@@ -40,13 +40,8 @@ def check_calls(fn, make_inputs, backend, calls=3):
     several calls: outputs (values, dtypes, shapes) and the inputs after each call identical, NaN for NaN;
     every graph compiled (none ran as captured)."""
     graphjit.reset()
-    compiled_graphs = []
-
-    def compiling_backend(gm, example_inputs):
-        compiled = graphjit_backend(gm, example_inputs)
-        compiled_graphs.append(hasattr(compiled, "launches" if backend == "triton" else "source"))
-        return compiled
-    compiled_fn = graphjit.compile(fn, backend=compiling_backend)
+    counting_backend, compiled_graphs = compiling_backend(backend)
+    compiled_fn = graphjit.compile(fn, backend=counting_backend)
     for seed in range(calls):
         args = make_inputs(seed)
         eager_args = [_copy(t) for t in args]
