@@ -10,7 +10,6 @@ ops (mm, convolution, attention) and ops without a lowering become ExternKernels
 Whether a lazy value read by several ops is computed once into a buffer is the scheduler's policy
 (scheduler.realize_reason); this file only applies it.
 """
-import functools
 import math
 import operator
 
@@ -520,6 +519,17 @@ def cast(x, dtype):
     return Pointwise(x.sizes, dtype, x.device, lambda index: ops.to_dtype(loader(index), dtype))
 
 
+def held(value, dtype):
+    """A Python number as an element of dtype holds it: rounded for a 16-bit float (1e15 is
+    998356558020608.0 in bfloat16, 1e5 is inf in float16), as is for any other dtype. Eager converts a
+    scalar so where it becomes an element of the result or an operand in the tensor's dtype (a fill, a
+    where branch, a clamp bound, add's alpha on the CPU)."""
+    if dtype in (torch.bfloat16, torch.float16) and isinstance(value, (int, float)) and \
+            not isinstance(value, bool):
+        return torch.tensor(float(value), dtype=torch.float64).to(dtype).item()
+    return value
+
+
 def make_pointwise(fn, *inputs, dtype, compute_dtype=None, fn_dtype=None, sizes=None, input_dtypes=None):
     """Elementwise fn over inputs (values or Python scalars), broadcast to `sizes`.
 
@@ -560,6 +570,7 @@ def promoted_dtype(*inputs, kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT):
 
 
 def constant_value(value, sizes, dtype, device=torch.device("cpu")):
+    value = held(value, dtype)
     return Pointwise(tuple(as_expr(s) for s in sizes), dtype, device, lambda index: ops.constant(value, dtype))
 
 
@@ -703,45 +714,45 @@ def _register_table():
         register(*overloads(packet))(
             lambda a, b, name=name: make_pointwise(getattr(ops, name), a, b, dtype=out_meta().dtype))
     for packet, name in COMPARISONS.items():
-        register(*overloads(packet))(
-            lambda a, b, name=name: make_pointwise(getattr(ops, name), a, b, dtype=torch.bool,
-                                                   compute_dtype=promoted_dtype(a, b), fn_dtype=torch.bool))
+        register(*overloads(packet))(lambda a, b, name=name: compare(name, a, b))
 
 
 _register_table()
 
 
+def compare(name, a, b):
+    """a <name> b in their common dtype; a number operand is converted to it first, as eager does (x == 0.1
+    holds for a float16 x of 0.0999755859375)."""
+    dtype = promoted_dtype(a, b)
+    return make_pointwise(getattr(ops, name), held(a, dtype), held(b, dtype), dtype=torch.bool,
+                          compute_dtype=dtype, fn_dtype=torch.bool)
+
+
 @register(*overloads(aten.add))
 def add(a, b, alpha=1):
-    if alpha != 1:
-        b = make_pointwise(ops.mul, b, alpha, dtype=out_meta().dtype)
-    return make_pointwise(ops.add, a, b, dtype=out_meta().dtype)
+    return make_pointwise(ops.add, *_add_operands(a, b, alpha), dtype=out_meta().dtype)
 
 
 @register(*overloads(aten.sub))
 def sub(a, b, alpha=1):
-    if alpha != 1:
-        b = make_pointwise(ops.mul, b, alpha, dtype=out_meta().dtype)
-    return make_pointwise(ops.sub, a, b, dtype=out_meta().dtype)
-
-
-@register(*overloads(aten.remainder, ("Tensor", "Scalar", "Scalar_Tensor")))
-def remainder(a, b):
-    """Python's %. A Python number operand is first converted to the result's dtype, as eager's kernel
-    takes it (add, mul and div keep a number in float32 for 16-bit tensors; remainder does not)."""
-    dtype = out_meta().dtype
-    a, b = (v if is_value(v) else _scalar_in(v, dtype) for v in (a, b))
-    return make_pointwise(ops.remainder, a, b, dtype=dtype)
-
-
-def _scalar_in(value, dtype):
-    """A Python number as dtype holds it (as a Python number)."""
-    return torch.tensor(value, dtype=torch.float64 if isinstance(value, float) else None).to(dtype).item()
+    return make_pointwise(ops.sub, *_add_operands(a, b, alpha), dtype=out_meta().dtype)
 
 
 @register(aten.rsub.Scalar, aten.rsub.Tensor)
 def rsub(a, b, alpha=1):
     return sub(b, a, alpha)
+
+
+def _add_operands(a, b, alpha):
+    """add's operands a and b * alpha. For a 16-bit result on the CPU eager's kernel converts number
+    operands and alpha to the dtype first (x + 0.1 adds 0.0999755859375 in float16); CUDA's reads them
+    in float32."""
+    meta = out_meta()
+    if meta.device.type == "cpu":
+        a, b, alpha = (held(v, meta.dtype) for v in (a, b, alpha))
+    if alpha == 1:
+        return a, b
+    return a, make_pointwise(ops.mul, b, alpha, dtype=meta.dtype)
 
 
 @register(*overloads(aten.div, ("Tensor", "Scalar", "Tensor_mode", "Scalar_mode")))
@@ -755,7 +766,9 @@ def div(a, b, rounding_mode=None):
 
 @register(*overloads(aten.pow, ("Tensor_Scalar", "Tensor_Tensor", "Scalar")))
 def pow(a, b):
+    """A number base or exponent is converted to the result's dtype first, as eager's kernels do."""
     dtype = out_meta().dtype
+    a, b = held(a, dtype), held(b, dtype)
     if is_value(a) and not is_value(b) and dtype.is_floating_point:
         special = {2: ops.square, 0.5: ops.sqrt, 1: lambda x: x, -1: ops.reciprocal,
                    3: lambda x: ops.mul(ops.square(x), x)}
@@ -764,21 +777,67 @@ def pow(a, b):
     return make_pointwise(ops.pow, a, b, dtype=dtype)
 
 
+@register(*overloads(aten.remainder))
+def remainder(a, b):
+    """A number operand is converted to the result's dtype first, as eager's kernels do."""
+    dtype = out_meta().dtype
+    return make_pointwise(ops.remainder, held(a, dtype), held(b, dtype), dtype=dtype)
+
+
 @register(aten.where.self)
 def where(cond, a, b):
     dtype = out_meta().dtype
+    a, b = held(a, dtype), held(b, dtype)
     return make_pointwise(ops.where, cond, a, b, dtype=dtype, input_dtypes=(torch.bool, dtype, dtype))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor)
 def clamp(x, min=None, max=None):
-    dtype = out_meta().dtype
-    out = cast(x, dtype)
+    return _clamp(x, min, max, torch.clamp)
+
+
+@register(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(x, min):
+    return _clamp(x, min, None, torch.clamp_min)
+
+
+@register(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(x, max):
+    return _clamp(x, None, max, torch.clamp_max)
+
+
+@register(aten.hardtanh.default)
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    return _clamp(x, min_val, max_val, torch.nn.functional.hardtanh)
+
+
+def _clamp(x, min, max, eager_fn):
+    """x limited to [min, max] as eager_fn limits it: the min bound first, then the max bound (min > max
+    gives max). A number bound is converted to the result's dtype first, as eager's kernels do; a NaN
+    number bound makes every element NaN or is ignored, as eager_fn does with it (_nan_bound_fills)."""
+    meta = out_meta()
+    if _is_nan_number(min) or _is_nan_number(max):
+        if _nan_bound_fills(eager_fn, min, max):
+            return constant_value(math.nan, meta.shape, meta.dtype, meta.device)
+        min, max = (None if _is_nan_number(b) else b for b in (min, max))
+    out = cast(x, meta.dtype)
     if min is not None:
-        out = _clamp_bound(out, min, dtype, "min")
+        out = _clamp_bound(out, held(min, meta.dtype), meta.dtype, "min")
     if max is not None:
-        out = _clamp_bound(out, max, dtype, "max")
+        out = _clamp_bound(out, held(max, meta.dtype), meta.dtype, "max")
     return out
+
+
+def _is_nan_number(bound):
+    return isinstance(bound, float) and bound != bound
+
+
+def _nan_bound_fills(eager_fn, *bounds):
+    """Whether eager_fn with these number bounds, one of them NaN, makes every element NaN (clamp with
+    both bounds; with one bound too in torch 2.13 and later, while 2.11 ignores it): asked of the
+    installed torch, on a zero."""
+    args = [b for b in bounds if b is not None] if eager_fn is not torch.clamp else bounds
+    return bool(eager_fn(torch.zeros(1), *args).isnan().item())
 
 
 # (bound, whether a tie takes the bound) -> the test replacing x by the bound; maximum/minimum for tensors
@@ -789,36 +848,28 @@ _CLAMP_LIMIT = {"min": ops.maximum, "max": ops.minimum}
 def _clamp_bound(x, bound, dtype, side):
     """x limited by one bound, as eager's clamp. A number replaces the elements beyond it; a tie keeps x on
     the CPU (std::max: relu6(-0.0) is -0.0) and, on CUDA, takes fmaxf/fminf's choice, which orders -0.0
-    below +0.0 (relu6(-0.0) is +0.0, clamp(0.0, max=-0.0) is -0.0); NaN stays. A tensor bound, or a NaN
-    number where eager propagates it, goes through maximum/minimum (NaN wins; eager's own choice on a tie
-    with a tensor bound depends on vectorization)."""
-    if is_value(bound) or (bound != bound and _clamp_to_nan_is_nan()):
+    below +0.0 (relu6(-0.0) is +0.0, clamp(0.0, max=-0.0) is -0.0); NaN stays. A tensor bound goes
+    through maximum/minimum (NaN wins; eager's own choice on a tie with a tensor bound depends on
+    vectorization)."""
+    if is_value(bound):
         return make_pointwise(_CLAMP_LIMIT[side], x, bound, dtype=dtype)
     takes_bound = x.device.type == "cuda" and bound == 0 and (math.copysign(1.0, bound) < 0) == (side == "max")
     beyond = _CLAMP_BEYOND[side, takes_bound]
     return make_pointwise(lambda v, b: ops.where(beyond(v, b), b, v), x, bound, dtype=dtype)
 
 
-@functools.cache
-def _clamp_to_nan_is_nan():
-    """Whether eager's clamp to a NaN number makes every element NaN (torch 2.13, 2.14) or ignores that
-    bound (2.11): asked of the installed torch."""
-    return bool(torch.zeros(1, device="cpu").clamp(min=float("nan")).isnan().item())
+@register(aten.softshrink.default)
+def softshrink(x, lambd=0.5):
+    """x moved toward 0 by lambd, 0 (of x's sign) within it, NaN kept. Eager's kernel reads lambd in float32
+    for a 16-bit x, so it is not converted (a comparison with a number would convert it)."""
+    dtype = out_meta().dtype
 
-
-@register(aten.clamp_min.default, aten.clamp_min.Tensor)
-def clamp_min(x, min):
-    return clamp(x, min=min)
-
-
-@register(aten.clamp_max.default, aten.clamp_max.Tensor)
-def clamp_max(x, max):
-    return clamp(x, max=max)
-
-
-@register(aten.hardtanh.default)
-def hardtanh(x, min_val=-1.0, max_val=1.0):
-    return clamp(x, min_val, max_val)
+    def fn(v):
+        lam = ops.constant(lambd, dtype)
+        inside = ops.mul(v, ops.constant(0, dtype))
+        return ops.where(ops.gt(v, lam), ops.sub(v, lam),
+                         ops.where(ops.lt(v, ops.neg(lam)), ops.add(v, lam), inside))
+    return make_pointwise(fn, x, dtype=dtype)
 
 
 @register(aten.gelu.default)
@@ -1241,7 +1292,7 @@ def constant_pad_nd(x, pad, value=0):
                 mask = c if mask is None else ops.logical_and(mask, c)
         if mask is None:
             return loader(src)
-        return ops.masked(mask, lambda: loader(src), value, meta.dtype)
+        return ops.masked(mask, lambda: loader(src), held(value, meta.dtype), meta.dtype)
     return Pointwise(sizes, meta.dtype, meta.device, inner)
 
 
@@ -1400,6 +1451,8 @@ def _arg_reduce(x, dim, keepdim, kind):
         src = list(index)
         src[dim] = r
         value, best = x_loader(src), extreme_loader(index)
+        if x.dtype in (torch.bfloat16, torch.float16):
+            value = ops.to_dtype(value, x.dtype)    # as the stored extreme: rounded to the 16-bit dtype
         hit = ops.eq(value, best)
         if floating:
             hit = ops.logical_or(hit, ops.logical_and(ops.isnan(value), ops.isnan(best)))
