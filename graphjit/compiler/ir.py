@@ -968,3 +968,18 @@ def _check_bounds(node_name, buffer, expr, sizes):
         limit = buffer.layout.storage_size()
         assert int(top) < int(limit), \
             f"{node_name} reads {buffer.name} at offset up to {top}, beyond its {limit} elements"
+
+
+
+def reduction_identity(reduction_type, acc_dtype):
+    """What a reduction over no elements gives, and where its accumulator starts: 0 for a sum; for max
+    (min) the lowest (highest) value of acc_dtype (eager raises for max/min over nothing, so only internal
+    reductions, emptied by a zero-size input, return it)."""
+    if reduction_type == "sum":
+        return 0
+    if acc_dtype == torch.bool:
+        return reduction_type == "min"
+    if acc_dtype.is_floating_point:
+        return float("-inf") if reduction_type == "max" else float("inf")
+    info = torch.iinfo(acc_dtype)
+    return info.min if reduction_type == "max" else info.max

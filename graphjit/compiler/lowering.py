@@ -24,7 +24,7 @@ from .. import config
 from . import scheduler
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
                  Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
-                 ops, product, view_as_strided, view_expand, view_permute, view_reshape,
+                 ops, product, reduction_identity, view_as_strided, view_expand, view_permute, view_reshape,
                  view_select, view_slice, view_squeeze, view_unsqueeze)
 
 aten = torch.ops.aten
@@ -588,20 +588,6 @@ def reduction_dims(dims, ndim):
     if not dims:
         return list(range(ndim))
     return sorted({d % ndim for d in dims}) if ndim else []
-
-
-def reduction_identity(reduction_type, acc_dtype):
-    """What a reduction over no elements gives: 0 for a sum; for max (min) the lowest (highest) value of
-    acc_dtype, as the accumulator starts (eager raises for max/min over nothing, so only internal
-    reductions, emptied by a zero-size input, see it)."""
-    if reduction_type == "sum":
-        return 0
-    if acc_dtype == torch.bool:
-        return reduction_type == "min"
-    if acc_dtype.is_floating_point:
-        return float("-inf") if reduction_type == "max" else float("inf")
-    info = torch.iinfo(acc_dtype)
-    return info.min if reduction_type == "max" else info.max
 
 
 def reduce(x, dims, reduction_type, dtype, keepdim, acc_dtype=None):

@@ -29,8 +29,8 @@ import struct
 import sympy
 import torch
 
-from ..ir import (BOOL_RESULT_OPS, POINTWISE_OPS, format_index, op_dtype, product, record, simplify_with_ranges,
-                  use_ops, value_range)
+from ..ir import (BOOL_RESULT_OPS, POINTWISE_OPS, format_index, op_dtype, product, record, reduction_identity,
+                  simplify_with_ranges, use_ops, value_range)
 from ... import config, logs
 from ..scheduler import Kernel, inner_vars, outer_vars
 
@@ -245,16 +245,7 @@ def literal(value, dtype):
 
 # Accumulator start values and update statements of the reductions.
 def _reduction_init(reduction_type, dtype):
-    ctype = COMPUTE_TYPES[dtype]
-    if reduction_type == "sum":
-        return literal(0, dtype)
-    if dtype == torch.bool:
-        return "false" if reduction_type == "max" else "true"
-    if dtype.is_floating_point:
-        return literal(float("-inf") if reduction_type == "max" else float("inf"), dtype)
-    info = torch.iinfo(dtype)
-    return f"{ctype}({info.min if reduction_type == 'max' else info.max}LL)" if dtype != torch.int64 else \
-        literal(info.min if reduction_type == "max" else info.max, dtype)
+    return literal(reduction_identity(reduction_type, dtype), dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------

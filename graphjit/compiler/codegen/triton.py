@@ -41,10 +41,9 @@ import time
 import sympy
 import torch
 
-from ... import logs
-from ... import config
-from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, simplify_with_ranges, use_ops,
-                  value_range)
+from ... import config, logs
+from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, reduction_identity, simplify_with_ranges,
+                  use_ops, value_range)
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
 from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..facts import GraphFacts
@@ -317,14 +316,8 @@ def wrap_int(value, dtype):
 
 def reduction_init(reduction_type, dtype):
     """The accumulator's start value (bool reductions run on int8)."""
-    if reduction_type == "sum":
-        return literal(0, dtype)
-    if dtype == torch.bool:
-        return "0" if reduction_type == "max" else "1"
-    if dtype.is_floating_point:
-        return literal(float("-inf") if reduction_type == "max" else float("inf"), dtype)
-    info = torch.iinfo(dtype)
-    return literal(info.min if reduction_type == "max" else info.max, dtype)
+    value = reduction_identity(reduction_type, dtype)
+    return str(int(value)) if dtype == torch.bool else literal(value, dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------
