@@ -77,10 +77,22 @@ EAGER_SCALARS = {op: _converting_value(op) for op in (aten.addcmul.default, aten
 EAGER_ALPHAS = (aten.index_add.default, aten.index_add_.default)
 
 
+def _pow_of_bool_exponent(x, exponent):
+    """x ** True is x and x ** False is ones, of x's dtype, as in eager (torch's meta function says int64
+    for a bool x); any other exponent: the op itself (NotImplemented lets make_fx trace it)."""
+    if isinstance(exponent, bool):
+        return x.clone() if exponent else torch.ones_like(x)
+    return NotImplemented
+
+
+# Ops whose meta function gives another dtype than eager's kernel for some scalar arguments
+EAGER_DTYPES = {aten.pow.Tensor_Scalar: _pow_of_bool_exponent}
+
+
 @functools.cache
 def decomposition_table():
     """torch's core ATen decompositions, minus every op lowering.py lowers whole or calls as an extern, plus
-    SCHEMA_FIXES, EAGER_SCALARS and EAGER_ALPHAS, and EAGER_LAYOUTS around all of them."""
+    SCHEMA_FIXES, EAGER_SCALARS, EAGER_DTYPES and EAGER_ALPHAS, and EAGER_LAYOUTS around all of them."""
     from .lowering import EXTERN_OPS, LOWERINGS
     table = dict(core_aten_decompositions())
     for op in list(table):
@@ -88,6 +100,7 @@ def decomposition_table():
             del table[op]
     table.update(SCHEMA_FIXES)
     table.update(EAGER_SCALARS)
+    table.update(EAGER_DTYPES)
     table.update({op: _converting_alpha(table[op]) for op in EAGER_ALPHAS})
     for op, layout in EAGER_LAYOUTS.items():
         table[op] = _in_eager_layout(op, layout, table.get(op))

@@ -549,3 +549,18 @@ def test_var_and_std_of_large_values(scale, backend):
         g = torch.Generator().manual_seed(seed)
         return [torch.randn(5, 37, generator=g) * scale]
     check_calls(spreads, inputs, backend)
+
+
+def bool_exponents(x, b):
+    return b ** True, b ** False, x ** True, x ** False, x.int() ** True, (b ** True) + b
+
+
+def test_pow_of_a_bool_exponent_keeps_eager_dtype(backend):
+    """x ** True is x and x ** False is ones, in x's dtype: torch's meta function says int64 for a bool x
+    (fuzz 1600373), where eager's kernel keeps bool."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(4, 5, generator=g)
+        x.view(-1)[:3] = torch.tensor([float("nan"), float("inf"), -0.0])
+        return x, torch.rand(4, 5, generator=g) < 0.5
+    check_calls(bool_exponents, inputs, backend)

@@ -52,14 +52,13 @@ FOUND = {
     ("python", 702328): "setattr(obj, name, d[k]) then d[k] = other: the attribute got the new value",
     ("python", 3101402): "the replay read a value after an earlier effect overwrote its source",
     ("python", 3300224): "del lst[0] replayed before a later effect read lst[0]",
-    ("tensor", 1600373): "bool_tensor ** True: bool result where eager's is int64",
+    ("tensor", 1600373): "bool_tensor ** True: int64 (torch's meta function) where eager's is bool",
     ("tensor", 1700416): "bfloat16 eval batch_norm rounds once where eager rounds each step",
     ("tensor", 1800481): "float32 sin differs by 1 ulp from eager's, read by a float64 sum",
     ("tensor", 1900407): "the sign of layer_norm's zero results (copysign reads it)",
 }
 # Seeds failing on a bug still open.
-KNOWN_OPEN = {key: FOUND[key] for key in [("tensor", 1600373), ("tensor", 1700416), ("tensor", 1800481),
-                                          ("tensor", 1900407)]}
+KNOWN_OPEN = {key: FOUND[key] for key in [("tensor", 1700416), ("tensor", 1800481), ("tensor", 1900407)]}
 
 
 def _plus_found(mode, seeds):
