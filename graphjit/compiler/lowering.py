@@ -10,6 +10,7 @@ ops (mm, convolution, attention) and ops without a lowering become ExternKernels
 Whether a lazy value read by several ops is computed once into a buffer is the scheduler's policy
 (scheduler.realize_reason); this file only applies it.
 """
+import functools
 import math
 import operator
 
@@ -846,9 +847,10 @@ def _clamp_bound(x, bound, dtype, side):
 
 @register(aten.softshrink.default)
 def softshrink(x, lambd=0.5):
-    """x moved toward 0 by lambd, 0 (of x's sign) within it, NaN kept. Eager's kernel reads lambd in float32
-    for a 16-bit x, so it is not converted (a comparison with a number would convert it)."""
+    """x moved toward 0 by lambd, 0 (of x's sign) within it, NaN kept; lambd read as the installed torch's
+    kernel reads it for x's dtype (_softshrink_lambd)."""
     dtype = out_meta().dtype
+    lambd = _softshrink_lambd(lambd, dtype)
 
     def fn(v):
         lam = ops.constant(lambd, dtype)
@@ -856,6 +858,21 @@ def softshrink(x, lambd=0.5):
         return ops.where(ops.gt(v, lam), ops.sub(v, lam),
                          ops.where(ops.lt(v, ops.neg(lam)), ops.add(v, lam), inside))
     return make_pointwise(fn, x, dtype=dtype)
+
+
+@functools.cache
+def _softshrink_lambd(lambd, dtype):
+    """lambd as eager's softshrink reads it for a 16-bit x: converted to x's dtype (torch 2.14) or as a
+    float32 number (torch 2.11, 2.13). Asked of the installed torch, on the first value of dtype beyond
+    lambd, where the two readings give different results."""
+    rounded = held(lambd, dtype)
+    if dtype not in (torch.bfloat16, torch.float16) or rounded == lambd:
+        return lambd
+    probe = torch.tensor([rounded], dtype=dtype)
+    if rounded < lambd:
+        probe = torch.nextafter(probe, torch.tensor([float("inf")], dtype=dtype))
+    converted = (probe - torch.tensor([rounded], dtype=dtype)).item()
+    return rounded if torch.nn.functional.softshrink(probe, lambd).item() == converted else lambd
 
 
 @register(aten.gelu.default)
