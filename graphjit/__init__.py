@@ -7,8 +7,9 @@ See docs/ARCHITECTURE.md for how it works.
 from . import config
 from .api import compile, explain, reset, disable, allow_in_graph, ExplainOutput
 from .backends.registry import register_backend, list_backends
+from .capture.dynamic import mark_dynamic, maybe_mark_dynamic, mark_static
 from .exc import Unsupported
 
 __version__ = "0.1.0"
 __all__ = ["compile", "explain", "reset", "disable", "allow_in_graph", "register_backend", "list_backends",
-           "Unsupported", "ExplainOutput", "config"]
+           "Unsupported", "ExplainOutput", "config", "mark_dynamic", "maybe_mark_dynamic", "mark_static"]

@@ -53,6 +53,11 @@ def _knob(name, kind, default, codegen=False, env=None):
 # eagerly (with one warning naming the guard that kept failing). torch.compile uses 8 as well.
 recompile_limit = _knob("recompile_limit", int, 8)
 
+# A backend that compiles for concrete sizes only (graphjit's compiler today, aot_eager) gets a graph with
+# dynamic sizes once per distinct set of sizes; past this many it runs the captured graph as it is (with
+# one warning). Backends that take symbolic sizes (eager, inductor, a callable backend) get it once.
+dynamic_sizes_limit = _knob("dynamic_sizes_limit", int, 16)
+
 # The backend used when compile() is given none: graphjit's own compiler (fused C++/OpenMP kernels on the
 # CPU, Triton kernels on NVIDIA GPUs; graphs it can't compile, or that need gradients, run as captured).
 # GRAPHJIT_BACKEND=eager runs every captured graph as it is (capture only).

@@ -1,4 +1,4 @@
-"""GRAPHJIT_LOGS=graph_breaks,recompiles,guards,bytecode,graph prints those artifacts to stderr.
+"""GRAPHJIT_LOGS=graph_breaks,recompiles,dynamic,guards,bytecode,graph prints those artifacts to stderr.
 
 Each artifact is a name; `enabled(name)` is cheap, so call sites check it before building a long string.
 """
@@ -6,7 +6,7 @@ import sys
 
 from . import config
 
-ARTIFACTS = ("graph_breaks", "recompiles", "guards", "bytecode", "graph", "output_code", "fusion", "cudagraphs",
+ARTIFACTS = ("graph_breaks", "recompiles", "dynamic", "guards", "bytecode", "graph", "output_code", "fusion", "cudagraphs",
              "autotune")
 
 

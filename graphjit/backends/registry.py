@@ -16,9 +16,12 @@ from .. import logs, modes
 _BACKENDS = {}
 
 
-def register_backend(name, takes_mode=False):
+def register_backend(name, takes_mode=False, takes_symbols=False):
+    """takes_symbols: the backend compiles a graph with symbolic sizes for all sizes at once; one that
+    doesn't gets the graph once per distinct set of sizes (backends/dynamic.py)."""
     def register(fn):
         fn.graphjit_takes_mode = takes_mode
+        fn.graphjit_takes_symbols = takes_symbols
         _BACKENDS[name] = fn
         return fn
     return register
@@ -33,7 +36,22 @@ def lookup_backend(backend, mode=None):
                              "(or pass a callable backend(gm, example_inputs) -> callable)")
         backend = _BACKENDS[backend]
     chosen = modes.lookup(mode)
-    return backend if chosen.name == "default" else InMode(backend, chosen)
+    in_mode = backend if chosen.name == "default" else InMode(backend, chosen)
+    # a callable passed by the user gets symbolic graphs as torch.compile's backends do
+    takes_symbols = getattr(backend, "graphjit_takes_symbols", True) and not chosen.cudagraphs
+    return WithSymbols(in_mode, takes_symbols)
+
+
+class WithSymbols:
+    """A backend's callable for one compile() call that also takes graphs with symbolic sizes."""
+
+    def __init__(self, backend, takes_symbols):
+        self.backend, self.takes_symbols = backend, takes_symbols
+        self.__name__ = getattr(backend, "__name__", type(backend).__name__)
+
+    def __call__(self, gm, example_inputs):
+        from .dynamic import compile_dynamic
+        return compile_dynamic(self.backend, gm, example_inputs, self.takes_symbols)
 
 
 class InMode:
@@ -72,7 +90,7 @@ def list_backends():
     return sorted(_BACKENDS)
 
 
-@register_backend("eager")
+@register_backend("eager", takes_symbols=True)
 def eager(gm, example_inputs):
     """Run the captured GraphModule as it is (no optimization): the reference backend."""
     return gm.forward
@@ -95,7 +113,7 @@ def aot_eager(gm, example_inputs):
     return traced.forward
 
 
-@register_backend("inductor")
+@register_backend("inductor", takes_symbols=True)
 def inductor(gm, example_inputs):
     """torch's own TorchInductor: the yardstick we measure graphjit's compiler against."""
     from torch._inductor.compile_fx import compile_fx

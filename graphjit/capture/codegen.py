@@ -74,7 +74,8 @@ class ReturnCodegen:
             return name
         return text
 
-    def tensor(self, var: TensorVariable):
+    def tensor(self, var):
+        """A graph value (a TensorVariable or a symbolic number) as the entry reads it."""
         if var.node.op == "placeholder" and var.source is not None:
             return var.source.expr()
         if var.node not in self.output_nodes:

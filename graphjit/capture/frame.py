@@ -20,6 +20,9 @@ from .. import config, logs
 from ..exc import Unsupported
 from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, entry_namespace,
                       graph_call_body, forward_call_body)
+from . import dynamic
+from .dynamic import DynamicPolicy
+from .guards import TENSOR as TENSOR_GUARD_COST
 from .interpreter import Tracer, BreakPoint
 from .sources import AttrSource, ItemSource
 from .variables.base import BINARY_OPS
@@ -102,12 +105,14 @@ class FrameCache:
         self.reporters = []        # per entry: returns the first failing guard's text
         self.eager = False         # recompile limit hit: always run the original
         self.last_failures = []
+        self.policy = None         # dynamic.DynamicPolicy: what earlier traces saw, which sizes vary
 
     def clear(self):
         self.entries.clear()
         self.reporters.clear()
         self.eager = False
         self.last_failures.clear()
+        self.policy = None
 
     def miss(self, fn, closure, options, args, kwargs):
         if self.eager:
@@ -121,12 +126,16 @@ class FrameCache:
         if len(self.entries) >= config.recompile_limit:
             self.eager = True
             reason = self.last_failures[-1] if self.last_failures else "unknown"
+            dynamic_part = f"; dynamic so far: {self.policy.describe()}" if self.policy is not None else ""
             warnings.warn(f"graphjit: {self.code.co_qualname} ({self.code.co_filename}:"
                           f"{self.code.co_firstlineno}) hit the recompile limit "
-                          f"({config.recompile_limit}); it runs eagerly from now on. "
-                          f"The guard that kept failing: {reason}", RuntimeWarning, stacklevel=3)
+                          f"({config.recompile_limit}); its {len(self.entries)} compiled entries keep running "
+                          f"for the inputs they were made for, other calls run eagerly. "
+                          f"The guard that kept failing: {reason}{dynamic_part}", RuntimeWarning, stacklevel=3)
             return fn(*args, **kwargs)
-        entry, reporter = translate(fn, options, args, kwargs)
+        if self.policy is None:
+            self.policy = DynamicPolicy(options.dynamic)
+        entry, reporter = translate(fn, options, args, kwargs, policy=self.policy)
         self.entries.append(entry)
         self.reporters.append(reporter)
         result = entry(closure, *args, **kwargs)
@@ -193,14 +202,14 @@ class CompiledFunction:
         self._cache = cache_for(self._code, self._options)
 
 
-def translate(fn, options, args, kwargs, defer_logging=True):
+def translate(fn, options, args, kwargs, defer_logging=True, policy=None):
     try:
-        return _translate(fn, options, args, kwargs, defer_logging)
+        return _translate(fn, options, args, kwargs, defer_logging, policy)
     except _RetryWithoutDeferral:
-        return _translate(fn, options, args, kwargs, defer_logging=False)
+        return _translate(fn, options, args, kwargs, False, policy)
 
 
-def _translate(fn, options, args, kwargs, defer_logging):
+def _translate(fn, options, args, kwargs, defer_logging, policy):
     """Trace one frame; returns (entry, guard reporter).
 
     Capture the whole frame if possible. If something can't be captured, restart the trace and stop just
@@ -210,7 +219,7 @@ def _translate(fn, options, args, kwargs, defer_logging):
     """
     start = time.perf_counter()
     record = CompileRecord(code=fn.__code__)
-    tracer = Tracer(fn, defer_logging=defer_logging)
+    tracer = Tracer(fn, defer_logging=defer_logging, policy=policy)
     try:
         try:
             result = tracer.trace(args, kwargs)
@@ -231,7 +240,7 @@ def _translate(fn, options, args, kwargs, defer_logging):
         why_not = breakable(fn, e)
         if why_not is None:
             try:
-                entry, reporter = _translate_break(fn, options, args, kwargs, e, record, defer_logging)
+                entry, reporter = _translate_break(fn, options, args, kwargs, e, record, defer_logging, policy)
             except Unsupported as e2:
                 why_not = f"graph break not possible: {e2.reason}"
             except Exception as internal:
@@ -284,10 +293,18 @@ def _finish(fn, options, tracer, record, make_tail):
     gm, sources, example_inputs = tracer.graph.finish(cg.output_nodes)
     record.op_count = tracer.graph.op_count()
     compiled = None
+    shape_guards = _shape_guards(tracer)          # before the backend: a refused mark_dynamic compiles nothing
     if record.op_count:
         logs.log("graph", lambda: f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
+        known = len(tracer.graph.shape_env.guards)
         compiled = compile_graph(gm, example_inputs, options, sources, fn.__code__.co_qualname)
         record.graph = gm
+        if len(tracer.graph.shape_env.guards) != known:    # the backend assumed more about the sizes
+            shape_guards = _shape_guards(tracer)
+    for template, guard_sources, reason in shape_guards:
+        tracer.guards.add(TENSOR_GUARD_COST, template, reason, guard_sources)
+    if shape_guards:
+        namespace.update(dynamic.guard_namespace())
     record.guards = [g.reason for g in tracer.guards.ordered()]
     logs.log("guards", f"guards of {fn.__code__.co_qualname}:\n  " + "\n  ".join(record.guards))
     namespace.update(entry_namespace(fn, tracer.guards))
@@ -296,6 +313,15 @@ def _finish(fn, options, tracer, record, make_tail):
     entry = build_entry(fn, tracer.guards, body, namespace, input_sources=sources)
     reporter = build_guard_reporter(fn, tracer.guards, dict(namespace))
     return entry, reporter
+
+
+def _shape_guards(tracer):
+    """The ShapeEnv's guards on the trace's size symbols, as (template, sources, reason)."""
+    try:
+        return tracer.graph.shape_guards()
+    except Exception as e:   # noqa: BLE001 -- e.g. a mark_dynamic dim the trace had to specialize
+        raise Unsupported(f"dynamic shapes: {e}", hint="a dim marked with graphjit.mark_dynamic was "
+                          "specialized: use maybe_mark_dynamic, or see GRAPHJIT_LOGS=dynamic") from e
 
 
 _CALLS = ("CALL", "CALL_KW", "CALL_FUNCTION_EX")
@@ -341,9 +367,9 @@ def breakable(fn, error):
     return None
 
 
-def _translate_break(fn, options, args, kwargs, error, record, defer_logging):
+def _translate_break(fn, options, args, kwargs, error, record, defer_logging, policy):
     """Trace again up to the breaking instruction; emit graph + instruction in CPython + resume call."""
-    tracer = Tracer(fn, stop_at=error.root_index, defer_logging=defer_logging)
+    tracer = Tracer(fn, stop_at=error.root_index, defer_logging=defer_logging, policy=policy)
     state = tracer.trace(args, kwargs)
     _check_deferral(tracer)
     if not isinstance(state, BreakPoint):

@@ -9,6 +9,9 @@ import re
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from . import dynamic
 
 
 def _node_name(source_expr: str) -> str:
@@ -19,29 +22,64 @@ def _node_name(source_expr: str) -> str:
     return name.lower()
 
 
+_SIZE_READS = (torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel.default)
+
+
 class OutputGraph:
     def __init__(self):
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+        self.shape_env = ShapeEnv()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
+        self.symbolic_inputs = []    # (fake tensor or SymInt, source, symbolic context) per input with symbols
         self.input_sources = []      # source per placeholder, in order
         self.example_inputs = []     # the real values read at trace time
-        self._placeholder_by_id = {}  # id(real tensor) -> (node, fake)
+        self._placeholder_by_id = {}  # id(real tensor) or ("int", source) -> (node, fake or SymInt)
         self.nn_module_attrs = {}
 
     # ---- inputs ----
-    def add_input(self, source, value: torch.Tensor):
-        """A placeholder for a tensor read from `source`; the same tensor object gets the same placeholder."""
+    def add_input(self, source, value: torch.Tensor, dynamic_dims=()):
+        """A placeholder for a tensor read from `source`; the same tensor object gets the same placeholder.
+        `dynamic_dims`: the dims given size symbols (see dynamic.py)."""
         hit = self._placeholder_by_id.get(id(value))
         if hit is not None:
             return hit
         node = self.graph.placeholder(_node_name(source.expr()))
-        fake = self.fake_mode.from_tensor(value, static_shapes=True)
+        if dynamic_dims:
+            marks = getattr(value, dynamic.MARK_DYNAMIC, {})
+            index = len(self.symbolic_inputs)
+            context = dynamic.symbolic_context(value, dynamic_dims, marks)
+            fake = self.fake_mode.from_tensor(value, source=dynamic.torch_source(index), symbolic_context=context)
+            self.symbolic_inputs.append((fake, source, context))
+        else:
+            fake = self.fake_mode.from_tensor(value, static_shapes=True)
         node.meta["example_value"] = fake
         node.meta["source"] = source
         self.input_sources.append(source)
         self.example_inputs.append(value)
         self._placeholder_by_id[id(value)] = (node, fake)
         return node, fake
+
+    def add_int_input(self, source, value: int):
+        """A SymInt graph input for the int read from `source` (an int that changes between calls)."""
+        hit = self._placeholder_by_id.get(("int", source))
+        if hit is not None:
+            return hit
+        index = len(self.symbolic_inputs)
+        from torch.fx.experimental.symbolic_shapes import DimDynamic
+        sym = self.shape_env.create_unspecified_symint_and_symbol(value, dynamic.torch_source(index),
+                                                                  DimDynamic.DYNAMIC)
+        node = self.graph.placeholder(_node_name(source.expr()))
+        node.meta["example_value"] = sym
+        node.meta["source"] = source
+        self.symbolic_inputs.append((sym, source, None))
+        self.input_sources.append(source)
+        self.example_inputs.append(value)
+        self._placeholder_by_id[("int", source)] = (node, sym)
+        return node, sym
+
+    def shape_guards(self):
+        """[(template, sources, reason)] for what the trace assumed about its size symbols."""
+        return dynamic.shape_guards(self.shape_env, self.symbolic_inputs)
 
     # ---- ops ----
     def create_node(self, kind, target, args, kwargs, example_value):
@@ -50,6 +88,12 @@ class OutputGraph:
         return node
 
     def run_fake(self, fn, args, kwargs):
+        if self.symbolic_inputs:
+            # Python meta kernels (torch/_meta_registrations.py) keep sizes symbolic where some C++ ones
+            # (CPU attention on older torch) read them as ints and specialize
+            from torch._dispatch.python import enable_python_dispatcher
+            with enable_python_dispatcher(), self.fake_mode:
+                return fn(*args, **kwargs)
         with self.fake_mode:
             return fn(*args, **kwargs)
 
@@ -60,6 +104,9 @@ class OutputGraph:
     def finish(self, output_nodes):
         """Add the output node, drop unused placeholders; returns (GraphModule, sources, example_inputs)."""
         self.graph.output(tuple(output_nodes))
+        for node in reversed(list(self.graph.nodes)):     # sizes read but never used
+            if node.op == "call_function" and node.target in _SIZE_READS and not node.users:
+                self.graph.erase_node(node)
         keep_sources, keep_inputs = [], []
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
         for node, source, value in zip(placeholders, self.input_sources, self.example_inputs):

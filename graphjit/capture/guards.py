@@ -157,19 +157,29 @@ class GuardSet:
                 if ItemSource(source, key) not in read:
                     self.add(LENGTH, f"{key!r} in {{0}}", None, (source,))
 
-    def add_tensor(self, source: Source, t: torch.Tensor):
-        """type, dtype, device, shape, stride and requires_grad of a tensor graph input."""
+    def add_tensor(self, source: Source, t: torch.Tensor, fake=None):
+        """type, dtype, device, shape, stride and requires_grad of a tensor graph input. Sizes and strides
+        that are symbolic in `fake` (dynamic dims) are left to the ShapeEnv's guards."""
         e = source.expr()
-        self.tensors[source] = t
+        sizes, strides = _static_or_none(fake.shape if fake is not None else t.shape), \
+            _static_or_none(fake.stride() if fake is not None else t.stride())
+        self.tensors[source] = (t, sizes, strides)
         self.add(TYPE, f"type({{0}}) is {self.obj(type(t))}", f"type({e}) is {type(t).__name__}", (source,),
                  tensor=True)
         checks = [
             (f"{{0}}.dtype is {self.obj(t.dtype)}", f"{e}.dtype is {t.dtype}"),
             (f"{{0}}.device == {self.obj(t.device)}", f"{e}.device == {t.device}"),
-            (f"{{0}}.shape == {tuple(t.shape)!r}", f"{e}.shape == {tuple(t.shape)}"),
-            (f"{{0}}.stride() == {t.stride()!r}", f"{e}.stride() == {t.stride()}"),
             (f"{{0}}.requires_grad is {t.requires_grad!r}", None),
         ]
+        if None not in sizes:
+            checks.append((f"{{0}}.shape == {tuple(t.shape)!r}", f"{e}.shape == {tuple(t.shape)}"))
+        else:
+            checks.append((f"{{0}}.dim() == {t.dim()}", None))
+            checks += [(f"{{0}}.size({d}) == {s}", None) for d, s in enumerate(sizes) if s is not None]
+        if None not in strides:
+            checks.append((f"{{0}}.stride() == {t.stride()!r}", f"{e}.stride() == {t.stride()}"))
+        else:
+            checks += [(f"{{0}}.stride({d}) == {s}", None) for d, s in enumerate(strides) if s is not None]
         for template, reason in checks:
             self.add(TENSOR, template, reason, (source,), tensor=True)
 
@@ -220,9 +230,9 @@ class GuardSet:
         try:
             from torch._C._dynamo.guards import TensorGuards
             sources = list(self.tensors)
-            tensors = [self.tensors[s] for s in sources]
-            checker = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
-                                   dynamic_dims_strides=[list(t.stride()) for t in tensors])
+            tensors = [self.tensors[s][0] for s in sources]
+            checker = TensorGuards(*tensors, dynamic_dims_sizes=[list(self.tensors[s][1]) for s in sources],
+                                   dynamic_dims_strides=[list(self.tensors[s][2]) for s in sources])
             if not checker.check(*tensors):
                 return None
         except Exception:   # noqa: BLE001 -- a private API: any surprise means the plain checks
@@ -239,6 +249,11 @@ class GuardSet:
 
     def __len__(self):
         return len(self.guards)
+
+
+def _static_or_none(values):
+    """Each size or stride as an int, or None where it is symbolic."""
+    return tuple(None if isinstance(v, torch.SymInt) else int(v) for v in values)
 
 
 def _hashable(value):

@@ -19,6 +19,7 @@ import torch
 from .. import config
 from ..exc import Unsupported, UserError
 from . import bytecode
+from .dynamic import DynamicPolicy
 from .graph import OutputGraph
 from .guards import GuardSet
 from .side_effects import SideEffects
@@ -163,8 +164,9 @@ class GeneratorVariable(Variable):
 class Tracer:
     """One capture of one frame: the graph, the guards, and the stack of frames being interpreted."""
 
-    def __init__(self, fn, stop_at=None, defer_logging=True):
+    def __init__(self, fn, stop_at=None, defer_logging=True, policy=None):
         self.fn = fn
+        self.policy = policy if policy is not None else DynamicPolicy(False)   # which sizes are symbolic
         self.defer_logging = defer_logging   # logger calls with constant arguments run after the graph
         self.stop_at = stop_at      # root-frame instruction index to stop before (graph breaks)
         self.root_frame = None

@@ -48,15 +48,6 @@ BACKWARD_GAPS = {}
 # generate() through a compiled forward (tests/models/test_generate.py), by zoo entry.
 GENERATE_GAPS = {}
 
-DYNAMIC_SHAPES = (
-    "no dynamic shapes yet: every decode step of generate() recompiles, because the attention mask and the"
-    " cache grow by one position per token (guard failed: kwargs['attention_mask'].shape == (2, 13), then"
-    " (2, 14) ...), after one recompile for the first decode step (kwargs['cache'].layers[0].is_initialized"
-    " is False). 8 new tokens take 8 graphs, exactly config.recompile_limit: a 9th token runs eagerly with a"
-    " warning. torch.compile takes 3 graphs (prefill, first decode step, one decode graph with automatic"
-    " dynamic shapes).")
-
-
 def params(names, gaps):
     """pytest params of zoo entries, xfail(strict=True) with the reason where `gaps` names the entry."""
     return [pytest.param(name, id=name, marks=[pytest.mark.xfail(strict=True, reason=gaps[name])]

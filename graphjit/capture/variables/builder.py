@@ -22,6 +22,7 @@ from .base import Variable, ConstantVariable, unsupported
 from .containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SizeVariable,
                          NamedTupleVariable)
 from .tensor import TensorVariable
+from .symbolic import SymNodeVariable, SYM_TYPES
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
 _TORCH_CONSTANT_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -96,6 +97,10 @@ def _wrap_uncached(tx, value, source):
         from .objects import EnvironVariable
         tx.guards.add_id(source, value)
         return EnvironVariable(source)
+    if type(value) is int and source is not None and tx.policy.int_is_dynamic(source, value):
+        tx.guards.add_type(source, int)
+        node, sym = tx.graph.add_int_input(source, value)
+        return SymNodeVariable(node, sym, source)
     if type(value) in _CONSTANT_TYPES:
         if source is not None:
             tx.guards.add_equals(source, value)
@@ -163,8 +168,10 @@ def wrap_tensor(tx, value, source):
         unsupported(f"tensor subclass {type(value).__name__}")
     if value.is_sparse or value.layout != torch.strided:
         unsupported(f"tensor with layout {value.layout}")
-    tx.guards.add_tensor(source, value)
-    node, fake = tx.graph.add_input(source, value)
+    from ..frame import _is_parameter_or_buffer
+    dims = tx.policy.tensor_dims(source, value, static_input=_is_parameter_or_buffer(value, source))
+    node, fake = tx.graph.add_input(source, value, dims)
+    tx.guards.add_tensor(source, value, fake)
     var = TensorVariable(node, fake, source)
     tx.tensor_vars[id(value)] = var
     tx.keepalive.append(value)
@@ -314,6 +321,8 @@ def wrap_fake_result(tx, node, example):
 
 def wrap_constant_result(tx, value):
     """A value computed at trace time from constants: no source, no guard."""
+    if isinstance(value, SYM_TYPES):        # a size reached some other way than an op: specialized
+        return ConstantVariable({torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(value)](value))
     if isinstance(value, torch.Tensor):
         unsupported("a tensor computed outside the graph")
     if type(value) in _CONSTANT_TYPES or isinstance(value, _TORCH_CONSTANT_TYPES):

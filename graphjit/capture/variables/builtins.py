@@ -12,6 +12,7 @@ import operator
 import torch
 
 from ...exc import Unsupported, UserError
+from . import symbolic
 from .base import Variable, ConstantVariable, NotConstant, unsupported, BINARY_OPS, COMPARE_OPS
 from .containers import (BaseListVariable, TupleVariable, ListVariable, DictVariable, SetVariable,
                          ListIteratorLike, IteratorVariable, SliceVariable, SizeVariable, NamedTupleVariable)
@@ -61,6 +62,8 @@ def _builtin_binary(tx, op, a, b):
     if result is not None:
         return result
     inplace = op.endswith("=")
+    if symbolic.takes_part(a, b):
+        return symbolic.apply(tx, BINARY_OPS[op.rstrip("=")], [a, b])
     if _is_tensor(a) or _is_tensor(b):
         if inplace and _is_tensor(a):
             return record(tx, "call_function", fn, [a, b], {}, mutates=True)
@@ -129,6 +132,8 @@ def _builtin_compare(tx, op, a, b):
     result = containers.container_compare(tx, op, a, b)  # sets and set-like dict views
     if result is not None:
         return result
+    if symbolic.takes_part(a, b):
+        return symbolic.apply(tx, fn, [a, b])
     if _is_tensor(a) or _is_tensor(b):
         if (a.is_constant() and a.as_python_constant() is None) or (b.is_constant() and b.as_python_constant() is None):
             return ConstantVariable(op == "!=")
@@ -205,6 +210,8 @@ def unary_op(tx, opname, value):
         return dunders.unary(tx, opname, value)
     if _is_tensor(value):
         return record(tx, "call_function", fn, [value], {})
+    if symbolic.takes_part(value) and fn is not operator.invert:
+        return symbolic.apply(tx, fn, [value])
     if value.is_constant():
         return _fold(tx, fn, value.as_python_constant())
     unsupported(f"{opname} on {value}")
@@ -226,7 +233,7 @@ def length(tx, obj):
     if _is_tensor(obj):
         if obj.fake.dim() == 0:
             unsupported("len() of a 0-d tensor")
-        return ConstantVariable(obj.fake.shape[0])
+        return symbolic.size_items(tx, obj, obj.fake.shape[:1])[0]
     if isinstance(obj, ConstantVariable):
         return _fold(tx, len, obj.value)
     if isinstance(obj, (BaseListVariable, DictVariable)):
@@ -339,6 +346,8 @@ def _min_max(name):
     real = min if name == "min" else max
 
     def handler(tx, *args, key=None, default=None):
+        if len(args) > 1 and key is None and symbolic.takes_part(*args):
+            return symbolic.apply(tx, real, list(args))       # torch.sym_min / sym_max
         # one iterable: each item is pulled, then its key computed, before the next is pulled
         items = containers.iterate(tx, args[0]) if len(args) == 1 else iter(args)
         kept, keys = [], []
@@ -393,6 +402,8 @@ def b_reversed(tx, seq):
 def b_abs(tx, value):
     if _is_tensor(value):
         return record(tx, "call_function", torch.abs, [value], {})
+    if symbolic.takes_part(value):
+        return symbolic.apply(tx, abs, [value])
     return value.call_method(tx, "__abs__", [], {}) if not value.is_constant() else _fold(tx, abs, value.value)
 
 
@@ -400,6 +411,8 @@ def _scalar_conversion(fn):
     def handler(tx, *args, **kwargs):
         if args and _is_tensor(args[0]):
             unsupported(f"{fn.__name__}() of a tensor needs its value", hint="keep the value as a tensor")
+        if fn in (int, float) and len(args) == 1 and not kwargs and symbolic.takes_part(args[0]):
+            return symbolic.apply(tx, fn, args)
         if all_constant(args, kwargs):
             return _fold(tx, lambda *a: fn(*a, **{k: v.as_python_constant() for k, v in kwargs.items()}),
                          *constants(*args))

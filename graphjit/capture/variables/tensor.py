@@ -4,6 +4,7 @@ import operator
 import torch
 
 from ...exc import Unsupported
+from . import symbolic
 from .base import Variable, ConstantVariable, NotConstant, unsupported
 
 DATA_DEPENDENT_HINT = ("the value of a tensor is not known while tracing: use torch.where / tensor ops "
@@ -39,7 +40,7 @@ class TensorVariable(Variable):
         from .containers import SizeVariable
         from .builder import wrap_fake_result
         if name == "shape":
-            return SizeVariable([ConstantVariable(s) for s in self.fake.shape])
+            return SizeVariable(symbolic.size_items(tx, self, self.fake.shape))
         if name in METADATA_ATTRS:
             return ConstantVariable(getattr(self.fake, name))
         if name in ("grad", "_base", "grad_fn"):
@@ -85,6 +86,10 @@ class TensorMethodVariable(Variable):
         name, fake = self.name, self.tensor.fake
         if name in DATA_METHODS:
             unsupported(f"Tensor.{name}() needs the tensor's data", hint=DATA_DEPENDENT_HINT)
+        if name in ("size", "numel", "nelement") and not kwargs:
+            sized = _symbolic_size(tx, self.tensor, name, args)
+            if sized is not None:
+                return sized
         if name in ("size", "stride") or name in METADATA_METHODS:
             from .builder import wrap_constant_result
             cargs = [a.as_python_constant() for a in args]
@@ -107,12 +112,29 @@ class TensorMethodVariable(Variable):
         return f"{self.tensor!r}.{self.name}"
 
 
+def _symbolic_size(tx, tensor, name, args):
+    """x.size(), x.size(d), x.numel() of a tensor with size symbols; None for a static one."""
+    from .containers import SizeVariable
+    fake = tensor.fake
+    if not any(symbolic.is_symbolic(s) for s in fake.shape):
+        return None
+    if name != "size":
+        return symbolic.numel_of(tx, tensor)
+    items = symbolic.size_items(tx, tensor, fake.shape)
+    if not args:
+        return SizeVariable(items)
+    d = args[0].as_python_constant()
+    if not -fake.dim() <= d < max(fake.dim(), 1):
+        return None                 # the fake op raises torch's own IndexError
+    return items[d]
+
+
 # ---- recording ops ----
 
 def to_node_args(value):
     """Variables -> what an fx node holds as an argument (nodes, constants, nested containers)."""
     from .containers import BaseListVariable, SliceVariable, DictVariable
-    if isinstance(value, TensorVariable):
+    if isinstance(value, (TensorVariable, symbolic.SymNodeVariable)):
         return value.node
     if isinstance(value, SliceVariable):
         return slice(*(to_node_args(p) for p in value.parts))
@@ -133,6 +155,8 @@ def to_fake_args(value):
     from .containers import BaseListVariable, SliceVariable, DictVariable
     if isinstance(value, TensorVariable):
         return value.fake
+    if isinstance(value, symbolic.SymNodeVariable):
+        return value.sym
     if isinstance(value, SliceVariable):
         return slice(*(to_fake_args(p) for p in value.parts))
     if isinstance(value, BaseListVariable):
@@ -178,6 +202,9 @@ def record(tx, kind, target, args, kwargs, mutates=False):
         # torch's own error, with its own message.
         raise Unsupported(f"{_target_name(target)} raised {type(e).__name__} while tracing: {e}") from e
     if not _contains_tensor(example) and not mutates:
+        if isinstance(example, symbolic.SYM_TYPES):     # torch.numel(x), torch.sym_max(n, 1) ...
+            return symbolic.wrap_sym(tx, example, lambda: tx.graph.create_node(
+                kind, target, node_args, node_kwargs, example))
         return wrap_constant_result(tx, example)
     node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
     return _same_objects(wrap_fake_result(tx, node, example), [*args, *kwargs.values()])

@@ -1,0 +1,105 @@
+"""Graphs with symbolic sizes (capture/dynamic.py) and the backends that compile them.
+
+A backend that takes symbolic sizes (marked `graphjit_dynamic`, or any callable the user passes, as
+torch.compile's contract has it) gets the graph once, inside a torch TracingContext that holds the
+trace's FakeTensorMode, so torch's backends (Inductor, AOTAutograd) see the same size symbols.
+A backend that compiles for the concrete sizes of its example inputs (graphjit's compiler today) gets
+the graph once per distinct set of the dynamic inputs' sizes and int values: `PerSize` keys each call
+on them, so a kernel made for one size never runs on another.
+"""
+import threading
+import warnings
+
+import torch
+
+from .. import config, logs
+
+
+def symbolic_inputs(gm):
+    """Positions of the placeholders whose example value has size symbols (tensor sizes or an int)."""
+    out = []
+    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.SymInt) or (
+                isinstance(value, torch.Tensor) and
+                any(isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride()))):
+            out.append(i)
+    return out
+
+
+def fake_mode_of(gm):
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value")
+        mode = getattr(value, "fake_mode", None)
+        if mode is not None:
+            return mode
+    return None
+
+
+def compile_dynamic(backend, gm, example_inputs, takes_symbols):
+    """backend's callable for gm: gm as is if it has no size symbols; else per takes_symbols."""
+    positions = symbolic_inputs(gm)
+    if not positions:
+        return backend(gm, example_inputs)
+    if takes_symbols:
+        mode = fake_mode_of(gm)
+        if mode is None:
+            return backend(gm, example_inputs)
+        from torch._guards import TracingContext, tracing
+        with tracing(TracingContext(mode)):
+            return backend(gm, example_inputs)
+    return PerSize(backend, gm, positions)
+
+
+class PerSize:
+    """Compiles the graph for each distinct (sizes, strides, int values) of its dynamic inputs."""
+
+    def __init__(self, backend, gm, positions):
+        self.backend, self.gm, self.positions = backend, gm, positions
+        self.compiled = {}
+        self.name = (gm.meta.get("graphjit") or {}).get("name", "graph")
+        self._lock = threading.Lock()
+        self._warned = False
+
+    def key(self, args):
+        out = []
+        for i in self.positions:
+            a = args[i]
+            out.append((tuple(a.shape), a.stride(), a.storage_offset()) if isinstance(a, torch.Tensor) else a)
+        return tuple(out)
+
+    def __call__(self, *args):
+        key = self.key(args)
+        fn = self.compiled.get(key)
+        if fn is None:
+            fn = self._compile(key, list(args))
+        return fn(*args)
+
+    def _compile(self, key, args):
+        with self._lock:
+            if key in self.compiled:
+                return self.compiled[key]
+            if len(self.compiled) >= config.dynamic_sizes_limit:
+                if not self._warned:
+                    self._warned = True
+                    warnings.warn(f"graphjit: graph {self.name} was compiled for {len(self.compiled)} sets of "
+                                  f"sizes (config.dynamic_sizes_limit); other sizes run the captured graph "
+                                  f"without compiling", RuntimeWarning, stacklevel=4)
+                return self.gm.forward
+            logs.log("dynamic", f"{self.name}: compiling for sizes {key}")
+            gm = torch.fx.GraphModule(self.gm, _static_copy(self.gm.graph))
+            gm.meta.update(self.gm.meta)
+            fn = self.backend(gm, args)
+            self.compiled[key] = fn
+            return fn
+
+
+def _static_copy(graph):
+    """A copy of the graph whose nodes hold no symbolic example values (a backend reading them would
+    see symbols it doesn't expect; it reads the concrete example inputs instead)."""
+    new = torch.fx.Graph()
+    env = {}
+    for node in graph.nodes:
+        env[node] = new.node_copy(node, lambda n: env[n])
+        env[node].meta.pop("example_value", None)
+    return new

@@ -1,0 +1,208 @@
+"""Dynamic shapes in capture: sequences of sizes and int values, compiled vs eager, with graph counts.
+
+Each case runs a function over a sequence of inputs with graphjit (CompileCounter backend, so the graphs
+run as captured and only capture is under test) and compares every result with eager. The counts are
+torch.compile's on the same sequences (automatic dynamic: the first call static, a recompile makes what
+changed symbolic; dims of size 0 and 1 specialized).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.testing import CompileCounter
+
+
+def run_sequence(fn, inputs, graphs, dynamic=None, backend=None):
+    """fn compiled over each args tuple of `inputs`, every result equal to eager's; `graphs` graphs."""
+    counter = CompileCounter()
+    compiled = graphjit.compile(fn, backend=backend or counter, dynamic=dynamic)
+    for args in inputs:
+        expected = fn(*args)
+        got = compiled(*args)
+        assert_same(got, expected, args)
+    if backend is None:
+        assert counter.frame_count == graphs, (counter.frame_count, graphs)
+    return counter
+
+
+def assert_same(got, expected, args):
+    if isinstance(expected, (tuple, list)):
+        assert type(got) is type(expected) and len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert_same(g, e, args)
+    elif isinstance(expected, torch.Tensor):
+        assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, expected.shape, args)
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    else:
+        assert got == expected and type(got) is type(expected), (got, expected)
+
+
+def rows(*ns, cols=4):
+    return [(torch.randn(n, cols),) for n in ns]
+
+
+def test_automatic_dynamic_one_static_graph_then_one_dynamic():
+    def f(x):
+        return (x * 2).sum(0) + x.shape[0]
+    run_sequence(f, rows(3, 5, 7, 9, 4, 5), graphs=2)
+
+
+def test_dynamic_true_one_graph_dynamic_false_one_per_size():
+    def f(x):
+        return x.view(x.shape[0], 2, -1).mean(1)
+    run_sequence(f, rows(3, 5, 7, 9), graphs=1, dynamic=True)
+    run_sequence(f, rows(3, 5, 7, 9), graphs=4, dynamic=False)
+
+
+def test_sizes_zero_and_one_are_specialized():
+    def f(x):
+        return x + x.sum(0, keepdim=True)
+    # 4 -> dynamic graph; 1 and 0 need their own (broadcasting and emptiness differ); 6 reuses the first
+    run_sequence(f, rows(4, 1, 0, 6, 1), graphs=3, dynamic=True)
+
+
+def test_mark_dynamic_gives_one_graph_and_mark_static_wins():
+    def f(x):
+        return torch.cat([x, x * 2], dim=0).relu()
+    inputs = rows(3, 5, 7)
+    for (x,) in inputs:
+        graphjit.mark_dynamic(x, 0)
+    run_sequence(f, inputs, graphs=1)
+    inputs = rows(3, 5, 7)
+    for (x,) in inputs:
+        torch._dynamo.mark_dynamic(x, 0)          # torch's own mark is honoured too
+    run_sequence(f, inputs, graphs=1)
+    inputs = rows(3, 5, 7)
+    for (x,) in inputs:
+        graphjit.mark_static(x, 0)
+    run_sequence(f, inputs, graphs=3, dynamic=True)
+
+
+def test_mark_dynamic_dim_that_must_specialize_is_refused():
+    def f(x):
+        return x.reshape(2, 3) + 1                 # only a size of 6 works: the dim specializes
+    x = torch.randn(6)
+    graphjit.mark_dynamic(x, 0)
+    counter = CompileCounter()
+    compiled = graphjit.compile(f, backend=counter)
+    torch.testing.assert_close(compiled(x), f(x))
+    assert counter.frame_count == 0
+
+
+def test_int_argument_that_changes_becomes_symbolic():
+    def f(x, n):
+        return x[:n] * n + torch.arange(n).float()
+    x = torch.randn(10)
+    run_sequence(f, [(x, 2), (x, 3), (x, 4), (x, 7)], graphs=2)
+
+
+def test_int_attribute_that_changes_becomes_symbolic():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 2
+
+        def forward(self, x):
+            return x * self.scale + x.shape[-1]
+    m = M()
+    counter = CompileCounter()
+    compiled = graphjit.compile(m, backend=counter)
+    for scale in [2, 3, 4, 5]:
+        m.scale = scale
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), m(x))
+    assert counter.frame_count == 2
+
+
+def test_int_used_as_python_index_specializes():
+    def f(x, n):
+        return x * [1.0, 2.0, 3.0, 4.0][n] + sum(range(n))
+    x = torch.randn(3)
+    # from the second call n is symbolic, but a list index needs its value: a guard per value
+    run_sequence(f, [(x, 0), (x, 1), (x, 2), (x, 3), (x, 1)], graphs=4)
+
+
+def test_branch_on_symbolic_size_guards_the_branch():
+    def f(x):
+        if x.shape[0] > 4:
+            return x * 2
+        return x - 1
+    run_sequence(f, rows(3, 5, 6, 7, 2, 3, 9), graphs=2, dynamic=True)     # one graph per side
+
+
+def test_shape_arithmetic_views_and_factories():
+    def f(x, y):
+        b, t = x.shape[0], x.shape[1]
+        h = x.reshape(b * t, -1)
+        z = torch.zeros(b, t, device=x.device) + torch.full((b, 1), 2.0)
+        w = torch.arange(t * 2).float().view(t, 2)
+        s = x[:, : t // 2].sum(-1) + y[: b * 2 : 2].sum(-1, keepdim=True)
+        return h.shape[0] + h.sum(), z, w, s, x.size(), x.numel() - 1, len(x)
+    inputs = [(torch.randn(b, t, 3), torch.randn(2 * b + 1, t)) for b, t in [(2, 4), (3, 6), (4, 5), (5, 3)]]
+    # t == 3 makes t // 2 == 1, where the slice broadcasts against the (b, 1) sum: a graph of its own
+    run_sequence(f, inputs, graphs=2, dynamic=True)
+
+
+def test_cat_split_chunk_over_dynamic_dims():
+    def f(x):
+        a, b = x.chunk(2, dim=1)
+        parts = torch.split(x, 2, dim=0)
+        return torch.cat([a, b], dim=0), parts[0] * 2, len(parts)
+    # chunk(2) along a static dim; split(2) along the dynamic dim: the count of parts is guarded
+    # (n in {5, 6} gives 3 parts, the last of 1 or 2 rows)
+    inputs = [(torch.randn(n, 6),) for n in (4, 5, 6, 6)]
+    run_sequence(f, inputs, graphs=2, dynamic=True)
+
+
+def test_reductions_softmax_attention_over_variable_length():
+    def f(q, k, v):
+        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+        return F.softmax(scores, dim=-1) @ v, F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    inputs = [tuple(torch.randn(2, t, 8) for _ in range(3)) for t in (5, 7, 9, 11)]
+    run_sequence(f, inputs, graphs=2)
+
+
+def test_conv_with_variable_spatial_size():
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def f(x):
+        return F.max_pool2d(conv(x).relu(), 2)
+    inputs = [(torch.randn(1, 3, s, s + 2),) for s in (8, 10, 12, 14)]
+    with torch.no_grad():
+        run_sequence(f, inputs, graphs=2)
+
+
+def test_graph_break_with_dynamic_sizes_resumes_correctly():
+    def f(x):
+        y = x * x.shape[0]
+        print("", end="")                          # a graph break
+        return y + x.shape[0]
+    run_sequence(f, rows(3, 5, 7, 9), graphs=4)     # two graphs per frame: static, then dynamic
+
+
+def test_returned_size_is_the_callers_value():
+    def f(x):
+        return x + 1, x.shape[0], x.shape
+    run_sequence(f, rows(3, 5, 7), graphs=1, dynamic=True)
+
+
+def test_counts_match_torch_compile_on_the_same_sequences():
+    def f(x, n):
+        return (x[:, :n] * 2).sum(1) + x.shape[0]
+    seq = [(torch.randn(b, 8), n) for b, n in [(2, 3), (3, 3), (4, 5), (5, 6), (2, 2)]]
+    torch_counter = CompileCounter()
+    torch._dynamo.reset()
+    tc = torch.compile(f, backend=torch_counter)
+    for args in seq:
+        tc(*args)
+    run_sequence(f, seq, graphs=torch_counter.frame_count)
+
+
+@pytest.mark.parametrize("backend", ["graphjit", "eager", "aot_eager"])
+def test_backends_get_dynamic_graphs_right(backend):
+    def f(x, y):
+        n = x.shape[0]
+        return (x.view(n, -1) * 2 + y[:n]).sum(0), torch.arange(n).float() * y.shape[0]
+    inputs = [(torch.randn(n, 4), torch.randn(n + 2, 4)) for n in (3, 5, 7, 4)]
+    run_sequence(f, inputs, graphs=None, dynamic=True, backend=backend)
