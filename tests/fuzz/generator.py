@@ -203,7 +203,23 @@ def _generate(seed, n_stmts, triton):
                 g.rebuild()
     g.prog.returns = _returns(g)
     g.prog.calls = _calls(g.rng)
+    _add_third_sizes(g.prog, seed)
     return g.prog
+
+
+def _add_third_sizes(prog, seed):
+    """Variant C (see program.py) and a last call with it. Its own random stream, so that the rest of a
+    seed's program is what it was without it."""
+    rng = random.Random(seed * 7919 + 17)
+    a, b = prog.sizes["A"], prog.sizes["B"]
+    c = {}
+    for s, v in b.items():
+        pool = [n for n in SIZE_POOL if n > 1 and n not in (a[s], v)]
+        c[s] = rng.choice(pool) if a[s] != v else v
+    prog.sizes["C"] = c
+    for inp in prog.inputs:
+        inp.layouts["C"] = inp.layouts["B"]
+    prog.calls.append(("C", rng.randrange(1000)))
 
 
 def _returns(g):

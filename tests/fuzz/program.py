@@ -2,7 +2,10 @@
 
 A rendered program is a plain module: `make_inputs(seed, variant)` builds the arguments, `f(*args)` is
 the function under test, `CALLS` is the call plan [(variant, seed), ...]. Variants "A" and "B" differ in
-sizes (B forces a recompile), "L" has A's sizes in other memory layouts (a recompile on strides).
+sizes (B forces a recompile), "L" has A's sizes in other memory layouts (a recompile on strides). "C",
+the last call of a plan, has B's layouts and a third value of each size that differs between A and B:
+it runs the graph made dynamic at B's recompile on sizes it was not traced with. The generator checks
+statements on A, B and L only; a C call that eager refuses ends the plan without a verdict.
 
     prog = Program(mode="tensor", seed=1, sizes={"A": {"a": 3}, "B": {"a": 5}, "L": {"a": 3}},
                    inputs=[Input("x1", "f", ("a", 4), {"A": "t", "B": "t", "L": "c"})],

@@ -41,6 +41,8 @@ def run(src, backend="graphjit", triage=True, attribute=True, calls=None):
     for i, (variant, seed) in enumerate(calls):
         step = _call(ns_e, ns_c, compiled, variant, seed)
         res["fallbacks"] += step.pop("fallbacks", [])
+        if variant == "C" and step.get("status") == "invalid":
+            break                   # third sizes the program can't take (program.py): no verdict
         if step:
             res.update(step, call=i)
             break
