@@ -132,6 +132,7 @@ class ExplainOutput:
         self.ops_per_graph = [[n for n in g.graph.nodes if n.op.startswith("call")] for g in self.graphs]
         self.guards = [g for r in records for g in r.guards]
         self.compile_times = [r.seconds for r in records]
+        self.dynamic_inputs = [d for r in records for d in r.dynamic]
 
     def __str__(self):
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
@@ -152,6 +153,12 @@ class ExplainOutput:
                     lines.append(f"     hint: {e.hint}")
                 if getattr(e, "fallback", None):
                     lines.append(f"     no graph break was possible here ({e.fallback}): the frame ran eagerly")
+        if self.dynamic_inputs:
+            lines.append("Dynamic inputs (symbolic sizes):")
+            lines += [f"  {d}" for d in self.dynamic_inputs]
+        else:
+            lines.append("Dynamic inputs: none (sizes are static on a first compile with dynamic=None; a later "
+                         "call with other sizes makes what changed symbolic, see graphjit.mark_dynamic)")
         lines.append(f"Guards ({len(self.guards)}):")
         lines += [f"  {g}" for g in self.guards]
         return "\n".join(lines)
@@ -160,7 +167,8 @@ class ExplainOutput:
 
 
 def explain(fn, *extra_args, **extra_kwargs):
-    """graphjit.explain(fn)(*args, **kwargs) -> ExplainOutput, from a fresh translation of fn."""
+    """graphjit.explain(fn)(*args, **kwargs) -> ExplainOutput, from a fresh translation of fn (dims marked
+    with mark_dynamic are symbolic in it)."""
     if extra_args or extra_kwargs:
         return explain(fn)(*extra_args, **extra_kwargs)
 

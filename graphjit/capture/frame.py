@@ -74,6 +74,7 @@ class CompileRecord:
     guards: list = dataclasses.field(default_factory=list)
     break_reason: Unsupported = None
     seconds: float = 0.0
+    dynamic: list = dataclasses.field(default_factory=list)   # the graph's symbolic inputs, described
 
 
 class Recorder:
@@ -292,6 +293,7 @@ def _finish(fn, options, tracer, record, make_tail):
     replay = tracer.side_effects.replay_lines(cg)
     gm, sources, example_inputs = tracer.graph.finish(cg.output_nodes)
     record.op_count = tracer.graph.op_count()
+    record.dynamic = tracer.graph.describe_symbolic()
     compiled = None
     shape_guards = _shape_guards(tracer)          # before the backend: a refused mark_dynamic compiles nothing
     if record.op_count:

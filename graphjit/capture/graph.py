@@ -77,6 +77,16 @@ class OutputGraph:
         self._placeholder_by_id[("int", source)] = (node, sym)
         return node, sym
 
+    def describe_symbolic(self):
+        """One line per input with size symbols: `x: sizes (s0, 4)`, `n: int s1`."""
+        out = []
+        for value, source, _ in self.symbolic_inputs:
+            if isinstance(value, torch.Tensor):
+                out.append(f"{source.expr()}: sizes ({', '.join(str(s) for s in value.shape)})")
+            else:
+                out.append(f"{source.expr()}: int {value}")
+        return out
+
     def shape_guards(self):
         """[(template, sources, reason)] for what the trace assumed about its size symbols."""
         return dynamic.shape_guards(self.shape_env, self.symbolic_inputs)

@@ -206,3 +206,27 @@ def test_backends_get_dynamic_graphs_right(backend):
         return (x.view(n, -1) * 2 + y[:n]).sum(0), torch.arange(n).float() * y.shape[0]
     inputs = [(torch.randn(n, 4), torch.randn(n + 2, 4)) for n in (3, 5, 7, 4)]
     run_sequence(f, inputs, graphs=None, dynamic=True, backend=backend)
+
+
+def test_explain_names_the_symbolic_inputs():
+    def f(x):
+        return x * 2
+    x = torch.randn(5, 3)
+    assert "Dynamic inputs: none" in str(graphjit.explain(f)(x))
+    graphjit.mark_dynamic(x, 0)
+    out = graphjit.explain(f)(x)
+    assert out.dynamic_inputs and out.dynamic_inputs[0].startswith("x: sizes (s") and ", 3)" in out.dynamic_inputs[0]
+    assert "Dynamic inputs (symbolic sizes):" in str(out)
+
+
+def test_recompile_limit_keeps_cached_entries_and_names_what_changed():
+    def f(x, t):
+        return x * t                     # a float guarded by value: every new one recompiles
+    compiled = graphjit.compile(f, backend=CompileCounter())
+    x = torch.randn(3)
+    with graphjit.config.patch(recompile_limit=2):
+        with pytest.warns(RuntimeWarning, match="keep running"):
+            for t in (0.5, 1.5, 2.5):
+                torch.testing.assert_close(compiled(x, t), f(x, t))
+        torch.testing.assert_close(compiled(x, 0.5), f(x, 0.5))      # a cached entry, still compiled
+        assert compiled._cache.entries and len(compiled._cache.entries) == 2
