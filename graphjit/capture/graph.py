@@ -28,7 +28,9 @@ _SIZE_READS = (torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel.default)
 class OutputGraph:
     def __init__(self):
         self.graph = torch.fx.Graph()
-        self.shape_env = ShapeEnv()
+        # data-dependent results (.item(), nonzero, boolean masks) raise while tracing, as without a
+        # ShapeEnv, so capture breaks there rather than making unbacked symbols
+        self.shape_env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
         self.symbolic_inputs = []    # (fake tensor or SymInt, source, symbolic context) per input with symbols
         self.input_sources = []      # source per placeholder, in order

@@ -230,3 +230,21 @@ def test_recompile_limit_keeps_cached_entries_and_names_what_changed():
                 torch.testing.assert_close(compiled(x, t), f(x, t))
         torch.testing.assert_close(compiled(x, 0.5), f(x, 0.5))      # a cached entry, still compiled
         assert compiled._cache.entries and len(compiled._cache.entries) == 2
+
+
+def test_data_dependent_ops_break_in_dynamic_traces_too():
+    def f(x):
+        y = x * 2
+        return y[y > 0], torch.nonzero(x).shape[0] + x.shape[0]
+    counter = CompileCounter()
+    compiled = graphjit.compile(f, backend=counter, dynamic=True)
+    for n in (4, 6, 9):
+        x = torch.randn(n, 3)
+        for g, e in zip(compiled(x), f(x)):
+            torch.testing.assert_close(g, e) if isinstance(e, torch.Tensor) else None
+            assert g == e if not isinstance(e, torch.Tensor) else True
+        for gm in counter.graphs:        # no unbacked (data-dependent) size in any graph
+            for node in gm.graph.nodes:
+                value = node.meta.get("example_value")
+                if isinstance(value, torch.Tensor):
+                    assert not any(str(s).startswith("u") for s in value.shape), node.format_node()
