@@ -85,7 +85,7 @@ def _gen(n):
 
 def make_inputs(seed, variant="A", perturb=None):
     g = torch.Generator().manual_seed(seed)
-    n, size = {"A": (2, 3), "B": (3, 4), "L": (2, 3)}[variant]
+    n, size = {"A": (2, 3), "B": (3, 4), "L": (2, 3), "C": (4, 5)}[variant]
     mk = (lambda: torch.randn(size, generator=g)) if variant != "L" else \\
         (lambda: torch.randn(2 * size, generator=g)[::2])
     t, u = mk(), mk()
@@ -233,6 +233,8 @@ def _generate(seed, n_stmts):
     g.prog.calls = [("A", seeds[0]), ("A", seeds[1]), (g.rng.choice("BL"), seeds[2])]
     if g.rng.random() < 0.3:
         g.prog.calls.append(("A", seeds[3]))
+    # a last call with a third n and size (program.py's variant C), from a stream of its own
+    g.prog.calls.append(("C", random.Random(seed * 7919 + 17).randrange(1000)))
     return g.prog
 
 
