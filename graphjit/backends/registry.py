@@ -124,6 +124,11 @@ def inductor(gm, example_inputs):
 def graphjit_backend(gm, example_inputs, mode=None):
     """graphjit's own compiler (graphjit/compiler): fused C++/OpenMP kernels on CPU, ATen for matmuls,
     convolutions and attention. Inference-only for now: graphs that need gradients run eagerly.
-    Also a torch.compile backend: torch.compile(model, backend=graphjit_backend)."""
+    Also a torch.compile backend: torch.compile(model, backend=graphjit_backend). It compiles for concrete
+    sizes: a graph with size symbols, however it arrives, is compiled per distinct set of sizes."""
     from ..compiler import compile_graph
+    from .dynamic import PerSize, symbolic_inputs
+    positions = symbolic_inputs(gm)
+    if positions:
+        return PerSize(lambda g, inputs: compile_graph(g, inputs, mode), gm, positions)
     return compile_graph(gm, example_inputs, mode)

@@ -13,15 +13,19 @@ import graphjit
 from graphjit.testing import CompileCounter
 
 
-def run_sequence(fn, inputs, graphs, dynamic=None, backend=None):
-    """fn compiled over each args tuple of `inputs`, every result equal to eager's; `graphs` graphs."""
+def run_sequence(fn, inputs, graphs, dynamic=None, backend=None, frontend=None):
+    """fn compiled (by graphjit, or by `frontend(fn)`) over each args tuple of `inputs`, every result
+    equal to eager's; with the counting backend, `graphs` graphs."""
     counter = CompileCounter()
-    compiled = graphjit.compile(fn, backend=backend or counter, dynamic=dynamic)
+    if frontend is not None:
+        compiled = frontend(fn)
+    else:
+        compiled = graphjit.compile(fn, backend=backend or counter, dynamic=dynamic)
     for args in inputs:
         expected = fn(*args)
         got = compiled(*args)
         assert_same(got, expected, args)
-    if backend is None:
+    if backend is None and frontend is None:
         assert counter.frame_count == graphs, (counter.frame_count, graphs)
     return counter
 
@@ -248,3 +252,23 @@ def test_data_dependent_ops_break_in_dynamic_traces_too():
                 value = node.meta.get("example_value")
                 if isinstance(value, torch.Tensor):
                     assert not any(str(s).startswith("u") for s in value.shape), node.format_node()
+
+
+def test_graphjit_compiler_is_safe_with_symbolic_graphs_however_they_arrive():
+    """A user backend wrapping graphjit's compiler, and torch.compile with it, hand it graphs with size
+    symbols: it compiles them per set of sizes, never running a kernel made for one size on another."""
+    from graphjit.backends.registry import graphjit_backend
+
+    def f(x, y):
+        n = x.shape[0]
+        return (x.view(n, -1) * 2 + y[:n]).sum(0), torch.arange(n).float() * y.shape[0]
+    seen = []
+
+    def wrapping(gm, example_inputs):
+        seen.append(gm)
+        return graphjit_backend(gm, example_inputs)
+    inputs = [(torch.randn(n, 4), torch.randn(n + 2, 4)) for n in (3, 5, 7, 4)]
+    run_sequence(f, inputs, graphs=None, dynamic=True, backend=wrapping)
+    assert len(seen) == 1
+    torch._dynamo.reset()
+    run_sequence(f, inputs, graphs=None, frontend=lambda fn: torch.compile(fn, backend=graphjit_backend))
