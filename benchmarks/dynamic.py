@@ -1,0 +1,143 @@
+"""Dynamic shapes, side by side: HF generate() with the model's forward compiled by torch.compile and by
+graphjit, against eager, in one process.
+
+For each model and engine: greedy generate() of --tokens new tokens with the default DynamicCache.
+  first s:      the first generate() (prompt length L): compiles included.
+  steady tok/s: a second generate() with the same prompt length (new tokens / seconds).
+  new-L tok/s:  generate() with --lengths other prompt lengths, one after another (recompiles included).
+  graphs:       graphs the engine's backend was handed over all of it.
+  same tokens:  every generate() gave eager's tokens.
+
+    python benchmarks/dynamic.py [--device cuda] [--models gpt2,llama] [--tokens 32] [--engines eager,torch,graphjit]
+    ./dev python 3.11 benchmarks/dynamic.py --models gpt2 --tokens 16
+"""
+import argparse
+import os
+import platform
+import sys
+import time
+import warnings
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import graphjit  # noqa: E402
+
+
+def build(name, device, small):
+    import transformers
+    torch.manual_seed(0)                 # the same random weights for every engine
+    if name == "gpt2":
+        config = transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4) if small else transformers.GPT2Config()
+        model = transformers.GPT2LMHeadModel(config)
+    elif name == "llama":
+        config = transformers.LlamaConfig(hidden_size=128 if small else 1024, intermediate_size=256 if small else 2816,
+                                          num_hidden_layers=2 if small else 8, num_attention_heads=4 if small else 16,
+                                          num_key_value_heads=2 if small else 8, vocab_size=32000)
+        model = transformers.LlamaForCausalLM(config)
+    else:
+        raise SystemExit(f"unknown model {name!r}")
+    return model.to(device).eval()
+
+
+class Counting:
+    """Wraps a backend: counts the graphs it is handed."""
+
+    def __init__(self, backend):
+        self.backend, self.graphs = backend, 0
+        self.__name__ = "counting"
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return self.backend(gm, example_inputs)
+
+
+def engine(name, model):
+    """(model with its forward compiled by `name`, counter or None)."""
+    if name == "eager":
+        return model, None
+    if name == "torch":
+        from torch._inductor.compile_fx import compile_fx
+        counter = Counting(compile_fx)
+        torch._dynamo.reset()
+        model.forward = torch.compile(model.forward, backend=counter)
+        return model, counter
+    if name == "graphjit":
+        counter = Counting(graphjit.backends.registry.graphjit_backend)
+        graphjit.reset()
+        model.forward = graphjit.compile(model.forward, backend=counter)
+        return model, counter
+    raise SystemExit(f"unknown engine {name!r}")
+
+
+def prompt(length, vocab, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (1, length), generator=g).to(device)
+
+
+def generate(model, ids, tokens):
+    sync(ids.device)
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=tokens,
+                             min_new_tokens=tokens, pad_token_id=0)
+    sync(ids.device)
+    return out, time.perf_counter() - start
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(name, engine_name, args, reference):
+    device = torch.device(args.device)
+    model, counter = engine(engine_name, build(name, device, args.small))
+    vocab = model.config.vocab_size
+    ids = prompt(args.length, vocab, device)
+    outs = []
+    out, first = generate(model, ids, args.tokens)
+    outs.append(out)
+    out, steady = generate(model, ids, args.tokens)
+    outs.append(out)
+    new_seconds = 0.0
+    for i, length in enumerate(args.lengths):
+        out, seconds = generate(model, prompt(length, vocab, device, seed=i + 1), args.tokens)
+        outs.append(out)
+        new_seconds += seconds
+    same = "-" if reference is None else ("yes" if all(torch.equal(a, b) for a, b in zip(outs, reference)) else "NO")
+    return outs, dict(first=first, steady=args.tokens / steady,
+                      new=args.tokens * len(args.lengths) / new_seconds if args.lengths else float("nan"),
+                      graphs=counter.graphs if counter is not None else "-", same=same)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--models", default="gpt2")
+    p.add_argument("--engines", default="eager,torch,graphjit")
+    p.add_argument("--tokens", type=int, default=32)
+    p.add_argument("--length", type=int, default=8, help="prompt length of the first two generate() calls")
+    p.add_argument("--lengths", default="5,11,13", help="other prompt lengths, comma-separated")
+    p.add_argument("--small", action="store_true", help="2-layer, 128-wide configs (a quick CPU run)")
+    args = p.parse_args()
+    args.lengths = [int(n) for n in args.lengths.split(",") if n]
+    warnings.simplefilter("ignore")
+    print(f"benchmarks/dynamic.py  {platform.node()}  torch {torch.__version__}  device {args.device}  "
+          f"tokens {args.tokens}  prompt {args.length}, then {args.lengths}{'  small configs' if args.small else ''}")
+    print("| model | engine | first s | steady tok/s | new-L tok/s | graphs | same tokens |")
+    print("|---|---|---|---|---|---|---|")
+    for name in args.models.split(","):
+        reference = None
+        for engine_name in args.engines.split(","):
+            outs, r = run(name, engine_name, args, reference)
+            if engine_name == "eager":
+                reference = outs
+            print(f"| {name} | {engine_name} | {r['first']:.2f} | {r['steady']:.1f} | {r['new']:.1f} | "
+                  f"{r['graphs']} | {r['same']} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
