@@ -142,6 +142,7 @@ class Program:
     prelude: str = ""          # python mode: helpers, classes, globals and make_inputs
     params: list = dataclasses.field(default_factory=list)   # python mode: f's parameters
     triton: bool = False
+    dynamic: object = None     # compile(dynamic=...) of the compiled run: None (automatic) or True
 
     def copy(self, **changes):
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -169,6 +170,8 @@ class Program:
             parts.append(self.prelude)
         parts.append(f"\n\ndef f({', '.join(self.arg_names())}):\n" + "\n".join(self.body()) + "\n")
         parts.append(f"\n\nCALLS = {self.calls!r}\nMODE = {self.mode!r}\nTRITON = {self.triton!r}\n")
+        if self.dynamic is not None:
+            parts.append(f"DYNAMIC = {self.dynamic!r}\n")
         return "".join(parts)
 
     def used_names(self):

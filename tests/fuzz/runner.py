@@ -37,7 +37,7 @@ def run(src, backend="graphjit", triage=True, attribute=True, calls=None):
     calls = ns_e["CALLS"] if calls is None else calls
     res = {"status": "ok", "calls_done": 0, "fallbacks": [], "mismatches": [], "aliases": None}
     counting = Counting(backend)
-    compiled = graphjit.compile(ns_c["f"], backend=counting)
+    compiled = graphjit.compile(ns_c["f"], backend=counting, dynamic=ns_c.get("DYNAMIC"))
     for i, (variant, seed) in enumerate(calls):
         step = _call(ns_e, ns_c, compiled, variant, seed)
         res["fallbacks"] += step.pop("fallbacks", [])

@@ -68,6 +68,10 @@ def _plus_found(mode, seeds):
 TENSOR_SEEDS = _plus_found("tensor", range(100))
 PYTHON_SEEDS = _plus_found("python", range(200))
 TRITON_SEEDS = _plus_found("triton", range(30))    # the Triton path in Triton's interpreter, where installed
+# compile(dynamic=True): one symbolic graph from the first call, run on every variant's sizes (seeds of
+# their own, so these are other programs than the static runs')
+DYNAMIC_TENSOR_SEEDS = _plus_found("dynamic-tensor", range(5000, 5040))
+DYNAMIC_PYTHON_SEEDS = _plus_found("dynamic-python", range(5000, 5060))
 
 
 def _seeds(mode, seeds):
@@ -115,3 +119,18 @@ def test_triton_program(seed, triton_worker, tmp_path):
 @pytest.mark.parametrize("seed", _seeds("python", PYTHON_SEEDS))
 def test_python_program(seed, worker, tmp_path):
     _check(("python", seed), pyprog.generate(seed), "eager", worker, tmp_path)
+
+
+def _dynamic(prog):
+    prog.dynamic = True
+    return prog
+
+
+@pytest.mark.parametrize("seed", _seeds("dynamic-tensor", DYNAMIC_TENSOR_SEEDS))
+def test_dynamic_tensor_program(seed, worker, tmp_path):
+    _check(("dynamic-tensor", seed), _dynamic(generator.generate(seed)), "graphjit", worker, tmp_path)
+
+
+@pytest.mark.parametrize("seed", _seeds("dynamic-python", DYNAMIC_PYTHON_SEEDS))
+def test_dynamic_python_program(seed, worker, tmp_path):
+    _check(("dynamic-python", seed), _dynamic(pyprog.generate(seed)), "eager", worker, tmp_path)
