@@ -1,0 +1,51 @@
+"""Numeric semantics of graphjit's compiler against eager where eager's CPU kernels compute in an order or
+dtype of their own, on the C++ codegen and (where Triton is installed) the Triton interpreter, compared
+bit for bit over several calls: eval batch norm off its contiguous path (each step rounded for 16-bit),
+16-bit logit with eps (its bounds and each step in the 16-bit dtype).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from .test_numeric_semantics_2 import check_calls, odd_values
+
+# x's layouts that take eager's strided path
+LAYOUTS = {
+    "transposed": lambda t: t.transpose(0, 3).contiguous().transpose(0, 3),
+    "sliced": lambda t: t[:, :, :, ::2],
+}
+
+
+def _batch_norm_inputs(dtype, param_dtype, layout, affine):
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        x = LAYOUTS[layout]((torch.randn(4, 6, 5, 14, generator=g) * 3).to(dtype))
+        mean, var = torch.randn(6, generator=g).to(param_dtype), (torch.rand(6, generator=g) + 0.05).to(param_dtype)
+        weight, bias = torch.randn(6, generator=g).to(param_dtype), torch.randn(6, generator=g).to(param_dtype)
+        return [x, mean, var] + ([weight, bias] if affine else [])
+    return make
+
+
+def eval_batch_norm(x, mean, var, weight=None, bias=None):
+    return F.batch_norm(x, mean, var, weight, bias, training=False, eps=1e-5)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("dtype,param_dtype", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16),
+                                               (torch.bfloat16, torch.float32)], ids=["bf16", "fp16", "bf16-fp32"])
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+def test_eval_batch_norm_16_bit_strided_as_eager_rounds(layout, dtype, param_dtype, affine, backend):
+    """Off eager's contiguous path (x not dense in a memory format): ((x - mean) * invstd) * weight + bias,
+    each step rounded to x's dtype where the statistics are of it too."""
+    check_calls(eval_batch_norm, _batch_norm_inputs(dtype, param_dtype, layout, affine), backend)
+
+
+
+@pytest.mark.parametrize("eps", [1e-3, 0.1, 1e-6, None, -0.5])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_logit_16_bit_bounds_and_steps_in_its_dtype(eps, dtype, backend):
+    """hi = 1 - eps is 1.0 in bfloat16 for eps=1e-3: eager's logit of x >= 1 is then inf."""
+    def make(seed):
+        x = torch.rand(200, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 1.2 - 0.1
+        return [torch.cat([x, odd_values((20,), torch.float64, seed)]).to(dtype)]
+    check_calls(lambda x: torch.logit(x, eps) * 2, make, backend)
