@@ -58,7 +58,7 @@ FOUND = {
     ("tensor", 1900407): "the sign of layer_norm's zero results (copysign reads it)",
 }
 # Seeds failing on a bug still open.
-KNOWN_OPEN = {key: FOUND[key] for key in [("tensor", 1700416), ("tensor", 1800481), ("tensor", 1900407)]}
+KNOWN_OPEN = {key: FOUND[key] for key in []}
 
 
 def _plus_found(mode, seeds):
