@@ -1552,6 +1552,10 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
         normed = make_pointwise(ops.mul, normed, weight, dtype=acc)
     if bias is not None:
         normed = make_pointwise(ops.add, normed, bias, dtype=acc)
+    elif x.device.type == "cpu":
+        # eager's CPU kernel adds a bias of 0 where there is none: a zero result is +0.0 whatever the
+        # weight's sign
+        normed = make_pointwise(ops.add, normed, 0.0, dtype=acc)
     return (cast(normed, out_meta_.dtype), cast(mean, mean_meta.dtype), cast(rstd, rstd_meta.dtype))
 
 

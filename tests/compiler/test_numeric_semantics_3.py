@@ -1,7 +1,7 @@
 """Numeric semantics of graphjit's compiler against eager where eager's CPU kernels compute in an order or
 dtype of their own, on the C++ codegen and (where Triton is installed) the Triton interpreter, compared
 bit for bit over several calls: eval batch norm off its contiguous path (each step rounded for 16-bit),
-16-bit logit with eps (its bounds and each step in the 16-bit dtype).
+16-bit logit with eps (its bounds and each step in the 16-bit dtype), the sign of layer_norm's zeros.
 """
 import pytest
 import torch
@@ -49,3 +49,18 @@ def test_logit_16_bit_bounds_and_steps_in_its_dtype(eps, dtype, backend):
         x = torch.rand(200, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 1.2 - 0.1
         return [torch.cat([x, odd_values((20,), torch.float64, seed)]).to(dtype)]
     check_calls(lambda x: torch.logit(x, eps) * 2, make, backend)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_layer_norm_without_bias_gives_positive_zeros(dtype, backend):
+    """Rows of one value normalize to zeros: +0.0 in eager's CPU kernel (it adds a bias of 0) whatever the
+    weight's sign; copysign and signbit read it. (Values k/4, whose mean is exact in any order.)"""
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        rows = (torch.randint(-8, 8, (5, 1), generator=g) / 4).to(dtype).expand(5, 6).contiguous()
+        return [rows, torch.randn(6, generator=g, dtype=dtype)]
+
+    def fn(x, w):
+        y = F.layer_norm(x, x.shape[-1:], w, None, eps=1e-5)
+        return y, torch.signbit(y)
+    check_calls(fn, make, backend)
