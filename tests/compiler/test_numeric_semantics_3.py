@@ -1,11 +1,15 @@
 """Numeric semantics of graphjit's compiler against eager where eager's CPU kernels compute in an order or
 dtype of their own, on the C++ codegen and (where Triton is installed) the Triton interpreter, compared
 bit for bit over several calls: eval batch norm off its contiguous path (each step rounded for 16-bit),
-16-bit logit with eps (its bounds and each step in the 16-bit dtype), the sign of layer_norm's zeros.
+16-bit logit with eps (its bounds and each step in the 16-bit dtype), the sign of layer_norm's zeros;
+and, C++ only, float32/float64 transcendentals under config.eager_math (eager's MKL and Sleef functions).
 """
 import pytest
 import torch
 import torch.nn.functional as F
+
+import graphjit
+from graphjit.compiler.codegen import eager_math
 
 from .test_numeric_semantics_2 import check_calls, odd_values
 
@@ -64,3 +68,31 @@ def test_layer_norm_without_bias_gives_positive_zeros(dtype, backend):
         y = F.layer_norm(x, x.shape[-1:], w, None, eps=1e-5)
         return y, torch.signbit(y)
     check_calls(fn, make, backend)
+
+
+TRANSCENDENTALS = {
+    "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": lambda x: torch.log(x.abs()),
+    "log2": lambda x: torch.log2(x.abs()), "log1p": lambda x: torch.log1p(x.abs()), "sin": torch.sin,
+    "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "erf": torch.erf, "sigmoid": torch.sigmoid,
+    "atan2": lambda x: torch.atan2(x, x.flip(0) + 0.5), "pow": lambda x: torch.pow(x.abs(), x.flip(0)),
+}
+
+
+@pytest.mark.skipif(not eager_math.functions(), reason="eager's kernels call libm here")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", list(TRANSCENDENTALS))
+def test_eager_math_gives_eagers_bits(name, dtype):
+    """4096 elements, all in eager's vectorized body: eager's bits; a value computed in a kernel's scalar
+    tail equals the same value computed in its vectorized body."""
+    fn = TRANSCENDENTALS[name]
+    with graphjit.config.patch(eager_math=1):
+        for seed in range(2):
+            x = (torch.randn(4096, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 3).to(dtype)
+            graphjit.reset()
+            got = graphjit.compile(lambda t: fn(t) * 1)(x)
+            torch.testing.assert_close(got, fn(x), rtol=0, atol=0, equal_nan=True)
+            tail = torch.cat([x, x[:13]])          # 4109 elements: the last 13 in the scalar tail
+            graphjit.reset()
+            got = graphjit.compile(lambda t: fn(t) * 1)(tail)
+            if name not in ("atan2", "pow"):    # (their second operand differs in the tail)
+                torch.testing.assert_close(got[-13:], got[:13], rtol=0, atol=0, equal_nan=True)
