@@ -197,9 +197,9 @@ def explained_by(e, c, p):
     return unexplained is not None and not bool(unexplained.any())
 
 
-def unexplained_by(e, c, p):
+def unexplained_by(e, c, p, share=0.05):
     """The elements (a bool tensor) where compiled's c differs from eager's e and eager's own leaf p on
-    perturbed inputs did not move by at least 5% of that difference; None where the leaves are no
+    perturbed inputs did not move by at least `share` of that difference; None where the leaves are no
     tensors of one shape."""
     if not all(isinstance(t, torch.Tensor) for t in (e, c, p)) or not e.shape == c.shape == p.shape:
         return None
@@ -207,7 +207,7 @@ def unexplained_by(e, c, p):
     rtol, atol = TOL.get(e.dtype, TOL[torch.float32]) if e.is_floating_point() else (0.0, 0.0)
     bad = ~close(cd, ed, rtol, atol)
     finite = ed.isfinite() & cd.isfinite() & pd.isfinite()
-    moved = torch.where(finite, (pd - ed).abs() >= 0.05 * (cd - ed).abs(), ~close(pd, ed, rtol, atol))
+    moved = torch.where(finite, (pd - ed).abs() >= share * (cd - ed).abs(), ~close(pd, ed, rtol, atol))
     return bad & ~moved
 
 

@@ -196,7 +196,7 @@ EXACT_OPS = frozenset("""
 
 def _judge_by_rounding(src, calls, st_e, st_c, mism, notes, replays=8):
     """A mismatch is 'rounding' when, at each element where compiled differs, eager itself moved by at
-    least 5% of compiled's difference in one of a few replays where every op that rounds its float result
+    least half of compiled's difference in one of a few replays where every op that rounds its float result
     (not EXACT_OPS, not a view) moves that result by one ulp at random elements and gives a NaN it makes
     a random sign (IEEE 754 leaves a NaN's sign unspecified): compiled's fused kernels round differently
     (one ulp of a transcendental, a product fused into an add, 16-bit steps rounded once), and the program
@@ -213,7 +213,7 @@ def _judge_by_rounding(src, calls, st_e, st_c, mism, notes, replays=8):
             notes.append(f"rounding replay raised {type(e).__name__}")
             return
         for m in open_:
-            unexplained = compare.unexplained_by(eager[m.path], comp[m.path], moved.get(m.path))
+            unexplained = compare.unexplained_by(eager[m.path], comp[m.path], moved.get(m.path), share=0.5)
             if unexplained is None:
                 continue
             left[m.path] = unexplained if left[m.path] is None else left[m.path] & unexplained
