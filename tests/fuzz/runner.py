@@ -146,14 +146,21 @@ def _triage(src, calls, res, replay=True):
     res["status"] = "noise" if all(m.verdict for m in mism) else kind_of(mism)
 
 
+def _replayed(notes, what, replay, *args, **kwargs):
+    """The leafmap of replay(*args, **kwargs)'s state, or None with a note where it raised."""
+    try:
+        return compare.leafmap(replay(*args, **kwargs))
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"{what} raised {type(e).__name__}: {str(e)[:200]}")
+        return None
+
+
 def _judge_by_reference(src, calls, st_e, st_c, mism, notes):
     open_ = [m for m in mism if not (m.verdict or m.meta)]
     if not open_:
         return
-    try:
-        ref = compare.leafmap(_replay(src, calls, ref=True))
-    except Exception as e:  # noqa: BLE001
-        notes.append(f"float64 replay raised {type(e).__name__}: {str(e)[:200]}")
+    ref = _replayed(notes, "float64 replay", _replay, src, calls, ref=True)
+    if ref is None:
         return
     eager, comp = compare.leafmap(st_e), compare.leafmap(st_c)
     for m in open_:
@@ -169,10 +176,8 @@ def _judge_by_perturbation(src, calls, st_e, st_c, mism, notes):
     for k, eps in enumerate((1e-6, 1e-6, 1e-5)):
         if all(m.verdict or m.meta for m in mism):
             return
-        try:
-            moved = compare.leafmap(_replay(src, calls, perturb=(eps, k)))
-        except Exception as e:  # noqa: BLE001
-            notes.append(f"perturbed replay raised {type(e).__name__}")
+        moved = _replayed(notes, "perturbed replay", _replay, src, calls, perturb=(eps, k))
+        if moved is None:
             continue
         for m in mism:
             if not (m.verdict or m.meta) and compare.explained_by(eager[m.path], comp[m.path], moved.get(m.path)):
@@ -207,10 +212,8 @@ def _judge_by_rounding(src, calls, st_e, st_c, mism, notes, replays=8):
     for k in range(replays):
         if not open_ or all(left[m.path] is not None and not bool(left[m.path].any()) for m in open_):
             break
-        try:
-            moved = compare.leafmap(_rounding_replay(src, calls, seed=k))
-        except Exception as e:  # noqa: BLE001
-            notes.append(f"rounding replay raised {type(e).__name__}")
+        moved = _replayed(notes, "rounding replay", _rounding_replay, src, calls, seed=k)
+        if moved is None:
             return
         for m in open_:
             unexplained = compare.unexplained_by(eager[m.path], comp[m.path], moved.get(m.path), share=0.5)
@@ -240,15 +243,20 @@ def _rounding_replay(src, calls, seed):
                         _nudge(t, generator)
             return out
 
-    ns = program.load(src)
+    return compare.state(*_run_last_call_in(Rounding(), src, calls))
+
+
+def _run_last_call_in(mode, src, calls, ref=False):
+    """(out, args, namespace) of an eager run of the plan whose last call runs in a dispatch mode."""
+    ns = program.load(src, ref=ref)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for variant, seed_ in calls[:-1]:
-            ns["f"](*ns["make_inputs"](seed_, variant))
+        for variant, seed in calls[:-1]:
+            ns["f"](*ns["make_inputs"](seed, variant))
         args = ns["make_inputs"](calls[-1][1], calls[-1][0])
-        with Rounding():
+        with mode:
             out = ns["f"](*args)
-    return compare.state(out, args, ns)
+    return out, args, ns
 
 
 def _computes_fresh_result(func):
@@ -300,14 +308,7 @@ def _nonfinite_log(src, calls, ref):
                        if isinstance(t, torch.Tensor) and t.is_floating_point())
             return out
 
-    ns = program.load(src, ref=ref)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for variant, seed in calls[:-1]:
-            ns["f"](*ns["make_inputs"](seed, variant))
-        args = ns["make_inputs"](calls[-1][1], calls[-1][0])
-        with Record():
-            ns["f"](*args)
+    _run_last_call_in(Record(), src, calls, ref)
     return log
 
 
