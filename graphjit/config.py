@@ -129,7 +129,7 @@ vector_math = _knob("vector_math", int, 1, codegen=True)
 
 # 1: float32/float64 exp, log, sin, tanh, erf, atan2, pow ... through the functions eager's CPU kernels call
 # (MKL's vsExp ..., Sleef's 1-ulp functions, from libtorch_cpu; compiler/codegen/eager_math.py), in vectorized
-# loops and their scalar tails alike: eager's bits where eager vectorizes, but 2-9x slower than libmvec
+# loops and their scalar tails alike: eager's bits where eager vectorizes, but 2-15x slower than libmvec
 # (a library call per vector). 0: libmvec (vector_math).
 eager_math = _knob("eager_math", int, 0, codegen=True)
 
