@@ -132,6 +132,12 @@ parallel_threshold = _knob("parallel_threshold", int, 32768, codegen=True)
 # (x86-64, glibc >= 2.22). Its results differ from scalar libm by a few ulp, as eager's vectorized ones do.
 vector_math = _knob("vector_math", int, 1, codegen=True)
 
+# 1: float32/float64 exp, log, sin, tanh, erf, atan2, pow ... through the functions eager's CPU kernels call
+# (MKL's vsExp ..., Sleef's 1-ulp functions, from libtorch_cpu; compiler/codegen/eager_math.py), in vectorized
+# loops and their scalar tails alike: eager's bits where eager vectorizes, but 2-15x slower than libmvec
+# (a library call per vector). 0: libmvec (vector_math).
+eager_math = _knob("eager_math", int, 0, codegen=True)
+
 # ---- the compiler: Triton (NVIDIA GPUs) ---------------------------------------------------------------
 
 # 1: graphs on CPU tensors are compiled to Triton too and run in Triton's interpreter (slow; for CI).

@@ -12,7 +12,9 @@ decompose through torch's core ATen decompositions, except the ops lowering.py l
 import collections
 import contextlib
 import functools
+import math
 import operator
+import struct
 import threading
 
 import torch
@@ -89,6 +91,35 @@ def _pow_of_bool_exponent(x, exponent):
 EAGER_DTYPES = {aten.pow.Tensor_Scalar: _pow_of_bool_exponent}
 
 
+def _element(value, dtype):
+    """A Python float as an element of a float dtype, converted as c10 does (16-bit through float32)."""
+    if dtype == torch.float64:
+        return value
+    value = struct.unpack("f", struct.pack("f", value))[0]
+    if dtype == torch.float16:
+        return struct.unpack("e", struct.pack("e", value))[0]
+    if dtype == torch.bfloat16 and math.isfinite(value):
+        bits = struct.unpack("I", struct.pack("f", value))[0]
+        bits = ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) << 16
+        return struct.unpack("f", struct.pack("I", bits & 0xffffffff))[0]
+    return value
+
+
+def _logit_as_cpu_kernel(core):
+    """logit as eager's CPU kernel computes it, in x's dtype: lo = eps and hi = 1 - lo as elements of it
+    (1 - 1e-3 is 1.0 in bfloat16, so logit(x >= 1) is inf), each operation rounded to it. torch's
+    decomposition (eager's CUDA kernel) computes in float32 with hi = 1 - eps unrounded."""
+    def decomposition(x, eps=None):
+        if x.device.type != "cpu" or not x.dtype.is_floating_point:
+            return core(x, eps)
+        if eps is not None and not math.isnan(eps):
+            lo = _element(eps, x.dtype)
+            hi = _element(1.0 - lo if x.dtype == torch.float64 else _element(1.0 - lo, torch.float32), x.dtype)
+            x = torch.where(x < lo, lo, torch.where(x > hi, hi, x))
+        return torch.log(x / (1 - x))
+    return decomposition
+
+
 @functools.cache
 def decomposition_table():
     """torch's core ATen decompositions, minus every op lowering.py lowers whole or calls as an extern, plus
@@ -101,6 +132,7 @@ def decomposition_table():
     table.update(SCHEMA_FIXES)
     table.update(EAGER_SCALARS)
     table.update(EAGER_DTYPES)
+    table[aten.logit.default] = _logit_as_cpu_kernel(table[aten.logit.default])
     table.update({op: _converting_alpha(table[op]) for op in EAGER_ALPHAS})
     for op, layout in EAGER_LAYOUTS.items():
         table[op] = _in_eager_layout(op, layout, table.get(op))

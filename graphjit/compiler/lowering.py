@@ -1552,13 +1552,18 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
         normed = make_pointwise(ops.mul, normed, weight, dtype=acc)
     if bias is not None:
         normed = make_pointwise(ops.add, normed, bias, dtype=acc)
+    elif x.device.type == "cpu":
+        # eager's CPU kernel adds a bias of 0 where there is none: a zero result is +0.0 whatever the
+        # weight's sign
+        normed = make_pointwise(ops.add, normed, 0.0, dtype=acc)
     return (cast(normed, out_meta_.dtype), cast(mean, mean_meta.dtype), cast(rstd, rstd_meta.dtype))
 
 
 @register(aten._native_batch_norm_legit_no_training.default)
 def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
     """BatchNorm with running statistics (eval): out = x * scale + shift per channel (dim 1), where
-    scale = weight / sqrt(var + eps) and shift = bias - mean * scale, computed in fp32 for 16-bit x.
+    scale = weight / sqrt(var + eps) and shift = bias - mean * scale, computed in fp32 for 16-bit x; on the
+    CPU where eager's kernel takes its other path, its formula (_batch_norm_cpu_strided).
     The saved statistics are as eager's: empty on the CPU; on CUDA the running mean and 1 / sqrt(var + eps)
     (torch's meta function says which, by their size)."""
     out_meta_, mean_meta, invstd_meta = out_meta()
@@ -1573,14 +1578,17 @@ def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, e
 
     def rstd(v):
         return ops.rsqrt(ops.add(v, ops.constant(eps, acc)))
-    scale = make_pointwise(rstd, channel(running_var), dtype=acc)
-    if weight is not None:
-        scale = make_pointwise(ops.mul, scale, channel(weight), dtype=acc)
-    shift = make_pointwise(lambda m, s: ops.neg(ops.mul(m, s)), channel(running_mean), scale, dtype=acc)
-    if bias is not None:
-        shift = make_pointwise(ops.add, shift, channel(bias), dtype=acc)
-    out = make_pointwise(lambda v, s, t: ops.add(ops.mul(v, s), t), x, scale, shift, dtype=out_meta_.dtype,
-                         compute_dtype=acc)
+    if x.device.type == "cpu" and not _batch_norm_cpu_contiguous():
+        out = _batch_norm_cpu_strided(x, weight, bias, running_mean, running_var, eps, per_channel)
+    else:
+        scale = make_pointwise(rstd, channel(running_var), dtype=acc)
+        if weight is not None:
+            scale = make_pointwise(ops.mul, scale, channel(weight), dtype=acc)
+        shift = make_pointwise(lambda m, s: ops.neg(ops.mul(m, s)), channel(running_mean), scale, dtype=acc)
+        if bias is not None:
+            shift = make_pointwise(ops.add, shift, channel(bias), dtype=acc)
+        out = make_pointwise(lambda v, s, t: ops.add(ops.mul(v, s), t), x, scale, shift,
+                             dtype=out_meta_.dtype, compute_dtype=acc)
     if mean_meta.numel() == 0:
         # eager's CPU kernel makes them of the running statistics' dtype (fp32 for a bf16 x with fp32
         # statistics, where torch's meta function says bf16)
@@ -1588,6 +1596,47 @@ def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, e
                 constant_value(0, invstd_meta.shape, running_mean.dtype, invstd_meta.device))
     invstd = make_pointwise(rstd, running_var, dtype=invstd_meta.dtype, compute_dtype=acc)
     return out, _copy(cast(running_mean, mean_meta.dtype)), invstd
+
+
+def _batch_norm_cpu_contiguous():
+    """Whether eager's CPU eval batch norm takes its contiguous path (x dense in its memory format, the
+    per-channel tensors dense): out = x * alpha + beta, alpha and beta per channel in float32 or float64."""
+    def dense(node):
+        meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if meta is None:
+            return True
+        formats = [torch.contiguous_format] + [torch.channels_last] * (meta.dim() == 4) + \
+            [torch.channels_last_3d] * (meta.dim() == 5)
+        return any(meta.is_contiguous(memory_format=f) for f in formats)
+    return all(dense(a) for a in _current[-1].args[:5])
+
+
+def _batch_norm_cpu_strided(x, weight, bias, running_mean, running_var, eps, per_channel):
+    """Eager's CPU eval batch norm off its contiguous path: ((x - mean) * invstd) * weight + bias with
+    invstd = 1 / sqrt(var + eps), as tensor operations: where x and the statistics are all 16-bit, each
+    operation rounds to x's dtype (invstd too, computed as three tensor ops), else in float32 (float64)."""
+    dtype = x.dtype
+    acc = acc_dtype_of(dtype, "sum")
+    stepwise = dtype in (torch.bfloat16, torch.float16) and all(
+        t is None or t.dtype == dtype for t in (weight, bias, running_mean, running_var))
+
+    def rounded(v):
+        return ops.to_dtype(v, dtype) if stepwise else v
+
+    def invstd(v):
+        root = rounded(ops.sqrt(rounded(ops.add(v, ops.constant(eps, acc)))))
+        return rounded(ops.truediv(ops.constant(1.0, acc), root))
+
+    def channel(v, fill):
+        if v is None:
+            return fill
+        return view_reshape(v, per_channel)
+
+    def formula(v, m, s, w, b):
+        return ops.add(rounded(ops.mul(rounded(ops.mul(rounded(ops.sub(v, m)), s)), w)), b)
+    inv = make_pointwise(invstd, view_reshape(running_var, per_channel), dtype=acc)
+    return make_pointwise(formula, x, channel(running_mean, 0.0), inv, channel(weight, 1.0),
+                          channel(bias, 0.0), dtype=out_meta()[0].dtype, compute_dtype=acc)
 
 
 @register(aten.native_batch_norm.default)

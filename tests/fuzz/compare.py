@@ -193,14 +193,22 @@ def accept_by_ref(e, c, r):
 def explained_by(e, c, p):
     """Whether eager's own leaf p on perturbed inputs moved, at every element where compiled's c differs
     from eager's e, by at least 5% of that difference (or to/from a non-finite value)."""
+    unexplained = unexplained_by(e, c, p)
+    return unexplained is not None and not bool(unexplained.any())
+
+
+def unexplained_by(e, c, p, share=0.05):
+    """The elements (a bool tensor) where compiled's c differs from eager's e and eager's own leaf p on
+    perturbed inputs did not move by at least `share` of that difference; None where the leaves are no
+    tensors of one shape."""
     if not all(isinstance(t, torch.Tensor) for t in (e, c, p)) or not e.shape == c.shape == p.shape:
-        return False
+        return None
     ed, cd, pd = e.detach().double(), c.detach().double(), p.detach().double()
     rtol, atol = TOL.get(e.dtype, TOL[torch.float32]) if e.is_floating_point() else (0.0, 0.0)
     bad = ~close(cd, ed, rtol, atol)
     finite = ed.isfinite() & cd.isfinite() & pd.isfinite()
-    moved = torch.where(finite, (pd - ed).abs() >= 0.05 * (cd - ed).abs(), ~close(pd, ed, rtol, atol))
-    return bool(moved[bad].all())
+    moved = torch.where(finite, (pd - ed).abs() >= share * (cd - ed).abs(), ~close(pd, ed, rtol, atol))
+    return bad & ~moved
 
 
 def leafmap(st):

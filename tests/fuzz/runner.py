@@ -12,7 +12,9 @@ a `fallback` (the worker sets graphjit.config.raise_errors = 1, so every such er
 
 A mismatch is triaged before it counts: eager replayed (nondeterminism), the float64 reference replayed
 (is compiled at least as close to it as eager?), eager on inputs perturbed by 1e-6 (does the program
-amplify rounding?), eager's ops checked for an overflow the float64 run does not have. `rerun(path)` is
+amplify rounding?), eager with each rounding op's result moved by one ulp (does a discontinuity, such as
+an exact comparison or the sign of a zero, amplify one op's rounding?), eager's ops checked for an
+overflow the float64 run does not have. `rerun(path)` is
 the entry point of a saved reproducer.
 """
 import os
@@ -141,18 +143,26 @@ def _triage(src, calls, res, replay=True):
         notes.append(f"eager replay raised {type(e).__name__}: {e}")
     _judge_by_reference(src, calls, st_e, st_c, mism, notes)
     _judge_by_perturbation(src, calls, st_e, st_c, mism, notes)
+    _judge_by_rounding(src, calls, st_e, st_c, mism, notes)
     _judge_by_overflow(src, calls, mism, notes)
     res["status"] = "noise" if all(m.verdict for m in mism) else kind_of(mism)
+
+
+def _replayed(notes, what, replay, *args, **kwargs):
+    """The leafmap of replay(*args, **kwargs)'s state, or None with a note where it raised."""
+    try:
+        return compare.leafmap(replay(*args, **kwargs))
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"{what} raised {type(e).__name__}: {str(e)[:200]}")
+        return None
 
 
 def _judge_by_reference(src, calls, st_e, st_c, mism, notes):
     open_ = [m for m in mism if not (m.verdict or m.meta)]
     if not open_:
         return
-    try:
-        ref = compare.leafmap(_replay(src, calls, ref=True))
-    except Exception as e:  # noqa: BLE001
-        notes.append(f"float64 replay raised {type(e).__name__}: {str(e)[:200]}")
+    ref = _replayed(notes, "float64 replay", _replay, src, calls, ref=True)
+    if ref is None:
         return
     eager, comp = compare.leafmap(st_e), compare.leafmap(st_c)
     for m in open_:
@@ -168,14 +178,106 @@ def _judge_by_perturbation(src, calls, st_e, st_c, mism, notes):
     for k, eps in enumerate((1e-6, 1e-6, 1e-5)):
         if all(m.verdict or m.meta for m in mism):
             return
-        try:
-            moved = compare.leafmap(_replay(src, calls, perturb=(eps, k)))
-        except Exception as e:  # noqa: BLE001
-            notes.append(f"perturbed replay raised {type(e).__name__}")
+        moved = _replayed(notes, "perturbed replay", _replay, src, calls, perturb=(eps, k))
+        if moved is None:
             continue
         for m in mism:
             if not (m.verdict or m.meta) and compare.explained_by(eager[m.path], comp[m.path], moved.get(m.path)):
                 m.verdict = "unstable"
+
+
+# Aten ops (overload packet names) whose float result is exact given their inputs: data movement,
+# selection, sign and absolute value, rounding to integral values. A rounding replay leaves them alone.
+EXACT_OPS = frozenset("""
+    clone copy copy_ _to_copy contiguous alias lift_fresh detach cat stack where masked_fill masked_fill_ fill
+    fill_ zero_ zeros ones full zeros_like ones_like full_like empty empty_like empty_strided scalar_tensor
+    new_zeros new_ones new_full new_empty index index_select gather scatter scatter_ index_put index_put_
+    masked_scatter masked_select take flip roll repeat tile constant_pad_nd reflection_pad1d
+    reflection_pad2d reflection_pad3d replication_pad1d replication_pad2d replication_pad3d sort topk max
+    min amax amin maximum minimum fmax fmin median nanmedian kthvalue mode cummax cummin max_pool2d
+    max_pool2d_with_indices max_pool3d_with_indices abs abs_ neg neg_ relu relu_ clamp clamp_ clamp_min
+    clamp_max hardtanh floor ceil round trunc sign sgn signbit copysign nan_to_num tril triu diag_embed
+    unfold im2col narrow_copy slice_scatter select_scatter diagonal_scatter as_strided_scatter
+    """.split())
+
+
+def _judge_by_rounding(src, calls, st_e, st_c, mism, notes, replays=8):
+    """A mismatch is 'rounding' when, at each element where compiled differs, eager itself moved by at
+    least half of compiled's difference in one of a few replays where every op that rounds its float result
+    (not EXACT_OPS, not a view) moves that result by one ulp at random elements and gives a NaN it makes
+    a random sign (IEEE 754 leaves a NaN's sign unspecified): compiled's fused kernels round differently
+    (one ulp of a transcendental, a product fused into an add, 16-bit steps rounded once), and the program
+    amplifies that through a discontinuity (an exact comparison, signbit, copysign of a zero, a floor)."""
+    eager, comp = compare.leafmap(st_e), compare.leafmap(st_c)
+    open_ = [m for m in mism if not (m.verdict or m.meta) and m.path in eager and m.path in comp]
+    left = {m.path: None for m in open_}
+    for k in range(replays):
+        if not open_ or all(left[m.path] is not None and not bool(left[m.path].any()) for m in open_):
+            break
+        moved = _replayed(notes, "rounding replay", _rounding_replay, src, calls, seed=k)
+        if moved is None:
+            return
+        for m in open_:
+            unexplained = compare.unexplained_by(eager[m.path], comp[m.path], moved.get(m.path), share=0.5)
+            if unexplained is None:
+                continue
+            left[m.path] = unexplained if left[m.path] is None else left[m.path] & unexplained
+    for m in open_:
+        if left[m.path] is not None and not bool(left[m.path].any()):
+            m.verdict = "rounding"
+
+
+def _rounding_replay(src, calls, seed):
+    """Eager run of the plan whose last call rounds each inexact op's float result by one ulp up or down
+    at random elements (a NaN to a random sign); the last call's state."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    import torch
+    generator = torch.Generator().manual_seed(seed)
+
+    class Rounding(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ in EXACT_OPS or not _computes_fresh_result(func):
+                return out
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+                    with torch.no_grad():
+                        _nudge(t, generator)
+            return out
+
+    return compare.state(*_run_last_call_in(Rounding(), src, calls))
+
+
+def _run_last_call_in(mode, src, calls, ref=False):
+    """(out, args, namespace) of an eager run of the plan whose last call runs in a dispatch mode."""
+    ns = program.load(src, ref=ref)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for variant, seed in calls[:-1]:
+            ns["f"](*ns["make_inputs"](seed, variant))
+        args = ns["make_inputs"](calls[-1][1], calls[-1][0])
+        with mode:
+            out = ns["f"](*args)
+    return out, args, ns
+
+
+def _computes_fresh_result(func):
+    """Whether an op's results are values it computed: not a view of an input (an in-place op's is)."""
+    returns = func._schema.returns
+    return all(r.alias_info is None or r.alias_info.is_write for r in returns)
+
+
+def _nudge(t, generator):
+    """t, in place: one ulp up or down in magnitude at random nonzero finite elements (a third each way),
+    NaNs given a random sign. (A float's bits as a signed integer of its width: +1 is one ulp further from
+    zero, -1 one nearer, whatever its sign.)"""
+    import torch
+    bits = t.view({8: torch.int64, 4: torch.int32, 2: torch.int16}[t.element_size()])
+    step = torch.randint(-1, 2, t.shape, generator=generator)
+    finite = t.isfinite() & (t != 0)
+    flip = t.isnan() & (step > 0)
+    bits.add_(torch.where(finite, step, 0).to(bits.dtype))
+    t.copy_(torch.where(flip, -t, t))
 
 
 def _judge_by_overflow(src, calls, mism, notes):
@@ -208,14 +310,7 @@ def _nonfinite_log(src, calls, ref):
                        if isinstance(t, torch.Tensor) and t.is_floating_point())
             return out
 
-    ns = program.load(src, ref=ref)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for variant, seed in calls[:-1]:
-            ns["f"](*ns["make_inputs"](seed, variant))
-        args = ns["make_inputs"](calls[-1][1], calls[-1][0])
-        with Record():
-            ns["f"](*args)
+    _run_last_call_in(Record(), src, calls, ref)
     return log
 
 

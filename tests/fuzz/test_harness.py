@@ -78,6 +78,46 @@ def test_rounding_is_not_a_bug():
     assert not compare.accept_by_ref(e, e + 1e-2, ref)
 
 
+def _swapping(name, replacement):
+    """A backend calling replacement(original, *args) where the graph calls torch function or method name."""
+    def backend(gm, example_inputs):
+        for node in gm.graph.nodes:
+            if node.target in (getattr(torch, name), name):
+                original = getattr(torch, name)
+                node.op, node.target = "call_function", lambda *a, _o=original: replacement(_o, *a)
+        gm.recompile()
+        return gm.forward
+    return backend
+
+
+def _one_ulp_up(fn, *args):
+    out = fn(*args)
+    return torch.nextafter(out, torch.full_like(out, float("inf")))
+
+
+def _nan_sign_flipped(fn, *args):
+    out = fn(*args)
+    return torch.where(out.isnan(), -out, out)
+
+
+def test_one_ulp_through_a_discontinuity_is_rounding():
+    """eager's atan2(a, a) is pi/4 to the last bit; one ulp off, == pi/4 is False everywhere."""
+    prog = _prog("v1 = torch.atan2(x1.abs() + 1, x1.abs() + 1) == math.pi / 4")
+    res = runner.run(prog.source(), backend=_swapping("atan2", _one_ulp_up))
+    assert res["status"] == "noise" and res["mismatches"][0].verdict == "rounding", runner.describe(res)
+
+
+def test_the_sign_of_a_computed_nan_is_rounding():
+    res = runner.run(_prog("v1 = (x1 - 5).log().signbit()").source(), backend=_swapping("log", _nan_sign_flipped))
+    assert res["status"] == "noise" and res["mismatches"][0].verdict == "rounding", runner.describe(res)
+
+
+def test_a_wrong_sign_is_not_rounding():
+    prog = _prog("v1 = torch.copysign(torch.ones_like(x1), x1 - 0.5)")
+    res = runner.run(prog.source(), backend=_swapping("copysign", lambda fn, a, b: fn(a, -b)))
+    assert res["status"] == "wrong", runner.describe(res)
+
+
 def test_shrinks_to_the_failing_statement():
     prog = _prog("v1 = x1 + 1", "v2 = v1.exp()", "v3 = x1.sin()", "v4 = v2 * v3", returns=("v4",))
     run = lambda src, **kw: runner.run(src, backend=_sin_to_cos, **kw)  # noqa: E731

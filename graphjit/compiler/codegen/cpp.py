@@ -32,6 +32,7 @@ import torch
 from ..ir import (BOOL_RESULT_OPS, POINTWISE_OPS, format_index, op_dtype, product, record, reduction_identity,
                   simplify_with_ranges, use_ops, value_range)
 from ... import config, logs
+from . import eager_math
 from ..scheduler import Kernel, inner_vars, outer_vars
 
 STORAGE_TYPES = {
@@ -90,7 +91,9 @@ _MATH_FUNCTIONS = {
 
 # libm functions that glibc's libmvec (x86-64) has vector variants of, by the glibc version adding them.
 # Declared `simd`, gcc vectorizes loops calling them into calls of those variants (no -ffast-math needed);
-# the others are vectorized through instructions (sqrt, floor ...) or stay scalar calls.
+# the others are vectorized through instructions (sqrt, floor ...) or stay scalar calls. Where eager's
+# functions are at hand (eager_math.functions()), kernels call our helper's gj_eager_<fn> instead,
+# declared `simd` the same way: eager's value in a vectorized body and in a scalar tail alike.
 _LIBMVEC = {(2, 22): ("exp", "log", "sin", "cos", "pow"),
             (2, 35): ("exp2", "expm1", "log2", "log1p", "tan", "tanh", "erf", "atan2")}
 
@@ -108,33 +111,41 @@ def vector_math():
     return frozenset(f for since, names in _LIBMVEC.items() if glibc >= since for f in names)
 
 
-def _math_lines():
-    """gj_<fn> overloads for float and double, and the simd declarations of the libmvec functions."""
-    vectorized = vector_math()
-    lines = []
-    if vectorized:
-        lines.append("// link: -lmvec")
-        attrs = '__attribute__((simd("notinbranch"), const, nothrow, leaf))'
-        for fn in sorted(vectorized):
-            arity = 2 if fn in ("pow", "atan2") else 1
-            for ctype, name in (("float", fn + "f"), ("double", fn)):
-                params = ", ".join([ctype] * arity)
-                lines.append(f'extern "C" {ctype} {name}({params}) {attrs};')
+def eager_functions():
+    """The eager_math functions our kernels call (eager's own), where config.eager_math asks for them."""
+    return eager_math.functions() if config.vector_math and config.eager_math else frozenset()
 
-    def call(libm_name, args):
-        base = libm_name[:-1] if libm_name.endswith("f") else libm_name
-        prefix = "" if base in vectorized else "__builtin_"
-        return f"{prefix}{libm_name}({args})"
+
+def _math_lines(eager):
+    """gj_<fn> overloads for float and double, and the simd declarations of the `eager` functions
+    (eager_math's) and the libmvec ones they call."""
+    vectorized = vector_math() - eager
+    lines = ["// link: -lmvec"] if vectorized else []
+    attrs = '__attribute__((simd("notinbranch"), const, nothrow, leaf))'
+    declared = [(fn, fn + "f", fn) for fn in sorted(vectorized)] + \
+        [(name, eager_math.scalar_name(name, "float"), eager_math.scalar_name(name, "double")) for name in sorted(eager)]
+    for fn, float_name, double_name in declared:
+        arity = 2 if fn in ("pow", "atan2") else 1
+        for ctype, name in (("float", float_name), ("double", double_name)):
+            lines.append(f'extern "C" {ctype} {name}({", ".join([ctype] * arity)}) {attrs};')
+
+    def call(fn, ctype, args, name=None):
+        """fn (a libm double name) of ctype: eager_math's `name` (default fn), libmvec's or a builtin."""
+        if (name or fn) in eager:
+            return f"{eager_math.scalar_name(name or fn, ctype)}({args})"
+        prefix = "" if fn in vectorized else "__builtin_"
+        return f"{prefix}{fn}{'f' if ctype == 'float' else ''}({args})"
     for name, fn in _MATH_FUNCTIONS.items():
-        lines.append(f"GJ_INLINE float {name}(float x) {{ return {call(fn, 'x')}; }} "
-                     f"GJ_INLINE double {name}(double x) {{ return {call(fn[:-1], 'x')}; }}")
+        lines.append(f"GJ_INLINE float {name}(float x) {{ return {call(fn[:-1], 'float', 'x')}; }} "
+                     f"GJ_INLINE double {name}(double x) {{ return {call(fn[:-1], 'double', 'x')}; }}")
     lines += [
-        f"GJ_INLINE float gj_sigmoid(float x) {{ return 1.0f / (1.0f + {call('expf', '-x')}); }}",
-        f"GJ_INLINE double gj_sigmoid(double x) {{ return 1.0 / (1.0 + {call('exp', '-x')}); }}",
-        f"GJ_INLINE float gj_atan2(float a, float b) {{ return {call('atan2f', 'a, b')}; }}",
-        f"GJ_INLINE double gj_atan2(double a, double b) {{ return {call('atan2', 'a, b')}; }}",
-        f"GJ_INLINE float gj_pow(float a, float b) {{ return {call('powf', 'a, b')}; }}",
-        f"GJ_INLINE double gj_pow(double a, double b) {{ return {call('pow', 'a, b')}; }}",
+        # eager's sigmoid: 1 / (1 + exp(-x)) with Sleef's exp
+        f"GJ_INLINE float gj_sigmoid(float x) {{ return 1.0f / (1.0f + {call('exp', 'float', '-x', 'sleef_exp')}); }}",
+        f"GJ_INLINE double gj_sigmoid(double x) {{ return 1.0 / (1.0 + {call('exp', 'double', '-x', 'sleef_exp')}); }}",
+        f"GJ_INLINE float gj_atan2(float a, float b) {{ return {call('atan2', 'float', 'a, b')}; }}",
+        f"GJ_INLINE double gj_atan2(double a, double b) {{ return {call('atan2', 'double', 'a, b')}; }}",
+        f"GJ_INLINE float gj_pow(float a, float b) {{ return {call('pow', 'float', 'a, b')}; }}",
+        f"GJ_INLINE double gj_pow(double a, double b) {{ return {call('pow', 'double', 'a, b')}; }}",
     ]
     return lines
 
@@ -148,9 +159,14 @@ _FLOAT_FLOORDIV = (
     "return d - q > {t}(0.5) ? q + 1 : q; }}")
 
 
-@functools.cache
 def prelude():
     """Includes, conversions and math helpers every translation unit starts with."""
+    return _prelude(eager_functions())
+
+
+@functools.cache
+def _prelude(eager):
+    """prelude(), its math through the `eager` functions of eager_math (a frozenset) and libmvec or libm."""
     lines = [
         "// generated by graphjit (graphjit/compiler/codegen/cpp.py)",
         "#include <stdint.h>",
@@ -173,7 +189,7 @@ def prelude():
         "template <typename T> GJ_INLINE T gj_trunc(T x) { return x; }",
         "template <typename T> GJ_INLINE T gj_round(T x) { return x; }",
     ]
-    lines += _math_lines()
+    lines += _math_lines(eager)
     lines += [
         "GJ_INLINE float gj_rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }",
         "GJ_INLINE double gj_rsqrt(double x) { return 1.0 / __builtin_sqrt(x); }",
@@ -676,6 +692,8 @@ def generate(graph, items):
     """The C++ source of a scheduled graph, and each kernel's Signature."""
     buffers = {b.name: b for b in graph.buffers()}
     parts, signatures = [prelude()], {}
+    if eager_functions():
+        parts.append(f"// link: {eager_math.library_path()}")
     for item in items:
         if isinstance(item, Kernel):
             cg = CppKernel(item, buffers)

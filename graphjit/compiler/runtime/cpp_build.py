@@ -75,6 +75,16 @@ def load(source):
     return lib
 
 
+def built_path(source):
+    """The path of source's library, built (or found in the cache) and loaded, for another library to link."""
+    key = cache_key(source)
+    path = os.path.join(config.cache_dir, f"{key}.so")
+    if not os.path.exists(path):
+        _loaded.pop(key, None)
+    load(source)
+    return path
+
+
 def _try_load(path, key):
     """CDLL of path if it loads and reports `key`, else None (and the bad file is removed)."""
     load_path = path

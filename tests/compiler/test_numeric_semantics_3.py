@@ -1,0 +1,98 @@
+"""Numeric semantics of graphjit's compiler against eager where eager's CPU kernels compute in an order or
+dtype of their own, on the C++ codegen and (where Triton is installed) the Triton interpreter, compared
+bit for bit over several calls: eval batch norm off its contiguous path (each step rounded for 16-bit),
+16-bit logit with eps (its bounds and each step in the 16-bit dtype), the sign of layer_norm's zeros;
+and, C++ only, float32/float64 transcendentals under config.eager_math (eager's MKL and Sleef functions).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.compiler.codegen import eager_math
+
+from .test_numeric_semantics_2 import check_calls, odd_values
+
+# x's layouts that take eager's strided path
+LAYOUTS = {
+    "transposed": lambda t: t.transpose(0, 3).contiguous().transpose(0, 3),
+    "sliced": lambda t: t[:, :, :, ::2],
+}
+
+
+def _batch_norm_inputs(dtype, param_dtype, layout, affine):
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        x = LAYOUTS[layout]((torch.randn(4, 6, 5, 14, generator=g) * 3).to(dtype))
+        mean, var = torch.randn(6, generator=g).to(param_dtype), (torch.rand(6, generator=g) + 0.05).to(param_dtype)
+        weight, bias = torch.randn(6, generator=g).to(param_dtype), torch.randn(6, generator=g).to(param_dtype)
+        return [x, mean, var] + ([weight, bias] if affine else [])
+    return make
+
+
+def eval_batch_norm(x, mean, var, weight=None, bias=None):
+    return F.batch_norm(x, mean, var, weight, bias, training=False, eps=1e-5)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("dtype,param_dtype", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16),
+                                               (torch.bfloat16, torch.float32)], ids=["bf16", "fp16", "bf16-fp32"])
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+def test_eval_batch_norm_16_bit_strided_as_eager_rounds(layout, dtype, param_dtype, affine, backend):
+    """Off eager's contiguous path (x not dense in a memory format): ((x - mean) * invstd) * weight + bias,
+    each step rounded to x's dtype where the statistics are of it too."""
+    check_calls(eval_batch_norm, _batch_norm_inputs(dtype, param_dtype, layout, affine), backend)
+
+
+
+@pytest.mark.parametrize("eps", [1e-3, 0.1, 1e-6, None, -0.5])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_logit_16_bit_bounds_and_steps_in_its_dtype(eps, dtype, backend):
+    """hi = 1 - eps is 1.0 in bfloat16 for eps=1e-3: eager's logit of x >= 1 is then inf."""
+    def make(seed):
+        x = torch.rand(200, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 1.2 - 0.1
+        return [torch.cat([x, odd_values((20,), torch.float64, seed)]).to(dtype)]
+    check_calls(lambda x: torch.logit(x, eps) * 2, make, backend)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_layer_norm_without_bias_gives_positive_zeros(dtype, backend):
+    """Rows of one value normalize to zeros: +0.0 in eager's CPU kernel (it adds a bias of 0) whatever the
+    weight's sign; copysign and signbit read it. (Values k/4, whose mean is exact in any order.)"""
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        rows = (torch.randint(-8, 8, (5, 1), generator=g) / 4).to(dtype).expand(5, 6).contiguous()
+        return [rows, torch.randn(6, generator=g, dtype=dtype)]
+
+    def fn(x, w):
+        y = F.layer_norm(x, x.shape[-1:], w, None, eps=1e-5)
+        return y, torch.signbit(y)
+    check_calls(fn, make, backend)
+
+
+TRANSCENDENTALS = {
+    "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": lambda x: torch.log(x.abs()),
+    "log2": lambda x: torch.log2(x.abs()), "log1p": lambda x: torch.log1p(x.abs()), "sin": torch.sin,
+    "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "erf": torch.erf, "sigmoid": torch.sigmoid,
+    "atan2": lambda x: torch.atan2(x, x.flip(0) + 0.5), "pow": lambda x: torch.pow(x.abs(), x.flip(0)),
+}
+
+
+@pytest.mark.skipif(not eager_math.functions(), reason="eager's kernels call libm here")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", list(TRANSCENDENTALS))
+def test_eager_math_gives_eagers_bits(name, dtype):
+    """4096 elements, all in eager's vectorized body: eager's bits; a value computed in a kernel's scalar
+    tail equals the same value computed in its vectorized body."""
+    fn = TRANSCENDENTALS[name]
+    with graphjit.config.patch(eager_math=1):
+        for seed in range(2):
+            x = (torch.randn(4096, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 3).to(dtype)
+            graphjit.reset()
+            got = graphjit.compile(lambda t: fn(t) * 1)(x)
+            torch.testing.assert_close(got, fn(x), rtol=0, atol=0, equal_nan=True)
+            tail = torch.cat([x, x[:13]])          # 4109 elements: the last 13 in the scalar tail
+            graphjit.reset()
+            got = graphjit.compile(lambda t: fn(t) * 1)(tail)
+            if name not in ("atan2", "pow"):    # (their second operand differs in the tail)
+                torch.testing.assert_close(got[-13:], got[:13], rtol=0, atol=0, equal_nan=True)
