@@ -880,14 +880,47 @@ class OwnCall(torch.nn.Module):
         return x
 
 
-def test_module_overriding_call_is_refused():
+class CheckpointingLayer(torch.nn.Module):
+    """transformers' GradientCheckpointingLayer (up to 5.17): a __call__ of its own around nn.Module's."""
+    active = False
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def __call__(self, *args, **kwargs):
+        if self.active and self.training:
+            kwargs["scale"] = 0.5
+        return super().__call__(*args, **kwargs)
+
+    def forward(self, x, scale=1.0):
+        return self.lin(x) * scale
+
+
+def test_module_overriding_call_runs_its_call():
     outer = torch.nn.Sequential(OwnCall())
     gj.reset()
-    with pytest.raises(Unsupported):
-        gj.compile(outer, backend="eager", fullgraph=True)(r(3))
-    gj.reset()
     x = r(3)
-    assert torch.equal(gj.compile(outer, backend="eager")(x), outer(x))
+    assert torch.equal(gj.compile(outer, backend="eager", fullgraph=True)(x), outer(x))   # x * 5, not forward
+
+
+def test_module_call_wrapping_super_call_is_captured_whole():
+    layers = torch.nn.Sequential(CheckpointingLayer(), CheckpointingLayer())
+
+    def activate():
+        CheckpointingLayer.active = True
+    try:
+        check_steps(layers, [Step(one, graphs=1), Step(one, graphs=1),
+                             Step(one, before=activate, graphs=2)])          # the class flag is guarded
+    finally:
+        CheckpointingLayer.active = False
+    hooked = CheckpointingLayer()
+    seen = []
+    hooked.register_forward_hook(lambda m, a, out: seen.append(1))
+    x = r(3)
+    gj.reset()
+    torch.testing.assert_close(gj.compile(torch.nn.Sequential(hooked), backend="eager")(x), hooked(x))
+    assert len(seen) == 2                   # eager's call and the compiled one: the hook ran once each
 
 
 class Limits:

@@ -150,9 +150,16 @@ class NNModuleVariable(ObjectLikeVariable):
 
     def call(self, tx, args, kwargs):
         call = _class_lookup(type(self.module), "__call__")
-        if call is not _class_lookup(torch.nn.Module, "__call__"):
-            unsupported(f"{type(self.module).__name__} overrides nn.Module.__call__")
         guard_class_attribute(tx, type(self.module), "__call__")
+        if call is not _class_lookup(torch.nn.Module, "__call__"):
+            # the class's own __call__ (transformers' GradientCheckpointingLayer has one), inlined; its
+            # super().__call__(...) is nn.Module's, which comes back to module_call
+            from .builder import wrap_class_attribute
+            return wrap_class_attribute(tx, self, type(self.module), "__call__").call(tx, args, kwargs)
+        return self.module_call(tx, args, kwargs)
+
+    def module_call(self, tx, args, kwargs):
+        """nn.Module.__call__: no hooks (guarded), then forward."""
         self.guard_no_hooks(tx)
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
@@ -913,6 +920,20 @@ class PythonModuleVariable(Variable):
         return f"PyModule({self.value.__name__})"
 
 
+class ModuleCall(Variable):
+    """`super().__call__` of a module class with a __call__ of its own: nn.Module.__call__, i.e. no hooks
+    (guarded), then forward."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def call(self, tx, args, kwargs):
+        return self.module.module_call(tx, args, kwargs)
+
+    def __repr__(self):
+        return f"{self.module!r}.__call__ (nn.Module's)"
+
+
 class SuperVariable(Variable):
     def __init__(self, cls, obj):
         self.cls = cls
@@ -929,6 +950,8 @@ class SuperVariable(Variable):
         for klass in mro[start:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
+                if attr is torch.nn.Module.__call__ and isinstance(self.obj, NNModuleVariable):
+                    return ModuleCall(self.obj)
                 if isinstance(attr, types.FunctionType):
                     return BoundMethodVariable(UserFunctionVariable(attr), self.obj)
                 if isinstance(attr, classmethod):
