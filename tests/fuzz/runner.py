@@ -119,11 +119,20 @@ def _replay(src, calls, ref=False, perturb=None):
 
 
 def _replay_quietly(src, calls, ref, perturb):
+    import torch
     ns = program.load(src, ref=ref)
+    saved = torch.get_default_dtype()
     for i, (variant, seed) in enumerate(calls):
         last = i == len(calls) - 1
         args = ns["make_inputs"](seed, variant, perturb) if last and perturb else ns["make_inputs"](seed, variant)
-        out = ns["f"](*args)
+        # the float64 reference computes in float64 throughout: values f makes in the default dtype
+        # (`mask.sqrt()`, `torch.tensor([0.5])`) too, or they meet its float64 tensors as float32
+        # (inputs are made as in the real run: their random draws depend on the default dtype)
+        torch.set_default_dtype(torch.float64 if ref else saved)
+        try:
+            out = ns["f"](*args)
+        finally:
+            torch.set_default_dtype(saved)
     return compare.state(out, args, ns)
 
 

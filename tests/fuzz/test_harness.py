@@ -155,3 +155,13 @@ def test_jobs_run_one_process_per_seed(tmp_path):
     for seed in (40, 41):
         assert f"--- seed {seed}" in out.stdout
         assert "1 programs: " in (tmp_path / f"log_{seed}.txt").read_text()
+
+
+def test_float64_reference_computes_default_dtype_values_in_float64():
+    """A value f makes in the default dtype meets a float64 input in the reference replay: the replay runs
+    f with float64 as the default dtype (and makes the inputs as the real run does)."""
+    prog = _prog("v1 = x1 @ torch.ones(3, 3)")        # float64 @ float32 raises
+    state = runner._replay(prog.source(), prog.calls[:1], ref=True)
+    assert state["out"][0].dtype == torch.float64
+    plain = runner._replay(prog.source(), prog.calls[:1])
+    torch.testing.assert_close(state["arg"][0], plain["arg"][0].double())      # the same inputs
