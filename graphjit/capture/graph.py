@@ -51,7 +51,11 @@ class OutputGraph:
             index = len(self.symbolic_inputs)
             context = dynamic.symbolic_context(value, dynamic_dims, marks)
             fake = self.fake_mode.from_tensor(value, source=dynamic.torch_source(index), symbolic_context=context)
-            self.symbolic_inputs.append((fake, source, context))
+            # the guards are on the input as it came in: a view with its metadata, which an in-place
+            # metadata change of the input while tracing (`x.t_()`) leaves alone
+            with self.fake_mode:
+                as_given = fake.as_strided(fake.size(), fake.stride(), fake.storage_offset())
+            self.symbolic_inputs.append((as_given, source, context))
         else:
             fake = self.fake_mode.from_tensor(value, static_shapes=True)
         node.meta["example_value"] = fake

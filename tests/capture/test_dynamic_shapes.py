@@ -272,3 +272,21 @@ def test_graphjit_compiler_is_safe_with_symbolic_graphs_however_they_arrive():
     assert len(seen) == 1
     torch._dynamo.reset()
     run_sequence(f, inputs, graphs=None, frontend=lambda fn: torch.compile(fn, backend=graphjit_backend))
+
+
+def test_inputs_whose_metadata_the_frame_changes_in_place():
+    """x.t_() / unsqueeze_() change the input's sizes while tracing: the guards are on the sizes it came in
+    with (fuzz seeds 970000117, 970100164)."""
+    def f(x, y):
+        x.t_()
+        y.unsqueeze_(0)
+        return x * 2, y.shape[1]
+    for dynamic in (None, True):
+        counter = CompileCounter()
+        compiled = graphjit.compile(f, backend=counter, dynamic=dynamic)
+        for n, m in [(1, 1), (1, 2), (3, 5), (4, 2)]:
+            xe, ye = torch.randn(n, m), torch.randn(m)
+            xc, yc = xe.clone(), ye.clone()
+            expected, got = f(xe, ye), compiled(xc, yc)
+            torch.testing.assert_close(got[0], expected[0])
+            assert got[1] == expected[1] and xc.shape == xe.shape and yc.shape == ye.shape
