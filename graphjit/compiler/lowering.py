@@ -1086,6 +1086,11 @@ def _stored_as_traced(x):
     graph computes is stored, or read lazily, without the rest of that value's storage)."""
     node = _current[-1].args[0]
     meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    if isinstance(meta, torch.Tensor) and meta.numel() == 0 and _current[-1].meta["val"].numel():
+        # x has no elements (lowered to an empty constant) but the view reads its storage, which eager
+        # keeps: the elements of the tensor x was sliced from
+        from . import decompose
+        raise decompose.Refused("as_strided reads the storage of a view with no elements")
     try:
         return _stored_whole(x, node, meta)
     except NotLowered as e:

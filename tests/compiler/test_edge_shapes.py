@@ -305,3 +305,19 @@ def test_reshape_chains_compile_quickly():
 def test_reduction_dims():
     assert lowering.reduction_dims([1, -1], 2) == [1]          # one dim, named twice
     assert lowering.reduction_dims([0, -1], 0) == [] and lowering.reduction_dims([], 3) == [0, 1, 2]
+
+
+def test_as_strided_of_an_empty_slice_reads_the_storage(backend):
+    """x[:0] has no elements, but as_strided of it reads x's storage as eager does (the graph is refused,
+    not compiled with the slice as an empty constant; fuzz 972200361)."""
+
+    def f(x):
+        return torch.as_strided(x[: x.shape[0] // 2], (1,), (1,)) >= x
+    compiled = graphjit.compile(f, backend="graphjit")
+    for n in (1, 1, 4):
+        x = torch.arange(n * 3).reshape(n, 3) - 2
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = compiled(x)
+        assert torch.equal(got, f(x))
+        assert not [w for w in caught if "graphjit" in str(w.message)], [str(w.message) for w in caught]
