@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import graphjit
-from harness import Cases, gj
-from test_breaks_support import World, check_break
+from .harness import Cases, gj
+from .test_breaks_support import World, check_break
 
 from graphjit.testing import CompileCounter
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import graphjit
-from harness import Cases
-from test_breaks_support import check_break
+from .harness import Cases
+from .test_breaks_support import check_break
 
 
 def r(*shape):

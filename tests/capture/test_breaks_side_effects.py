@@ -21,8 +21,8 @@ import torch
 import torch.nn as nn
 
 import graphjit
-from harness import Cases
-from test_breaks_support import World, check_break, check_break_module, params
+from .harness import Cases
+from .test_breaks_support import World, check_break, check_break_module, params
 
 
 def r(*shape):

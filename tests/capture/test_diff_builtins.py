@@ -9,7 +9,7 @@ import operator
 import pytest
 import torch
 
-from harness import Cases
+from .harness import Cases
 
 cases = Cases()
 

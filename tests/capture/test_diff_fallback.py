@@ -12,7 +12,8 @@ import contextlib
 import pytest
 import torch
 
-from harness import Cases, check_raises, gj
+from graphjit.testing import check_raises
+from .harness import Cases, gj
 
 from graphjit.testing import CompileCounter
 

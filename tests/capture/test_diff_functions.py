@@ -10,7 +10,8 @@ import functools
 import pytest
 import torch
 
-from harness import Cases, check, gj
+from graphjit.testing import check
+from .harness import Cases, gj
 
 cases = Cases()
 

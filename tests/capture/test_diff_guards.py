@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from harness import Step, check, check_steps, gj
+from graphjit.testing import check, check_steps, Step
+from .harness import gj
 
 from graphjit.testing import CompileCounter
 

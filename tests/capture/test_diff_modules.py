@@ -13,7 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from harness import check, check_module, gj
+from graphjit.testing import check, check_module
+from .harness import gj
 
 from graphjit.testing import CompileCounter
 

@@ -8,7 +8,7 @@ rewriting.
 import pytest
 import torch
 
-from harness import Cases
+from .harness import Cases
 
 cases = Cases()
 

@@ -11,7 +11,7 @@ import typing
 import pytest
 import torch
 
-from harness import Cases
+from .harness import Cases
 
 cases = Cases()
 

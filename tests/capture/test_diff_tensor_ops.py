@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness import Cases
+from .harness import Cases
 
 cases = Cases()
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from graphjit.exc import Unsupported
-from harness import Cases, clone_tree, gj
+from graphjit.testing import clone_tree
+from .harness import Cases, gj
 
 cases = Cases()
 

@@ -24,7 +24,8 @@ import pytest
 import torch
 
 from graphjit.exc import Unsupported, UserError
-from harness import Step, assert_same, clone_tree, gj
+from graphjit.testing import assert_same, clone_tree, Step
+from .harness import gj
 
 _ABSENT = "<absent>"
 

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from graphjit.exc import Unsupported
-from harness import Cases, Step, check, check_raises, check_steps, gj
+from graphjit.testing import check, check_raises, check_steps, Step
+from .harness import Cases, gj
 
 cases = Cases()
 

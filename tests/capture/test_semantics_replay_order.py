@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import graphjit
-from harness import Cases, assert_same, clone_tree, gj
-from test_breaks_support import World, check_break
+from graphjit.testing import assert_same, clone_tree
+from .harness import Cases, gj
+from .test_breaks_support import World, check_break
 
 cases = Cases()
 

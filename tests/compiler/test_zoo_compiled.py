@@ -2,9 +2,6 @@
 ViT in plain torch) through graphjit's own compiler, in inference: every graph compiles (none runs
 eagerly), outputs match eager over three calls with fresh inputs, and the ATen fallbacks are only the
 known ones. C++ kernels on every entry; Triton's interpreter on a few (it is slow)."""
-import os
-import sys
-
 import pytest
 
 import graphjit
@@ -12,8 +9,7 @@ from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit import config as gj_config
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "models"))
-from zoo import ZOO, build, matches_eager, missing  # noqa: E402
+from tests.models.zoo import ZOO, build, matches_eager, missing
 
 # ops still without a lowering that the zoo reaches: a new fallback fails the test (lower it, or add it here)
 KNOWN_FALLBACKS = set()

@@ -21,10 +21,7 @@ import importlib
 
 import torch
 
-try:
-    from . import plain
-except ImportError:   # imported as a top-level module (pytest puts tests/models on sys.path)
-    import plain
+from . import plain
 
 VOCAB = 99
 BATCH, SEQ = 2, 12

@@ -10,8 +10,8 @@ import types
 import pytest
 import torch
 
-import harness
-from harness import Mismatch, assert_same, check, check_raises, clone_tree
+from graphjit import testing
+from graphjit.testing import assert_same, check, check_raises, clone_tree, Mismatch
 
 
 def _stand_in(wrap):
@@ -38,9 +38,9 @@ def _trace(fn):
 
 @pytest.fixture
 def compiler():
-    previous = harness._override
-    yield lambda wrap: harness.use_compiler(_stand_in(wrap))
-    harness.use_compiler(previous)
+    previous = testing._override
+    yield lambda wrap: testing.use_compiler(_stand_in(wrap))
+    testing.use_compiler(previous)
 
 
 def _double(x):
@@ -115,7 +115,7 @@ def test_lost_identity_caught(compiler):
 
 
 def test_extra_graphs_caught(compiler):
-    harness.use_compiler(types.SimpleNamespace(
+    testing.use_compiler(types.SimpleNamespace(
         compile=lambda fn, backend=None, **kw: (lambda *a: (backend(_trace(fn), list(a)), fn(*a))[1]),
         reset=lambda: None))
     with pytest.raises(AssertionError, match=r"handed 4 graph\(s\) \(ops per graph \[1, 1, 1, 1\]\), expected 1"):
@@ -123,7 +123,7 @@ def test_extra_graphs_caught(compiler):
 
 
 def test_graphs_none_skips_count(compiler):
-    harness.use_compiler(types.SimpleNamespace(compile=lambda fn, backend=None, **kw: fn, reset=lambda: None))
+    testing.use_compiler(types.SimpleNamespace(compile=lambda fn, backend=None, **kw: fn, reset=lambda: None))
     check(lambda x: x + 1, lambda: (torch.randn(3),), graphs=None)
     with pytest.raises(AssertionError, match="handed 0 graph"):
         check(lambda x: x + 1, lambda: (torch.randn(3),))
@@ -131,7 +131,7 @@ def test_graphs_none_skips_count(compiler):
 
 def test_fullgraph_requested_when_one_graph_expected(compiler):
     seen = []
-    harness.use_compiler(types.SimpleNamespace(
+    testing.use_compiler(types.SimpleNamespace(
         compile=lambda fn, backend=None, **kw: (seen.append(kw), fn)[1], reset=lambda: None))
     check(lambda x: x + 1, lambda: (torch.randn(3),), graphs=None)
     with pytest.raises(AssertionError):
