@@ -197,7 +197,11 @@ class Mismatch(AssertionError):
 class _Tolerance:
     atol: object      # a number, or None: the dtype's (TOLERANCES)
     rtol: object
-    strides: bool
+    strides: bool = False
+    signs: object = None     # tell -0.0 from 0.0; None: in exact comparisons only
+
+    def zero_signs(self, atol, rtol):
+        return atol == rtol == 0 if self.signs is None else self.signs
 
     def of(self, dtype):
         table = TOLERANCES.get(dtype, {})
@@ -206,18 +210,19 @@ class _Tolerance:
         return atol, rtol
 
 
-def assert_same(actual, expected, *, where="output", atol=0.0, rtol=0.0, strides=False):
+def assert_same(actual, expected, *, where="output", atol=0.0, rtol=0.0, strides=False, zero_signs=None):
     """Recursive equality of two results; the error (a Mismatch) names the path that differs
     (`output[1]['h'].x`) and the command that reruns the test.
 
     Tensors: the same type, dtype, shape, device, requires_grad and layout (and strides, with `strides`),
-    values within atol + rtol * |expected|, NaN equal to NaN; exactly equal (atol = rtol = 0) also tells
-    -0.0 from 0.0. atol or rtol None: the tensor dtype's in TOLERANCES (exact for dtypes not there).
+    values within atol + rtol * |expected|, NaN equal to NaN. atol or rtol None: the tensor dtype's in
+    TOLERANCES (exact for dtypes not there). zero_signs: a zero must have eager's sign (-0.0 is not 0.0);
+    None: in an exact comparison (atol = rtol = 0) only.
     Floats compare within the same tolerance; containers, dataclasses, modules (state_dict) and objects
     (attributes) element by element; anything else with ==.
     """
     try:
-        _same(actual, expected, where, _Tolerance(atol, rtol, strides))
+        _same(actual, expected, where, _Tolerance(atol, rtol, strides, zero_signs))
     except Mismatch as e:
         raise Mismatch(f"{e}{_rerun_hint()}") from None
 
@@ -303,8 +308,8 @@ def _same_tensor(actual, expected, where, tol):
         torch.testing.assert_close(a, e, atol=atol, rtol=rtol, equal_nan=True)
     except AssertionError:
         _fail(where, f"values differ{_diff_summary(a, e)} (atol={atol}, rtol={rtol})")
-    if atol == rtol == 0 and e.is_floating_point() and e.layout == torch.strided:
-        zeros = e == 0
+    if tol.zero_signs(atol, rtol) and e.is_floating_point() and e.layout == torch.strided:
+        zeros = (e == 0) & (a == 0)
         if not torch.equal(a[zeros].signbit(), e[zeros].signbit()):
             _fail(where, f"signs of zeros differ: {int((a[zeros].signbit() != e[zeros].signbit()).sum())} of "
                          f"{int(zeros.sum())} zeros")
@@ -390,12 +395,14 @@ class _Options:
     rtol: object = None
     strides: bool = False
     fallback: bool = False
+    identities: bool = True
+    zero_signs: object = None
 
     def tolerance(self):
         """Exact for graphs run as captured; a compiler's results within TOLERANCES unless atol/rtol say."""
         default = None if self.backend is not None else 0.0
         return dict(atol=default if self.atol is None else self.atol,
-                    rtol=default if self.rtol is None else self.rtol, strides=self.strides)
+                    rtol=default if self.rtol is None else self.rtol, strides=self.strides, signs=self.zero_signs)
 
     def compile(self, fn, counter, fullgraph_default):
         kwargs = dict(self.compile_kwargs or {})
@@ -436,7 +443,8 @@ def _run_both(eager_fn, compiled_fn, args, kwargs, label, options, context=None)
     try:
         _same(actual, expected, "output", tol)
         _same((comp_args, comp_kwargs), (eager_args, eager_kwargs), "(args, kwargs) after the call", tol)
-        _assert_same_identities(actual, expected, (comp_args, comp_kwargs), (eager_args, eager_kwargs))
+        if options.identities:
+            _assert_same_identities(actual, expected, (comp_args, comp_kwargs), (eager_args, eager_kwargs))
     except Mismatch as e:
         raise Mismatch(f"{label}: {e}{_rerun_hint()}") from None
     return expected, actual
@@ -471,7 +479,7 @@ def _calls(fn, compiled, make_args, kwargs_factory, calls, counter, options, con
 
 
 def check(fn, make_args, *, calls=4, graphs=1, backend=None, compile_kwargs=None, atol=None, rtol=None,
-          strides=False, fallback=False, kwargs_factory=None, context=None):
+          strides=False, zero_signs=None, fallback=False, identities=True, kwargs_factory=None, context=None):
     """Differential test of `fn`: see the module docstring. Returns the CompileCounter.
 
     make_args:      () -> tuple of positional arguments, called once per call under torch.manual_seed(call);
@@ -485,9 +493,12 @@ def check(fn, make_args, *, calls=4, graphs=1, backend=None, compile_kwargs=None
                     graphs go through it, and each must compile (not run as captured) unless `fallback`.
     atol, rtol:     None: exact without a backend, the dtype's TOLERANCES with one.
     strides:        compare output and argument tensors' strides too.
+    zero_signs:     a zero must have eager's sign; None: in exact comparisons only (see assert_same).
+    identities:     False: leave out the identity relations (which outputs are arguments, or one another).
     context:        () -> context manager that both the eager and the compiled call run under.
     """
-    options = _Options(_backend(backend), graphs, compile_kwargs, atol, rtol, strides, fallback)
+    options = _Options(_backend(backend), graphs, compile_kwargs, atol, rtol, strides, fallback, identities,
+                       zero_signs)
     compiler().reset()
     counter = CompileCounter(options.backend)
     compiled = options.compile(fn, counter, fullgraph_default=True)
