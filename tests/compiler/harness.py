@@ -123,10 +123,16 @@ def binary_inputs(dtype, low=-3.0, high=3.0, seed=1, other_dtype=None, other_low
 
 # ---- lowering tests: an op through both codegens, without a fallback ----
 
-def triton_devices():
-    """Triton's interpreter on CPU tensors, and CUDA where there is a GPU (the `gpu` marker skips it)."""
+def triton_devices(matrix=False):
+    """Triton's interpreter on CPU tensors, and CUDA where there is a GPU (the `gpu` marker skips it).
+
+    matrix: for a test over every op and dtype. Its interpreter runs are marked one_python: the Triton code
+    of an op is written by our codegen, the same Python on every Python, and the C++ matrix runs on every
+    Python (every torch version's decompositions). Triton's interpreter version (3.6 with Python 3.12, 3.8
+    with 3.13) shows in the semantics tests, which run on both (the `backend` fixture's tests)."""
     import pytest
-    return [pytest.param("cpu", id="interpret"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+    interpret = pytest.param("cpu", id="interpret", marks=[pytest.mark.one_python] if matrix else [])
+    return [interpret, pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 
 def check_lowered(op, dtype, device=None, **tolerance):

@@ -8,7 +8,6 @@ import torch.nn.functional as F
 
 import graphjit
 from graphjit.compiler import autotune
-from graphjit import config as compiler_config
 from graphjit.compiler.codegen import matmul
 from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit import config as gj_config
@@ -18,9 +17,7 @@ pytestmark = pytest.mark.skipif(not triton_codegen.triton_available(), reason="T
 
 
 @pytest.fixture(autouse=True)
-def interpreter(monkeypatch, tmp_path):
-    monkeypatch.setattr(gj_config, "triton_cpu", 1)
-    monkeypatch.setattr(compiler_config, "cache_dir", str(tmp_path))
+def interpreter(triton_interpreter):
     graphjit.reset()
 
 

@@ -8,7 +8,6 @@ import torch.nn.functional as F
 
 import graphjit
 from graphjit.compiler import autotune
-from graphjit import config as compiler_config
 from graphjit.compiler.codegen import matmul
 from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit import config as gj_config
@@ -27,10 +26,7 @@ def products(x, w, b, y, b2):
 
 
 @pytest.fixture
-def cached(monkeypatch, tmp_path):
-    monkeypatch.setattr(gj_config, "triton_cpu", 1)
-    monkeypatch.setattr(compiler_config, "cache_dir", str(tmp_path))
-
+def cached(monkeypatch, triton_interpreter):
     def use(choice):
         monkeypatch.setattr(autotune, "load_choice", lambda key: choice)
     return use

@@ -20,12 +20,11 @@ from graphjit.compiler import compile_graph  # noqa: E402
 
 from graphjit.testing import TOLERANCES, assert_same  # noqa: E402
 
-from .harness import describe, make, trace_cases  # noqa: E402
+from .harness import describe, make, trace_cases, triton_devices  # noqa: E402
 from .test_ops import ALL  # noqa: E402
 
 CUDA = torch.cuda.is_available()
-DEVICES = [pytest.param("cpu", id="interpret"),
-           pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+DEVICES = triton_devices()
 
 # Triton's reductions add in a tree and its exp/division are not libm's: a few ulp more than C++'s loops.
 TRITON_TOLERANCE = {torch.float32: dict(rtol=1e-4, atol=1e-4)}
@@ -81,7 +80,7 @@ OPS = [pytest.param(op, dtype, id=f"{op.name}-{str(dtype).replace('torch.', '')}
        for op in ALL for dtype in op.dtypes]
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", triton_devices(matrix=True))
 @pytest.mark.parametrize("op,dtype", OPS)
 def test_op(op, dtype, device):
     run_triton(op.fn, op.inputs(dtype), device, **op.tol)

@@ -42,6 +42,11 @@ def test_zoo_compiled_cpp(name, monkeypatch):
     check(name)
 
 
+# one_python: whole models in Triton's interpreter take tens of seconds. The Triton code of each op is
+# checked on every Python with Triton (test_triton.py and the `backend` fixture's tests), these models'
+# graphs from every torch version compile in test_zoo_compiled_cpp, and the Triton codegen between them
+# is plain Python: on a second Python these would rerun the same code on the same kernels.
+@pytest.mark.one_python
 @pytest.mark.parametrize("name", TRITON)
 def test_zoo_compiled_triton_interpreter(name, monkeypatch):
     if not triton_codegen.triton_available():
