@@ -13,6 +13,8 @@ graphjit.testing.use_compiler chose (e.g. a shim over torch.compile, to validate
 """
 import dataclasses
 
+import torch
+
 from graphjit import testing
 
 
@@ -84,3 +86,8 @@ class Cases:
 def case_id(value):
     """pytest ids for parametrize over functions/cases: the function's name."""
     return getattr(value, "__name__", None) or getattr(value, "name", None) or repr(value)
+
+
+def r(*shape):
+    """torch.randn(*shape): the cases' arguments (check seeds each call)."""
+    return torch.randn(*shape)

@@ -15,12 +15,8 @@ import pytest
 import torch
 
 from graphjit.testing import Step
-from .harness import Cases
+from .harness import Cases, r
 from .test_breaks_support import check_break, check_break_steps
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def pos(*shape):

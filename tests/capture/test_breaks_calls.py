@@ -21,12 +21,8 @@ import pytest
 import torch
 
 import graphjit
-from .harness import Cases
+from .harness import Cases, r
 from .test_breaks_support import World, check_break
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 # ------------------------------------------------------------------------------ print to a sink

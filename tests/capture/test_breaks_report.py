@@ -15,14 +15,10 @@ import torch.nn as nn
 
 import graphjit
 from graphjit.testing import check_raises
-from .harness import gj
+from .harness import gj, r
 from .test_breaks_support import check_break, line_of
 
 from graphjit.testing import CompileCounter
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 SINK = io.StringIO()

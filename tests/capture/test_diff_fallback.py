@@ -13,15 +13,11 @@ import pytest
 import torch
 
 from graphjit.testing import check_raises
-from .harness import Cases, gj
+from .harness import Cases, gj, r
 
 from graphjit.testing import CompileCounter
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 _sink = io.StringIO()

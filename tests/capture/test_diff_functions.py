@@ -11,13 +11,9 @@ import pytest
 import torch
 
 from graphjit.testing import check
-from .harness import Cases, gj
+from .harness import Cases, gj, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def two():

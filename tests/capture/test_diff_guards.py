@@ -12,13 +12,9 @@ import torch
 import torch.nn as nn
 
 from graphjit.testing import check, check_steps, Step
-from .harness import gj
+from .harness import gj, r
 
 from graphjit.testing import CompileCounter
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def _mlp(x, y):

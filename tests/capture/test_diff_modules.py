@@ -14,13 +14,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from graphjit.testing import check, check_module
-from .harness import gj
+from .harness import gj, r
 
 from graphjit.testing import CompileCounter
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 class ModuleCase:

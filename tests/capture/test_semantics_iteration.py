@@ -12,13 +12,9 @@ import torch
 
 from graphjit.exc import Unsupported
 from graphjit.testing import clone_tree
-from .harness import Cases, gj
+from .harness import Cases, gj, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def x_log():

@@ -25,13 +25,9 @@ import torch
 
 from graphjit.exc import Unsupported, UserError
 from graphjit.testing import assert_same, clone_tree, Step
-from .harness import gj
+from .harness import gj, r
 
 _ABSENT = "<absent>"
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def _read(state):

@@ -16,13 +16,9 @@ import torch
 
 from graphjit.exc import Unsupported
 from graphjit.testing import check, check_raises, check_steps, Step
-from .harness import Cases, gj
+from .harness import Cases, gj, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def one():

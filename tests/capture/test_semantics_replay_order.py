@@ -12,14 +12,10 @@ import torch
 
 import graphjit
 from graphjit.testing import assert_same, clone_tree
-from .harness import Cases, gj
+from .harness import Cases, gj, r
 from .test_breaks_support import World, check_break
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def tensors(n):
