@@ -83,11 +83,6 @@ class Cases:
         return len(self.cases)
 
 
-def case_id(value):
-    """pytest ids for parametrize over functions/cases: the function's name."""
-    return getattr(value, "__name__", None) or getattr(value, "name", None) or repr(value)
-
-
 def r(*shape):
     """torch.randn(*shape): the cases' arguments (check seeds each call)."""
     return torch.randn(*shape)
