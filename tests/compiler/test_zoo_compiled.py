@@ -8,6 +8,7 @@ import graphjit
 from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit import config as gj_config
+from graphjit.testing import CompileCounter
 
 from tests.models.zoo import ZOO, build, matches_eager, missing
 
@@ -22,17 +23,12 @@ def check(name):
     reason = missing(spec)
     if reason:
         pytest.skip(reason)
-    compiled_graphs = []
-
-    def backend(gm, example_inputs):
-        fn = graphjit_backend(gm, example_inputs)
-        compiled_graphs.append(fn)
-        return fn
+    counter = CompileCounter(graphjit_backend)
     model, _ = build(spec)
     model.eval()
-    matches_eager(model, graphjit.compile(model, backend=backend), spec, rtol=1e-4, atol=1e-4)
-    assert compiled_graphs and all(hasattr(fn, "items") for fn in compiled_graphs), "a graph ran eagerly"
-    fallbacks = {target for fn in compiled_graphs for target, _ in fn.graph.fallbacks}
+    matches_eager(model, graphjit.compile(model, backend=counter), spec, rtol=1e-4, atol=1e-4)
+    assert counter.compiled and all(hasattr(fn, "items") for fn in counter.compiled), "a graph ran eagerly"
+    fallbacks = {target for fn in counter.compiled for target, _ in fn.graph.fallbacks}
     assert fallbacks <= KNOWN_FALLBACKS, fallbacks - KNOWN_FALLBACKS
 
 
