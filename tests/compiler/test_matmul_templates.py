@@ -32,6 +32,9 @@ def cached(monkeypatch, triton_interpreter):
     return use
 
 
+# one_python (3.12), like the op matrices (harness.triton_devices): configurations x dtypes x sizes of our
+# template in the interpreter, the same kernels on every Python.
+@pytest.mark.one_python
 @pytest.mark.parametrize("cfg", CONFIGS, ids=["16x32x16", "32x16x64"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("M", [1, 37])
