@@ -27,7 +27,7 @@ sys.path.insert(0, ROOT)
 
 import graphjit  # noqa: E402
 from graphjit.testing import CompileCounter  # noqa: E402
-from tests.capture.harness import assert_same  # noqa: E402
+from graphjit.testing import assert_same  # noqa: E402
 from tests.models.zoo import ZOO, build, missing  # noqa: E402
 
 

@@ -28,8 +28,8 @@ def kernels_of(model_name, prelude):
     import graphjit
     from graphjit.compiler import decompose, lowering, scheduler
     from graphjit.compiler.codegen import triton as triton_codegen
-    sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
-    from zoo import ZOO, build
+    sys.path.insert(0, ROOT)
+    from tests.models.zoo import ZOO, build
     spec = ZOO[model_name]
     model, _ = build(spec)
     model.eval()

@@ -1,10 +1,16 @@
-"""Suite-wide test setup: GPU tests skip without a GPU; each test starts from a clean graphjit.
+"""Suite-wide test setup: GPU tests skip without a GPU; `one_python` tests skip on all Pythons of the
+test matrix but ONE_PYTHON; each test starts from a clean graphjit.
 
-Markers (`gpu`, `slow`) are declared in pyproject.toml under [tool.pytest.ini_options].
+Markers (`gpu`, `slow`, `one_python`) are declared in pyproject.toml under [tool.pytest.ini_options].
 """
 import sys
 
 import pytest
+
+# The Python of the test matrix (./dev test: 3.11, 3.12, 3.13) that runs the tests marked one_python: heavy
+# tests whose result does not depend on the Python or torch version (each use says why). 3.12 has Triton,
+# which most of them need.
+ONE_PYTHON = (3, 12)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -13,6 +19,11 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
         for item in gpu_items:
             item.add_marker(skip)
+    if sys.version_info[:2] != ONE_PYTHON:
+        skip = pytest.mark.skip(reason="marked one_python: runs on Python %d.%d only" % ONE_PYTHON)
+        for item in items:
+            if item.get_closest_marker("one_python"):
+                item.add_marker(skip)
 
 
 def _cuda_available():

@@ -19,6 +19,9 @@ def run(args, tmp_path):
     return done.stdout
 
 
+# one_python: checks that the script still runs (a tiny GPT-2 through the Triton interpreter, ~15 s); the
+# script's code is the same on every Python, and the model's graphs are tested in tests/compiler.
+@pytest.mark.one_python
 def test_cold_compile_smoke(tmp_path):
     pytest.importorskip("triton")
     pytest.importorskip("transformers")

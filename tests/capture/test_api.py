@@ -12,7 +12,7 @@ SINK = io.StringIO()
 from graphjit import config
 from graphjit.testing import CompileCounter
 
-from harness import check, assert_same
+from graphjit.testing import assert_same, check
 
 
 def mlp(x, w1, w2):

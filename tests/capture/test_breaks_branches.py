@@ -14,12 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness import Cases, Step
-from test_breaks_support import check_break, check_break_steps
-
-
-def r(*shape):
-    return torch.randn(*shape)
+from graphjit.testing import Step
+from .harness import Cases, r
+from .test_breaks_support import check_break, check_break_steps
 
 
 def pos(*shape):

@@ -21,12 +21,8 @@ import pytest
 import torch
 
 import graphjit
-from harness import Cases
-from test_breaks_support import World, check_break
-
-
-def r(*shape):
-    return torch.randn(*shape)
+from .harness import Cases, r
+from .test_breaks_support import World, check_break
 
 
 # ------------------------------------------------------------------------------ print to a sink
@@ -720,8 +716,8 @@ def test_break_in_tensor_method_arguments_graphs():
 
 def test_new_shape_recompiles_each_region_once():
     """A new input shape fails the guards of both regions: each recompiles once; old shapes still hit."""
-    from harness import Step
-    from test_breaks_support import check_break_steps
+    from graphjit.testing import Step
+    from .test_breaks_support import check_break_steps
     steps = [Step(lambda: (r(3),), graphs=2), Step(lambda: (r(5),), graphs=4), Step(lambda: (r(3),), graphs=4),
              Step(lambda: (r(5),), graphs=4)]
     check_break_steps(print_between_two_regions, steps, world=printed())

@@ -13,14 +13,10 @@ import pytest
 import torch
 
 import graphjit
-from harness import Cases, gj
-from test_breaks_support import World, check_break
+from .harness import Cases, gj, r
+from .test_breaks_support import World, check_break
 
 from graphjit.testing import CompileCounter
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 SINK = io.StringIO()

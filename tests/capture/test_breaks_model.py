@@ -10,7 +10,7 @@ import torch.nn as nn
 import graphjit as gj
 from graphjit.testing import CompileCounter
 
-from harness import assert_same
+from graphjit.testing import assert_same
 
 OUT = io.StringIO()
 RECORDS = []

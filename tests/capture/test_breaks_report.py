@@ -14,14 +14,11 @@ import torch
 import torch.nn as nn
 
 import graphjit
-from harness import check_raises, gj
-from test_breaks_support import check_break, line_of
+from graphjit.testing import check_raises
+from .harness import gj, r
+from .test_breaks_support import check_break, line_of
 
 from graphjit.testing import CompileCounter
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 SINK = io.StringIO()
@@ -209,7 +206,7 @@ def test_user_context_manager_around_break():
 
 def _compare_raising(fn, *args):
     """Eager and compiled on copies of args: same exception (or result), same mutated arguments."""
-    from harness import clone_tree, assert_same
+    from graphjit.testing import assert_same, clone_tree
     gj.reset()
     compiled = gj.compile(fn, backend=CompileCounter())
     outcomes = []

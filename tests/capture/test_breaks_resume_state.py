@@ -15,12 +15,8 @@ import pytest
 import torch
 
 import graphjit
-from harness import Cases
-from test_breaks_support import check_break
-
-
-def r(*shape):
-    return torch.randn(*shape)
+from .harness import Cases, r
+from .test_breaks_support import check_break
 
 
 @graphjit.disable

@@ -21,12 +21,8 @@ import torch
 import torch.nn as nn
 
 import graphjit
-from harness import Cases
-from test_breaks_support import World, check_break, check_break_module, params
-
-
-def r(*shape):
-    return torch.randn(*shape)
+from .harness import Cases, r
+from .test_breaks_support import World, check_break, check_break_module, params
 
 
 SINK = io.StringIO()

@@ -16,7 +16,7 @@ PYTEST_DONT_REWRITE: keep this module's bytecode plain like the cases', in case 
 import contextlib
 import inspect
 
-from harness import assert_same, check, check_module, check_steps, Mismatch, Step  # noqa: F401
+from graphjit.testing import assert_same, check, check_module, check_steps, Mismatch, Step
 
 
 class World:

@@ -9,13 +9,9 @@ import operator
 import pytest
 import torch
 
-from harness import Cases
+from .harness import Cases, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def two():

@@ -7,13 +7,9 @@ rewriting.
 import pytest
 import torch
 
-from harness import Cases
+from .harness import Cases, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def two():

@@ -12,15 +12,12 @@ import contextlib
 import pytest
 import torch
 
-from harness import Cases, check_raises, gj
+from graphjit.testing import check_raises
+from .harness import Cases, gj, r
 
 from graphjit.testing import CompileCounter
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 _sink = io.StringIO()

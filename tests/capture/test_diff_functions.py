@@ -10,13 +10,10 @@ import functools
 import pytest
 import torch
 
-from harness import Cases, check, gj
+from graphjit.testing import check
+from .harness import Cases, gj, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def two():

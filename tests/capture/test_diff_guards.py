@@ -11,13 +11,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from harness import Step, check, check_steps, gj
+from graphjit.testing import check, check_steps, Step
+from .harness import gj, r
 
 from graphjit.testing import CompileCounter
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def _mlp(x, y):

@@ -13,13 +13,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from harness import check, check_module, gj
+from graphjit.testing import check, check_module
+from .harness import gj, r
 
 from graphjit.testing import CompileCounter
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 class ModuleCase:

@@ -8,13 +8,9 @@ rewriting.
 import pytest
 import torch
 
-from harness import Cases
+from .harness import Cases, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 @cases.add(lambda: (r(3, 4),))

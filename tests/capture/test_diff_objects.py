@@ -11,13 +11,9 @@ import typing
 import pytest
 import torch
 
-from harness import Cases
+from .harness import Cases, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def two():

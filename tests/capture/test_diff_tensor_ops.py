@@ -10,13 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness import Cases
+from .harness import Cases, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def ints(*shape, low=-8, high=9):

@@ -8,7 +8,7 @@ import graphjit as gj
 from graphjit.examples.tiny_gpt import GPT, GPTConfig, Block
 from graphjit.testing import CompileCounter
 
-from harness import check_module, assert_same
+from graphjit.testing import assert_same, check_module
 
 transformers = pytest.importorskip("transformers")
 

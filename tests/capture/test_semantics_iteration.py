@@ -11,13 +11,10 @@ import pytest
 import torch
 
 from graphjit.exc import Unsupported
-from harness import Cases, clone_tree, gj
+from graphjit.testing import clone_tree
+from .harness import Cases, gj, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def x_log():

@@ -24,13 +24,10 @@ import pytest
 import torch
 
 from graphjit.exc import Unsupported, UserError
-from harness import Step, assert_same, clone_tree, gj
+from graphjit.testing import assert_same, clone_tree, Step
+from .harness import gj, r
 
 _ABSENT = "<absent>"
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def _read(state):

@@ -15,13 +15,10 @@ import pytest
 import torch
 
 from graphjit.exc import Unsupported
-from harness import Cases, Step, check, check_raises, check_steps, gj
+from graphjit.testing import check, check_raises, check_steps, Step
+from .harness import Cases, gj, r
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def one():

@@ -11,14 +11,11 @@ import pytest
 import torch
 
 import graphjit
-from harness import Cases, assert_same, clone_tree, gj
-from test_breaks_support import World, check_break
+from graphjit.testing import assert_same, clone_tree
+from .harness import Cases, gj, r
+from .test_breaks_support import World, check_break
 
 cases = Cases()
-
-
-def r(*shape):
-    return torch.randn(*shape)
 
 
 def tensors(n):

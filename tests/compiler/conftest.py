@@ -11,8 +11,7 @@ logging.getLogger("torch.__trace").propagate = False
 @pytest.fixture(autouse=True)
 def _compiler_errors_raise(monkeypatch):
     """In these tests a compiler error fails the test instead of silently running eagerly."""
-    from graphjit import config
-    monkeypatch.setattr(config, "raise_errors", 1)
+    monkeypatch.setattr(gj_config, "raise_errors", 1)
 
 
 def _triton_available():
@@ -24,6 +23,14 @@ def _triton_available():
                                                                              reason="Triton is not installed"))])
 def backend(request, monkeypatch):
     """The code generator a test's graphs go through: C++, or Triton under its interpreter (CPU tensors)."""
-    from graphjit.compiler.codegen import triton as triton_codegen
     monkeypatch.setattr(gj_config, "triton_cpu", int(request.param == "triton"))
     return request.param
+
+
+@pytest.fixture
+def triton_interpreter(monkeypatch, tmp_path):
+    """Graphs compile to Triton and run in its interpreter (CPU tensors), with a kernel and autotuning cache
+    of the test's own (tmp_path, returned): choices a test stores or plants stay in it."""
+    monkeypatch.setattr(gj_config, "triton_cpu", 1)
+    monkeypatch.setattr(gj_config, "cache_dir", str(tmp_path))
+    return tmp_path

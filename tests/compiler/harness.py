@@ -1,32 +1,17 @@
-"""Differential testing of graphjit's compiler against eager PyTorch.
+"""Differential testing of graphjit's compiler against eager PyTorch, on top of graphjit.testing.
 
 `run_cases(fn, cases)` traces one fx graph that applies fn to every case (so one C++ compile covers all
 of an op's shapes and layouts), compiles it with the graphjit backend, and compares each result to eager.
-Compiled kernels are cached on disk (~/.cache/graphjit/kernels), so reruns, and the other Pythons of the
-test matrix, mostly skip the C++ compiler.
+`check_calls(fn, make_inputs, backend)` goes through the frontend instead, over several calls of fresh
+inputs. Compiled kernels are cached on disk (~/.cache/graphjit/kernels), so reruns, and the other Pythons
+of the test matrix, mostly skip the C++ compiler.
 """
-import os
-import sys
-
 import torch
 import torch.fx
 
+from graphjit import testing
 from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.scheduler import Kernel
-
-TOLERANCES = {
-    torch.float32: dict(rtol=2e-5, atol=2e-5),
-    torch.float64: dict(rtol=1e-10, atol=1e-10),
-    torch.bfloat16: dict(rtol=2e-2, atol=2e-2),
-    torch.float16: dict(rtol=2e-3, atol=2e-3),
-}
-
-
-def repro(request=None):
-    """The one command that reruns the current test."""
-    node = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
-    py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return f"GRAPHJIT_TEST_PYTHONS={py} ./dev test '{node}'"
 
 
 def trace_cases(fn, cases):
@@ -48,32 +33,31 @@ def compile_cases(fn, cases):
     return graphjit_backend(gm, inputs), inputs
 
 
-def run_cases(fn, cases, **tolerance):
-    """Compile fn over all cases in one graph; assert each output equals eager's. Returns the compiled."""
+def run_cases(fn, cases, atol=None, rtol=None):
+    """Compile fn over all cases in one graph; assert each output is eager's (within the dtype's
+    TOLERANCES, or atol/rtol where given). Returns the compiled."""
     compiled, inputs = compile_cases(fn, cases)
     with torch.no_grad():
         got = compiled(*inputs)
         expected = tuple(fn(*case) for case in cases)
     for i, (g, e) in enumerate(zip(got, expected)):
-        assert_same(g, e, f"case {i} (inputs {describe(cases[i])})", **tolerance)
+        testing.assert_same(g, e, where=f"case {i} (inputs {describe(cases[i])})", atol=atol, rtol=rtol)
     return compiled
 
 
-def assert_same(got, expected, what, **tolerance):
-    if isinstance(expected, (tuple, list)):
-        assert len(got) == len(expected), f"{what}: {len(got)} outputs, eager has {len(expected)}"
-        for k, (g, e) in enumerate(zip(got, expected)):
-            assert_same(g, e, f"{what} output {k}", **tolerance)
-        return
-    if not isinstance(expected, torch.Tensor):
-        assert got == expected, f"{what}: {got!r} != {expected!r}"
-        return
-    assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype}, eager {expected.dtype}\nrepro: {repro()}"
-    assert got.shape == expected.shape, f"{what}: shape {tuple(got.shape)}, eager {tuple(expected.shape)}"
-    tol = dict(TOLERANCES.get(expected.dtype, dict(rtol=0, atol=0)))
-    tol.update(tolerance)
-    torch.testing.assert_close(got, expected, equal_nan=True, **tol,
-                               msg=lambda m: f"{what}: {m}\nrepro: {repro()}")
+def check_calls(fn, make_inputs, backend, calls=3, *, atol=0.0, rtol=0.0, graphs="first", **options):
+    """fn through the frontend and graphjit's compiler against eager on fresh inputs over several calls
+    (graphjit.testing.check; make_inputs(call) -> arguments): outputs and the arguments after each call
+    exactly eager's (values, dtypes, shapes, signs of zeros; NaN for NaN) unless atol/rtol say otherwise
+    (None: the dtype's TOLERANCES); no recompile after the first call; every graph compiled by `backend`'s
+    code generator ("cpp", or "triton": the interpreter on CPU tensors, the GPU on CUDA ones), none run as
+    captured."""
+    counter = testing.check(fn, make_inputs, calls=calls, backend=graphjit_backend, atol=atol, rtol=rtol,
+                            graphs=graphs, **options)
+    made_by = "launches" if backend == "triton" else "source"
+    wrong = [i for i, compiled in enumerate(counter.compiled) if not hasattr(compiled, made_by)]
+    assert not wrong, f"graph(s) {wrong} were not compiled by the {backend} code generator"
+    return counter
 
 
 def describe(case):
@@ -85,18 +69,6 @@ def describe(case):
         else:
             parts.append(repr(t))
     return ", ".join(parts)
-
-
-def compiling_backend(backend):
-    """(graphjit's backend, a list noting per graph whether it compiled for `backend`, "cpp" or "triton",
-    rather than running as captured)."""
-    compiled_graphs = []
-
-    def compile_graph(gm, example_inputs):
-        compiled = graphjit_backend(gm, example_inputs)
-        compiled_graphs.append(hasattr(compiled, "launches" if backend == "triton" else "source"))
-        return compiled
-    return compile_graph, compiled_graphs
 
 
 def kernel_count(compiled):
@@ -151,10 +123,16 @@ def binary_inputs(dtype, low=-3.0, high=3.0, seed=1, other_dtype=None, other_low
 
 # ---- lowering tests: an op through both codegens, without a fallback ----
 
-def triton_devices():
-    """Triton's interpreter on CPU tensors, and CUDA where there is a GPU (the `gpu` marker skips it)."""
+def triton_devices(matrix=False):
+    """Triton's interpreter on CPU tensors, and CUDA where there is a GPU (the `gpu` marker skips it).
+
+    matrix: for a test over every op and dtype. Its interpreter runs are marked one_python: the Triton code
+    of an op is written by our codegen, the same Python on every Python, and the C++ matrix runs on every
+    Python (every torch version's decompositions). Triton's interpreter version (3.6 with Python 3.12, 3.8
+    with 3.13) shows in the semantics tests, which run on both (the `backend` fixture's tests)."""
     import pytest
-    return [pytest.param("cpu", id="interpret"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+    interpret = pytest.param("cpu", id="interpret", marks=[pytest.mark.one_python] if matrix else [])
+    return [interpret, pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 
 def check_lowered(op, dtype, device=None, **tolerance):

@@ -8,20 +8,16 @@ import torch.nn.functional as F
 
 import graphjit
 from graphjit.compiler import autotune
-from graphjit import config as compiler_config
 from graphjit.compiler.codegen import matmul
 from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit import config as gj_config
+from graphjit.testing import TOLERANCES, assert_same
 
 pytestmark = pytest.mark.skipif(not triton_codegen.triton_available(), reason="Triton is not installed")
 
-TOL = {torch.bfloat16: dict(rtol=2e-2, atol=2e-2), torch.float16: dict(rtol=2e-3, atol=2e-3)}
-
 
 @pytest.fixture(autouse=True)
-def interpreter(monkeypatch, tmp_path):
-    monkeypatch.setattr(gj_config, "triton_cpu", 1)
-    monkeypatch.setattr(compiler_config, "cache_dir", str(tmp_path))
+def interpreter(triton_interpreter):
     graphjit.reset()
 
 
@@ -45,7 +41,7 @@ def test_one_row_products_match_eager(dtype):
         args = [torch.randn(*shape, generator=gen).to(dtype) / 4 for shape in
                 ((1, 50), (40, 50), (40,), (40, 300), (300,), (300, 37))]
         for got, want in zip(compiled(*args), decode_step(*args)):
-            torch.testing.assert_close(got, want, **TOL[dtype])
+            torch.testing.assert_close(got, want, **TOLERANCES[dtype])
     (call,) = _wrappers()
     assert call.wrapper_source.count("as a Triton template") == 3, call.wrapper_source
     assert "as its epilogue" in call.wrapper_source        # the GELU after the addmm
@@ -56,7 +52,7 @@ def test_one_row_products_match_eager(dtype):
 def test_other_products_keep_the_aten_call(dtype, rows):
     compiled = graphjit.compile(lambda x, w: x @ w)
     x, w = torch.randn(rows, 24).to(dtype), torch.randn(24, 16).to(dtype)
-    torch.testing.assert_close(compiled(x, w), x @ w, **TOL.get(dtype, {}))
+    assert_same(compiled(x, w), x @ w)                      # the same ATen call: the same bits
     (call,) = _wrappers()
     assert "Triton template" not in call.wrapper_source
 
@@ -65,7 +61,7 @@ def test_switched_off_keeps_the_aten_call(monkeypatch):
     monkeypatch.setattr(gj_config, "triton_gemv", 0)
     compiled = graphjit.compile(lambda x, w: x @ w)
     x, w = torch.randn(1, 24).bfloat16(), torch.randn(24, 16).bfloat16()
-    torch.testing.assert_close(compiled(x, w), x @ w, **TOL[torch.bfloat16])
+    torch.testing.assert_close(compiled(x, w), x @ w, **TOLERANCES[torch.bfloat16])
     (call,) = _wrappers()
     assert "Triton template" not in call.wrapper_source
 
@@ -78,7 +74,7 @@ def test_layers_share_one_kernel():
     compiled = graphjit.compile(layers)
     x = torch.randn(1, 32).bfloat16()
     ws = [torch.randn(32, 32).bfloat16() / 6 for _ in range(3)]
-    torch.testing.assert_close(compiled(x, ws), layers(x, ws), **TOL[torch.bfloat16])
+    torch.testing.assert_close(compiled(x, ws), layers(x, ws), **TOLERANCES[torch.bfloat16])
     (call,) = _wrappers()
     assert call.wrapper_source.count("as a Triton template") == 3
     assert call.source.count("one-row template") == 1
@@ -109,7 +105,7 @@ def test_max_autotune_runs_a_cached_one_row_choice(monkeypatch):
     fn = lambda x, w, b: torch.addmm(b, x, w)       # noqa: E731
     compiled = graphjit.compile(fn, mode="max-autotune-no-cudagraphs")
     x, w, b = torch.randn(1, 70).bfloat16(), torch.randn(70, 45).bfloat16(), torch.randn(45).bfloat16()
-    torch.testing.assert_close(compiled(x, w, b), fn(x, w, b), **TOL[torch.bfloat16])
+    torch.testing.assert_close(compiled(x, w, b), fn(x, w, b), **TOLERANCES[torch.bfloat16])
     (call,) = _wrappers()
     assert "one-row template" in call.source
 
@@ -129,7 +125,7 @@ def test_one_row_products_on_cuda(dtype, monkeypatch):
         for _ in range(2):
             args = [torch.randn(*shape, generator=gen, device="cuda").to(dtype) / 8 for shape in shapes]
             for got, want in zip(compiled(*args), decode_step(*args)):
-                torch.testing.assert_close(got, want, **TOL[dtype])
+                torch.testing.assert_close(got, want, **TOLERANCES[dtype])
         (call,) = _wrappers()
         assert call.wrapper_source.count("as a Triton template") == 3, call.wrapper_source
 
@@ -170,7 +166,7 @@ def test_switched_off_also_in_max_autotune(monkeypatch):
     fn = lambda x, w: x @ w       # noqa: E731
     compiled = graphjit.compile(fn, mode="max-autotune-no-cudagraphs")
     x, w = torch.randn(1, 40).bfloat16(), torch.randn(40, 24).bfloat16()
-    torch.testing.assert_close(compiled(x, w), fn(x, w), **TOL[torch.bfloat16])
+    torch.testing.assert_close(compiled(x, w), fn(x, w), **TOLERANCES[torch.bfloat16])
     (call,) = _wrappers()
     assert "one-row template" not in call.source
     assert all(not c.get("GEMV") for c in matmul.candidates(
@@ -181,6 +177,6 @@ def test_mm_templates_off_means_cublas_in_max_autotune(monkeypatch):
     monkeypatch.setattr(gj_config, "triton_mm_templates", 0)
     compiled = graphjit.compile(lambda x, w: x @ w, mode="max-autotune-no-cudagraphs")
     x, w = torch.randn(1, 40).bfloat16(), torch.randn(40, 24).bfloat16()
-    torch.testing.assert_close(compiled(x, w), x @ w, **TOL[torch.bfloat16])
+    torch.testing.assert_close(compiled(x, w), x @ w, **TOLERANCES[torch.bfloat16])
     (call,) = _wrappers()
     assert "Triton template" not in call.wrapper_source

@@ -80,7 +80,7 @@ def test_op(op, dtype):
     check_lowered(op, dtype)
 
 
-@pytest.mark.parametrize("device", triton_devices())
+@pytest.mark.parametrize("device", triton_devices(matrix=True))
 @pytest.mark.parametrize("op,dtype", PARAMS)
 def test_op_triton(op, dtype, device):
     check_lowered(op, dtype, device)

@@ -6,19 +6,7 @@ import graphjit
 from graphjit.backends.registry import graphjit_backend
 from graphjit.examples.tiny_gpt import GPT, GPTConfig
 
-from .harness import assert_same
-
-
-class Recording:
-    """The graphjit backend, remembering what it compiled."""
-
-    def __init__(self):
-        self.compiled = []
-
-    def __call__(self, gm, example_inputs):
-        fn = graphjit_backend(gm, example_inputs)
-        self.compiled.append(fn)
-        return fn
+from graphjit.testing import CompileCounter, assert_same
 
 
 def mlp():
@@ -30,12 +18,12 @@ def mlp():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_mlp(dtype):
     model = mlp().to(dtype)
-    backend = Recording()
+    backend = CompileCounter(graphjit_backend)
     compiled = graphjit.compile(model, backend=backend)
     with torch.no_grad():
         for batch in (32, 32, 7):            # the second call reuses the compiled graph
             x = torch.randn(batch, 64, dtype=dtype)
-            assert_same(compiled(x), model(x), f"mlp batch {batch}", rtol=1e-4 if dtype == torch.float32 else 3e-2,
+            assert_same(compiled(x), model(x), where=f"mlp batch {batch}", rtol=1e-4 if dtype == torch.float32 else 3e-2,
                         atol=1e-4 if dtype == torch.float32 else 3e-2)
     assert all(hasattr(fn, "items") for fn in backend.compiled), "a graph ran eagerly instead of compiling"
 
@@ -47,11 +35,11 @@ def tiny_gpt(n_layer=2):
 
 def test_tiny_gpt():
     model = tiny_gpt()
-    backend = Recording()
+    backend = CompileCounter(graphjit_backend)
     compiled = graphjit.compile(model, backend=backend)
     idx = torch.randint(0, 128, (2, 24))
     with torch.inference_mode():
-        assert_same(compiled(idx), model(idx), "gpt logits", rtol=1e-4, atol=1e-4)
+        assert_same(compiled(idx), model(idx), where="gpt logits", rtol=1e-4, atol=1e-4)
     (fn,) = backend.compiled
     assert not fn.graph.fallbacks, fn.graph.fallbacks
 
@@ -77,7 +65,7 @@ def test_gpt_with_targets_computes_the_loss():
     compiled = graphjit.compile(model, backend="graphjit")
     idx, targets = torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))
     with torch.no_grad():
-        assert_same(compiled(idx, targets), model(idx, targets), "logits, loss", rtol=1e-4, atol=1e-4)
+        assert_same(compiled(idx, targets), model(idx, targets), where="logits, loss", rtol=1e-4, atol=1e-4)
 
 
 def test_training_mode_with_grad_runs_eagerly_and_trains():
@@ -93,4 +81,4 @@ def test_as_torch_compile_backend():
     compiled = torch.compile(model, backend=graphjit_backend)
     x = torch.randn(16, 64)
     with torch.no_grad():
-        assert_same(compiled(x), model(x), "torch.compile(backend=graphjit)", rtol=1e-4, atol=1e-4)
+        assert_same(compiled(x), model(x), where="torch.compile(backend=graphjit)", rtol=1e-4, atol=1e-4)

@@ -5,11 +5,10 @@ NaN, negative constants in generated C++, cat of empty pieces, fallback ops whos
 result out otherwise than its meta function does (or makes it of another dtype: 16-bit training batch
 norm's running statistics), writes through an expand, and Python scalars that eager converts (addcmul's
 value, index_add's alpha); float -> int -> float round trips, 16-bit results read inside a kernel, var and std
-of values beyond 1e19. Signed zeros are compared through 1 / y (assert_close takes -0.0 for 0.0), or
-by sign bit (assert_identical).
+of values beyond 1e19. Signed zeros are compared through 1 / y (a tolerant comparison takes -0.0 for
+0.0), or by sign bit (check_calls compares exactly).
 """
 import contextlib
-import warnings
 
 import pytest
 import torch
@@ -18,9 +17,10 @@ import torch.nn.functional as F
 import graphjit
 from graphjit.backends.registry import graphjit_backend
 from graphjit.compiler.codegen import triton as triton_codegen
-from graphjit import config as gj_config
 
-from .harness import assert_same, compile_cases, compiling_backend, run_cases
+from graphjit.testing import assert_same
+
+from .harness import check_calls, compile_cases, run_cases
 
 DEVICES = ["cpp", "interpret", pytest.param("cuda", marks=pytest.mark.gpu)]
 SPECIALS = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e30, -3e38, 1e-40, -0.5, 0.5, 3.0, -3.0,
@@ -174,7 +174,7 @@ def check_traced_calls(fn, make_inputs, calls=3):
     assert not compiled.graph.fallbacks, compiled.graph.fallbacks
     for seed in range(calls):
         inputs = make_inputs(seed)
-        assert_same(compiled(*inputs), fn(*inputs), f"call {seed}")
+        assert_same(compiled(*inputs), fn(*inputs), where=f"call {seed}", atol=None, rtol=None)
 
 
 def with_edges(t, edges):
@@ -395,24 +395,13 @@ WRITES = [
 ]
 
 
-@pytest.mark.parametrize("device", ["cpp", "interpret"])
 @pytest.mark.parametrize("fn,inputs", WRITES, ids=[fn.__name__ for fn, _ in WRITES])
-def test_writes_match_eager(fn, inputs, device, monkeypatch):
+def test_writes_match_eager(fn, inputs, backend):
     """In-place add of bools through an expand raised (functionalization subtracts through it; fuzz 010);
     addcmul_ of an int64 tensor with value=0.5 raised in torch's reference (fuzz 001). Neither may fall
-    back: a backend failure warns and runs eagerly."""
-    if device == "interpret" and not triton_codegen.triton_available():
-        pytest.skip("Triton is not installed")
-    monkeypatch.setattr(gj_config, "triton_cpu", int(device == "interpret"))
-    args = inputs()
-    eager_args = [a.clone() for a in args]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        got = graphjit.compile(fn, backend="graphjit")(*args)
-    assert not [str(w.message) for w in caught if "graphjit" in str(w.message)]     # no fallback to eager
-    want = fn(*eager_args)
-    torch.testing.assert_close(got, want, equal_nan=True)
-    torch.testing.assert_close(args, eager_args, equal_nan=True)
+    back: a backend failure warns and runs eagerly. (Identities left out: an expand to the same shape
+    comes back as its input, test_aliasing.py::test_a_view_that_changes_nothing_is_a_new_tensor.)"""
+    check_calls(fn, inputs, backend, identities=False)
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
@@ -427,37 +416,6 @@ def test_signed_overflow_wraps_as_eager(dtype):
 
 
 # ---- through the frontend, compared bit for bit over several calls (the `backend` fixture) -----------------
-
-def assert_identical(got, want, what):
-    """Tensors of the same dtype and shape with the same values, NaN equal to NaN, -0.0 unequal to 0.0."""
-    got, want = _tensors(got), _tensors(want)
-    assert len(got) == len(want), what
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"{what} {k}"
-        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{what} {k}: {m}")
-        if w.is_floating_point():
-            number = ~torch.isnan(w)
-            assert torch.equal(g.signbit()[number], w.signbit()[number]), f"{what} {k}: signs of zeros differ"
-
-
-def _tensors(value):
-    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
-
-
-def check_calls(fn, make_inputs, backend, calls=3):
-    """fn through the frontend and graphjit's compiler against eager on fresh inputs (make_inputs(seed)) over
-    several calls: outputs and the inputs after each call identical (assert_identical); every graph compiled
-    (none ran as captured)."""
-    graphjit.reset()
-    counting_backend, compiled_graphs = compiling_backend(backend)
-    compiled = graphjit.compile(fn, backend=counting_backend)
-    for seed in range(calls):
-        args = make_inputs(seed)
-        eager_args = [a.clone() for a in args]
-        assert_identical(compiled(*args), fn(*eager_args), f"call {seed} output")
-        assert_identical(args, eager_args, f"call {seed} input after the call")
-    assert compiled_graphs and all(compiled_graphs), "a graph ran as captured instead of compiled"
-
 
 def index_adds(x, src):
     index = torch.arange(x.shape[0]).flip(0)
@@ -564,3 +522,21 @@ def test_pow_of_a_bool_exponent_keeps_eager_dtype(backend):
         x.view(-1)[:3] = torch.tensor([float("nan"), float("inf"), -0.0])
         return x, torch.rand(4, 5, generator=g) < 0.5
     check_calls(bool_exponents, inputs, backend)
+
+
+# ---- signs of zeros, where the checks above leave them out ------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="a zero of the other sign than eager's: clamp(x, lo, hi) with NaN and "
+                   "signed-zero tensor bounds (output 0), softshrink of a bfloat16 tensor (output 12)")
+@pytest.mark.parametrize("case", ["clamp_to_tensor_bounds", "scalar_operands"])
+def test_signs_of_zeros_as_eager(case, backend):
+    """test_numeric_semantics_2.py's clamp and scalar-operand functions compared bit for bit, signs of
+    zeros included (there they are compared as values, -0.0 equal to 0.0)."""
+    from . import test_numeric_semantics_2 as more
+    if case == "clamp_to_tensor_bounds":
+        check_calls(more.clamp_to_tensor_bounds, lambda seed: [
+            more.odd_values((4, 7), torch.float32, seed), more.odd_values((7,), torch.float32, seed + 10),
+            more.odd_values((4, 1), torch.float32, seed + 20)], backend)
+    else:
+        check_calls(more.scalar_operands, lambda seed: [more.odd_values((4, 9), torch.bfloat16, seed),
+                                                        more.odd_values((4, 9), torch.bfloat16, seed + 5)], backend)

@@ -5,16 +5,18 @@ order, Python scalars meeting a 16-bit tensor (eager converts a fill, a where br
 scalar and alpha, pow's and remainder's number, a compared number to the tensor's dtype first), argmax and
 argmin of 16-bit values computed in the same kernel (compared as stored, like the extreme they look for).
 """
-import warnings
+import functools
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-import graphjit
+from . import harness
 
-from .harness import compiling_backend
-from .test_edge_shapes import _copy, _leaves
+# Exact values, dtypes and shapes; zeros' signs and identities left out (test_numeric_semantics.py's
+# test_signs_of_zeros_as_eager and test_aliasing.py's test_a_view_that_changes_nothing_is_a_new_tensor
+# hold the differences these functions show).
+check_calls = functools.partial(harness.check_calls, zero_signs=False, identities=False)
 
 NAN, INF = float("nan"), float("inf")
 ODD = [NAN, INF, -INF, -0.0, 0.0, 1e30, -3e38, 0.1, -0.1, 3.0, -3.0, 65504.0, 1e15, -2.5]
@@ -33,30 +35,6 @@ def odd_values(shape, dtype, seed):
 def mask(shape, share, seed):
     """A random bool tensor, True with probability `share`."""
     return torch.rand(shape, generator=torch.Generator().manual_seed(seed)) < share
-
-
-def check_calls(fn, make_inputs, backend, calls=3):
-    """fn through the frontend and graphjit's compiler against eager on fresh inputs (make_inputs(seed)) over
-    several calls: outputs (values, dtypes, shapes) and the inputs after each call identical, NaN for NaN;
-    every graph compiled (none ran as captured)."""
-    graphjit.reset()
-    counting_backend, compiled_graphs = compiling_backend(backend)
-    compiled_fn = graphjit.compile(fn, backend=counting_backend)
-    for seed in range(calls):
-        args = make_inputs(seed)
-        eager_args = [_copy(t) for t in args]
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", RuntimeWarning)     # a compiler failure warns, then runs eagerly
-            got = compiled_fn(*args)
-        want = fn(*eager_args)
-        assert len(_leaves(got)) == len(_leaves(want))
-        outputs, inputs_after = zip(_leaves(got), _leaves(want)), zip(args, eager_args)
-        for what, pairs in (("output", outputs), ("input after the call", inputs_after)):
-            for k, (g, w) in enumerate(pairs):
-                assert (g.shape, g.dtype) == (w.shape, w.dtype), f"call {seed} {what} {k}"
-                torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0,
-                                           msg=lambda m: f"call {seed} {what} {k}: {m}")
-    assert compiled_graphs and all(compiled_graphs), "a graph ran as captured instead of compiled"
 
 
 # ---- clamp: NaN number bounds, bounds out of order, tensor bounds --------------------------------------

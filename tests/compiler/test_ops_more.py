@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from graphjit.compiler import decompose, lowering
 
-from .harness import describe, extern_count, kernel_count, make, run_cases, trace_cases
+from .harness import describe, extern_count, kernel_count, make, run_cases, trace_cases, triton_devices
 from .test_ops import Op
 
 aten = torch.ops.aten
@@ -294,10 +294,7 @@ def test_masked_sdpa_and_its_math_path_have_no_fallbacks():
 
 # ---- the same ops through the Triton codegen: in Triton's interpreter, and on CUDA where there is a GPU ----
 
-DEVICES = [pytest.param("cpu", id="interpret"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
-
-
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", triton_devices(matrix=True))
 @pytest.mark.parametrize("op,dtype", PARAMS)
 def test_op_triton(op, dtype, device):
     pytest.importorskip("triton")

@@ -61,7 +61,7 @@ def test_op(op, dtype):
     check_lowered(op, dtype)
 
 
-@pytest.mark.parametrize("device", triton_devices())
+@pytest.mark.parametrize("device", triton_devices(matrix=True))
 @pytest.mark.parametrize("op,dtype", [p for p in PARAMS if p.values[1] in (F32, BF16)])
 def test_op_triton(op, dtype, device):
     check_lowered(op, dtype, device)

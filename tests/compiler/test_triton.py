@@ -18,12 +18,13 @@ from graphjit.compiler.runtime import triton_build  # noqa: E402
 from graphjit import config as gj_config  # noqa: E402
 from graphjit.compiler import compile_graph  # noqa: E402
 
-from .harness import TOLERANCES, assert_same, describe, make, trace_cases  # noqa: E402
+from graphjit.testing import TOLERANCES, assert_same  # noqa: E402
+
+from .harness import describe, make, trace_cases, triton_devices  # noqa: E402
 from .test_ops import ALL  # noqa: E402
 
 CUDA = torch.cuda.is_available()
-DEVICES = [pytest.param("cpu", id="interpret"),
-           pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+DEVICES = triton_devices()
 
 # Triton's reductions add in a tree and its exp/division are not libm's: a few ulp more than C++'s loops.
 TRITON_TOLERANCE = {torch.float32: dict(rtol=1e-4, atol=1e-4)}
@@ -48,6 +49,16 @@ def compile_triton(fn, cases, device):
     return compiled, cases, inputs
 
 
+def triton_tolerance(expected, tolerance):
+    """atol and rtol for a Triton result like `expected`: TRITON_TOLERANCE, else TOLERANCES, for its dtype;
+    an op's own tolerance loosens, never tightens, those. None (the leaves' TOLERANCES) for a non-tensor."""
+    if not isinstance(expected, torch.Tensor):
+        return dict(atol=tolerance.get("atol"), rtol=tolerance.get("rtol"))
+    dtype = expected.dtype
+    base = {**dict(atol=0.0, rtol=0.0), **TOLERANCES.get(dtype, {}), **TRITON_TOLERANCE.get(dtype, {})}
+    return {key: max(value, tolerance.get(key, 0.0)) for key, value in base.items()}
+
+
 def run_triton(fn, cases, device, **tolerance):
     with torch.device(device):          # tensors the function creates (torch.full, arange ...) go there too
         compiled, cases, inputs = compile_triton(fn, cases, device)
@@ -55,10 +66,7 @@ def run_triton(fn, cases, device, **tolerance):
             got = compiled(*inputs)
             expected = tuple(fn(*case) for case in cases)
     for i, (g, e) in enumerate(zip(got, expected)):
-        tol = dict(TRITON_TOLERANCE.get(getattr(e, "dtype", None), {}))
-        for key, value in tolerance.items():          # an op's tolerance loosens, never tightens, the dtype's
-            tol[key] = max(value, tol.get(key, 0), TOLERANCES.get(getattr(e, "dtype", None), {}).get(key, 0))
-        assert_same(g, e, f"case {i} (inputs {describe(cases[i])})", **tol)
+        assert_same(g, e, where=f"case {i} (inputs {describe(cases[i])})", **triton_tolerance(e, tolerance))
     return compiled
 
 
@@ -72,7 +80,7 @@ OPS = [pytest.param(op, dtype, id=f"{op.name}-{str(dtype).replace('torch.', '')}
        for op in ALL for dtype in op.dtypes]
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", triton_devices(matrix=True))
 @pytest.mark.parametrize("op,dtype", OPS)
 def test_op(op, dtype, device):
     run_triton(op.fn, op.inputs(dtype), device, **op.tol)
@@ -273,7 +281,7 @@ def test_tiny_gpt_end_to_end(device):
     compiled = graphjit.compile(model, backend=backend)
     idx = torch.randint(0, 64, (2, 16), device=device)
     with torch.inference_mode():
-        assert_same(compiled(idx), model(idx), "gpt logits", rtol=1e-4, atol=1e-4)
+        assert_same(compiled(idx), model(idx), where="gpt logits", rtol=1e-4, atol=1e-4)
     assert all(hasattr(fn, "launches") for fn in compiled_fns)
 
 

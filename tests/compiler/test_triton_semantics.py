@@ -6,56 +6,14 @@ lazy 16-bit value comparing it as stored, as its extreme is; var and std accumul
 does (float64 on the CPU: the std of float32 values near 3e38 is finite). Zeros are compared with their
 signs.
 """
-import warnings
-
 import pytest
 import torch
 
-import graphjit
-from graphjit.backends.registry import graphjit_backend
+from .harness import check_calls
 
 
-def _leaves(value):
-    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
-
-
-def _assert_same(got, want, what, exact):
-    assert (got.shape, got.dtype) == (want.shape, want.dtype), f"{what}: {got.shape} {got.dtype}, eager {want.shape} {want.dtype}"
-    tolerance = dict(rtol=0, atol=0) if exact else {}
-    torch.testing.assert_close(got, want, equal_nan=True, **tolerance, msg=lambda m: f"{what}: {m}")
-    if got.is_floating_point():
-        zeros = want == 0
-        assert torch.equal(torch.signbit(got[zeros]), torch.signbit(want[zeros])), f"{what}: signs of zeros"
-
-
-def check_calls(fn, make_inputs, device="cpu", calls=3, exact=True):
-    """fn through the frontend and graphjit's compiler against eager on fresh inputs for each call
-    (make_inputs(seed)): outputs (values, dtypes, signs of zeros), the inputs after the call; its graphs
-    compile at the first call only and none runs as captured."""
-    graphjit.reset()
-    compiled_graphs = []
-
-    def compiling_backend(gm, example_inputs):
-        compiled = graphjit_backend(gm, example_inputs)
-        compiled_graphs.append(hasattr(compiled, "launches") or hasattr(compiled, "source"))
-        return compiled
-    compiled_fn = graphjit.compile(fn, backend=compiling_backend)
-    first = None
-    for seed in range(calls):
-        inputs = [t.to(device) for t in make_inputs(seed)]
-        eager_in, compiled_in = [t.clone() for t in inputs], [t.clone() for t in inputs]
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", RuntimeWarning)     # a compiler failure warns, then runs eagerly
-            got = compiled_fn(*compiled_in)
-        want = fn(*eager_in)
-        assert len(_leaves(got)) == len(_leaves(want))
-        for k, (g, w) in enumerate(zip(_leaves(got), _leaves(want))):
-            _assert_same(g, w, f"call {seed} output {k}", exact)
-        for k, (g, w) in enumerate(zip(compiled_in, eager_in)):
-            _assert_same(g, w, f"call {seed} input {k} after", exact)
-        first = first or len(compiled_graphs)
-        assert len(compiled_graphs) == first, f"recompiled at call {seed}"
-    assert compiled_graphs and all(compiled_graphs), "a graph ran as captured instead of compiled"
+def on_cuda(make_inputs):
+    return lambda seed: [t.cuda() for t in make_inputs(seed)]
 
 
 # ---- remainder, fmod, floor division ----------------------------------------------------------------------
@@ -89,7 +47,7 @@ def test_remainder_and_floor_division_exact(dtype, backend):
     """Python's % from C's fmod, the sign fixed after, as eager: exact at infinities, signed zeros,
     subnormals and large quotients; a number operand is first converted to the tensor's dtype (-0.1 as
     float16 holds it)."""
-    check_calls(divisions, division_inputs(dtype))
+    check_calls(divisions, division_inputs(dtype), backend)
 
 
 @pytest.mark.gpu
@@ -97,7 +55,7 @@ def test_remainder_and_floor_division_exact(dtype, backend):
 def test_remainder_and_floor_division_exact_on_cuda(dtype):
     """On a GPU Triton's float % is a - trunc(a / b) * b (nan for an infinite divisor, off for large
     quotients) and libdevice's float32 fmod flushes subnormals; eager's CUDA kernel is exact."""
-    check_calls(divisions, division_inputs(dtype), device="cuda")
+    check_calls(divisions, on_cuda(division_inputs(dtype)), "triton")
 
 
 # ---- argmax / argmin --------------------------------------------------------------------------------------
@@ -126,7 +84,7 @@ def test_argmax_of_a_lazy_16_bit_value(dtype, backend):
     """argmax/argmin of a value computed in the same kernel: the extreme is stored (rounded to 16 bits), so
     the values it is compared with are rounded too (x - 1e20 in float32 matched no element: the index
     was the row's length); ties take the first index and the first NaN wins."""
-    check_calls(shifted_args, ties_inputs(dtype))
+    check_calls(shifted_args, ties_inputs(dtype), backend)
 
 
 # ---- var and std ------------------------------------------------------------------------------------------
@@ -147,4 +105,4 @@ def huge_inputs(seed):
 def test_var_and_std_accumulate_as_eager(backend):
     """Eager's CPU var/std accumulate in float64 (a float32 reduction to one element takes its mean in
     float32 first: inf when the sum overflows); the square root is taken before the cast to float32."""
-    check_calls(spreads, huge_inputs, exact=False)
+    check_calls(spreads, huge_inputs, backend, atol=None, rtol=None, zero_signs=True)   # the dtypes' tolerances

@@ -1,16 +1,13 @@
 """The model zoo (tests/models/zoo.py) on a CUDA GPU under the compile modes: compiled vs eager on fresh
 inputs over three calls, in inference, fp32. reduce-overhead runs every eval entry (CUDA graphs replayed
 from the second call); max-autotune a few (its compiles time kernel candidates). Skipped without a GPU."""
-import os
-import sys
 
 import pytest
 import torch
 
 import graphjit
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "models"))
-from zoo import ZOO, build, matches_eager, missing  # noqa: E402
+from tests.models.zoo import ZOO, build, matches_eager, missing
 
 pytestmark = pytest.mark.gpu
 

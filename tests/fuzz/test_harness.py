@@ -6,6 +6,7 @@ Broken backends stand in for a buggy compiler (backend(gm, example_inputs) -> ca
 import os
 import re
 
+import pytest
 import torch
 
 from . import compare, generator, pyprog, runner, shrink
@@ -144,6 +145,9 @@ def test_a_worker_that_cannot_start_stops_the_run(tmp_path, monkeypatch):
         worker.run(generator.generate(1).source(), timeout=120)
 
 
+# one_python: two fuzzer processes started to check --jobs' bookkeeping (logs, summaries), which is the
+# same on every Python; the programs themselves run on every Python in test_fuzz_ci.py.
+@pytest.mark.one_python
 def test_jobs_run_one_process_per_seed(tmp_path):
     """--jobs N: N processes with consecutive seeds, each with its own log and summary."""
     import subprocess

@@ -6,10 +6,7 @@ tests mark these entries xfail(strict=True): fix the gap, the test XPASSes and f
 """
 import pytest
 
-try:
-    from .zoo import ZOO, missing
-except ImportError:   # imported as a top-level module (pytest puts tests/models on sys.path)
-    from zoo import ZOO, missing
+from .zoo import ZOO, missing
 
 HF = "transformers/"   # site-packages/transformers/..., shortened in the reasons below
 

@@ -20,8 +20,8 @@ import torch
 import graphjit as gj
 from graphjit.testing import CompileCounter
 
-from gaps import GENERATE_GAPS, params, skip_if_missing
-from zoo import ZOO, build, causal_lm_plain_inputs
+from .gaps import GENERATE_GAPS, params, skip_if_missing
+from .zoo import ZOO, build, causal_lm_plain_inputs
 
 GREEDY = {"do_sample": False, "max_new_tokens": 8, "pad_token_id": 0}
 LMS = ["gpt2", "llama"]

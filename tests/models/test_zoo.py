@@ -13,10 +13,10 @@ import torch
 import graphjit as gj
 from graphjit.testing import CompileCounter
 
-from harness import assert_same, check_module, clone_tree
-from gaps import (BACKWARD_GAPS, EXPECTED_GRAPHS, GAPS, ONE_GRAPH_GAPS, WRONG_WITH_BREAKS, params,
+from graphjit.testing import assert_same, check_module, clone_tree
+from .gaps import (BACKWARD_GAPS, EXPECTED_GRAPHS, GAPS, ONE_GRAPH_GAPS, WRONG_WITH_BREAKS, params,
                   skip_if_missing)
-from zoo import ZOO, build
+from .zoo import ZOO, build
 
 ATOL = RTOL = 1e-5
 

@@ -21,10 +21,9 @@ import importlib
 
 import torch
 
-try:
-    from . import plain
-except ImportError:   # imported as a top-level module (pytest puts tests/models on sys.path)
-    import plain
+from graphjit.testing import assert_same
+
+from . import plain
 
 VOCAB = 99
 BATCH, SEQ = 2, 12
@@ -87,9 +86,7 @@ def matches_eager(model, compiled, spec, prepare=lambda inputs: inputs, calls=3,
             inputs = prepare(spec.inputs())
             expected = [t.clone() for t in output_tensors(model(**inputs))]
             got = [t.clone() for t in output_tensors(compiled(**inputs))]
-            assert len(got) == len(expected)
-            for g, e in zip(got, expected):
-                torch.testing.assert_close(g, e, **tolerance)
+            assert_same(got, expected, where=f"call {seed} outputs", **tolerance)
 
 
 # --------------------------------------------------------------------------------------------- inputs

@@ -10,8 +10,8 @@ import types
 import pytest
 import torch
 
-import harness
-from harness import Mismatch, assert_same, check, check_raises, clone_tree
+from graphjit import testing
+from graphjit.testing import assert_same, check, check_raises, clone_tree, Mismatch
 
 
 def _stand_in(wrap):
@@ -38,9 +38,9 @@ def _trace(fn):
 
 @pytest.fixture
 def compiler():
-    previous = harness._override
-    yield lambda wrap: harness.use_compiler(_stand_in(wrap))
-    harness.use_compiler(previous)
+    previous = testing._override
+    yield lambda wrap: testing.use_compiler(_stand_in(wrap))
+    testing.use_compiler(previous)
 
 
 def _double(x):
@@ -115,7 +115,7 @@ def test_lost_identity_caught(compiler):
 
 
 def test_extra_graphs_caught(compiler):
-    harness.use_compiler(types.SimpleNamespace(
+    testing.use_compiler(types.SimpleNamespace(
         compile=lambda fn, backend=None, **kw: (lambda *a: (backend(_trace(fn), list(a)), fn(*a))[1]),
         reset=lambda: None))
     with pytest.raises(AssertionError, match=r"handed 4 graph\(s\) \(ops per graph \[1, 1, 1, 1\]\), expected 1"):
@@ -123,7 +123,7 @@ def test_extra_graphs_caught(compiler):
 
 
 def test_graphs_none_skips_count(compiler):
-    harness.use_compiler(types.SimpleNamespace(compile=lambda fn, backend=None, **kw: fn, reset=lambda: None))
+    testing.use_compiler(types.SimpleNamespace(compile=lambda fn, backend=None, **kw: fn, reset=lambda: None))
     check(lambda x: x + 1, lambda: (torch.randn(3),), graphs=None)
     with pytest.raises(AssertionError, match="handed 0 graph"):
         check(lambda x: x + 1, lambda: (torch.randn(3),))
@@ -131,7 +131,7 @@ def test_graphs_none_skips_count(compiler):
 
 def test_fullgraph_requested_when_one_graph_expected(compiler):
     seen = []
-    harness.use_compiler(types.SimpleNamespace(
+    testing.use_compiler(types.SimpleNamespace(
         compile=lambda fn, backend=None, **kw: (seen.append(kw), fn)[1], reset=lambda: None))
     check(lambda x: x + 1, lambda: (torch.randn(3),), graphs=None)
     with pytest.raises(AssertionError):
@@ -187,3 +187,58 @@ def test_assert_same_messages():
     assert_same(torch.tensor([float("nan"), 1.0]), torch.tensor([float("nan"), 1.0]))
     with pytest.raises(Mismatch, match="type Tensor != expected Parameter"):
         assert_same(torch.zeros(2), torch.nn.Parameter(torch.zeros(2)))
+
+
+def test_zero_signs_compared_in_exact_checks_only():
+    with pytest.raises(Mismatch, match=r"out: signs of zeros differ: 1 of 2 zeros"):
+        assert_same(torch.tensor([0.0, -0.0]), torch.tensor([0.0, 0.0]), where="out")
+    assert_same(torch.tensor([0.0, -0.0]), torch.tensor([0.0, 0.0]), atol=1e-6, rtol=0)
+    with pytest.raises(Mismatch, match=r"signs of zeros differ"):
+        assert_same(torch.tensor([-0.0]), torch.tensor([0.0]), atol=1e-6, rtol=0, zero_signs=True)
+
+
+def test_dtype_tolerances_when_none():
+    off = torch.tensor([1.0]) + 1e-5
+    assert_same(off, torch.tensor([1.0]), atol=None, rtol=None)          # within float32's TOLERANCES
+    with pytest.raises(Mismatch, match="values differ"):
+        assert_same(off, torch.tensor([1.0]))                             # exact by default
+    with pytest.raises(Mismatch, match="values differ"):
+        assert_same(off.double(), torch.tensor([1.0], dtype=torch.float64), atol=None, rtol=None)
+
+
+def test_strides_compared_on_request():
+    x = torch.randn(3, 4)
+    assert_same(x.t().contiguous(), x.t())
+    with pytest.raises(Mismatch, match=r"stride \(3, 1\) != expected \(1, 4\)"):
+        assert_same(x.t().contiguous(), x.t(), strides=True)
+
+
+def test_clone_tree_keeps_strides_of_broadcast_and_sliced_tensors():
+    base = torch.randn(4, 1)
+    for t in (base.expand(4, 5), torch.randn(6, 8)[::2, 1:], torch.randn(3, 4).t()):
+        copy = clone_tree(t)
+        assert copy.stride() == t.stride() and torch.equal(copy, t)
+        assert copy.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
+
+
+def test_make_args_gets_the_call_index(compiler):
+    compiler(lambda fn: fn)
+    calls = []
+    check(lambda x: x + 1, lambda call: (calls.append(call), torch.full((2,), float(call)))[1:], calls=3)
+    assert calls == [0, 1, 2]
+
+
+def test_graph_run_as_captured_caught_with_a_backend(compiler):
+    compiler(lambda fn: fn)
+    with pytest.raises(AssertionError, match=r"graph\(s\) \[0\] of 1 ran as captured"):
+        check(lambda x: x + 1, lambda: (torch.randn(3),), backend=lambda gm, example_inputs: gm.forward)
+    check(lambda x: x + 1, lambda: (torch.randn(3),), backend=lambda gm, example_inputs: gm.forward,
+          fallback=True)
+
+
+def test_recompile_after_the_first_call_caught(compiler):
+    testing.use_compiler(types.SimpleNamespace(
+        compile=lambda fn, backend=None, **kw: (lambda *a: (backend(_trace(fn), list(a)), fn(*a))[1]),
+        reset=lambda: None))
+    with pytest.raises(AssertionError, match=r"handed 3 graph\(s\) \(ops per graph \[1, 1, 1\]\), expected 1"):
+        check(lambda x: x + 1, lambda: (torch.randn(3),), calls=3, graphs="first")
