@@ -10,6 +10,7 @@ a zero-size dim (reshape, repeat) and reductions over dim 0 of a 0-d tensor; red
 where it has no memory); a lazy value split into many pieces computed once per piece; sympy's Mod
 evaluation on every index built."""
 import time
+import warnings
 
 import pytest
 import sympy
