@@ -89,6 +89,15 @@ class CompileCounter:
         self.compiled.append(compiled)
         return compiled
 
+    def compiled_functions(self):
+        """What the backend compiled, one per graph and set of sizes: for a graph with size symbols that
+        the backend compiles per set of sizes (backends/dynamic.PerSize), one per set it has seen."""
+        out = []
+        for fn in self.compiled:
+            per_size = getattr(fn, "compiled", None)
+            out += list(per_size.values()) if isinstance(per_size, dict) else [fn]
+        return out
+
     def ran_as_captured(self):
         """Indices of the graphs that run as captured: the backend handed back the graph's own forward."""
         return [i for i, (gm, fn) in enumerate(zip(self.graphs, self.compiled)) if fn == gm.forward]

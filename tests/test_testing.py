@@ -242,3 +242,18 @@ def test_recompile_after_the_first_call_caught(compiler):
         reset=lambda: None))
     with pytest.raises(AssertionError, match=r"handed 3 graph\(s\) \(ops per graph \[1, 1, 1\]\), expected 1"):
         check(lambda x: x + 1, lambda: (torch.randn(3),), calls=3, graphs="first")
+
+
+def test_compile_counter_lists_what_a_per_size_backend_compiled():
+    """graphjit's compiler compiles a graph with size symbols once per set of sizes: compiled_functions()
+    has one entry per size seen (compiled has one per graph)."""
+    import graphjit
+    from graphjit.backends.registry import graphjit_backend
+    from graphjit.testing import CompileCounter
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(lambda x: x * 2 + 1, backend=counter, dynamic=True)
+    for n in (3, 5, 5, 7):
+        x = torch.randn(n)
+        torch.testing.assert_close(compiled(x), x * 2 + 1)
+    assert len(counter.compiled) == 1 and len(counter.compiled_functions()) == 3
+    assert all(hasattr(fn, "source") for fn in counter.compiled_functions())

@@ -55,7 +55,7 @@ def check_calls(fn, make_inputs, backend, calls=3, *, atol=0.0, rtol=0.0, graphs
     counter = testing.check(fn, make_inputs, calls=calls, backend=graphjit_backend, atol=atol, rtol=rtol,
                             graphs=graphs, **options)
     made_by = "launches" if backend == "triton" else "source"
-    wrong = [i for i, compiled in enumerate(counter.compiled) if not hasattr(compiled, made_by)]
+    wrong = [i for i, compiled in enumerate(counter.compiled_functions()) if not hasattr(compiled, made_by)]
     assert not wrong, f"graph(s) {wrong} were not compiled by the {backend} code generator"
     return counter
 
