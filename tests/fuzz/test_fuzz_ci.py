@@ -77,8 +77,8 @@ TRITON_SEEDS = _plus_found("triton", range(30))    # the Triton path in Triton's
 TRITON_RANDOM_SEEDS = range(30)
 # compile(dynamic=True): one symbolic graph from the first call, run on every variant's sizes (seeds of
 # their own, so these are other programs than the static runs')
-DYNAMIC_TENSOR_SEEDS = _plus_found("dynamic-tensor", range(5000, 5040))
-DYNAMIC_PYTHON_SEEDS = _plus_found("dynamic-python", range(5000, 5060))
+DYNAMIC_TENSOR_SEEDS = _plus_found("dynamic-tensor", range(5000, 5020))
+DYNAMIC_PYTHON_SEEDS = _plus_found("dynamic-python", range(5000, 5030))
 
 
 def _seeds(mode, seeds, one_python=()):
