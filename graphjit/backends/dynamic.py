@@ -1,6 +1,6 @@
 """Graphs with symbolic sizes (capture/dynamic.py) and the backends that compile them.
 
-A backend that takes symbolic sizes (marked `graphjit_dynamic`, or any callable the user passes, as
+A backend that takes symbolic sizes (registered with `takes_symbols`, or any callable the user passes, as
 torch.compile's contract has it) gets the graph once, inside a torch TracingContext that holds the
 trace's FakeTensorMode, so torch's backends (Inductor, AOTAutograd) see the same size symbols.
 A backend that compiles for the concrete sizes of its example inputs (graphjit's compiler today) gets

@@ -73,12 +73,6 @@ class DynamicPolicy:
         self.ints_seen = {}       # source expr -> the int there in the last trace
         self.changed_ints = set()
 
-    def clear(self):
-        self.sizes_seen.clear()
-        self.changed_dims.clear()
-        self.ints_seen.clear()
-        self.changed_ints.clear()
-
     def tensor_dims(self, source, t, static_input=False):
         """The dims of tensor `t` (read at `source`) this trace makes symbolic."""
         key = source.expr()

@@ -22,7 +22,7 @@ from .base import Variable, ConstantVariable, unsupported
 from .containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SizeVariable,
                          NamedTupleVariable)
 from .tensor import TensorVariable
-from .symbolic import SymNodeVariable, SYM_TYPES
+from .symbolic import SymNodeVariable, SYM_TYPES, specialize
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
 _TORCH_CONSTANT_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -322,7 +322,7 @@ def wrap_fake_result(tx, node, example):
 def wrap_constant_result(tx, value):
     """A value computed at trace time from constants: no source, no guard."""
     if isinstance(value, SYM_TYPES):        # a size reached some other way than an op: specialized
-        return ConstantVariable({torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(value)](value))
+        return ConstantVariable(specialize(value))
     if isinstance(value, torch.Tensor):
         unsupported("a tensor computed outside the graph")
     if type(value) in _CONSTANT_TYPES or isinstance(value, _TORCH_CONSTANT_TYPES):

@@ -8,7 +8,6 @@ it was while tracing (or that the branch goes the same way), so the entry never 
 trace didn't assume.
 """
 import math
-import operator
 
 import torch
 
@@ -20,6 +19,15 @@ _NUMBERS = (int, float, bool)
 # Python int/float functions that have symbolic versions in torch
 _SYM_FUNCTIONS = {min: torch.sym_min, max: torch.sym_max, int: torch.sym_int, float: torch.sym_float,
                   math.floor: math.floor, math.ceil: math.ceil}
+
+
+_PYTHON_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
+def specialize(value):
+    """A SymInt/SymFloat/SymBool as the plain number it is while tracing; the ShapeEnv guards that it
+    stays so."""
+    return _PYTHON_TYPES[type(value)](value)
 
 
 def is_symbolic(value):
@@ -40,11 +48,11 @@ class SymNodeVariable(Variable):
         self.source = source
 
     def python_type(self):
-        return {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(self.sym)]
+        return _PYTHON_TYPES[type(self.sym)]
 
     def as_python_constant(self):
         """The value while tracing; the ShapeEnv guards that it stays so (the value specializes)."""
-        return self.python_type()(self.sym)
+        return specialize(self.sym)
 
     def truth(self, tx):
         return bool(self.sym)
@@ -108,9 +116,3 @@ def apply(tx, fn, args):
         from ...exc import Unsupported
         raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
     return wrap_sym(tx, result, lambda: tx.graph.create_node("call_function", target, list(nodes), {}, result))
-
-
-BINARY = {operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
-          operator.pow, operator.lshift, operator.rshift, operator.and_, operator.or_, operator.xor,
-          operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,
-          operator.neg, operator.pos, operator.abs}
