@@ -290,3 +290,14 @@ def test_inputs_whose_metadata_the_frame_changes_in_place():
             expected, got = f(xe, ye), compiled(xc, yc)
             torch.testing.assert_close(got[0], expected[0])
             assert got[1] == expected[1] and xc.shape == xe.shape and yc.shape == ye.shape
+
+
+def test_a_constant_tuple_plus_symbolic_sizes_stays_symbolic():
+    """`(1,) + x.shape[1:]` (transformers builds view shapes so) and `x.shape.numel()` keep the sizes
+    symbolic: one dynamic graph for every length, not one per length (the concatenation made each
+    size a Python int, guarded to stay the same)."""
+    def f(x):
+        shape = (1,) + x.shape[1:]
+        return x.reshape(shape + (-1,)).sum(-1) * x.shape.numel(), [2] + list(x.shape)
+    run_sequence(f, [(torch.randn(2, n, 3),) for n in (4, 6, 9, 11)], graphs=2)
+    run_sequence(f, [(torch.randn(2, n, 3),) for n in (4, 6, 9, 11)], graphs=1, dynamic=True)

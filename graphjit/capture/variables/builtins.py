@@ -101,7 +101,15 @@ def _concatenate(tx, a, b):
         raise UserError(TypeError(f'can only concatenate {base.__name__} (not "{tb.__name__ if tb else b}") '
                                   f'to {base.__name__}'))
     if isinstance(a, ConstantVariable):
-        return wrap_result(tx, a.value + b.as_python_constant())
+        symbolic_items = isinstance(b, BaseListVariable) and any(
+            isinstance(v, symbolic.SymNodeVariable) for v in b.items)
+        if not symbolic_items or type(a.value) not in (tuple, list, torch.Size):
+            return wrap_result(tx, a.value + b.as_python_constant())
+        # `(1,) + x.shape[1:]` with symbolic sizes: the items stay symbolic (as_python_constant would
+        # specialize them)
+        items = [wrap_result(tx, v) for v in a.value] + list(b.unpack(tx))
+        cls = {tuple: TupleVariable, list: ListVariable, torch.Size: containers.SizeVariable}[type(a.value)]
+        return cls(items)
     if isinstance(a, NamedTupleVariable):
         return TupleVariable(a.items + b.unpack(tx))
     return a.new(a.items + b.unpack(tx))

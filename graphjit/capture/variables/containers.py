@@ -169,10 +169,14 @@ class SizeVariable(TupleVariable):
         return SizeVariable(items)
 
     def method_numel(self, tx):
-        n = 1
+        from . import symbolic
+        n = ConstantVariable(1)
         for v in self.items:
-            n *= v.as_python_constant()
-        return ConstantVariable(n)
+            if symbolic.takes_part(n, v):       # a symbolic size: the product stays symbolic
+                n = symbolic.apply(tx, operator.mul, [n, v])
+            else:
+                n = ConstantVariable(n.as_python_constant() * v.as_python_constant())
+        return n
 
     def reconstruct(self, cg):
         return f"{cg.obj(self.python_cls)}([{', '.join(cg.expr(v) for v in self.items)}])"
