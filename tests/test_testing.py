@@ -245,15 +245,21 @@ def test_recompile_after_the_first_call_caught(compiler):
 
 
 def test_compile_counter_lists_what_a_per_size_backend_compiled():
-    """graphjit's compiler compiles a graph with size symbols once per set of sizes: compiled_functions()
-    has one entry per size seen (compiled has one per graph)."""
+    """A backend that compiles a graph with size symbols once per set of sizes (backends/dynamic.PerSize):
+    compiled_functions() has one entry per size seen (compiled has one per graph). graphjit's compiler
+    compiles such a graph once for all sizes: one entry."""
     import graphjit
+    from graphjit.backends.dynamic import PerSize, symbolic_inputs
     from graphjit.backends.registry import graphjit_backend
     from graphjit.testing import CompileCounter
-    counter = CompileCounter(graphjit_backend)
-    compiled = graphjit.compile(lambda x: x * 2 + 1, backend=counter, dynamic=True)
-    for n in (3, 5, 5, 7):
-        x = torch.randn(n)
-        torch.testing.assert_close(compiled(x), x * 2 + 1)
-    assert len(counter.compiled) == 1 and len(counter.compiled_functions()) == 3
-    assert all(hasattr(fn, "source") for fn in counter.compiled_functions())
+
+    def per_size(gm, example_inputs):
+        return PerSize(graphjit_backend, gm, symbolic_inputs(gm))
+    for backend, functions in ((per_size, 3), (graphjit_backend, 1)):
+        counter = CompileCounter(backend)
+        compiled = graphjit.compile(lambda x: x * 2 + 1, backend=counter, dynamic=True)
+        for n in (3, 5, 5, 7):
+            x = torch.randn(n)
+            torch.testing.assert_close(compiled(x), x * 2 + 1)
+        assert len(counter.compiled) == 1 and len(counter.compiled_functions()) == functions
+        assert all(hasattr(fn, "source") for fn in counter.compiled_functions())

@@ -120,15 +120,23 @@ def inductor(gm, example_inputs):
     return compile_fx(gm, example_inputs)
 
 
-@register_backend("graphjit", takes_mode=True)
+@register_backend("graphjit", takes_mode=True, takes_symbols=True)
 def graphjit_backend(gm, example_inputs, mode=None):
     """graphjit's own compiler (graphjit/compiler): fused C++/OpenMP kernels on CPU, ATen for matmuls,
     convolutions and attention. Inference-only for now: graphs that need gradients run eagerly.
-    Also a torch.compile backend: torch.compile(model, backend=graphjit_backend). It compiles for concrete
-    sizes: a graph with size symbols, however it arrives, is compiled per distinct set of sizes."""
+    Also a torch.compile backend: torch.compile(model, backend=graphjit_backend). A graph with size
+    symbols, however it arrives, compiles once for all sizes (kernels take the sizes as arguments); where
+    the compiler needs concrete sizes (ir.StaticOnly, logged under GRAPHJIT_LOGS=dynamic) it compiles per
+    distinct set of sizes instead."""
     from ..compiler import compile_graph
+    from ..compiler.ir import StaticOnly
     from .dynamic import PerSize, symbolic_inputs
     positions = symbolic_inputs(gm)
     if positions:
+        try:
+            return compile_graph(gm, example_inputs, mode)
+        except StaticOnly as e:
+            name = (gm.meta.get("graphjit") or {}).get("name", "graph")
+            logs.log("dynamic", f"{name}: compiling per size: {e}")
         return PerSize(lambda g, inputs: compile_graph(g, inputs, mode), gm, positions)
     return compile_graph(gm, example_inputs, mode)

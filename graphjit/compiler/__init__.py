@@ -74,9 +74,12 @@ def compile_graph(gm, example_inputs, mode=None):
 def _compile_graph(gm, example_inputs, facts):
     from .. import config
     from . import decompose, pipeline
+    from .ir import StaticOnly
     from .runtime import CompileError
     try:
         return pipeline.compile_graph(gm, example_inputs, facts)
+    except StaticOnly:
+        raise       # the caller compiles per size
     except decompose.Refused as e:
         # a graph whose semantics a compiled one would not keep: the graph as captured, the reason logged
         logs.log("fusion", f"graphjit compiler: running the graph eagerly: {e}")

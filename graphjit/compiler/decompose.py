@@ -142,6 +142,8 @@ def decomposition_table():
 def unsupported_reason(gm, example_inputs):
     """Why graphjit's compiler should leave this graph to eager, or None."""
     for value in example_inputs:
+        if isinstance(value, torch.SymInt):       # a size symbol (compiling with symbolic sizes)
+            continue
         if not isinstance(value, torch.Tensor):
             return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"
         if value.device.type != "cpu":
@@ -151,7 +153,7 @@ def unsupported_reason(gm, example_inputs):
 
 def graph_reason(gm, example_inputs):
     """What any of graphjit's codegens refuses in a graph of tensor inputs: gradients, global state."""
-    if torch.is_grad_enabled() and any(v.requires_grad for v in example_inputs):
+    if torch.is_grad_enabled() and any(getattr(v, "requires_grad", False) for v in example_inputs):
         return "inputs require grad and grad mode is on: the compiler is inference-only for now " \
                "(wrap the call in torch.no_grad() or torch.inference_mode())"
     for node in gm.graph.nodes:
@@ -400,6 +402,11 @@ def decompose(gm, example_inputs):
             traced = trace(gm)(*example_inputs)
         aliases = None
         if _writes(traced) and not writes_out_of_place(traced):
+            if _symbolic(example_inputs):
+                # the graph rewrites below put sizes into nodes as values, which a second trace can't
+                # take as symbols
+                from .ir import StaticOnly
+                raise StaticOnly("a graph that writes through views, with symbolic sizes")
             eager_writes(traced)
             eager = _expands_as_views(_views_before_expands(traced))
             check_writes_through_expands(eager)
@@ -429,6 +436,12 @@ def decompose(gm, example_inputs):
 # ---------------------------------------------------------------------------------------------------------
 # Writes and aliases: what functionalization can express, checked on the traced graphs' fake tensors
 # ---------------------------------------------------------------------------------------------------------
+
+
+def _symbolic(example_inputs):
+    """Whether the example inputs carry size symbols (a SymInt, or a tensor with symbolic sizes)."""
+    return any(isinstance(t, torch.SymInt) or isinstance(t, torch.Tensor) and
+               any(isinstance(n, torch.SymInt) for n in (*t.shape, *t.stride())) for t in example_inputs)
 
 
 def writes_out_of_place(traced):

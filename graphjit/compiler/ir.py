@@ -40,7 +40,124 @@ def index_symbol(name):
 
 
 def as_expr(value):
-    return value if isinstance(value, sympy.Expr) else sympy.Integer(value)
+    """value as a sympy expression: an int, a sympy expression, or a SymInt (its expression over the
+    ShapeEnv's size symbols, with the replacements the ShapeEnv has learned applied)."""
+    if isinstance(value, sympy.Expr):
+        return value
+    if isinstance(value, torch.SymInt):
+        node = value.node
+        return _from_torch(node.shape_env.replace(node.expr) if node.shape_env is not None else node.expr)
+    return sympy.Integer(value)
+
+
+def _from_torch(expr):
+    """A ShapeEnv expression in graphjit's index functions: torch's FloorDiv and ModularIndexing become
+    ours (sizes are non-negative, so C's truncating division is the floor); anything else but sums,
+    products and powers of symbols and integers is StaticOnly."""
+    def convert(e):
+        if e.is_Symbol or e.is_Integer:
+            return e
+        args = [convert(a) for a in e.args]
+        name = type(e).__name__
+        if isinstance(e, (sympy.Add, sympy.Mul)) or (isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0):
+            return e.func(*args)
+        if name in ("FloorDiv", "CleanDiv") and len(args) == 2:
+            return FloorDiv(*args)
+        if name == "ModularIndexing" and len(args) == 3:
+            return Mod(FloorDiv(args[0], args[1]), args[2])
+        if name in ("Mod", "PythonMod") and len(args) == 2:
+            return Mod(*args)
+        raise StaticOnly(f"size expression {expr} ({name})")
+    return convert(expr)
+
+
+class StaticOnly(Exception):
+    """A graph with size symbols asks something of its sizes that this compiler answers only for concrete
+    ones (an unrolled loop over a dim, a stack array of a dim's length). The caller compiles the graph
+    per set of concrete sizes instead (backends/dynamic.PerSize)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeFloat:
+    """A float computed from size symbols (attention's 1/sqrt(head size)): an extern call's argument,
+    which the wrapper computes per call. Kernels never see one (lowerings refuse it)."""
+    expr: sympy.Expr
+
+
+_shape_envs = []        # the ShapeEnv whose symbols the sizes of the graph being compiled are expressions of
+
+
+@contextlib.contextmanager
+def sizes_of(shape_env):
+    """Compiles inside run with sizes over shape_env's symbols (None: all sizes concrete)."""
+    _shape_envs.append(shape_env)
+    try:
+        yield
+    finally:
+        _shape_envs.pop()
+
+
+def size_symbols(expr):
+    """The size symbols (not loop variables) expr depends on."""
+    return {s for s in sympy.sympify(expr).free_symbols if not _is_loop_var(s)}
+
+
+def _is_loop_var(symbol):
+    return symbol.name[:1] in "xr" or symbol.name.startswith("ind")
+
+
+def is_static(expr):
+    return not size_symbols(expr)
+
+
+def static_int(expr, what):
+    """expr's value where it is a plain integer; StaticOnly (saying `what` needs it) where it has symbols."""
+    expr = as_expr(expr)
+    if expr.is_Integer:
+        return int(expr)
+    raise StaticOnly(f"{what} needs a concrete size, got {expr}")
+
+
+def size_hint(expr):
+    """The value of a size expression for the example inputs the graph is compiled with: for heuristics
+    (how many threads, which block size), never for what the code computes."""
+    expr = as_expr(expr)
+    if expr.is_Integer:
+        return int(expr)
+    env = _shape_envs[-1] if _shape_envs else None
+    if env is None:
+        raise StaticOnly(f"no sizes known for {expr}")
+    values = getattr(env, "backed_var_to_val", None)
+    return int(expr.xreplace(values if values is not None else env.var_to_val))
+
+
+def guard_bool(cond):
+    """Whether a condition on sizes holds: structurally, or else as the ShapeEnv answers for the example
+    inputs, recording a guard so that the compiled graph only runs on sizes for which it holds."""
+    cond = sympy.sympify(cond)
+    if cond is sympy.true or cond is sympy.false:
+        return bool(cond)
+    env = _shape_envs[-1] if _shape_envs else None
+    if env is None:
+        raise StaticOnly(f"cannot decide {cond}")
+    return bool(env.evaluate_expr(_to_torch(cond)))
+
+
+def _to_torch(expr):
+    """expr with graphjit's FloorDiv and Mod as torch's (what the ShapeEnv reasons about)."""
+    from torch.utils._sympy import functions
+    return expr.replace(lambda e: isinstance(e, (FloorDiv, Mod)),
+                        lambda e: (functions.FloorDiv if isinstance(e, FloorDiv) else functions.Mod)(*e.args))
+
+
+def sym_min(a, b):
+    a, b = as_expr(a), as_expr(b)
+    return a if guard_bool(sympy.Le(a, b)) else b
+
+
+def sym_max(a, b):
+    a, b = as_expr(a), as_expr(b)
+    return a if guard_bool(sympy.Ge(a, b)) else b
 
 
 def _divisible(term, divisor):
@@ -169,6 +286,8 @@ def value_range(expr, ranges):
         return sum(b[0] for b in bounds), sum(b[1] for b in bounds)
     if isinstance(expr, sympy.Mul):
         coeff, rest = expr.as_coeff_Mul()
+        if isinstance(rest, sympy.Mul):     # a product of variables (a loop variable times a size symbol)
+            return None
         inner = value_range(rest, ranges)
         if inner is None or not coeff.is_Integer:
             return None
@@ -749,10 +868,15 @@ def broadcast_index(index, from_sizes, to_sizes):
 
 def view_slice(x, dim, start, end, step):
     dim = dim % len(x.sizes)
-    size = int(x.sizes[dim])
+    size = x.sizes[dim]
     start, end = _clamp_slice(start, end, size)
-    length = max(0, -(-(end - start) // step))
-    sizes = tuple(as_expr(length) if d == dim else s for d, s in enumerate(x.sizes))
+    if is_static(size) and is_static(start) and is_static(end):
+        length = as_expr(max(0, -(-(int(end) - int(start)) // step)))
+    elif step == 1:
+        length = sym_max(end - start, 0)
+    else:
+        raise StaticOnly(f"a slice with step {step} of a dim of size {size}")
+    sizes = tuple(length if d == dim else s for d, s in enumerate(x.sizes))
     if isinstance(x, StorageView):
         strides = tuple(st * step if d == dim else st for d, st in enumerate(x.strides))
         return StorageView(x.buffer, sizes, strides, x.offset + start * x.strides[dim])
@@ -763,16 +887,19 @@ def view_slice(x, dim, start, end, step):
 
 
 def _clamp_slice(start, end, size):
-    start = 0 if start is None else start
-    end = size if end is None else end
-    start = start + size if start < 0 else start
-    end = end + size if end < 0 else end
-    return min(max(start, 0), size), min(max(end, 0), size)
+    """ATen's bounds of a slice: negative ends count from the back, then both are clamped to [0, size].
+    Size expressions are compared through guard_bool (their signs and order guarded)."""
+    start = sympy.Integer(0) if start is None else as_expr(start)
+    end = size if end is None else as_expr(end)
+    start = start + size if guard_bool(sympy.Lt(start, 0)) else start
+    end = end + size if guard_bool(sympy.Lt(end, 0)) else end
+    return sym_min(sym_max(start, 0), size), sym_min(sym_max(end, 0), size)
 
 
 def view_select(x, dim, index):
     dim = dim % len(x.sizes)
-    index = index + int(x.sizes[dim]) if index < 0 else index
+    index = as_expr(index)
+    index = index + x.sizes[dim] if guard_bool(sympy.Lt(index, 0)) else index
     sliced = view_slice(x, dim, index, index + 1, 1)
     return view_squeeze(sliced, [dim])
 
@@ -809,11 +936,20 @@ def view_as_strided(x, sizes, strides, offset):
 
 
 def infer_reshape(old_numel, sizes):
-    sizes = [int(s) for s in sizes]
+    sizes = [as_expr(s) for s in sizes]
     if -1 in sizes:
-        known = math.prod(s for s in sizes if s != -1)
-        sizes[sizes.index(-1)] = int(old_numel) // known if known else 0
-    return tuple(sympy.Integer(s) for s in sizes)
+        known = product([s for s in sizes if s != -1])
+        if known == 0:
+            inferred = sympy.Integer(0)
+        elif known.is_Integer and old_numel.is_Integer:
+            inferred = sympy.Integer(int(old_numel) // int(known))
+        else:
+            inferred = sympy.cancel(old_numel / known)
+            if not sympy.fraction(inferred)[1] == 1:
+                raise StaticOnly(f"reshape of {old_numel} elements into {sizes}")
+            inferred = sympy.expand(inferred)
+        sizes[sizes.index(-1)] = inferred
+    return tuple(sizes)
 
 
 def view_reshape(x, sizes):
@@ -829,31 +965,38 @@ def view_reshape(x, sizes):
 
 def _reshape_strides(old_sizes, old_strides, new_sizes):
     """Strides of a view with new_sizes over the same memory, or None if no strided view exists
-    (torch's computeStride: each block of old dims that is contiguous in memory is re-split)."""
-    old = [(int(s), st) for s, st in zip(old_sizes, old_strides)]
-    new = [int(s) for s in new_sizes]
-    if math.prod(new) == 0 or not old:
+    (torch's computeStride: each block of old dims that is contiguous in memory is re-split). With size
+    symbols, a block boundary is where strides are not provably contiguous, and a block's new dims must
+    multiply to its old ones exactly (the size hints only choose where to look)."""
+    old = [(as_expr(s), as_expr(st)) for s, st in zip(old_sizes, old_strides)]
+    new = [as_expr(s) for s in new_sizes]
+    if any(s == 0 for s in new) or not old:
         return contiguous_strides(new_sizes)
     new_strides = [None] * len(new)
     view_d = len(new) - 1
     chunk_base_stride = old[-1][1] if old else sympy.Integer(1)
-    tensor_numel, view_numel = 1, 1
+    tensor_numel, view_numel = sympy.Integer(1), sympy.Integer(1)
     for tensor_d in range(len(old) - 1, -1, -1):
-        tensor_numel *= old[tensor_d][0]
+        tensor_numel = tensor_numel * old[tensor_d][0]
         if tensor_d == 0 or (old[tensor_d - 1][0] != 1 and
-                             old[tensor_d - 1][1] != tensor_numel * chunk_base_stride):
-            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                             not _same(old[tensor_d - 1][1], tensor_numel * chunk_base_stride)):
+            while view_d >= 0 and (size_hint(view_numel) < size_hint(tensor_numel) or new[view_d] == 1):
                 new_strides[view_d] = view_numel * chunk_base_stride
-                view_numel *= new[view_d]
+                view_numel = view_numel * new[view_d]
                 view_d -= 1
-            if view_numel != tensor_numel:
+            if not _same(view_numel, tensor_numel):
                 return None
             if tensor_d > 0:
                 chunk_base_stride = old[tensor_d - 1][1]
-                tensor_numel, view_numel = 1, 1
+                tensor_numel, view_numel = sympy.Integer(1), sympy.Integer(1)
     if view_d != -1:
         return None
     return tuple(simplify_index(s) for s in new_strides)
+
+
+def _same(a, b):
+    """Whether two size expressions are equal for all values of their symbols."""
+    return sympy.expand(a - b) == 0
 
 
 def _reshape_reindexer(old_sizes, new_sizes):
@@ -898,10 +1041,19 @@ class LoopGraph:
         self.nodes = []            # ComputedBuffer | ExternKernel, in execution order
         self.outputs = []
         self.fallbacks = []        # (op name, reason) of every extern call made for a missing lowering
+        self.size_inputs = []      # (position, symbol) of the int inputs that are size symbols
         self._names = itertools.count()
 
     def new_name(self, prefix="buf"):
         return f"{prefix}{next(self._names)}"
+
+    def size_symbols(self):
+        """Every size symbol the graph's sizes, strides and int inputs are expressions of."""
+        found = {symbol for _, symbol in self.size_inputs}
+        for buf in self.buffers():
+            for e in (*buf.layout.sizes, *buf.layout.strides):
+                found |= size_symbols(e)
+        return found
 
     def buffers(self):
         found = list(self.inputs)

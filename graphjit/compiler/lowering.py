@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 from .. import logs
 from .. import config
 from . import scheduler
+from .ir import (SizeFloat, StaticOnly, guard_bool, is_static, size_hint, static_int, sym_max, sym_min)
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
                  Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
                  ops, product, reduction_identity, view_as_strided, view_expand, view_permute, view_reshape,
@@ -90,6 +91,12 @@ class Slot:
 _current = []   # the fx node being lowered (innermost last)
 
 
+def size_value(expr):
+    """ops value of a size: a constant, or an index expression over the size symbols."""
+    expr = as_expr(expr)
+    return ops.constant(int(expr), torch.int64) if expr.is_Integer else ops.index_expr(expr, torch.int64)
+
+
 def out_meta():
     """The fake tensor (or tuple of them) that the node being lowered produces."""
     return _current[-1].meta["val"]
@@ -129,6 +136,12 @@ class Lowering(torch.fx.Interpreter):
     def placeholder(self, target, args, kwargs):
         position = next(self._inputs)
         meta = _current[-1].meta["val"]
+        if isinstance(meta, torch.SymInt):       # a size the caller passes as an int
+            expr = as_expr(meta)
+            self.loops.size_inputs.append((position, expr))
+            return expr
+        if not isinstance(meta, torch.Tensor):
+            raise NotLowered(f"graph input {position} is a {type(meta).__name__}")
         buf = InputBuffer(f"arg{position}", Layout.of(meta), position=position)
         self.loops.inputs.append(buf)
         return full_view(buf)
@@ -144,6 +157,13 @@ class Lowering(torch.fx.Interpreter):
     def call_function(self, target, args, kwargs):
         if target is operator.getitem:
             return args[0][args[1]]
+        meta = _current[-1].meta.get("val")
+        if isinstance(meta, torch.SymInt):           # size arithmetic (sym_size, mul ...): its expression
+            return as_expr(meta)
+        if isinstance(meta, torch.SymFloat):         # a scale from sizes: for extern calls' arguments
+            return SizeFloat(meta.node.expr)
+        if isinstance(meta, torch.SymBool):
+            raise StaticOnly(f"{target} computes a SymBool from sizes")
         if target is aten.copy_.default:
             # functionalization writes mutated inputs back last (copy_(input, new value)); lazy values that
             # read the input's old contents are computed later, when their readers realize them, so the
@@ -174,6 +194,8 @@ class Lowering(torch.fx.Interpreter):
             return "extern op"
         if lowering is None:
             return "no lowering"
+        if any(isinstance(a, SizeFloat) for a in pytree.tree_leaves((args, kwargs))):
+            return "a float computed from size symbols"
         dtypes = [v.dtype for v in pytree.tree_leaves(out_meta()) if isinstance(v, torch.Tensor)]
         dtypes += [s.value.dtype for s in pytree.tree_leaves((args, kwargs)) if isinstance(s, Slot)]
         bad = sorted({str(d) for d in dtypes if d not in SUPPORTED_DTYPES})
@@ -404,7 +426,9 @@ def row_padded_layout(target, node, meta):
         return None
     right = node.args[-1].meta.get("val") if isinstance(node.args[-1], torch.fx.Node) else None
     rows, cols = meta.shape
-    if not isinstance(right, torch.Tensor) or cols % 8 == 0 or rows * cols * right.shape[0] < (1 << 30):
+    if not isinstance(right, torch.Tensor) or not all(type(n) is int for n in (rows, cols, right.shape[0])):
+        return None         # sizes with symbols: eager's layout (no guards on their divisibility)
+    if cols % 8 == 0 or rows * cols * right.shape[0] < (1 << 30):
         return None
     return Layout(tuple(as_expr(n) for n in meta.shape), (as_expr(cols + -cols % 8), as_expr(1)), meta.dtype,
                   meta.device)
@@ -1065,7 +1089,7 @@ def split_with_sizes(x, split_sizes, dim=0):
 
 @register(aten.split.Tensor)
 def split(x, split_size, dim=0):
-    total = int(x.sizes[dim % len(x.sizes)])
+    total = static_int(x.sizes[dim % len(x.sizes)], "split")
     sizes = [min(split_size, total - s) for s in range(0, total, split_size)] or [0]
     return split_with_sizes(x, sizes, dim)
 
@@ -1246,9 +1270,9 @@ def cat(tensors, dim=0):
     sizes = tuple(as_expr(s) for s in meta.shape)
     if len(tensors) == 1:
         return _copy(cast(tensors[0], meta.dtype))
-    pieces, start = [], 0
+    pieces, start = [], sympy.Integer(0)
     for t in tensors:
-        length = int(t.sizes[dim])
+        length = t.sizes[dim]
         pieces.append((start, start + length, cast(t, meta.dtype).make_loader()))
         start += length
 
@@ -1264,10 +1288,10 @@ def cat(tensors, dim=0):
             # every piece's load is masked to its own range: an unmasked load would read outside its
             # input at the other pieces' positions (both sides of the `where` are evaluated)
             inside = None
-            if begin > 0:
-                inside = ops.ge(pos, ops.constant(begin, torch.int64))
-            if end < total:
-                below = ops.lt(pos, ops.constant(end, torch.int64))
+            if guard_bool(sympy.Gt(begin, 0)):
+                inside = ops.ge(pos, size_value(begin))
+            if guard_bool(sympy.Lt(end, total)):
+                below = ops.lt(pos, size_value(end))
                 inside = below if inside is None else ops.logical_and(inside, below)
             if inside is None:
                 return loader(shifted)
@@ -1294,8 +1318,8 @@ def constant_pad_nd(x, pad, value=0):
             checks = []
             if before > 0:
                 checks.append(ops.ge(pos, ops.constant(before, torch.int64)))
-            if int(x.sizes[d]) + before < int(sizes[d]) or before > 0:
-                checks.append(ops.lt(pos, ops.constant(before + int(x.sizes[d]), torch.int64)))
+            if guard_bool(sympy.Lt(x.sizes[d] + before, sizes[d])) or before > 0:
+                checks.append(ops.lt(pos, size_value(before + x.sizes[d])))
             for c in checks:
                 mask = c if mask is None else ops.logical_and(mask, c)
         if mask is None:
@@ -1317,7 +1341,7 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
         raise NotLowered("max_pool2d window over 49 elements or input not 3-d/4-d")
     values_meta, indices_meta = out_meta()
     sizes = tuple(as_expr(s) for s in values_meta.shape)
-    height, width = int(x.sizes[-2]), int(x.sizes[-1])
+    height, width = static_int(x.sizes[-2], "max_pool2d"), static_int(x.sizes[-1], "max_pool2d")
     loader = x.make_loader()
     dtype = values_meta.dtype
     lowest = float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
@@ -1409,7 +1433,7 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     acc = acc_dtype_of(out_dtype, "sum")
     dims = reduction_dims(_dims_list(dim), len(x.sizes))
     total = reduce(x, dims, "sum", acc, keepdim, acc_dtype=acc)
-    count = int(product([x.sizes[d] for d in dims]))
+    count = _count(x, dims)
     return make_pointwise(ops.truediv, total, count, dtype=out_dtype, compute_dtype=acc)
 
 
@@ -1440,7 +1464,7 @@ def _arg_reduce(x, dim, keepdim, kind):
     if x.dtype == torch.bool or not x.sizes:
         raise NotLowered("argmax/argmin of a bool or 0-d tensor")
     if dim is None:                 # over every element, in row-major order
-        x, dim = view_reshape(x, [int(product(x.sizes))]), 0
+        x, dim = view_reshape(x, [product(x.sizes)]), 0
     x = _as_stored(x)
     dim = dim % len(x.sizes)
     extreme = reduce(x, [dim], kind, x.dtype, True)
@@ -1464,7 +1488,7 @@ def _arg_reduce(x, dim, keepdim, kind):
         hit = ops.eq(value, best)
         if floating:
             hit = ops.logical_or(hit, ops.logical_and(ops.isnan(value), ops.isnan(best)))
-        return ops.where(hit, ops.index_expr(r, torch.int64), ops.constant(int(length), torch.int64))
+        return ops.where(hit, ops.index_expr(r, torch.int64), size_value(length))
     red = Reduction(sizes, (length,), "min", torch.int64, torch.int64, x.device, inner)
     return realize(red, current_graph())
 
@@ -1498,17 +1522,25 @@ def all_(x, dim=None, keepdim=False):
     return _bool_reduce(x, dim, keepdim, "min")
 
 
+def _count(x, dims):
+    """How many elements a reduction over dims of x takes: an int, or an expression of size symbols
+    (ops.constant of which the codegens compute from the kernel's size arguments)."""
+    count = product([x.sizes[d] for d in dims])
+    return int(count) if count.is_Integer else count
+
+
 def _variance(x, dims, correction, keepdim, acc, mean_acc=None):
     """(mean, var) in dtype acc, two passes over x: the second sums squared deviations from the mean. The
     mean is summed and divided in mean_acc (default acc)."""
     dims = reduction_dims(dims, len(x.sizes))
-    count = int(product([x.sizes[d] for d in dims]))
+    count = _count(x, dims)
     mean_acc = mean_acc or acc
     total = reduce(x, dims, "sum", mean_acc, True, acc_dtype=mean_acc)
     mean = make_pointwise(ops.truediv, total, count, dtype=mean_acc)
     deviations = make_pointwise(lambda v, m: ops.square(ops.sub(v, m)), x, mean, dtype=acc)
     sq = reduce(deviations, dims, "sum", acc, keepdim, acc_dtype=acc)
-    var = make_pointwise(ops.truediv, sq, max(count - correction, 0), dtype=acc)
+    var = make_pointwise(ops.truediv, sq, max(count - correction, 0) if isinstance(count, int) else
+                         sym_max(count - correction, 0), dtype=acc)
     if not keepdim:
         mean = view_squeeze(mean, dims)
     return mean, var
@@ -1523,7 +1555,7 @@ def _spread(x, dim, correction, keepdim, take_sqrt):
     acc, mean_acc = acc_dtype_of(x.dtype, "sum"), None
     if x.device.type == "cpu":
         acc = torch.float64
-        if x.dtype in (torch.float32, torch.float64) and product(out_meta().shape) <= 1:
+        if x.dtype in (torch.float32, torch.float64) and guard_bool(sympy.Le(product(out_meta().shape), 1)):
             mean_acc = x.dtype
     correction = 1 if correction is None else correction
     _, variance = _variance(x, _dims_list(dim), correction, keepdim, acc, mean_acc)

@@ -15,6 +15,8 @@ wrapper() -> callable: codegen/cpp.CppDevice (C++/OpenMP on the CPU) and codegen
 import dataclasses
 import time
 
+import torch
+
 from .. import logs
 
 
@@ -23,8 +25,9 @@ class Job:
     """One graph's compile: what comes in, what the shared stages made, and the seconds each stage took
     (`lap`; also kept on the compiled callable as `call.timings`)."""
     gm: object
-    example_inputs: list
+    example_inputs: list               # fake tensors and SymInts where the graph has size symbols
     facts: object                      # facts.GraphFacts
+    concrete_inputs: list = None       # the real example inputs (autotuning runs kernels on them)
     aten_gm: object = None
     graph: object = None               # ir.LoopGraph
     items: list = None                 # scheduler output: Kernels and extern calls
@@ -44,17 +47,83 @@ def device_for(example_inputs):
     return triton.TritonDevice if triton.TritonDevice.wants(example_inputs) else cpp.CppDevice
 
 
+def symbolic_example(gm):
+    """(the fake example inputs, their ShapeEnv) of a graph whose placeholders carry size symbols in
+    meta["example_value"] (capture/dynamic.py, or torch.compile's dynamic graphs); (None, None) if none do."""
+    values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    env = None
+    for v in values:
+        sizes = (v,) if isinstance(v, torch.SymInt) else \
+            (*v.shape, *v.stride()) if isinstance(v, torch.Tensor) else ()
+        for s in sizes:
+            if isinstance(s, torch.SymInt) and s.node.shape_env is not None and not s.node.is_constant():
+                env = s.node.shape_env
+    if env is None or any(v is None for v in values):
+        return None, None
+    return values, env
+
+
+def _check_as_given(fakes, example_inputs):
+    """StaticOnly unless each fake input has its example's sizes and strides: capture's fake values are
+    the trace's own, which an in-place metadata change (x.unsqueeze_(0), x.t_()) rewrote."""
+    from .ir import StaticOnly, as_expr, size_hint
+    for i, (fake, real) in enumerate(zip(fakes, example_inputs)):
+        if not isinstance(fake, torch.Tensor) or not isinstance(real, torch.Tensor):
+            continue
+        if fake.dim() != real.dim() or \
+                [size_hint(as_expr(n)) for n in (*fake.shape, *fake.stride())] != [*real.shape, *real.stride()]:
+            raise StaticOnly(f"input {i}'s traced sizes are not those it comes in with (an in-place "
+                             f"change of its shape)")
+
+
 def compile_graph(gm, example_inputs, facts):
     """The compiled callable of gm (gm.forward's signature), or gm.forward where the device refuses the
-    graph (the reason logged under GRAPHJIT_LOGS=fusion). Errors propagate (compiler/__init__ decides)."""
+    graph (the reason logged under GRAPHJIT_LOGS=fusion). Errors propagate (compiler/__init__ decides).
+
+    A graph with size symbols (symbolic_example) is compiled once for all its sizes: kernels take the
+    symbols as arguments, the wrapper reads them off its inputs. Where a stage needs a concrete size it
+    raises ir.StaticOnly, which the caller answers by compiling per size (backends/dynamic.PerSize)."""
+    from torch._guards import tracing
+    from . import ir
+    fakes, shape_env = symbolic_example(gm)
+    if fakes is None:
+        # concrete sizes: the trace makes its own fake tensors, whatever fake mode a caller's tracing
+        # context holds (torch.compile calls backends inside one, whose ShapeEnv would make sizes symbolic)
+        with tracing(None), ir.sizes_of(None):
+            return _compile(gm, example_inputs, example_inputs, facts)
+    from torch._dispatch.python import enable_python_dispatcher
+    # under the Python dispatcher, as capture traced: decompositions registered in Python see the symbols
+    # (without it, CPU attention's on torch 2.11 specialized every size)
+    with ir.sizes_of(shape_env), enable_python_dispatcher():
+        _check_as_given(fakes, example_inputs)
+        try:
+            return _compile(gm, example_inputs, fakes, facts)
+        except TypeError as e:
+            # a stage that compares or converts a size as if it were concrete (sympy refuses: "cannot
+            # determine truth value of Relational", "Cannot convert symbols to int"): compile per size
+            if "Relational" in str(e) or "symbols to int" in str(e) or "expression to" in str(e):
+                raise ir.StaticOnly(f"a compiler stage needs concrete sizes ({e}, at {_where(e)})") from e
+            raise
+
+
+def _where(error):
+    """file:line of the innermost graphjit frame an error passed through."""
+    import os
+    import traceback
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # the graphjit package
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith(root)]
+    return f"{os.path.relpath(frames[-1].filename, root)}:{frames[-1].lineno}" if frames else "?"
+
+
+def _compile(gm, concrete_inputs, example_inputs, facts):
     from . import decompose, lowering, scheduler
-    device = device_for(example_inputs)
+    device = device_for(concrete_inputs)
     reason = device.unsupported_reason(gm, example_inputs)
     if reason:
         logs.log("fusion", f"graphjit compiler ({device.name}): running the graph eagerly: {reason}")
         return gm.forward
     start = time.perf_counter()
-    job = Job(gm, list(example_inputs), facts)
+    job = Job(gm, list(example_inputs), facts, concrete_inputs=list(concrete_inputs))
     unit = device(job)
     job.aten_gm = decompose.decompose(gm, example_inputs)
     job.lap("decompose")

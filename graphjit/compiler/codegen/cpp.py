@@ -24,11 +24,13 @@ import functools
 import itertools
 import os
 import platform
+import re
 import struct
 
 import sympy
 import torch
 
+from ..ir import StaticOnly, is_static, size_hint
 from ..ir import (BOOL_RESULT_OPS, POINTWISE_OPS, format_index, op_dtype, product, record, reduction_identity,
                   simplify_with_ranges, use_ops, value_range)
 from ... import config, logs
@@ -203,6 +205,7 @@ def _prelude(eager):
         "template <typename T> GJ_INLINE T gj_bitwise_not(T x) { return ~x; }",
         "GJ_INLINE bool gj_bitwise_not(bool x) { return !x; }",
         "template <typename T> GJ_INLINE T gj_relu(T x) { return x < T(0) ? T(0) : x; }",
+        "GJ_INLINE int64_t gj_max1(int64_t n) { return n > 1 ? n : 1; }",
         "template <typename T> GJ_INLINE T gj_maximum(T a, T b) "
         "{ return a != a ? a : (b != b ? b : (a > b ? a : b)); }",
         "template <typename T> GJ_INLINE T gj_minimum(T a, T b) "
@@ -302,7 +305,17 @@ def by_output_strides(kernel, group, dims, xs, rs, ranges):
     if not stored:
         return dims
     index = sympy.expand(simplify_with_ranges(stored[0].write_index(xs, rs), ranges))
-    return sorted(dims, key=lambda d: -int(index.coeff(d[0])) if index.coeff(d[0]).is_Integer else 0)
+    return sorted(dims, key=lambda d: -_stride_hint(index.coeff(d[0])))
+
+
+def _stride_hint(coeff):
+    """A loop variable's coefficient in an index, for ordering loops: its value for the example sizes
+    where it is an expression of size symbols (0 where it involves other loop variables)."""
+    if coeff.is_Integer:
+        return int(coeff)
+    if any(s.name[:1] in "xr" and s.name[1:].isdigit() for s in coeff.free_symbols):
+        return 0
+    return size_hint(coeff)
 
 
 def merge_dims(dims, exprs):
@@ -362,6 +375,8 @@ class CppOps:
         self.k.store(name, index, value)
 
     def constant(self, value, dtype):
+        if isinstance(value, sympy.Expr) and not value.is_Number:      # a scalar computed from sizes
+            return self.to_dtype(self.index_expr(value, torch.int64), dtype)
         return self.k.typed(literal(value, dtype), dtype)
 
     def index_expr(self, expr, dtype):
@@ -535,12 +550,20 @@ class CppKernel:
         self.ranges = dict(zip(xs, kernel.outer))
         outer_dims, group_dims = self._simplified_loops(xs)
         work = product([s for _, s in outer_dims]) * sum(
-            (max(product([s for _, s in dims]), 1) for dims in group_dims), sympy.Integer(0))
-        parallel = bool(work >= config.parallel_threshold)
+            (sympy.Max(product([s for _, s in dims]), 1) for dims in group_dims), sympy.Integer(0))
+        self.parallel_if = ""
+        if work.is_Integer:
+            parallel = work >= config.parallel_threshold
+        else:       # sizes known when it runs: threads only where there is enough work for them
+            parallel = True
+            terms = [f"{cexpr(product([s for _, s in outer_dims]))}"]
+            terms.append(" + ".join(f"gj_max1({cexpr(product([s for _, s in dims]))})" for dims in group_dims)
+                         or "1")
+            self.parallel_if = f" if(({terms[0]}) * ({terms[1]}) >= {config.parallel_threshold})"
         head = []
         if outer_dims and parallel:
             collapse = f" collapse({len(outer_dims)})" if len(outer_dims) > 1 else ""
-            head.append(f"#pragma omp parallel for{collapse}")
+            head.append(f"#pragma omp parallel for{collapse}{self.parallel_if}")
         for depth, (var, size) in enumerate(outer_dims):
             head.append("    " * depth + f"for (int64_t {var} = 0; {var} < {cexpr(size)}; ++{var})")
         with self.block() as inner:
@@ -559,6 +582,8 @@ class CppKernel:
             index = simplify_with_ranges(node.write_index(xs, rs), node.ranges())
             base = index.xreplace({r: sympy.Integer(0) for r in rs})
             bounds = value_range(sympy.expand(index - base), dict(zip(rs, node.inner)))
+            if bounds is None and not is_static(index):
+                raise StaticOnly(f"{self.kernel.name}: a stack array for {node.name} of symbolic length")
             assert bounds is not None and bounds[0] >= 0, f"{self.kernel.name}: scratch {node.name} at {index}"
             ctype = STORAGE_TYPES[node.buffer.dtype]
             self.emit(f"alignas(64) {ctype} {node.name}_row[{bounds[1] + 1}];")
@@ -621,7 +646,7 @@ class CppKernel:
                 else:
                     node.buffer.store_body()(*node.body_args(xs, rs))
         if dims:
-            pragma = "#pragma omp parallel for simd" if parallel_inner else "#pragma omp simd"
+            pragma = f"#pragma omp parallel for simd{self.parallel_if}" if parallel_inner else "#pragma omp simd"
             collapse = [f"collapse({len(dims)})"] if len(dims) > 1 else []
             self.emit(" ".join([pragma] + collapse + clauses))
             for depth, (var, size) in enumerate(dims):
@@ -671,6 +696,8 @@ class CppKernel:
         for name in names:
             const = "" if name in self.written else "const "
             params.append(f"{const}{STORAGE_TYPES[self.buffers[name].dtype]}* __restrict__ {name}")
+        self.sizes = used_size_symbols("\n".join(body), self.size_names)
+        params += [f"int64_t {name}" for name in self.sizes]
         lines = [f'extern "C" int {self.kernel.name}({", ".join(params)})', "{"]
         if self.uses_status:
             lines.append("    int gj_status = 0;")
@@ -680,26 +707,38 @@ class CppKernel:
         return "\n".join(lines)
 
 
+def used_size_symbols(source, names):
+    """The size symbols among `names` that kernel source text uses, in a fixed order."""
+    if not names:
+        return ()
+    found = set(re.findall(r"\b[a-z]+\d+\b", source)) & names
+    return tuple(sorted(found, key=lambda n: (n[0], int(n[1:]) if n[1:].isdigit() else 0, n)))
+
+
 @dataclasses.dataclass(frozen=True)
 class Signature:
-    """How to call a kernel: its pointer arguments (buffer names, in order); whether it returns a status
-    (STATUS_ERRORS: an index out of range, an integer division by zero)."""
+    """How to call a kernel: its pointer arguments (buffer names, in order), then the size symbols it
+    takes as int64 arguments; whether it returns a status (STATUS_ERRORS: an index out of range, an
+    integer division by zero)."""
     args: tuple
     returns_status: bool
+    sizes: tuple = ()
 
 
 def generate(graph, items):
     """The C++ source of a scheduled graph, and each kernel's Signature."""
     buffers = {b.name: b for b in graph.buffers()}
+    size_names = {s.name for s in graph.size_symbols()}
     parts, signatures = [prelude()], {}
     if eager_functions():
         parts.append(f"// link: {eager_math.library_path()}")
     for item in items:
         if isinstance(item, Kernel):
             cg = CppKernel(item, buffers)
+            cg.size_names = size_names
             with use_ops(CppOps(cg)):
                 parts.append(cg.generate())
-            signatures[item.name] = Signature(tuple(cg.args), cg.uses_status)
+            signatures[item.name] = Signature(tuple(cg.args), cg.uses_status, cg.sizes)
     return "\n\n".join(parts) + "\n", signatures
 
 
@@ -736,7 +775,7 @@ class CppDevice:
     def wrapper(self):
         from . import wrapper
         job = self.job
-        eager_if_grad = any(t.requires_grad for t in job.example_inputs)
+        eager_if_grad = any(getattr(t, "requires_grad", False) for t in job.example_inputs)
         code, call = wrapper.build(job.graph, job.items, self.signatures, self.lib, job.gm.forward, job.facts,
                                    eager_if_grad)
         if logs.enabled("output_code"):

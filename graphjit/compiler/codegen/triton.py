@@ -47,8 +47,9 @@ from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, reduct
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
 from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..facts import GraphFacts
-from ..ir import StorageView
-from .wrapper import WrapperCode
+from ..ir import FloorDiv, StorageView, guard_bool, size_hint
+from .cpp import used_size_symbols
+from .wrapper import WrapperCode, pyexpr
 
 # ---------------------------------------------------------------------------------------------------------
 # Types, literals, op templates
@@ -330,6 +331,23 @@ def texpr(e):
     return format_index(e, '//')
 
 
+def tparen(e):
+    """texpr(e), parenthesized unless it is one symbol or number (an operand of // or %)."""
+    return texpr(e) if e.is_Atom else f"({texpr(e)})"
+
+
+def cdiv(numel, block):
+    """Programs of `block` elements covering numel: an int, or an expression of size symbols."""
+    if numel.is_Integer:
+        return -(-int(numel) // block)
+    return FloorDiv(numel + (block - 1), sympy.Integer(block))
+
+
+def above_one(n):
+    """Whether a loop of n iterations has more than one (guarded where n has size symbols)."""
+    return int(n) > 1 if n.is_Integer else guard_bool(sympy.Gt(n, 1))
+
+
 def next_power_of_2(n):
     return 1 << max(0, int(n) - 1).bit_length()
 
@@ -353,6 +371,7 @@ class Launch:
     sizes: tuple = (1, 1, False)    # (outer elements, row length, rows strided along x): autotuning's input
     written: tuple = ()             # the args it stores to
     debug: bool = False             # compiled with Triton's debug option: its device_asserts are live
+    size_args: tuple = ()           # size symbols it takes (int arguments after the pointers and status)
 
 
 def pointwise_blocks(numel):
@@ -422,6 +441,8 @@ class TritonOps:
         self.k.store(name, self.k.rewrite(index), value)
 
     def constant(self, value, dtype):
+        if isinstance(value, sympy.Expr) and not value.is_Number:      # a scalar computed from sizes
+            return self.to_dtype(self.index_expr(value, torch.int64), dtype)
         return self.k.typed(self.k.constant(value, dtype), dtype)
 
     def index_expr(self, expr, dtype):
@@ -542,6 +563,7 @@ class TritonKernel:
         self.uses_assert = False
         self._group_scope_open = False
         self.epilogue_input = self.epilogue_index = None    # set by epilogue()
+        self.size_names = frozenset()       # the graph's size symbols (scalar arguments where used)
 
     # -- emission helpers --
     def emit(self, line):
@@ -601,7 +623,8 @@ class TritonKernel:
     def expr_dims(self, expr):
         dims = set()
         for s in sympy.sympify(expr).free_symbols:
-            dims |= self.symbol_dims[s.name]
+            if s.name not in self.size_names:       # size symbols are scalar arguments
+                dims |= self.symbol_dims[s.name]
         return frozenset(dims)
 
     def shape(self, dims):
@@ -640,7 +663,7 @@ class TritonKernel:
         text = texpr(index)
         if bounds and not self._within(name, index):
             text = self.cse(text, self.expr_dims(index))
-            masks.append(self.cse(f"({text} >= 0) & ({text} < {int(self.buffers[name].layout.storage_size())})",
+            masks.append(self.cse(f"({text} >= 0) & ({text} < {texpr(self.buffers[name].layout.storage_size())})",
                                   self.expr_dims(index)))
         if dims != self.expr_dims(index) or not dims:     # a constant index still loads a [1] block
             text = f"{text} + tl.full({self.shape(dims)}, 0, tl.int32)"
@@ -653,7 +676,8 @@ class TritonKernel:
         if any(s.name.startswith("ind") for s in index.free_symbols):
             return True
         bounds = value_range(index, self.var_sizes)
-        return bounds is not None and bounds[0] >= 0 and bounds[1] < int(self.buffers[name].layout.storage_size())
+        size = self.buffers[name].layout.storage_size()
+        return bounds is not None and size.is_Integer and bounds[0] >= 0 and bounds[1] < int(size)
 
     def lookup_store(self, name, index):
         """The value stored at buffer[index] earlier in this kernel, as memory holds it (16-bit floats
@@ -716,9 +740,9 @@ class TritonKernel:
         stride = sympy.Integer(1)
         lines = []
         for i, (var, size) in reversed(list(enumerate(dims))):
-            expr = flat if stride == 1 else f"({flat} // {texpr(stride)})"
+            expr = flat if stride == 1 else f"({flat} // {tparen(stride)})"
             if i > 0:
-                expr = f"{expr} % {texpr(size)}"
+                expr = f"{expr} % {tparen(size)}"
             lines.append(f"{var.name} = {expr}")
             self.symbol_dims[var.name] = frozenset(block_dim)
             self.var_sizes[var] = size
@@ -732,8 +756,9 @@ class TritonKernel:
         touched = {node.name for node in self.kernel.nodes}
         touched |= {name for node in self.kernel.nodes for name, _ in node.accesses()[0]}
         sizes = [self.buffers[name].layout.storage_size() for name in touched]
-        total = product(self.kernel.outer) * max([product(g.inner) for g in self.kernel.groups] + [1])
-        return any(int(s) > limit for s in sizes) or int(total) > limit
+        sizes += [product(self.kernel.outer) * product(g.inner) for g in self.kernel.groups]
+        # with size symbols: as the example sizes say, guarded (int32 indices only while they fit)
+        return any(guard_bool(sympy.Gt(s, limit)) for s in sizes)
 
     def _program_start(self, xblock_dims):
         offset = "tl.program_id(0).to(tl.int64)" if self._index_dtype_is_64() else "tl.program_id(0)"
@@ -755,18 +780,19 @@ class TritonKernel:
         """One flat index over every element: all loop dims (merged where contiguous) decode from xindex."""
         self.rank = 1
         group, rs, dims = self._flat_dims(xs)
-        numel = int(product([s for _, s in dims]))
-        xblock, warps = pointwise_blocks(numel)
+        numel = product([s for _, s in dims])
+        xblock, warps = pointwise_blocks(size_hint(numel))
         if self.config:
             xblock, warps = self.config["XBLOCK"], self.config["num_warps"]
         self._program_start("")
-        if numel % xblock:
-            self.emit(f"xmask = xindex < {numel}")
+        if not numel.is_Integer or int(numel) % xblock:
+            self.emit(f"xmask = xindex < {texpr(numel)}")
             self.xmask = "xmask"
         self._decode(dims, "xindex", "x")
         for node in group.nodes:
             node.buffer.store_body()(*node.body_args(xs, rs))
-        return self._launch(-(-numel // xblock), {"XBLOCK": xblock}, warps, "pointwise", (numel, 1, False))
+        return self._launch(cdiv(numel, xblock), {"XBLOCK": xblock}, warps, "pointwise",
+                            (size_hint(numel), 1, False))
 
     def epilogue(self, product, rows, cols):
         """This pointwise kernel as the epilogue of a matmul template whose [rows, cols] row-major output
@@ -779,7 +805,7 @@ class TritonKernel:
         xs = outer_vars(len(kernel.outer))
         self.ranges = dict(zip(xs, kernel.outer))
         group, rs, dims = self._flat_dims(xs)
-        if len(dims) != 1 or int(dims[0][1]) != rows * cols or rows * cols >= 2 ** 31:
+        if len(dims) != 1 or not dims[0][1].is_Integer or int(dims[0][1]) != rows * cols or rows * cols >= 2 ** 31:
             raise NotFusable("its loops do not run once over the product's elements")
         self.rank = 2           # constants print as [1, 1]: they broadcast against the template's 2-d tile
         self.xmask = "xmask"
@@ -812,7 +838,7 @@ class TritonKernel:
         kernel = self.kernel
         exprs = {i: self._index_exprs(g, xs) for i, g in enumerate(kernel.groups)}
         outer_dims, self.subs = merge_dims(list(zip(xs, kernel.outer)), [e for es in exprs.values() for e in es])
-        xnumel = int(product(kernel.outer))
+        xnumel = product(kernel.outer)
         group_dims, group_subs = [], []
         for i, group in enumerate(kernel.groups):
             rs = inner_vars(len(group.inner))
@@ -822,33 +848,35 @@ class TritonKernel:
             self.ranges = saved
             group_dims.append(dims)
             group_subs.append(subs)
-        rnumels = [int(product(g.inner)) for g in kernel.groups]
-        rnumel = max(rnumels)
+        rnumels = [product(g.inner) for g in kernel.groups]
+        rnumel = max(size_hint(n) for n in rnumels)
         transposed = self._transposed(outer_dims, group_dims, exprs)
-        persistent = rnumel <= config.triton_persistent_rnumel and not (transposed and rnumel > 64)
-        xblock, rblock, warps = reduction_blocks(xnumel, rnumel, persistent, transposed)
+        # a persistent block covers the whole row: only for rows of a size known now
+        persistent = all(n.is_Integer for n in rnumels) and rnumel <= config.triton_persistent_rnumel and \
+            not (transposed and rnumel > 64)
+        xblock, rblock, warps = reduction_blocks(size_hint(xnumel), rnumel, persistent, transposed)
         if self.config:
             xblock, rblock, warps = self.config["XBLOCK"], self.config["RBLOCK"], self.config["num_warps"]
         self.emit(f"# {'persistent' if persistent else 'looped'} reduction: outer [{xnumel}], rows of "
                   f"[{', '.join(str(n) for n in rnumels)}]" + (", x-contiguous" if transposed else ""))
         self._program_start("[:, None]")
-        if xnumel % xblock:
-            self.emit(f"xmask = xindex < {xnumel}")
+        if not xnumel.is_Integer or int(xnumel) % xblock:
+            self.emit(f"xmask = xindex < {texpr(xnumel)}")
             self.xmask = "xmask"
         self._decode(outer_dims, "xindex", "x")
         self.emit("rbase = tl.arange(0, RBLOCK)[None, :]")
         previous = None
         for i, group in enumerate(kernel.groups):
             key = (tuple((v.name, s) for v, s in group_dims[i]), repr(group_subs[i]), rnumels[i])
-            share = persistent and key == previous and rnumels[i] > 1
+            share = persistent and key == previous and above_one(rnumels[i])
             self._group(group, xs, group_dims[i], group_subs[i], rnumels[i], rblock, persistent, share)
             previous = key
         if self._group_scope_open:
             self.pop_scope()
             self._group_scope_open = False
-        return self._launch(-(-xnumel // xblock), {"XBLOCK": xblock, "RBLOCK": rblock}, warps,
+        return self._launch(cdiv(xnumel, xblock), {"XBLOCK": xblock, "RBLOCK": rblock}, warps,
                             "persistent reduction" if persistent else "looped reduction",
-                            (xnumel, rnumel, transposed))
+                            (size_hint(xnumel), rnumel, transposed))
 
     def _transposed(self, outer_dims, group_dims, exprs):
         """Whether the kernel's loads are contiguous along x (its innermost outer dim) rather than r."""
@@ -882,7 +910,7 @@ class TritonKernel:
         self.ranges = {**outer_ranges, **dict(zip(rs, group.inner))}
         start = len(self.lines)
         self.needs_barrier = False
-        looped = not persistent and rnumel > 1
+        looped = not persistent and above_one(rnumel)
         if not share:
             if self._group_scope_open:
                 self.pop_scope()
@@ -898,20 +926,20 @@ class TritonKernel:
                           f"{self._acc_type(data.acc_dtype)})")
                 accs[node.name] = acc
             outer_lines, self.lines = self.lines, []
-        self.rmask = "rmask" if rnumel > 1 and rnumel % rblock else None
-        if rnumel > 1 and not share:
+        self.rmask = "rmask" if above_one(rnumel) and (not rnumel.is_Integer or int(rnumel) % rblock) else None
+        if above_one(rnumel) and not share:
             self.emit("rindex = roffset + rbase" if looped else "rindex = rbase")
             if self.rmask:
-                self.emit(f"rmask = rindex < {rnumel}")
+                self.emit(f"rmask = rindex < {texpr(rnumel)}")
             self._decode(dims, "rindex", "r")
         for node in group.nodes:
             if node.is_reduction:
-                accs[node.name] = self._accumulate(node, xs, rs, accs.get(node.name), rnumel > 1)
+                accs[node.name] = self._accumulate(node, xs, rs, accs.get(node.name), above_one(rnumel))
             else:
                 node.buffer.store_body()(*node.body_args(xs, rs))
         if looped:
             body, self.lines = self.lines, outer_lines
-            self.emit(f"for roffset in range(0, {rnumel}, RBLOCK):")
+            self.emit(f"for roffset in range(0, {texpr(rnumel)}, RBLOCK):")
             self.lines += ["    " + line for line in body]
         if not persistent:
             self.pop_scope()
@@ -921,7 +949,7 @@ class TritonKernel:
         self.subs, self.ranges = outer_subs, outer_ranges
         self.rmask = None
         for node in reductions:
-            self._finish(node, xs, accs[node.name], rnumel > 1)
+            self._finish(node, xs, accs[node.name], above_one(rnumel))
 
     @staticmethod
     def _acc_type(acc_dtype):
@@ -984,14 +1012,19 @@ class TritonKernel:
 
     def _function(self):
         names, roles = self._parameters()
-        params = [roles[n] for n in names] + (["gj_status"] if self.uses_status else [])
+        sizes = used_size_symbols("\n".join(self.lines), self.size_names)
+        params = [roles[n] for n in names] + (["gj_status"] if self.uses_status else []) + list(sizes)
         params += [f"{c}: tl.constexpr" for c in self.launch.constexprs]
+        self.launch.size_args = sizes
         self.launch.args = tuple(names)
         self.launch.written = tuple(n for n in names if n in self.written)
         self.launch.checks_indices = self.uses_status
         self.launch.debug = self.uses_assert
         body = ["    " + self._renamed(line, names, roles) for line in self.lines]
-        return "\n".join(["@triton.jit", f"def {self.name}({', '.join(params)}):"] + body)
+        # sizes as plain ints: never specialized on their value (1, multiples of 16), so one compiled
+        # kernel runs for every size
+        jit = f"@triton.jit(do_not_specialize={list(sizes)!r})" if sizes else "@triton.jit"
+        return "\n".join([jit, f"def {self.name}({', '.join(params)}):"] + body)
 
 
 def kernel_name(kernel, index):
@@ -1020,7 +1053,7 @@ class KernelLaunches:
 def split(kernel):
     """The kernel as independent pieces (scheduler Kernels over runs of its groups) when its outer loop is
     shorter than config.triton_split_rows; a piece boundary never separates a local buffer from its readers."""
-    if len(kernel.groups) < 2 or int(product(kernel.outer)) >= config.triton_split_rows:
+    if len(kernel.groups) < 2 or size_hint(product(kernel.outer)) >= config.triton_split_rows:
         return [kernel]
     xs = outer_vars(len(kernel.outer))
     reads, made_local = [], []
@@ -1072,8 +1105,11 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
     def shareable(launch):
         return example_inputs is None or all(_starts_aligned(buffers[name], example_inputs) for name in launch.args)
 
+    size_names = frozenset(s.name for s in graph.size_symbols())
+
     def emit(piece, name, cfg=None):
         tk = TritonKernel(piece, buffers, name, check, cfg)
+        tk.size_names = size_names
         with use_ops(TritonOps(tk)):
             return tk.generate()
 
@@ -1257,6 +1293,8 @@ class TritonWrapperCode(WrapperCode):
         if kernel.op not in (aten.mm.default, aten.addmm.default) or len(kernel.outputs) != 1:
             return None
         (out,) = kernel.outputs
+        if not all(s.is_Integer for s in (*out.layout.sizes, *out.layout.strides)):
+            return None
         rows, cols = (int(s) for s in out.layout.sizes)
         if int(out.layout.strides[0]) == cols or rows == 0:
             return None
@@ -1302,14 +1340,14 @@ class TritonWrapperCode(WrapperCode):
             if direct is not None:      # the C launch function itself, without the launcher's Python
                 launch_fn, cooperative, pdl = direct
                 self.globals[f"{name}_launch"] = launch_fn
-                return (f"{name}_launch({launch.grid}, 1, 1, stream, {name}_fn, {cooperative}, {pdl}, None, None, "
+                return (f"{name}_launch({pyexpr(launch.grid)}, 1, 1, stream, {name}_fn, {cooperative}, {pdl}, None, None, "
                         f"{name}_meta, None, None, None, {', '.join(args)}, {constexprs})")
             self.globals[f"{name}_run"] = run
-            return (f"{name}_run({launch.grid}, 1, 1, stream, {name}_fn, {name}_meta, None, None, None, "
+            return (f"{name}_run({pyexpr(launch.grid)}, 1, 1, stream, {name}_fn, {name}_meta, None, None, None, "
                     f"{', '.join(args)}, {constexprs})")
         kwargs = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
         debug = ", debug=True, sanitize_overflow=False" if getattr(launch, "debug", False) else ""
-        call = f"{name}[({launch.grid},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
+        call = f"{name}[({pyexpr(launch.grid)},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
                f"num_stages={launch.num_stages}{debug})"
         if self.interpret:
             self.globals["interpreting"] = _interpreting
@@ -1325,8 +1363,13 @@ class TritonWrapperCode(WrapperCode):
             self.globals["zeros"], self.globals["_int32"] = torch.zeros, torch.int32
             lines.append(f"gj_status = zeros((1,), dtype=_int32, device={self.bind(self.device, '_device')})")
             args.append("gj_status")
+        args += list(launch.size_args)
         name = launch.name
-        lines.append(self._launch_line(launch, args))
+        line = self._launch_line(launch, args)
+        if isinstance(launch.grid, sympy.Expr) and not launch.grid.is_Integer:
+            lines += [f"if {pyexpr(launch.grid)} > 0:", f"    {line}"]   # no programs for these sizes: no launch
+        else:
+            lines.append(line)
         if launch.checks_indices:
             lines.append(f"if gj_status.item(): raise IndexError('graphjit: index out of range in {name} "
                          "(an embedding or gather index outside the table)')")
@@ -1408,6 +1451,8 @@ class TritonDevice:
         from .. import decompose
         devices = set()
         for value in example_inputs:
+            if isinstance(value, torch.SymInt):       # a size symbol (compiling with symbolic sizes)
+                continue
             if not isinstance(value, torch.Tensor):
                 return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"
             devices.add(value.device)
@@ -1421,7 +1466,12 @@ class TritonDevice:
 
     def __init__(self, job):
         self.job = job
-        self.device = next((t.device for t in job.example_inputs), torch.device("cpu"))
+        self.device = next((t.device for t in job.example_inputs if isinstance(t, torch.Tensor)),
+                           torch.device("cpu"))
+        self.symbolic = bool(job.concrete_inputs is not job.example_inputs and
+                             any(isinstance(t, torch.SymInt) or isinstance(t, torch.Tensor) and
+                                 not all(isinstance(s, int) for s in (*t.shape, *t.stride()))
+                                 for t in job.example_inputs))
         self.interpret = self.device.type == "cpu"
         if not self.interpret:
             from ..runtime import triton_build
@@ -1433,7 +1483,9 @@ class TritonDevice:
         checking = config.triton_check_indices
         self.check = "status" if checking == 1 or (checking == -1 and self.interpret) else \
             "assert" if checking == -1 else None
-        self.tuning = [] if self.job.facts.autotune else None
+        # with size symbols: the heuristic blocks for the example sizes, no races (they would tune for
+        # one size) and no matmul templates (they are planned for concrete shapes)
+        self.tuning = [] if self.job.facts.autotune and not self.symbolic else None
         self.followers = []             # copies of a tuned kernel in other layers: (leader, follower)
 
     def codegen(self):
@@ -1442,9 +1494,11 @@ class TritonDevice:
         job = self.job
         source, self.launches = generate(job.graph, job.items, self.check, self.tuning, self.device,
                                          candidates=not self.interpret, followers=self.followers,
-                                         example_inputs=job.example_inputs)
+                                         example_inputs=job.concrete_inputs)
         self.templates, self.mm_contests, self.mm_followers, extra = {}, [], [], []
-        if self.tuning is not None and config.triton_mm_templates:
+        if self.symbolic:
+            pass
+        elif self.tuning is not None and config.triton_mm_templates:
             extra = _plan_matmul_templates(job.items, self.device, self.interpret, self.templates,
                                            self.mm_contests, self.mm_followers, job.example_inputs, job.graph,
                                            self.launches, self.check)
@@ -1468,11 +1522,11 @@ class TritonDevice:
             return
         template_launches = {t.name: t for t in self.templates.values()}
         template_launches.update({t.name: t for _, _, candidates in self.mm_contests for t in candidates})
-        self.aligned = _aligned_inputs(job.graph, self.launches, job.example_inputs, list(self.templates.values()) + [
+        self.aligned = _aligned_inputs(job.graph, self.launches, job.concrete_inputs, list(self.templates.values()) + [
             t for _, _, candidates in self.mm_contests for t in candidates] + [f for _, f in self.mm_followers])
-        examples = _warmup_args(job.graph, self.by_name.values(), job.example_inputs)
+        examples = _warmup_args(job.graph, self.by_name.values(), job.concrete_inputs)
         # one set of buffers to time candidates on (zero-filled, allocated when first asked for)
-        tuning_args = _tuning_arguments(job.graph, job.example_inputs, self.device)
+        tuning_args = _tuning_arguments(job.graph, job.concrete_inputs, self.device)
         template_args = _template_arguments(tuning_args.tensor, self.device)
         examples.update({name: template_args(t) for name, t in template_launches.items()})
         heuristic = {launch.name for kl in self.launches.values() for launch in kl.launches} | \
@@ -1526,7 +1580,7 @@ class TritonDevice:
     def wrapper(self):
         from ..runtime import triton_build
         job = self.job
-        eager_if_grad = any(t.requires_grad for t in job.example_inputs)
+        eager_if_grad = any(getattr(t, "requires_grad", False) for t in job.example_inputs)
         code = TritonWrapperCode(job.graph, job.items, self.launches, self.launchers, self.interpret, self.device,
                                  self.aligned, self.templates, job.facts)
         for name in list(self.by_name) + [t.name for t in self.templates.values()]:
@@ -1744,6 +1798,7 @@ def _warmup_args(graph, all_launches, example_inputs):
     """Per kernel, what warmup() specializes on: inputs' example tensors (their alignment), constants, and
     the dtype of every buffer graphjit allocates (allocations are aligned)."""
     by_name = {b.name: b for b in graph.buffers()}
+    symbols = {s.name: s for s in graph.size_symbols()}
     examples = {}
     for launch in all_launches:
         args = []
@@ -1758,5 +1813,6 @@ def _warmup_args(graph, all_launches, example_inputs):
                 args.append(buf.dtype)
         if launch.checks_indices:
             args.append(torch.int32)
+        args += [size_hint(symbols[name]) for name in launch.size_args]
         examples[launch.name] = args
     return examples

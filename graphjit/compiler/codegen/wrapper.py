@@ -13,12 +13,14 @@ only these lines. GRAPHJIT_LOGS=output_code prints it.
 import bisect
 import collections
 import ctypes
+import math
 import operator
 
+import sympy
 import torch
 from torch.utils import _pytree as pytree
 
-from ..ir import StorageView
+from ..ir import SizeFloat, StaticOnly, StorageView, as_expr, format_index, is_static
 from ..scheduler import Kernel
 from .cpp import kernel_error
 
@@ -67,6 +69,12 @@ class WrapperCode:
             return f"({items}{',' if len(value) == 1 else ''})"
         if value is None or isinstance(value, (bool, int, str)):
             return repr(value)
+        if isinstance(value, (sympy.Expr, torch.SymInt)):
+            return pyexpr(value)
+        if isinstance(value, SizeFloat):
+            from torch.utils._sympy.printers import PythonPrinter      # torch's functions (FloatPow ...)
+            self.globals["math"] = math
+            return f"float({PythonPrinter().doprint(value.expr)})"
         if isinstance(value, float):
             return repr(value) if value == value and abs(value) != float("inf") else f"float('{value}')"
         return self.bind(value)
@@ -76,26 +84,32 @@ class WrapperCode:
         name = view.buffer.name
         if view.is_full():
             return name
-        sizes = tuple(int(s) for s in view.sizes)
-        strides = tuple(int(s) for s in view.strides)
-        return f"reinterpret({name}, {sizes}, {strides}, {int(view.offset)})"    # offset from name's own
+        return f"reinterpret({name}, {pytuple(view.sizes)}, {pytuple(view.strides)}, {pyexpr(view.offset)})"
 
     def generate(self, check_inputs, eager_if_grad):
         graph = self.graph
         inputs = [b for b in graph.inputs if b.position is not None]
-        params = ", ".join(b.name for b in sorted(inputs, key=operator.attrgetter("position")))
+        named = [(b.position, b.name) for b in inputs] + [(p, f"arg{p}") for p, _ in graph.size_inputs]
+        params = ", ".join(name for _, name in sorted(named))
         self.lines.append(f"def call({params}):")
         body = []
         if eager_if_grad:
             body.append(f"if grad_enabled(): return eager({params})")
             self.globals["grad_enabled"] = torch.is_grad_enabled
+        body += self._bind_sizes()
         if check_inputs and inputs:
-            # kernels index inputs with the sizes, strides and dtypes seen at compile time
+            # kernels index inputs with the sizes, strides and dtypes seen at compile time (with size
+            # symbols: the sizes and strides as the symbols read off the inputs give them)
             got = ", ".join(f"{b.name}.shape, {b.name}.stride(), {b.name}.dtype" for b in inputs)
-            self.globals["_expected"] = tuple(
-                item for b in inputs for item in (tuple(int(s) for s in b.layout.sizes),
-                                                  tuple(int(s) for s in b.layout.strides), b.layout.dtype))
-            body.append(f"if ({got},) != _expected: return eager({params})")
+            if all(is_static(e) for b in inputs for e in (*b.layout.sizes, *b.layout.strides)):
+                self.globals["_expected"] = tuple(
+                    item for b in inputs for item in (tuple(int(s) for s in b.layout.sizes),
+                                                      tuple(int(s) for s in b.layout.strides), b.layout.dtype))
+                body.append(f"if ({got},) != _expected: return eager({params})")
+            else:
+                expected = ", ".join(f"{pytuple(b.layout.sizes)}, {pytuple(b.layout.strides)}, "
+                                     f"{self.bind(b.layout.dtype, '_dtype')}" for b in inputs)
+                body.append(f"if ({got},) != ({expected},): return eager({params})")
         body += self._disjoint_check(params)
         for buf in graph.inputs:
             if buf.position is None:
@@ -105,10 +119,9 @@ class WrapperCode:
         donors = self._donors(outputs)
         layouts = {b.name: b.layout for b in graph.buffers()}
 
-        def key(name):
+        def key(name):      # equal expressions of the size symbols: equal sizes on every call
             layout = layouts[name]
-            return (tuple(int(s) for s in layout.sizes), tuple(int(s) for s in layout.strides), layout.dtype,
-                    layout.device)
+            return tuple(layout.sizes), tuple(layout.strides), layout.dtype, layout.device
         allocated = [[n.name for n in self._allocated(item)] if isinstance(item, Kernel) else []
                      for item in self.items]
         upcoming = collections.Counter(key(name) for names in allocated for name in names)
@@ -137,6 +150,24 @@ class WrapperCode:
         self.lines += ["    " + line for line in body]
         return "\n".join(self.lines) + "\n"
 
+    def _bind_sizes(self):
+        """Lines reading each size symbol off the call's inputs: an int input that is one, or the first
+        input dim (else stride) whose size is exactly the symbol."""
+        wanted = self.graph.size_symbols()
+        if not wanted:
+            return []
+        sources = {symbol: f"arg{position}" for position, symbol in self.graph.size_inputs if symbol.is_Symbol}
+        for buf in sorted((b for b in self.graph.inputs if b.position is not None),
+                          key=operator.attrgetter("position")):
+            for attr, exprs in (("size", buf.layout.sizes), ("stride", buf.layout.strides)):
+                for d, e in enumerate(exprs):
+                    if e.is_Symbol and e in wanted and e not in sources:
+                        sources[e] = f"{buf.name}.{attr}({d})"
+        missing = wanted - set(sources)
+        if missing:
+            raise StaticOnly(f"size symbols {sorted(map(str, missing))} are no input's size, stride or int")
+        return [f"{symbol.name} = {sources[symbol]}" for symbol in sorted(sources, key=str)]
+
     def _allocated(self, kernel):
         """The nodes of a kernel whose buffers the wrapper allocates (not kept in registers)."""
         return [n for n in kernel.nodes if n.name not in kernel.local and n.name not in kernel.scratch]
@@ -162,8 +193,7 @@ class WrapperCode:
         """The line allocating a new buffer `name` of `layout`. On the CPU and CUDA through torch's C++
         allocation helpers (what Inductor's wrappers call: a third of empty_strided's cost); a CUDA wrapper
         makes sure its device is the current one first (TritonWrapperCode's prologue)."""
-        sizes = tuple(int(s) for s in layout.sizes)
-        strides = tuple(int(s) for s in layout.strides)
+        sizes, strides = pytuple(layout.sizes), pytuple(layout.strides)
         dtype = self.bind(layout.dtype, '_dtype')
         fast = _FAST_EMPTY.get(layout.device.type) if self.fast_cuda_empty or layout.device.type == "cpu" else None
         if fast is not None:
@@ -174,7 +204,7 @@ class WrapperCode:
     def _kernel_call(self, kernel):
         lines = [self.alloc(node) for node in self._allocated(kernel)]
         signature = self.signatures[kernel.name]
-        args = ", ".join(f"{name}.data_ptr()" for name in signature.args)
+        args = ", ".join([f"{name}.data_ptr()" for name in signature.args] + list(signature.sizes))
         call = f"{kernel.name}({args})"
         if signature.returns_status:
             self.globals["kernel_error"] = kernel_error
@@ -212,10 +242,9 @@ class WrapperCode:
         self.globals["as_traced"] = _as_traced
         lines = []
         for out in kernel.outputs:
-            sizes = tuple(int(n) for n in out.layout.sizes)
-            strides = tuple(int(st) for st in out.layout.strides)
-            if any(st == 0 and n > 1 for n, st in zip(sizes, strides)):     # an expanded layout: as it is
-                strides = None
+            sizes, strides = out.layout.sizes, out.layout.strides
+            expanded = any(st == 0 and n != 0 and n != 1 for n, st in zip(sizes, strides))
+            strides = None if expanded else pytuple(strides)        # an expanded layout: as it is
             lines.append(f"{out.name} = as_traced({out.name}, {strides}, {out.layout.dtype})")
         return lines
 
@@ -292,11 +321,24 @@ class WrapperCode:
         if alias[0] == "input":
             return names[alias[1]]
         _, position, sizes, strides, offset = alias
-        return f"reinterpret({names[position]}, {tuple(sizes)}, {tuple(strides)}, {offset})"
+        return f"reinterpret({names[position]}, {pytuple(sizes)}, {pytuple(strides)}, {pyexpr(offset)})"
+
+
+def pyexpr(e):
+    """A size expression (int, sympy or SymInt) as Python source over the size symbols."""
+    return format_index(as_expr(e), "//")
+
+
+def pytuple(exprs):
+    """A tuple of size expressions as Python source."""
+    items = [pyexpr(e) for e in exprs]
+    return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
 
 
 def _span(layout):
     """How many bytes past its data_ptr() a tensor of layout reaches (0: it has no elements)."""
+    if not all(is_static(e) for e in (*layout.sizes, *layout.strides)):
+        raise StaticOnly("a graph that writes its inputs, with symbolic sizes")
     sizes = [int(n) for n in layout.sizes]
     if 0 in sizes:
         return 0
@@ -397,7 +439,7 @@ def build(graph, items, signatures, lib, eager, facts, eager_if_grad):
     code.globals["eager"] = eager
     for name, signature in signatures.items():
         fn = getattr(lib, name)
-        fn.argtypes = [ctypes.c_void_p] * len(signature.args)
+        fn.argtypes = [ctypes.c_void_p] * len(signature.args) + [ctypes.c_int64] * len(signature.sizes)
         fn.restype = ctypes.c_int
         code.globals[name] = fn
     namespace = dict(code.globals)

@@ -71,21 +71,36 @@ def interpreting(enabled=True):
         yield
         return
     import numpy as np
+    from triton.runtime import interpreter
     from triton.runtime.interpreter import InterpreterBuilder
     # lanes outside masks compute too (log of a masked load's 0 ...), silently on a GPU: numpy says nothing
     with _env_lock, np.errstate(all="ignore"):
         old = os.environ.get("TRITON_INTERPRET")
         old_cast = InterpreterBuilder.cast_impl
+        old_patch = getattr(interpreter, "_patch_lang_tensor", None)
         os.environ["TRITON_INTERPRET"] = "1"
         InterpreterBuilder.cast_impl = _cast_bf16_as_gpu(old_cast)
+        if old_patch is not None:
+            interpreter._patch_lang_tensor = _scalar_index(old_patch)
         try:
             yield
         finally:
             InterpreterBuilder.cast_impl = old_cast
+            if old_patch is not None:
+                interpreter._patch_lang_tensor = old_patch
             if old is None:
                 del os.environ["TRITON_INTERPRET"]
             else:
                 os.environ["TRITON_INTERPRET"] = old
+
+
+def _scalar_index(patch_lang_tensor):
+    """Triton 3.6's interpreter holds an int argument as a one-element array whose __index__ numpy 2
+    refuses (`range(0, n, RBLOCK)` over a size argument fails); 3.8 squeezes it first, as this does."""
+    def patch(tensor, scope):
+        patch_lang_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+    return patch
 
 
 def _cast_bf16_as_gpu(cast_impl):

@@ -1,0 +1,159 @@
+"""graphjit's compiler on graphs with size symbols: one compile for every size, kernels that take the sizes
+as arguments, results equal to eager on each size of a sequence.
+
+Each case compiles with dynamic=True (every dim symbolic from the first call, sizes 0 and 1 specialized)
+through a CompileCounter around graphjit's compiler, runs a sequence of sizes, compares each result with
+eager, and asserts that the backend compiled each graph once, for all sizes (not once per size, which is
+what backends/dynamic.PerSize does where the compiler needs concrete sizes). The `backend` fixture runs
+each case through the C++ codegen and through Triton's interpreter.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.backends.dynamic import PerSize
+from graphjit.backends.registry import graphjit_backend
+from graphjit.testing import CompileCounter, assert_same
+
+
+@pytest.fixture(params=["cpp", "triton", "cuda"])
+def backend(request, monkeypatch):
+    """C++, Triton under its interpreter (CPU tensors), or Triton compiled for the GPU (CUDA tensors)."""
+    from graphjit import config
+    from graphjit.compiler.codegen import triton as triton_codegen
+    if request.param != "cpp" and not triton_codegen.triton_available():
+        pytest.skip("Triton is not installed")
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    monkeypatch.setattr(config, "triton_cpu", int(request.param == "triton"))
+    _device[0] = "cuda" if request.param == "cuda" else "cpu"
+    return request.param
+
+
+_device = ["cpu"]
+
+
+def _on_device(value):
+    return value.to(_device[0]) if isinstance(value, torch.Tensor) else value
+
+
+def run_sizes(fn, make_args, sizes, graphs=1, atol=1e-5, rtol=1e-5, dynamic=True):
+    """fn compiled with `dynamic` over make_args(n) for each n (on the backend's device): equal to eager,
+    `graphs` graphs, each compiled once for all sizes."""
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(fn, backend=counter, dynamic=dynamic)
+    for n in sizes:
+        args = tuple(_on_device(a) for a in make_args(n))
+        expected = fn(*args)
+        got = compiled(*args)
+        assert_same(got, expected, atol=atol, rtol=rtol, where=f"size {n}")
+    assert counter.frame_count == graphs, counter.frame_count
+    assert len(counter.compiled) == graphs, "the compiler failed (see the warning)"
+    per_size = [fn for fn in counter.compiled if isinstance(fn, PerSize)]
+    assert not per_size, "compiled per size, not once for all sizes"
+    assert not counter.ran_as_captured(), "a graph ran as captured"
+    return counter
+
+
+SIZES = (5, 9, 3, 17, 9)
+
+
+def test_pointwise_and_reductions_over_dynamic_dims(backend):
+    def f(x, y):
+        z = torch.sigmoid(x) * y + 1
+        return z.sum(0), z.amax(1), z.mean(), x.var(0)
+    run_sizes(f, lambda n: (torch.randn(n, 6), torch.randn(n, 6)), SIZES)
+
+
+def test_softmax_and_layer_norm_over_a_dynamic_length(backend):
+    def f(x, w):
+        return F.layer_norm(x, (x.shape[-1],)) , (x @ w).softmax(-1)
+    run_sizes(f, lambda n: (torch.randn(3, n), torch.randn(n, n)), SIZES, atol=1e-4, rtol=1e-4)
+
+
+def test_views_of_symbolic_products(backend):
+    def f(x):
+        b, t, _ = x.shape
+        heads = x.view(b, t, 4, 8).transpose(1, 2)          # [b, 4, t, 8]
+        merged = (heads * 2).transpose(1, 2).reshape(b, t, -1)
+        return merged + x, x.reshape(-1, 8).sum(1), x.flatten(0, 1)[1:].cos()
+    run_sizes(f, lambda n: (torch.randn(2, n, 32),), SIZES)
+
+
+def test_slices_with_symbolic_bounds(backend):
+    def f(x):
+        n = x.shape[0]
+        return x[1:] - x[:-1], x[-3:] * 2, x[: n // 2].sum(0), x[:, 1:n - 1 if n > 2 else None]
+    run_sizes(f, lambda n: (torch.randn(n, n + 2),), (5, 9, 7, 17), graphs=1)
+
+
+def test_cat_along_a_dynamic_dim_as_a_kv_cache(backend):
+    def f(cache, new):
+        k = torch.cat([cache, new], dim=2)
+        return k, (k * 0.5).softmax(-1)
+    run_sizes(f, lambda n: (torch.randn(1, 2, n, 4), torch.randn(1, 2, 1, 4)), SIZES)
+
+
+def test_factories_of_symbolic_sizes(backend):
+    def f(x):
+        n = x.shape[0]
+        return torch.arange(n, device=x.device) * 3, torch.zeros(n, 2, device=x.device) + x[:, :2], \
+            torch.full((n,), 2.5, device=x.device) * x[:, 0], \
+            x + torch.ones_like(x)
+    run_sizes(f, lambda n: (torch.randn(n, 3),), SIZES)
+
+
+def test_extern_calls_take_the_runtime_sizes(backend):
+    def f(q, k, v, w):
+        a = F.scaled_dot_product_attention(q, k, v)
+        return torch.bmm(a, w), F.linear(a, w[0].t())
+    run_sizes(f, lambda n: (torch.randn(2, n, 8), torch.randn(2, n + 3, 8), torch.randn(2, n + 3, 8),
+                            torch.randn(2, 8, 5)), SIZES, atol=1e-4, rtol=1e-4)
+
+
+def test_int_arguments_are_size_arguments(backend):
+    def f(x, n):
+        return x * n + n, x[:n].sum()
+    run_sizes(f, lambda n: (torch.randn(20, 3), n), SIZES)
+
+
+def test_broadcasting_against_a_dynamic_dim(backend):
+    def f(x, bias, row):
+        return x + bias, (x * row[:, None]).sum(-1)
+    run_sizes(f, lambda n: (torch.randn(n, 7), torch.randn(7), torch.randn(n)), SIZES)
+
+
+def test_conv_with_a_variable_spatial_size(backend):
+    """Automatic dynamic: the first size compiles static, the second makes the image's height and width
+    symbolic (the weights stay static), and every later size runs that graph."""
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1).to(_device[0])
+
+    def f(x):
+        return torch.relu(conv(x)).mean((2, 3))
+    with torch.no_grad():
+        run_sizes(f, lambda n: (torch.randn(2, 3, n, n + 1),), (5, 8, 6, 11), graphs=2, dynamic=None,
+                  atol=1e-4, rtol=1e-4)
+
+
+def test_sizes_0_and_1_are_their_own_graphs(backend):
+    """0 and 1 are specialized (as torch.compile does): their graphs are static, the rest share one."""
+    def f(x):
+        return (x * 2).sum(0)
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(f, backend=counter, dynamic=True)
+    for n in (4, 0, 1, 6, 9):
+        x = _on_device(torch.randn(n, 3))
+        assert_same(compiled(x), f(x), atol=1e-5, rtol=1e-5, where=f"size {n}")
+    assert counter.frame_count == 3
+
+
+def test_kernel_source_takes_sizes_as_arguments(backend):
+    """The generated wrapper reads the symbols off its inputs and passes them to the kernels: one source
+    for every size."""
+    def f(x):
+        return (x.exp() + 1).sum(-1)
+    counter = run_sizes(f, lambda n: (torch.randn(n, n),), SIZES)
+    (compiled,) = counter.compiled
+    source = compiled.wrapper_source
+    assert ".size(0)" in source, source
