@@ -2,7 +2,8 @@
 # One device-tool call, several phases: bash benchmarks/device_run.sh "tests bench" [extra gpu.py args]
 # Phases: tests (tests/cuda + the GPU op tests), bench (benchmarks/gpu.py), probe (probes/modes_probe.py),
 # lmhead (probes/lm_head_probe.py), cold:<args> (benchmarks/cold_compile.py <args>), pytest:<args> (output in
-# $OUT/pytest_<n>.txt), py:<script args> (python3 <script args>; output in $OUT/py_<n>.txt); in <args> '%' stands for a space. Each phase's output goes to a file in $OUT.
+# $OUT/pytest_<n>.txt), py:<script args> (python3 <script args>; output in $OUT/py_<n>.txt), fuzz:<args> (python3 -m tests.fuzz <args>;
+# reproducers in $OUT/fuzz_<n>.tgz); in <args> '%' stands for a space. Each phase's output goes to a file in $OUT.
 # Run from the repository root on the lent GPU machine, with .whl carried (bytecode wheel); results in $OUT.
 set -u
 phases="${1:-tests bench}"; shift || true
@@ -22,6 +23,10 @@ for phase in $phases; do
                > "$OUT/cold.txt" 2>&1; tail -30 "$OUT/cold.txt" ;;
     py:*)    pargs="${phase#py:}"; n=$(ls "$OUT"/py_*.txt 2>/dev/null | wc -l)
              timeout "${PY_S:-240}" python3 ${pargs//%/ } > "$OUT/py_$n.txt" 2>&1; tail -40 "$OUT/py_$n.txt" ;;
+    fuzz:*)  fargs="${phase#fuzz:}"; n=$(ls -d "$OUT"/fuzz_*.tgz 2>/dev/null | wc -l)
+             # reproducers travel as one archive ($OUT allows few files)
+             timeout "${FUZZ_S:-300}" python3 -m tests.fuzz ${fargs//%/ } --out "/tmp/fuzz_$n" > "$OUT/fuzz_$n.txt" 2>&1
+             tar czf "$OUT/fuzz_$n.tgz" -C /tmp "fuzz_$n" 2>/dev/null; tail -15 "$OUT/fuzz_$n.txt" ;;
     probe)   timeout "${PROBE_S:-120}" python3 benchmarks/probes/modes_probe.py 2>&1 | tail -40 ;;
     lmhead)  timeout "${PROBE_S:-120}" python3 benchmarks/probes/lm_head_probe.py > "$OUT/lmhead.txt" 2>&1; tail -40 "$OUT/lmhead.txt" ;;
     pytest:*) args="${phase#pytest:}"       # '%' stands for a space: "pytest:-m%gpu%tests/compiler"

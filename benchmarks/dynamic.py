@@ -10,6 +10,12 @@ For each model and engine: greedy generate() of --tokens new tokens with the def
 
     python benchmarks/dynamic.py [--device cuda] [--models gpt2,llama] [--tokens 32] [--engines eager,torch,graphjit]
     ./dev python 3.11 benchmarks/dynamic.py --models gpt2 --tokens 16
+
+--sweep: a batch-size sweep instead, for BERT (transformers, random weights) and ResNet-50 (torchvision,
+when installed): per batch size, the latency of graphjit's one dynamic compile (automatic dynamic: the
+batch dim becomes symbolic at the second size) against a static graphjit compile of that size, and eager's.
+
+    python benchmarks/dynamic.py --sweep [--device cuda] [--batches 1,2,4,8,16,32,64] [--sweep-models bert,resnet50]
 """
 import argparse
 import os
@@ -113,6 +119,64 @@ def run(name, engine_name, args, reference):
                       graphs=counter.graphs if counter is not None else "-", same=same)
 
 
+def sweep_model(name, device, small):
+    """(model, input maker: batch -> inputs tuple) for the batch sweep; None if unavailable."""
+    torch.manual_seed(0)
+    if name == "bert":
+        import transformers
+        config = transformers.BertConfig(num_hidden_layers=2, hidden_size=128, num_attention_heads=2,
+                                         intermediate_size=256) if small else transformers.BertConfig()
+        model = transformers.BertModel(config).to(device).eval()
+        return model, lambda b: (torch.randint(0, config.vocab_size, (b, 128), device=device),)
+    if name == "resnet50":
+        try:
+            import torchvision
+        except ImportError:
+            return None
+        model = torchvision.models.resnet50().to(device).eval()
+        side = 64 if small else 224
+        return model, lambda b: (torch.randn(b, 3, side, side, device=device),)
+    raise SystemExit(f"unknown sweep model {name!r}")
+
+
+def latency(fn, args, device, repeat=20):
+    """Median seconds of fn(*args) after 3 warm-up calls."""
+    for _ in range(3):
+        fn(*args)
+    times = []
+    for _ in range(repeat):
+        sync(device)
+        start = time.perf_counter()
+        fn(*args)
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def sweep(args):
+    device = torch.device(args.device)
+    batches = [int(b) for b in args.batches.split(",")]
+    print("| model | batch | eager ms | static ms | dynamic ms | dynamic/static | dynamic graphs |")
+    print("|---|---|---|---|---|---|---|")
+    for name in args.sweep_models.split(","):
+        made = sweep_model(name, device, args.small)
+        if made is None:
+            print(f"| {name} | - | not installed | | | | |")
+            continue
+        model, inputs = made
+        counter = Counting(graphjit.backends.registry.graphjit_backend)
+        graphjit.reset()
+        dynamic = graphjit.compile(model, backend=counter)
+        with torch.no_grad():
+            for b in batches:
+                x = inputs(b)
+                eager = latency(model, x, device)
+                static = latency(graphjit.compile(model, dynamic=False), x, device)
+                dyn = latency(dynamic, x, device)
+                print(f"| {name} | {b} | {eager * 1e3:.3f} | {static * 1e3:.3f} | {dyn * 1e3:.3f} | "
+                      f"{dyn / static:.2f} | {counter.graphs} |", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -122,9 +186,16 @@ def main():
     p.add_argument("--length", type=int, default=8, help="prompt length of the first two generate() calls")
     p.add_argument("--lengths", default="5,11,13", help="other prompt lengths, comma-separated")
     p.add_argument("--small", action="store_true", help="2-layer, 128-wide configs (a quick CPU run)")
+    p.add_argument("--sweep", action="store_true", help="the batch-size sweep (see above)")
+    p.add_argument("--batches", default="1,2,4,8,16,32,64")
+    p.add_argument("--sweep-models", default="bert,resnet50")
     args = p.parse_args()
     args.lengths = [int(n) for n in args.lengths.split(",") if n]
     warnings.simplefilter("ignore")
+    if args.sweep:
+        print(f"benchmarks/dynamic.py --sweep  {platform.node()}  torch {torch.__version__}  device {args.device}"
+              f"{'  small configs' if args.small else ''}")
+        return sweep(args)
     print(f"benchmarks/dynamic.py  {platform.node()}  torch {torch.__version__}  device {args.device}  "
           f"tokens {args.tokens}  prompt {args.length}, then {args.lengths}{'  small configs' if args.small else ''}")
     print("| model | engine | first s | steady tok/s | new-L tok/s | graphs | same tokens |")
