@@ -399,7 +399,13 @@ def decompose(gm, example_inputs):
         trace = functools.partial(make_fx, decomposition_table=decomposition_table(), tracing_mode="fake",
                                   _allow_non_fake_inputs=True)
         with _function_layouts(gm):
-            traced = trace(gm)(*example_inputs)
+            try:
+                traced = trace(gm)(*example_inputs)
+            except RuntimeError as e:
+                if "single memory location" not in str(e) and "internal overlap" not in str(e):
+                    raise
+                # an in-place op on an expanded input: eager raises the same error when the graph runs
+                raise Refused(f"a write into a tensor whose elements overlap in memory: {e}") from e
         aliases = None
         if _writes(traced) and not writes_out_of_place(traced):
             if _symbolic(example_inputs):

@@ -91,10 +91,14 @@ _shape_envs = []        # the ShapeEnv whose symbols the sizes of the graph bein
 def sizes_of(shape_env):
     """Compiles inside run with sizes over shape_env's symbols (None: all sizes concrete)."""
     _shape_envs.append(shape_env)
+    saved = dict(_ones)
+    _ones.clear()
     try:
         yield
     finally:
         _shape_envs.pop()
+        _ones.clear()
+        _ones.update(saved)
 
 
 def size_symbols(expr):
@@ -148,6 +152,20 @@ def _to_torch(expr):
     from torch.utils._sympy import functions
     return expr.replace(lambda e: isinstance(e, (FloorDiv, Mod)),
                         lambda e: (functions.FloorDiv if isinstance(e, FloorDiv) else functions.Mod)(*e.args))
+
+
+_ones = {}        # size expression -> whether it is 1, decided for the graph being compiled
+
+
+def is_one(size):
+    """Whether a size is 1: an integer as it is; an expression of size symbols as the ShapeEnv knows it
+    (s // 3 may be 1 for the sizes a graph was traced with: broadcasting in the trace guarded it so)."""
+    size = as_expr(size)
+    if size.is_Integer:
+        return size == 1
+    if size not in _ones:
+        _ones[size] = guard_bool(sympy.Eq(size, 1))
+    return _ones[size]
 
 
 def sym_min(a, b):
@@ -853,7 +871,7 @@ def view_expand(x, sizes):
     if isinstance(x, StorageView):
         strides = [sympy.Integer(0)] * lead
         for i, (old, st) in enumerate(zip(x.sizes, x.strides)):
-            strides.append(st if old == sizes[lead + i] else sympy.Integer(0))
+            strides.append(sympy.Integer(0) if is_one(old) and not old == sizes[lead + i] else st)
         return StorageView(x.buffer, sizes, tuple(strides), x.offset)
     return _reindexed(x, sizes, lambda index: broadcast_index(index, x.sizes, sizes),
                       lambda base: view_expand(base, sizes))
@@ -862,8 +880,7 @@ def view_expand(x, sizes):
 def broadcast_index(index, from_sizes, to_sizes):
     """Index into a tensor of from_sizes, broadcast (numpy rules) to to_sizes, given an index of to_sizes."""
     lead = len(to_sizes) - len(from_sizes)
-    return [sympy.Integer(0) if (s == 1 and to_sizes[lead + i] != 1) else index[lead + i]
-            for i, s in enumerate(from_sizes)]
+    return [sympy.Integer(0) if is_one(s) else index[lead + i] for i, s in enumerate(from_sizes)]
 
 
 def view_slice(x, dim, start, end, step):
@@ -915,7 +932,7 @@ def view_unsqueeze(x, dim):
 
 
 def view_squeeze(x, dims):
-    dims = {d % len(x.sizes) for d in dims if x.sizes[d % len(x.sizes)] == 1} if x.sizes else set()
+    dims = {d % len(x.sizes) for d in dims if is_one(x.sizes[d % len(x.sizes)])} if x.sizes else set()
     keep = [d for d in range(len(x.sizes)) if d not in dims]
     sizes = tuple(x.sizes[d] for d in keep)
     if isinstance(x, StorageView):
@@ -978,9 +995,9 @@ def _reshape_strides(old_sizes, old_strides, new_sizes):
     tensor_numel, view_numel = sympy.Integer(1), sympy.Integer(1)
     for tensor_d in range(len(old) - 1, -1, -1):
         tensor_numel = tensor_numel * old[tensor_d][0]
-        if tensor_d == 0 or (old[tensor_d - 1][0] != 1 and
+        if tensor_d == 0 or (not is_one(old[tensor_d - 1][0]) and
                              not _same(old[tensor_d - 1][1], tensor_numel * chunk_base_stride)):
-            while view_d >= 0 and (size_hint(view_numel) < size_hint(tensor_numel) or new[view_d] == 1):
+            while view_d >= 0 and (size_hint(view_numel) < size_hint(tensor_numel) or is_one(new[view_d])):
                 new_strides[view_d] = view_numel * chunk_base_stride
                 view_numel = view_numel * new[view_d]
                 view_d -= 1
@@ -1019,7 +1036,7 @@ def _reshape_reindexer(old_sizes, new_sizes):
 
 def _split_flat(flat, size, stride, wrap):
     """The position along a dim of `size` and row-major `stride` of flat position `flat`."""
-    if size == 1:
+    if is_one(size):
         return sympy.Integer(0)
     value = FloorDiv(flat, stride)
     return Mod(value, size) if wrap else value

@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 from .. import logs
 from .. import config
 from . import scheduler
-from .ir import (SizeFloat, StaticOnly, guard_bool, is_static, size_hint, static_int, sym_max, sym_min)
+from .ir import (SizeFloat, StaticOnly, guard_bool, is_one, is_static, size_hint, static_int, sym_max, sym_min)
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
                  Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
                  ops, product, reduction_identity, view_as_strided, view_expand, view_permute, view_reshape,
@@ -530,7 +530,7 @@ def broadcast_sizes(*shapes):
         size = sympy.Integer(1)
         for s in shapes:
             k = d - (ndim - len(s))
-            if k >= 0 and s[k] != 1:
+            if k >= 0 and not is_one(s[k]):
                 size = s[k]
         out.append(size)
     return tuple(out)

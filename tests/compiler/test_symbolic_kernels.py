@@ -157,3 +157,43 @@ def test_kernel_source_takes_sizes_as_arguments(backend):
     (compiled,) = counter.compiled
     source = compiled.wrapper_source
     assert ".size(0)" in source, source
+
+
+def test_a_size_expression_that_is_one_broadcasts(backend):
+    """tensor_split(x, 3)[1] has s // 3 elements: 1 for the traced sizes 3..5, which broadcasting against
+    x guarded. The kernel must read its one element for every output element, not walk past it (fuzz
+    911200101: 2 of 3 elements wrong)."""
+    def f(x):
+        piece = torch.tensor_split(x, 3, 0)[1]
+        return torch.atan2(piece, x), piece * 2
+    run_sizes(f, lambda n: (torch.randn(n),), (3, 4, 3, 4), graphs=2)
+
+
+def test_norm_over_a_dynamic_dim_keeps_its_rank(backend):
+    """fuzz 910600130: the result of a comparison of a norm over the only dim came back 1-d."""
+    def f(x):
+        v = x.norm(dim=-1)
+        return v.ge(v), v
+    run_sizes(f, lambda n: (torch.randn(n),), (4, 7, 9))
+
+
+def test_a_write_into_an_expanded_input_runs_as_eager():
+    """x.zero_() on an expanded input: eager fills the shared memory; the fake-tensor trace refuses a write
+    whose elements share memory, so the compiler refuses the graph (no compiler warning) and the captured
+    graph runs as eager (fuzz 910200077 and six more: the trace's error was a compiler failure)."""
+    import warnings
+
+    def f(x):
+        x.zero_()
+        return x.sum() + 1
+    compiled = graphjit.compile(f, backend=graphjit_backend, dynamic=True)
+    for n in (3, 5):
+        base, expected_base = torch.randn(n, 1), None
+        expected_base = base.clone()
+        expected = f(expected_base.expand(n, 4))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = compiled(base.expand(n, 4))
+        assert not [w for w in caught if "graphjit" in str(w.message)], [str(w.message) for w in caught]
+        assert_same(got, expected)
+        assert_same(base, expected_base, where="the written input")
