@@ -46,8 +46,26 @@ def as_expr(value):
         return value
     if isinstance(value, torch.SymInt):
         node = value.node
-        return _from_torch(node.shape_env.replace(node.expr) if node.shape_env is not None else node.expr)
+        env = node.shape_env
+        if env is None:
+            return _from_torch(node.expr)
+        expr = env.replace(node.expr)
+        if not (expr.is_Integer or expr.is_Symbol):
+            if expr not in _known_ones:
+                _known_ones[expr] = _known(env, sympy.Eq(expr, 1))
+            if _known_ones[expr]:
+                return sympy.Integer(1)     # s // 3 where the trace guarded it to be 1: a plain 1 to the IR
+        return _from_torch(expr)
     return sympy.Integer(value)
+
+
+def _known(env, cond):
+    """Whether the ShapeEnv already knows cond to hold (from its ranges and guards), adding no guard."""
+    try:
+        known = env._maybe_evaluate_static(cond, axioms=tuple(env.get_axioms()))
+    except Exception:      # noqa: BLE001 -- a private API: unknown is the safe answer
+        return False
+    return known is not None and bool(known)
 
 
 def _from_torch(expr):
@@ -91,14 +109,16 @@ _shape_envs = []        # the ShapeEnv whose symbols the sizes of the graph bein
 def sizes_of(shape_env):
     """Compiles inside run with sizes over shape_env's symbols (None: all sizes concrete)."""
     _shape_envs.append(shape_env)
-    saved = dict(_ones)
+    saved = dict(_ones), dict(_known_ones)
     _ones.clear()
+    _known_ones.clear()
     try:
         yield
     finally:
         _shape_envs.pop()
-        _ones.clear()
-        _ones.update(saved)
+        for cache, before in zip((_ones, _known_ones), saved):
+            cache.clear()
+            cache.update(before)
 
 
 def size_symbols(expr):
@@ -155,6 +175,7 @@ def _to_torch(expr):
 
 
 _ones = {}        # size expression -> whether it is 1, decided for the graph being compiled
+_known_ones = {}  # torch size expression -> whether the ShapeEnv already knew it to be 1
 
 
 def is_one(size):
@@ -592,6 +613,14 @@ class PrintingOps:
         if name in POINTWISE_OPS:
             return lambda *args: self._emit(f"{name}({', '.join(map(str, args))})")
         raise AttributeError(f"ops.{name} is not an op of graphjit's IR")
+
+
+def int_of(value, dtype):
+    """An integer dtype's element made from a Python number: a NaN or an infinity converts as eager's cast
+    of a float64 scalar does (x86: the lowest value), not through Python's int(), which raises."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return torch.tensor(value, dtype=torch.float64).to(dtype).item()
+    return int(value)
 
 
 def dtype_name(dtype):
@@ -1133,8 +1162,8 @@ def _check_bounds(node_name, buffer, expr, sizes):
     # expanded, a polynomial is a sum of coefficient * monomial: non-negative coefficients make it grow
     # with every loop variable, so its largest value is at the loops' last positions
     poly_ok = all(c >= 0 for c in expr.as_coefficients_dict().values())
-    if poly_ok and top.is_Integer:
-        limit = buffer.layout.storage_size()
+    limit = buffer.layout.storage_size()
+    if poly_ok and top.is_Integer and limit.is_Integer:
         assert int(top) < int(limit), \
             f"{node_name} reads {buffer.name} at offset up to {top}, beyond its {limit} elements"
 

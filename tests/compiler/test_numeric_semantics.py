@@ -540,3 +540,19 @@ def test_signs_of_zeros_as_eager(case, backend):
     else:
         check_calls(more.scalar_operands, lambda seed: [more.odd_values((4, 9), torch.bfloat16, seed),
                                                         more.odd_values((4, 9), torch.bfloat16, seed + 5)], backend)
+
+
+def fill_ints_with_non_finite(x):
+    y = torch.div(x, x, rounding_mode="floor")
+    z = x * 2
+    y.copy_(float("nan"))
+    z.copy_(float("-inf"))
+    return y, z + 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_int_tensors_filled_with_nan_or_infinity_as_eager(device):
+    """copy_ of a NaN or infinite scalar into an int64 tensor converts it as eager's cast kernel does (the
+    lowest int64 on x86; fill_ and full refuse such values); the codegens' literal raised on int(nan), so
+    the graph fell back to eager with a warning (H200 fuzz 920500161)."""
+    check(fill_ints_with_non_finite, [(torch.arange(1, 7),), (torch.tensor([3]),)], device)

@@ -162,10 +162,11 @@ def test_kernel_source_takes_sizes_as_arguments(backend):
 def test_a_size_expression_that_is_one_broadcasts(backend):
     """tensor_split(x, 3)[1] has s // 3 elements: 1 for the traced sizes 3..5, which broadcasting against
     x guarded. The kernel must read its one element for every output element, not walk past it (fuzz
-    911200101: 2 of 3 elements wrong)."""
+    911200101: 2 of 3 elements wrong); a reduction over it is a reduction over one element (Triton's
+    codegen failed on its unbound loop variable, fuzz 930400012)."""
     def f(x):
         piece = torch.tensor_split(x, 3, 0)[1]
-        return torch.atan2(piece, x), piece * 2
+        return torch.atan2(piece, x), piece * 2, torch.where(piece == piece.amax(), piece, -piece)
     run_sizes(f, lambda n: (torch.randn(n),), (3, 4, 3, 4), graphs=2)
 
 

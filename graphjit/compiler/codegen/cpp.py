@@ -30,7 +30,7 @@ import struct
 import sympy
 import torch
 
-from ..ir import StaticOnly, is_static, size_hint
+from ..ir import StaticOnly, int_of, is_static, size_hint
 from ..ir import (BOOL_RESULT_OPS, POINTWISE_OPS, format_index, op_dtype, product, record, reduction_identity,
                   simplify_with_ranges, use_ops, value_range)
 from ... import config, logs
@@ -254,7 +254,7 @@ def literal(value, dtype):
             value = struct.unpack("f", struct.pack("f", value))[0]
         text = value.hex() + suffix
         return f"({text})" if text.startswith("-") else text
-    value = int(value)
+    value = int_of(value, dtype)
     if value == -(2 ** 63):
         return f"{ctype}(-9223372036854775807LL - 1)"
     # the cast matters for int64 too: int64_t is `long` on Linux, `7LL` is `long long`, and the gj_*

@@ -47,7 +47,7 @@ from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, reduct
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
 from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..facts import GraphFacts
-from ..ir import FloorDiv, StorageView, guard_bool, size_hint
+from ..ir import FloorDiv, StorageView, guard_bool, int_of, size_hint
 from .cpp import used_size_symbols
 from .wrapper import WrapperCode, pyexpr
 
@@ -304,7 +304,7 @@ def literal(value, dtype):
         if value in (float("inf"), float("-inf")):
             return f'float("{"-" if value < 0 else ""}inf")'
         return repr(value)
-    value = wrap_int(value, dtype)
+    value = wrap_int(int_of(value, dtype), dtype)
     return "(-9223372036854775807 - 1)" if value == -(2 ** 63) else str(value)
 
 
@@ -907,6 +907,8 @@ class TritonKernel:
         outer_subs, outer_ranges = self.subs, self.ranges
         rs = inner_vars(len(group.inner))
         self.subs = outer_subs + subs
+        if rs and not above_one(rnumel):    # rows of one element (a size the ShapeEnv knows is 1): r = 0
+            self.subs = self.subs + [{r: sympy.Integer(0) for r in rs}]
         self.ranges = {**outer_ranges, **dict(zip(rs, group.inner))}
         start = len(self.lines)
         self.needs_barrier = False
