@@ -566,7 +566,7 @@ def make_pointwise(fn, *inputs, dtype, compute_dtype=None, fn_dtype=None, sizes=
     input_dtypes = input_dtypes or [compute_dtype] * len(inputs)
     tensors = [x for x in inputs if is_value(x)]
     sizes = tuple(sizes) if sizes is not None else broadcast_sizes(*[t.sizes for t in tensors])
-    device = tensors[0].device if tensors else torch.device("cpu")
+    device = tensors[0].device if tensors else _traced_device()
     loaders = []
     for x, x_dtype in zip(inputs, input_dtypes):
         if is_value(x):
@@ -578,6 +578,13 @@ def make_pointwise(fn, *inputs, dtype, compute_dtype=None, fn_dtype=None, sizes=
         result = fn(*[load(index) for load in loaders])
         return result if fn_dtype == dtype else ops.to_dtype(result, dtype)
     return Pointwise(sizes, dtype, device, inner)
+
+
+def _traced_device():
+    """The device of the node being lowered's result (a pointwise op over scalars only, such as copy_ of
+    a Python number: on the destination's device, not the CPU)."""
+    meta = _current[-1].meta.get("val") if _current else None
+    return meta.device if isinstance(meta, torch.Tensor) else torch.device("cpu")
 
 
 def _broadcast_loader(x, sizes):
@@ -949,6 +956,8 @@ def _copy(x):
 
 @register(aten.copy.default)
 def copy(dst, src, non_blocking=False):
+    if not is_value(src):       # a Python number: on dst's device
+        return Pointwise(dst.sizes, dst.dtype, dst.device, lambda index: ops.constant(held(src, dst.dtype), dst.dtype))
     return make_pointwise(lambda v: v, src, dtype=dst.dtype, sizes=dst.sizes)
 
 

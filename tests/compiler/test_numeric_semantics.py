@@ -554,5 +554,7 @@ def fill_ints_with_non_finite(x):
 def test_int_tensors_filled_with_nan_or_infinity_as_eager(device):
     """copy_ of a NaN or infinite scalar into an int64 tensor converts it as eager's cast kernel does (the
     lowest int64 on x86; fill_ and full refuse such values); the codegens' literal raised on int(nan), so
-    the graph fell back to eager with a warning (H200 fuzz 920500161)."""
+    the graph fell back to eager with a warning (H200 fuzz 920500161). On CUDA the copied constant was
+    allocated on the CPU (a pointwise op over scalars only took the CPU as its device) and the kernel
+    launch failed."""
     check(fill_ints_with_non_finite, [(torch.arange(1, 7),), (torch.tensor([3]),)], device)
