@@ -1086,6 +1086,7 @@ class LoopGraph:
         self.inputs = []           # InputBuffer, in argument order (constants have position None)
         self.nodes = []            # ComputedBuffer | ExternKernel, in execution order
         self.outputs = []
+        self.output_nodes = []     # per output: (fx node name, whether a placeholder), None for a constant
         self.fallbacks = []        # (op name, reason) of every extern call made for a missing lowering
         self.size_inputs = []      # (position, symbol) of the int inputs that are size symbols
         self._names = itertools.count()

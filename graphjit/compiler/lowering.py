@@ -295,6 +295,8 @@ class Lowering(torch.fx.Interpreter):
             outs.append(value)
         self.loops.outputs = outs
         self.loops.output_spec = spec
+        self.loops.output_nodes = [(a.name, a.op == "placeholder") if isinstance(a, torch.fx.Node) else None
+                                   for a in _output_leaves(_current[-1].graph)]
         self.loops.output_aliases = aliases
         self._compute_writes_first()
         for node, write_args, write_kwargs in self._input_writes:
@@ -352,11 +354,14 @@ class Lowering(torch.fx.Interpreter):
             self._input_writes[k] = (node, (args[0], src) + tuple(args[2:]), kwargs)
 
 
+def _output_leaves(graph):
+    (output,) = [n for n in graph.nodes if n.op == "output"]
+    return pytree.tree_leaves(output.args[0])
+
+
 def _output_metas(graph):
     """The traced values of the graph's output leaves (None for a leaf that is no node)."""
-    (output,) = [n for n in graph.nodes if n.op == "output"]
-    return [a.meta.get("val") if isinstance(a, torch.fx.Node) else None
-            for a in pytree.tree_leaves(output.args[0])]
+    return [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in _output_leaves(graph)]
 
 
 def _storage(t):

@@ -306,6 +306,7 @@ class WrapperCode:
         for k, alias in enumerate(aliases):
             if alias is not None:
                 flat[k] = self._input_alias(alias, names)
+        self._fresh_views(flat, aliases, set(names.values()))
         spec = self.graph.output_spec
         if spec.type in (tuple, list) and spec.num_leaves == spec.num_children:
             items = ", ".join(flat)
@@ -314,6 +315,23 @@ class WrapperCode:
             return flat[0]
         self.globals["_unflatten"] = pytree.tree_unflatten
         return f"_unflatten([{', '.join(flat)}], {self.bind(spec, '_spec')})"
+
+    def _fresh_views(self, flat, aliases, input_names):
+        """Eager's view op returns a new tensor object even where it changes nothing (x[:, 0:1] of a
+        one-column x, an expand to the same shape): an output the lowering made the very tensor of an input,
+        or of another output, while eager computed it by another node, becomes a new view of it (setting
+        an attribute on it, or resizing it, must leave the other alone)."""
+        nodes = getattr(self.graph, "output_nodes", None) or [None] * len(flat)
+        made = {}       # expression -> the output node it came from
+        for k, (expr, node) in enumerate(zip(flat, nodes)):
+            if node is None or (k < len(aliases) and aliases[k] is not None):
+                continue
+            name, is_input = node
+            if (expr in input_names and not is_input) or made.get(expr, name) != name:
+                self.globals["_alias"] = torch.ops.aten.alias.default
+                flat[k] = f"_alias({expr})"
+            else:
+                made[expr] = name
 
     @staticmethod
     def _input_alias(alias, names):
