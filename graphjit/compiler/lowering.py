@@ -1543,14 +1543,23 @@ def _count(x, dims):
     return int(count) if count.is_Integer else count
 
 
-def _variance(x, dims, correction, keepdim, acc, mean_acc=None):
+def _variance(x, dims, correction, keepdim, acc, mean_acc=None, shifted=False):
     """(mean, var) in dtype acc, two passes over x: the second sums squared deviations from the mean. The
-    mean is summed and divided in mean_acc (default acc)."""
+    mean is summed and divided in mean_acc (default acc). shifted: the mean is first + sum(x - first) / n,
+    where first is each row's first element: a row of one repeated value has exactly that mean and a zero
+    variance, as eager's Welford mean gives (sum / n rounds, and layer_norm's rstd of a variance near 0
+    magnifies that rounding to about 1e-4), and rows far from 0 lose less to rounding."""
     dims = reduction_dims(dims, len(x.sizes))
     count = _count(x, dims)
     mean_acc = mean_acc or acc
-    total = reduce(x, dims, "sum", mean_acc, True, acc_dtype=mean_acc)
-    mean = make_pointwise(ops.truediv, total, count, dtype=mean_acc)
+    if shifted and not (isinstance(count, int) and count == 0):
+        first = _first_of(x, dims)
+        total = reduce(make_pointwise(ops.sub, x, first, dtype=mean_acc), dims, "sum", mean_acc, True,
+                       acc_dtype=mean_acc)
+        mean = make_pointwise(lambda t, f, n: ops.add(f, ops.truediv(t, n)), total, first, count, dtype=mean_acc)
+    else:
+        total = reduce(x, dims, "sum", mean_acc, True, acc_dtype=mean_acc)
+        mean = make_pointwise(ops.truediv, total, count, dtype=mean_acc)
     deviations = make_pointwise(lambda v, m: ops.square(ops.sub(v, m)), x, mean, dtype=acc)
     sq = reduce(deviations, dims, "sum", acc, keepdim, acc_dtype=acc)
     var = make_pointwise(ops.truediv, sq, max(count - correction, 0) if isinstance(count, int) else
@@ -1558,6 +1567,16 @@ def _variance(x, dims, correction, keepdim, acc, mean_acc=None):
     if not keepdim:
         mean = view_squeeze(mean, dims)
     return mean, var
+
+
+def _first_of(x, dims):
+    """x's element at index 0 of each of dims, those dims kept with size 1 (x has no zero-size dim there)."""
+    sizes = tuple(sympy.Integer(1) if d in dims else s for d, s in enumerate(x.sizes))
+    if isinstance(x, StorageView):
+        return StorageView(x.buffer, sizes, x.strides, x.offset)
+    loader = x.make_loader()
+    return Pointwise(sizes, x.dtype, x.device,
+                     lambda index: loader([sympy.Integer(0) if d in dims else i for d, i in enumerate(index)]))
 
 
 def _spread(x, dim, correction, keepdim, take_sqrt):
@@ -1596,7 +1615,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     acc = acc_dtype_of(x.dtype, "sum")
     ndim = len(x.sizes)
     dims = list(range(ndim - len(normalized_shape), ndim))
-    mean, variance = _variance(x, dims, 0, True, acc)
+    mean, variance = _variance(x, dims, 0, True, acc, shifted=True)
     rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), variance, dtype=acc)
     normed = make_pointwise(ops.mul, make_pointwise(ops.sub, x, mean, dtype=acc), rstd, dtype=acc)
     if weight is not None:

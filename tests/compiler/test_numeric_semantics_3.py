@@ -70,6 +70,18 @@ def test_layer_norm_without_bias_gives_positive_zeros(dtype, backend):
     check_calls(fn, make, backend)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_layer_norm_of_rows_of_one_value_is_its_bias(dtype, backend):
+    """A row of one repeated value (a padding position, a constant channel) has eager's (Welford) mean
+    exactly, so it normalizes to 0 and the output is the bias, whatever the value: a mean summed and
+    divided rounds (0.1 * 768 / 768 is not 0.1 in float32), and rstd magnified that to about 2e-3."""
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        x = (torch.randn(6, 1, generator=g, dtype=dtype) * 10).expand(6, 768).contiguous()
+        return [x, torch.randn(768, generator=g, dtype=dtype), torch.randn(768, generator=g, dtype=dtype)]
+    check_calls(lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, eps=1e-5), make, backend)
+
+
 TRANSCENDENTALS = {
     "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": lambda x: torch.log(x.abs()),
     "log2": lambda x: torch.log2(x.abs()), "log1p": lambda x: torch.log1p(x.abs()), "sin": torch.sin,
