@@ -379,7 +379,7 @@ def kernel_bytes(recording):
 # One workload
 # ---------------------------------------------------------------------------------------------------------
 
-def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default",)):
+def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default",), inductor_modes=None):
     title, make_model, make_inputs, output = WORKLOADS[key]
     row = dict(key=key, title=title)
     model = make_model()
@@ -397,6 +397,8 @@ def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default"
             try:
                 if SMOKE:
                     raise RuntimeError("skipped under --smoke")
+                if inductor_modes is not None and mode not in inductor_modes:
+                    raise RuntimeError("not run (--inductor-modes)")
                 torch._dynamo.reset()
                 inductor = torch.compile(model, mode=torch_mode)
                 out, row[f"inductor{suffix}_cold_s"] = timed_call(inductor, inputs)
@@ -481,6 +483,9 @@ def main():
     parser.add_argument("--modes", default="default",
                         help="comma-separated compile modes for both compilers: default, reduce-overhead, "
                              "max-autotune, max-autotune-no-cudagraphs")
+    parser.add_argument("--inductor-modes", default=None,
+                        help="comma-separated modes torch.compile runs in too (default: all of --modes); its "
+                             "max-autotune compiles take minutes per model")
     parser.add_argument("--compile-workers", type=int, default=None,
                         help="graphjit's Triton compile worker processes (config.triton_compile_workers)")
     parser.add_argument("--probe", action="store_true", help="run the hypothesis probes first (see probe())")
@@ -513,7 +518,8 @@ def main():
         start = time.perf_counter()
         try:
             row = run_workload(key, args.runs, args.profile, bandwidth, args.cprofile.split(","),
-                               [m for m in args.modes.split(",") if m])
+                               [m for m in args.modes.split(",") if m],
+                               None if args.inductor_modes is None else args.inductor_modes.split(","))
         except Exception as e:           # noqa: BLE001
             row = dict(key=key, title=WORKLOADS[key][0], error=f"{type(e).__name__}: {e}"[:500],
                        traceback=traceback.format_exc()[-3000:])

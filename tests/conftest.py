@@ -11,6 +11,15 @@ import pytest
 # tests whose result does not depend on the Python or torch version (each use says why). 3.12 has Triton,
 # which most of them need.
 ONE_PYTHON = (3, 12)
+MATRIX = ((3, 11), (3, 12), (3, 13))
+
+
+def runs_here(n):
+    """For a list of like tests spread over the test matrix (random fuzz programs: any of them may find a
+    bug, none guards a known one): whether number n runs on this Python. Number n runs on
+    MATRIX[n % 3]; a Python outside the matrix runs them all."""
+    here = sys.version_info[:2]
+    return here not in MATRIX or MATRIX[n % len(MATRIX)] == here
 
 
 def pytest_collection_modifyitems(config, items):

@@ -32,6 +32,7 @@ def test_cold_compile_smoke(tmp_path):
     assert "decompose" in row[0], out[-3000:]          # the graph went through graphjit's Triton path
 
 
+@pytest.mark.one_python     # Triton's sm90 compile of the same kernels on every Python (~10 s)
 def test_triton_compile_for_sm90(tmp_path):
     pytest.importorskip("triton")
     try:

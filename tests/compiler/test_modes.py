@@ -138,7 +138,9 @@ CONFIGS = [
 ]
 
 
+# one_python: Triton's interpreter runs the same kernels on every Python (~20 s)
 @needs_triton
+@pytest.mark.one_python
 @pytest.mark.parametrize("cfg", CONFIGS, ids=str)
 def test_cached_choices_apply_and_compute_the_same(cfg, monkeypatch, triton_interpreter):
     applied = []

@@ -17,6 +17,7 @@ import functools
 
 import pytest
 
+from ..conftest import runs_here
 from . import generator, pyprog, shrink
 from .runner import FAILURES, describe
 from .worker import Worker
@@ -82,10 +83,17 @@ DYNAMIC_PYTHON_SEEDS = _plus_found("dynamic-python", range(5000, 5030))
 
 
 def _seeds(mode, seeds, one_python=()):
-    """pytest params of seeds: xfail where KNOWN_OPEN names them, one_python for those in `one_python`."""
+    """pytest params of seeds: xfail where KNOWN_OPEN names them, one_python for those in `one_python`. The
+    random seeds (all but FOUND's) are spread over the test matrix, each run on one Python (runs_here):
+    they hunt for new bugs, where FOUND's, run on every Python, guard the known ones."""
     def marks(s):
         xfail = [pytest.mark.xfail(reason=KNOWN_OPEN[(mode, s)], strict=False)] if (mode, s) in KNOWN_OPEN else []
-        return xfail + ([pytest.mark.one_python] if s in one_python else [])
+        if s in one_python:
+            return xfail + [pytest.mark.one_python]
+        if (mode, s) not in FOUND and not runs_here(s):
+            return xfail + [pytest.mark.skip(reason="a random program of the fuzz run spread over the test "
+                                                    "matrix: another Python runs it")]
+        return xfail
     return [pytest.param(s, marks=marks(s)) for s in seeds]
 
 
