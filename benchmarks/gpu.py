@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import graphjit  # noqa: E402
-from graphjit.backends.registry import lookup_backend  # noqa: E402
+from graphjit.backends.registry import registered_backend  # noqa: E402
 
 DEVICE = "cuda"
 BF16 = torch.bfloat16
@@ -165,14 +165,18 @@ def rel_error(got, expected):
 
 
 class Recording:
-    """graphjit's registered "graphjit" backend, remembering what each graph compiled to."""
+    """graphjit's registered "graphjit" backend, remembering what each graph compiled to. It takes the
+    compile() call's mode as the registered backend does (max-autotune autotunes); CUDA-graph recording
+    wraps it outside, in the registry."""
 
     def __init__(self):
-        self.backend = lookup_backend("graphjit")
+        self.backend = registered_backend("graphjit")
+        self.graphjit_takes_mode = self.backend.graphjit_takes_mode
+        self.graphjit_takes_symbols = self.backend.graphjit_takes_symbols
         self.compiled = []
 
-    def __call__(self, gm, example_inputs):
-        fn = self.backend(gm, example_inputs)
+    def __call__(self, gm, example_inputs, **mode):
+        fn = self.backend(gm, example_inputs, **mode)
         self.compiled.append(fn)
         return fn
 

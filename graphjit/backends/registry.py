@@ -27,6 +27,12 @@ def register_backend(name, takes_mode=False, takes_symbols=False):
     return register
 
 
+def registered_backend(name):
+    """The function registered as `name`, as registered: a backend that wraps another passes its mode and
+    takes_symbols on (benchmarks/gpu.py's Recording); compile() calls go through lookup_backend."""
+    return _BACKENDS[name]
+
+
 def lookup_backend(backend, mode=None):
     """The callable compiling graphs with `backend` (a registered name or a callable) in `mode` (a name of
     modes.MODES, None for the default); a ValueError naming the known backends otherwise."""
