@@ -55,26 +55,32 @@ class Counting:
     def __init__(self, backend):
         self.backend, self.graphs = backend, 0
         self.__name__ = "counting"
+        # graphjit's registered backend takes the compile() call's mode (max-autotune autotunes)
+        self.graphjit_takes_mode = getattr(backend, "graphjit_takes_mode", False)
 
-    def __call__(self, gm, example_inputs):
+    def __call__(self, gm, example_inputs, **mode):
         self.graphs += 1
-        return self.backend(gm, example_inputs)
+        return self.backend(gm, example_inputs, **mode)
 
 
-def engine(name, model):
-    """(model with its forward compiled by `name`, counter or None)."""
+def engine(name, model, mode=None):
+    """(model with its forward compiled by `name` in `mode` (None: the default), counter or None)."""
     if name == "eager":
         return model, None
     if name == "torch":
         from torch._inductor.compile_fx import compile_fx
         counter = Counting(compile_fx)
         torch._dynamo.reset()
-        model.forward = torch.compile(model.forward, backend=counter)
+        if mode is None:
+            model.forward = torch.compile(model.forward, backend=counter)
+        else:       # a mode needs Inductor by name; its graph count is then not known here
+            counter = None
+            model.forward = torch.compile(model.forward, mode=mode)
         return model, counter
     if name == "graphjit":
         counter = Counting(graphjit.backends.registry.graphjit_backend)
         graphjit.reset()
-        model.forward = graphjit.compile(model.forward, backend=counter)
+        model.forward = graphjit.compile(model.forward, backend=counter, mode=mode)
         return model, counter
     raise SystemExit(f"unknown engine {name!r}")
 
@@ -101,7 +107,7 @@ def sync(device):
 
 def run(name, engine_name, args, reference):
     device = torch.device(args.device)
-    model, counter = engine(engine_name, build(name, device, args.small))
+    model, counter = engine(engine_name, build(name, device, args.small), args.mode)
     vocab = model.config.vocab_size
     ids = prompt(args.length, vocab, device)
     outs = []
@@ -188,6 +194,7 @@ def main():
     p.add_argument("--models", default="gpt2")
     p.add_argument("--engines", default="eager,torch,graphjit")
     p.add_argument("--tokens", type=int, default=32)
+    p.add_argument("--mode", default=None, help="compile mode of both compilers (reduce-overhead ...)")
     p.add_argument("--steady-runs", type=int, default=5, help="steady-state generate() calls (the median is kept)")
     p.add_argument("--length", type=int, default=8, help="prompt length of the first two generate() calls")
     p.add_argument("--lengths", default="5,11,13", help="other prompt lengths, comma-separated")
@@ -203,13 +210,18 @@ def main():
               f"{'  small configs' if args.small else ''}")
         return sweep(args)
     print(f"benchmarks/dynamic.py  {platform.node()}  torch {torch.__version__}  device {args.device}  "
-          f"tokens {args.tokens}  prompt {args.length}, then {args.lengths}{'  small configs' if args.small else ''}")
+          f"mode {args.mode or 'default'}  tokens {args.tokens}  prompt {args.length}, then {args.lengths}{'  small configs' if args.small else ''}")
     print("| model | engine | first s | steady tok/s | new-L tok/s | graphs | same tokens |")
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         reference = None
         for engine_name in args.engines.split(","):
-            outs, r = run(name, engine_name, args, reference)
+            try:
+                outs, r = run(name, engine_name, args, reference)
+            except Exception as e:       # noqa: BLE001 -- an engine that fails is a result of the run
+                message = str(e).strip().splitlines()[0][:150] if str(e).strip() else ""
+                print(f"| {name} | {engine_name} | failed: {type(e).__name__}: {message} | | | | |", flush=True)
+                continue
             if engine_name == "eager":
                 reference = outs
             print(f"| {name} | {engine_name} | {r['first']:.2f} | {r['steady']:.1f} | {r['new']:.1f} | "

@@ -58,6 +58,11 @@ recompile_limit = _knob("recompile_limit", int, 8)
 # one warning). Backends that take symbolic sizes (eager, inductor, a callable backend) get it once.
 dynamic_sizes_limit = _knob("dynamic_sizes_limit", int, 16)
 
+# In a CUDA-graph mode (reduce-overhead, max-autotune), a graph compiled for all sizes records a CUDA graph
+# per distinct set of sizes (each holds its own input and output buffers); past this many, other sizes run
+# the compiled graph as plain launches (with one warning).
+cudagraph_sizes_limit = _knob("cudagraph_sizes_limit", int, 16)
+
 # The backend used when compile() is given none: graphjit's own compiler (fused C++/OpenMP kernels on the
 # CPU, Triton kernels on NVIDIA GPUs; graphs it can't compile, or that need gradients, run as captured).
 # GRAPHJIT_BACKEND=eager runs every captured graph as it is (capture only).

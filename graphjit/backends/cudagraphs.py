@@ -61,10 +61,13 @@ class GraphPool:
             other.invalidate_outputs()
 
 
-def reason_not_to_record(example_inputs):
-    """Why a graph with these inputs runs without CUDA graphs, or None."""
+def reason_not_to_record(example_inputs, ints=False):
+    """Why a graph with these inputs runs without CUDA graphs, or None. ints: int inputs are sizes a
+    recording is made for (PerSize), constants of it."""
     devices = set()
     for value in example_inputs:
+        if ints and type(value) is int:
+            continue
         if not isinstance(value, torch.Tensor):
             return f"a graph input is a {type(value).__name__}, not a tensor"
         devices.add(value.device)
@@ -84,18 +87,63 @@ def reason_not_to_record(example_inputs):
     return None
 
 
-def wrap(fn, example_inputs, static, pool, name="graph", mutated=(), gm=None):
+def wrap(fn, example_inputs, static, pool, name="graph", mutated=(), gm=None, sized=()):
     """fn as a CUDA graph runner, or fn itself (with the reason logged) when it can't be recorded.
     static[i]: input i is a parameter or buffer, read in place. mutated: positions of inputs the graph
-    writes to (copied back from the static buffers after each replay, unless read in place)."""
-    reason = reason_not_to_record(example_inputs)
+    writes to (copied back from the static buffers after each replay, unless read in place). sized: the
+    positions of inputs with symbolic sizes (fn was compiled for all sizes): a recording is made per
+    distinct set of their sizes (PerSize)."""
+    reason = reason_not_to_record(example_inputs, ints=bool(sized))
     syncing = syncing_op(gm) if reason is None and gm is not None else None
     if syncing:
         reason = f"{syncing}: the GPU would wait for the host (data-dependent output shape or a host copy)"
     if reason:
         logs.log("cudagraphs", f"{name}: no CUDA graph: {reason}")
         return fn
+    if sized:
+        return PerSize(fn, static, pool, name, mutated, sized)
     return CUDAGraphRunner(fn, example_inputs, static, pool, name, mutated)
+
+
+class PerSize:
+    """A graph compiled once for all sizes, in a CUDA-graph mode: a CUDA graph is recorded for fixed
+    shapes, so each distinct set of the sized inputs' sizes, strides and int values gets a runner of its
+    own, all in the compile() call's one pool. Past config.cudagraph_sizes_limit sets, other sizes run
+    the compiled graph as plain launches (one warning), never a recording per call."""
+
+    def __init__(self, fn, static, pool, name, mutated, sized):
+        self.fn, self.static, self.pool, self.name, self.mutated = fn, static, pool, name, mutated
+        self.sized = list(sized)
+        self.runners = {}
+        self.last = (None, None)          # (key, runner) of the last call: decode steps repeat a size
+
+    def key(self, args):
+        return tuple((tuple(a.shape), a.stride(), a.storage_offset()) if isinstance(a, torch.Tensor) else a
+                     for a in (args[i] for i in self.sized))
+
+    def __call__(self, *args):
+        key = self.key(args)
+        last_key, runner = self.last
+        if key != last_key:
+            runner = self.runners.get(key)
+            if runner is None:
+                runner = self._runner(key, args)
+            self.last = (key, runner)
+        return runner(*args)
+
+    def _runner(self, key, args):
+        from .. import config
+        if len(self.runners) >= config.cudagraph_sizes_limit:
+            if (self.name, "sizes") not in _warned:
+                _warned.add((self.name, "sizes"))
+                warnings.warn(f"graphjit: compile mode \"{self.pool.mode_name}\": {self.name} has CUDA graphs "
+                              f"for {len(self.runners)} sets of sizes (config.cudagraph_sizes_limit); other sizes "
+                              f"run without CUDA graphs", RuntimeWarning, stacklevel=4)
+            return self.fn
+        logs.log("cudagraphs", f"{self.name}: a CUDA graph for sizes {key}")
+        runner = CUDAGraphRunner(self.fn, args, self.static, self.pool, f"{self.name} {key}", self.mutated)
+        self.runners[key] = runner
+        return runner
 
 
 _VIEW_METHODS = {"view", "reshape", "transpose", "permute", "__getitem__", "getitem", "select", "narrow", "expand",
@@ -227,9 +275,11 @@ class CUDAGraphRunner:
         self.fn = fn
         self.pool = pool
         self.name = name
-        self.device = example_inputs[0].device
-        self.static_idx = [i for i, s in enumerate(static) if s]
-        self.copied_idx = [i for i, s in enumerate(static) if not s]
+        self.device = next(x for x in example_inputs if isinstance(x, torch.Tensor)).device
+        tensors = [isinstance(x, torch.Tensor) for x in example_inputs]
+        self.static_idx = [i for i, s in enumerate(static) if s and tensors[i]]
+        # int inputs (sizes, under PerSize) are constants of the recording: neither copied nor checked
+        self.copied_idx = [i for i, s in enumerate(static) if not s and tensors[i]]
         # (position in args, position in copied_idx) of the copied inputs the graph writes to
         self.written_back = [(i, self.copied_idx.index(i)) for i in mutated if not static[i]]
         self.recordings = {}          # tuple of static inputs' data_ptr -> Recording

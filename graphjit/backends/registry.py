@@ -43,8 +43,9 @@ def lookup_backend(backend, mode=None):
         backend = _BACKENDS[backend]
     chosen = modes.lookup(mode)
     in_mode = backend if chosen.name == "default" else InMode(backend, chosen)
-    # a callable passed by the user gets symbolic graphs as torch.compile's backends do
-    takes_symbols = getattr(backend, "graphjit_takes_symbols", True) and not chosen.cudagraphs
+    # a callable passed by the user gets symbolic graphs as torch.compile's backends do; in a CUDA-graph
+    # mode InMode records a CUDA graph per distinct set of sizes (cudagraphs.PerSize)
+    takes_symbols = getattr(backend, "graphjit_takes_symbols", True)
     return WithSymbols(in_mode, takes_symbols)
 
 
@@ -79,10 +80,11 @@ class InMode:
         if not self.mode.cudagraphs:
             return compiled
         from . import cudagraphs
+        from .dynamic import symbolic_inputs
         meta = gm.meta.get("graphjit") or {}
         static = meta.get("static_inputs") or [isinstance(t, torch.nn.Parameter) for t in example_inputs]
         return cudagraphs.wrap(compiled, example_inputs, static, self.pool(), meta.get("name", "graph"),
-                               cudagraphs.mutated_inputs(gm), gm)
+                               cudagraphs.mutated_inputs(gm), gm, sized=symbolic_inputs(gm))
 
     def pool(self):
         with self._lock:

@@ -63,6 +63,16 @@ def _user_marks(t):
     return strict - static, maybe - static, static
 
 
+def _is_argument(source):
+    """Whether source is a frame argument, or an item of one (not an attribute, global or closure)."""
+    from .sources import AttrSource, LocalSource
+    while not isinstance(source, LocalSource):
+        if isinstance(source, AttrSource) or getattr(source, "base", None) is None:
+            return False
+        source = source.base
+    return True
+
+
 class DynamicPolicy:
     """One frame's policy state: what earlier traces saw at each source (see the module docstring)."""
 
@@ -107,7 +117,11 @@ class DynamicPolicy:
                 logs.log("dynamic", f"{key}: the int becomes a symbolic input ({before} then {value})")
         if self.mode is False:
             return False
-        return self.mode is True or key in self.changed_ints
+        # dynamic=True: ints the frame is called with (arguments, items of argument containers); an int read
+        # from an attribute or a global (a module's normalized_shape, padding, head count) stays a constant
+        # until it changes, as torch.compile keeps nn.Module ints static: made symbolic, it would be
+        # specialized again by the first size it meets (a weight's)
+        return key in self.changed_ints or (self.mode is True and _is_argument(source))
 
     def describe(self):
         """What became dynamic, for logs and the recompile-limit warning."""

@@ -1096,7 +1096,7 @@ class LoopGraph:
 
     def size_symbols(self):
         """Every size symbol the graph's sizes, strides and int inputs are expressions of."""
-        found = {symbol for _, symbol in self.size_inputs}
+        found = {symbol for _, symbol in self.size_inputs if isinstance(symbol, sympy.Symbol)}
         for buf in self.buffers():
             for e in (*buf.layout.sizes, *buf.layout.strides):
                 found |= size_symbols(e)

@@ -119,6 +119,62 @@ def test_int_attribute_that_changes_becomes_symbolic():
     assert counter.frame_count == 2
 
 
+def test_dynamic_true_keeps_module_ints_constant_until_they_change():
+    """dynamic=True makes the frame's int arguments symbolic, not ints read from attributes (LayerNorm's
+    normalized_shape, a scale): as a symbol, normalized_shape met the weight's size 32 and was specialized
+    back to 32, and graphjit's compiler then failed on the constant size input (the graph ran as captured).
+    An attribute that does change becomes symbolic (automatic, as with dynamic=None)."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 32)
+            self.norm = torch.nn.LayerNorm(32)
+            self.scale = 2
+
+        def forward(self, x, n):
+            return self.norm(self.lin(x)) * self.scale + n
+    m = M().eval()
+    counter = CompileCounter()
+    compiled = graphjit.compile(m, backend=counter, dynamic=True)
+    for rows_, scale in [(3, 2), (5, 2), (7, 3), (9, 4)]:
+        m.scale = scale
+        x = torch.randn(rows_, 8)
+        torch.testing.assert_close(compiled(x, rows_), m(x, rows_))
+    assert counter.frame_count == 2      # the second when scale changes; n and the rows symbolic throughout
+    ints = [n for n in counter.graphs[0].graph.nodes if n.op == "placeholder"
+            and isinstance(n.meta.get("example_value"), torch.SymInt)]
+    assert [n.target for n in ints] == ["n"]
+
+
+def test_module_ints_under_dynamic_true_compile_with_graphjit(recwarn):
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32)).eval()
+    compiled = graphjit.compile(m, dynamic=True)
+    with torch.no_grad():
+        for rows_ in [3, 5, 7]:
+            x = torch.randn(rows_, 16)
+            torch.testing.assert_close(compiled(x), m(x), rtol=1e-5, atol=1e-5)
+    assert not [w for w in recwarn if "graphjit" in str(w.message)], [str(w.message) for w in recwarn]
+
+
+def test_an_int_argument_the_trace_specializes_compiles(recwarn):
+    """n meets the weight's static size 32 and the ShapeEnv replaces its symbol by 32: the graph's int
+    input is then a constant, which graphjit's compiler takes (it failed on it: the graph ran as captured)."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(32))
+
+        def forward(self, x, n):
+            return F.layer_norm(x, (n,), self.weight) * 2
+    m = M()
+    compiled = graphjit.compile(m, dynamic=True)
+    with torch.no_grad():
+        for rows_ in [3, 5]:
+            x = torch.randn(rows_, 32)
+            torch.testing.assert_close(compiled(x, 32), m(x, 32), rtol=1e-5, atol=1e-5)
+    assert not [w for w in recwarn if "graphjit" in str(w.message)], [str(w.message) for w in recwarn]
+
+
 def test_int_used_as_python_index_specializes():
     def f(x, n):
         return x * [1.0, 2.0, 3.0, 4.0][n] + sum(range(n))

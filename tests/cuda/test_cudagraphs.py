@@ -195,3 +195,40 @@ def test_bf16_gpt2_one_token_in_reduce_overhead():
             got = compiled(ids).logits.float()
             want = model(ids).logits.float()
             assert (got - want).abs().max() / want.abs().max() < 2e-2
+
+
+# ---- dynamic sizes: one compile, a CUDA graph per size ----
+
+def test_dynamic_sizes_compile_once_and_record_a_graph_per_size(monkeypatch):
+    """dynamic=True: the graph is compiled once for all sizes; each new batch size is recorded (a warm-up
+    call and a capture), a size seen before replays; past config.cudagraph_sizes_limit sizes, new sizes
+    run the compiled graph as plain launches, with one warning."""
+    monkeypatch.setattr(frontend_config, "cudagraph_sizes_limit", 3)
+    monkeypatch.setattr(cudagraphs, "_warned", set())
+    model = mlp()
+    counting = Counting()
+    compiled = graphjit.compile(model, backend=counting, mode="reduce-overhead", dynamic=True)
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="cudagraph_sizes_limit"):
+        for n in [3, 5, 3, 7, 5, 9, 11, 9, 3]:
+            x = torch.randn(n, 64, device=DEV)
+            torch.testing.assert_close(compiled(x), model(x), rtol=2e-3, atol=2e-3)
+    assert counting.compiles == 1
+    # recorded: 3, 5, 7 (2 calls each); replayed: 3, 5, 3; past the limit: 9, 11, 9 (1 call each)
+    assert counting.calls == 3 * 2 + 3
+
+
+def sum_of_first_rows(x, n):
+    return (x[:n] * 2).sum(0), x.shape[0] - n
+
+
+def test_an_int_argument_is_a_constant_of_each_recording():
+    counting = Counting()
+    compiled = graphjit.compile(sum_of_first_rows, backend=counting, mode="reduce-overhead", dynamic=True)
+    x = torch.randn(6, 16, device=DEV)
+    for n in [2, 3, 2, 4, 3]:
+        got, rest = compiled(x, n)
+        want, want_rest = sum_of_first_rows(x, n)
+        torch.testing.assert_close(got, want)
+        assert rest == want_rest
+    assert counting.compiles == 1
+    assert counting.calls == 3 * 2       # n = 2, 3, 4 recorded; the second 2 and 3 replay
