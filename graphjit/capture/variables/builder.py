@@ -272,8 +272,21 @@ def _is_handled_builtin(v):
         return False
 
 
+def _polyfill(tx, value, source):
+    from ..polyfills import polyfill_of
+    from .functions import UserFunctionVariable
+    return UserFunctionVariable(polyfill_of(value), None)
+
+
+def _has_polyfill(value):
+    from ..polyfills import polyfill_of
+    return polyfill_of(value) is not None
+
+
 _CALLABLE_TABLE = [
     # (check, factory, guard)
+    # C functions with a traced pure-Python equivalent (polyfills.py): itertools, functools.reduce ...
+    (_has_polyfill, _polyfill, "id"),
     (_is_handled_builtin, _make("builtins.BuiltinVariable"), "id"),
     (lambda v: isinstance(v, types.BuiltinMethodType) and isinstance(getattr(v, "__self__", None), torch.Tensor),
      _tensor_method, None),

@@ -103,10 +103,11 @@ def _concatenate(tx, a, b):
     if isinstance(a, ConstantVariable):
         symbolic_items = isinstance(b, BaseListVariable) and any(
             isinstance(v, symbolic.SymNodeVariable) for v in b.items)
-        if not symbolic_items or type(a.value) not in (tuple, list, torch.Size):
+        if type(a.value) not in (tuple, list, torch.Size) or not isinstance(b, BaseListVariable) or (
+                not symbolic_items and b.is_constant()):
             return wrap_result(tx, a.value + b.as_python_constant())
-        # `(1,) + x.shape[1:]` with symbolic sizes: the items stay symbolic (as_python_constant would
-        # specialize them)
+        # `(1,) + x.shape[1:]` with symbolic sizes, `() + (tensor,)`: the items stay what they are
+        # (as_python_constant would specialize a size, and has no value for a tensor)
         items = [wrap_result(tx, v) for v in a.value] + list(b.unpack(tx))
         cls = {tuple: TupleVariable, list: ListVariable, torch.Size: containers.SizeVariable}[type(a.value)]
         return cls(items)
@@ -360,7 +361,7 @@ def _min_max(name):
         items = containers.iterate(tx, args[0]) if len(args) == 1 else iter(args)
         kept, keys = [], []
         for v in items:
-            if _is_tensor(v):
+            if _is_tensor(v) and key is None:
                 unsupported(f"{name}() over tensors compares their values", hint="use torch.maximum / torch.max")
             kept.append(v)
             keys.append((key.call(tx, [v], {}) if key is not None else v).as_python_constant())

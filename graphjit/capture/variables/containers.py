@@ -1433,5 +1433,10 @@ class SliceVariable(Variable):
     def as_python_constant(self):
         return slice(*(p.as_python_constant() for p in self.parts))
 
+    def getattr(self, tx, name):
+        if name in ("start", "stop", "step"):
+            return self.parts[("start", "stop", "step").index(name)]
+        return super().getattr(tx, name)
+
     def __repr__(self):
         return f"slice{self.parts!r}"

@@ -437,10 +437,29 @@ class PartialVariable(Variable):
         args = [wrap(tx, v, ItemSource(src("args"), i) if source else None) for i, v in enumerate(value.args)]
         kws = {k: wrap(tx, v, ItemSource(src("keywords"), k) if source else None)
                for k, v in value.keywords.items()}
-        return cls(func, args, kws, source)
+        made = cls(func, args, kws, source)
+        made.value = value
+        return made
 
     def call(self, tx, args, kwargs):
+        if getattr(self, "keywords_read", None) is not None and self.keywords_read.mutated:
+            unsupported("calling a functools.partial whose .keywords dict the frame changed")
         return self.func.call(tx, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def getattr(self, tx, name):
+        """partial's attributes: func, args (a tuple); keywords, the partial's own dict, of a partial from
+        outside the frame only (read through its source, so writes to it are replayed on the real dict;
+        a call after such a write is refused, since the call would use the keywords as traced)."""
+        from .containers import TupleVariable
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVariable(list(self.args))
+        if name == "keywords" and self.source is not None and getattr(self, "value", None) is not None:
+            from .builder import wrap
+            self.keywords_read = wrap(tx, self.value.keywords, AttrSource(self.source, "keywords"))
+            return self.keywords_read
+        return super().getattr(tx, name)
 
 
 class DescriptorVariable(Variable):

@@ -1,0 +1,211 @@
+"""Pure-Python equivalents of C functions and classes that ordinary code calls, traced like user code.
+
+Capture can't look inside a C function, so a call of `itertools.chain(...)` or `functools.reduce(...)`
+used to break the graph. Where the C function's behaviour is a short, well-defined loop, capture traces
+the equivalent below instead (the call site is guarded on the C function's identity, as any callee is).
+Each equivalent keeps the original's laziness and order of evaluation (an iterator is pulled only when
+the original would pull it), its results and its errors; what it returns is a generator where the
+original returns an iterator object of its own type (`type(itertools.chain())` differs; iterating does
+not).
+
+    POLYFILLS[itertools.chain]      # -> chain below
+"""
+import collections
+import functools
+import itertools
+import operator
+
+_MISSING = object()
+
+
+def chain(*iterables):
+    for iterable in iterables:          # each iterable's iter() when it is reached, as the C version
+        yield from iterable
+
+
+def product(*iterables, repeat=1):
+    if repeat < 0:
+        raise ValueError("repeat argument cannot be negative")
+    pools = [tuple(pool) for pool in iterables] * repeat      # consumed when called, as the C version does
+    result = [()]
+    for pool in pools:
+        result = [x + (y,) for x in result for y in pool]
+    return _items(result)
+
+
+def _items(items):
+    yield from items
+
+
+def _repeat(value):
+    while True:
+        yield value
+
+
+def accumulate(iterable, func=None, *, initial=None):
+    return _accumulate(iter(iterable), func, initial)
+
+
+def _accumulate(it, func, initial):
+    total = initial
+    if initial is None:
+        try:
+            total = next(it)
+        except StopIteration:
+            return
+    yield total
+    for element in it:
+        total = operator.add(total, element) if func is None else func(total, element)
+        yield total
+
+
+def islice(iterable, *args):
+    if not 1 <= len(args) <= 3:
+        raise TypeError(f"islice expected at least 2 arguments, got {len(args) + 1}" if not args else
+                        f"islice expected at most 4 arguments, got {len(args) + 1}")
+    bounds = slice(*args)
+    start, stop, step = bounds.start, bounds.stop, bounds.step
+    if not (stop is None or (isinstance(stop, int) and stop >= 0)):
+        raise ValueError("Stop argument for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
+    if not (start is None or (isinstance(start, int) and start >= 0)):
+        raise ValueError("Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
+    if not (step is None or (isinstance(step, int) and step > 0)):
+        raise ValueError("Step for islice() must be a positive integer or None.")
+    return _islice(iter(iterable), start or 0, stop, step or 1)
+
+
+def _islice(it, start, stop, step):
+    """CPython's islice_next: skip to the next index taken, stop at `stop` (counted in items pulled)."""
+    count, following = 0, start
+    while True:
+        while count < following:
+            try:
+                next(it)
+            except StopIteration:
+                return
+            count += 1
+        if stop is not None and count >= stop:
+            return
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        count += 1
+        yield item
+        following += step
+        if stop is not None and following > stop:
+            following = stop
+
+
+def zip_longest(*iterables, fillvalue=None):
+    return _zip_longest([iter(it) for it in iterables], fillvalue)
+
+
+def _zip_longest(iterators, fillvalue):
+    active = len(iterators)
+    if not active:
+        return
+    while True:
+        values = []
+        for i, it in enumerate(iterators):
+            try:
+                value = next(it)
+            except StopIteration:
+                active -= 1
+                if not active:
+                    return
+                iterators[i] = _repeat(fillvalue)
+                value = fillvalue
+            values.append(value)
+        yield tuple(values)
+
+
+def starmap(function, iterable):
+    return _starmap(function, iter(iterable))
+
+
+def _starmap(function, it):
+    for args in it:
+        yield function(*args)
+
+
+def takewhile(predicate, iterable):
+    return _takewhile(predicate, iter(iterable))
+
+
+def _takewhile(predicate, it):
+    for x in it:
+        if not predicate(x):
+            return
+        yield x
+
+
+def dropwhile(predicate, iterable):
+    return _dropwhile(predicate, iter(iterable))
+
+
+def _dropwhile(predicate, it):
+    for x in it:
+        if not predicate(x):
+            yield x
+            break
+    yield from it
+
+
+def pairwise(iterable):
+    return _pairwise(iter(iterable))
+
+
+def _pairwise(it):
+    try:
+        a = next(it)
+    except StopIteration:
+        return
+    for b in it:
+        yield a, b
+        a = b
+
+
+def reduce(function, iterable, initial=_MISSING):
+    it = iter(iterable)
+    if initial is _MISSING:
+        try:
+            value = next(it)
+        except StopIteration:
+            raise TypeError("reduce() of empty iterable with no initial value") from None
+    else:
+        value = initial
+    for element in it:
+        value = function(value, element)
+    return value
+
+
+def count_elements(mapping, iterable):
+    """collections.Counter's counting loop (`_count_elements`, in C)."""
+    for element in iterable:
+        mapping[element] = mapping.get(element, 0) + 1
+
+
+POLYFILLS = {
+    itertools.chain: chain,
+    itertools.product: product,
+    itertools.accumulate: accumulate,
+    itertools.islice: islice,
+    itertools.zip_longest: zip_longest,
+    itertools.starmap: starmap,
+    itertools.takewhile: takewhile,
+    itertools.dropwhile: dropwhile,
+    functools.reduce: reduce,
+}
+if hasattr(itertools, "pairwise"):
+    POLYFILLS[itertools.pairwise] = pairwise
+if getattr(collections, "_count_elements", None) is not None:
+    POLYFILLS[collections._count_elements] = count_elements
+
+
+def polyfill_of(value):
+    """The traced equivalent of value, or None."""
+    try:
+        return POLYFILLS.get(value)
+    except TypeError:           # unhashable
+        return None

@@ -1,0 +1,121 @@
+"""C functions of the standard library that capture traces through pure-Python equivalents
+(graphjit/capture/polyfills.py: itertools, functools.reduce, Counter's counting loop), min/max with a key
+over tensors, and functools.partial's attributes: compiled vs eager, one graph, with the laziness and
+side effects of the originals (which items an iterator pulls, and when)."""
+import collections
+import functools
+import itertools
+import operator
+
+import pytest
+import torch
+
+from graphjit import testing
+from graphjit.capture import polyfills
+
+from .harness import Cases, r
+
+cases = Cases()
+
+
+@cases.add(lambda: (r(3), r(3)))
+def chain_of_lists_and_a_generator(x, y):
+    return sum(itertools.chain([x, y], (t * 2 for t in (x, y))))
+
+
+@cases.add(lambda: (r(3),))
+def chain_is_lazy(x):
+    pulled = []
+
+    def items():
+        for i in range(5):
+            pulled.append(i)
+            yield x * i
+    first = next(itertools.chain(items()))
+    return first, len(pulled)
+
+
+@cases.add(lambda: (r(2), r(2)))
+def product_and_repeat(x, y):
+    pairs = list(itertools.product([x, y], [1, 2], repeat=1))
+    return sum(t * k for t, k in pairs), len(list(itertools.product(range(2), repeat=3)))
+
+
+@cases.add(lambda: (r(4),))
+def accumulate_with_and_without_func(x):
+    parts = [x, x * 2, x * 3]
+    return list(itertools.accumulate(parts)), list(itertools.accumulate(parts, torch.maximum, initial=x - 1))
+
+
+@cases.add(lambda: (r(3),))
+def islice_pulls_what_cpython_pulls(x):
+    it = iter([x * i for i in range(8)])
+    taken = list(itertools.islice(it, 1, 6, 2))
+    return taken, next(it), list(itertools.islice(range(10), 3))
+
+
+@cases.add(lambda: (r(3), r(3)))
+def zip_longest_pairwise_starmap(x, y):
+    out = [a * b for a, b in itertools.zip_longest([x, y, x], [y], fillvalue=1.0)]
+    pairs = [a - b for a, b in itertools.pairwise([x, y, x + y])] if hasattr(itertools, "pairwise") else []
+    return out, pairs, list(itertools.starmap(torch.add, [(x, y), (y, x)]))
+
+
+@cases.add(lambda: (r(5),))
+def takewhile_dropwhile(x):
+    values = [1, 2, 3, 0, 4]
+    return (sum(x * v for v in itertools.takewhile(lambda v: v > 0, values)),
+            [x * v for v in itertools.dropwhile(lambda v: v > 0, values)])
+
+
+@cases.add(lambda: (r(3), r(3)))
+def reduce_over_tensors(x, y):
+    return functools.reduce(operator.add, [x, y, x * y]), functools.reduce(torch.mul, [], x)
+
+
+@cases.add(lambda: (r(3),))
+def counter_counts(x):
+    counts = collections.Counter("abracadabra")
+    counts.update(["a", "z"])
+    return x * counts["a"] + counts["z"], sorted(counts.items())
+
+
+@cases.add(lambda: (r(3), r(5)))
+def max_and_min_with_a_key_over_tensors(x, y):
+    return max([x, y], key=lambda t: t.numel()) * 2, min(x, y, key=lambda t: t.shape[0]) + 1
+
+
+def scaled(x, scale=1.0, shift=0.0):
+    return x * scale + shift
+
+
+PARTIAL = functools.partial(scaled, scale=2.0)
+
+
+@cases.add(lambda: (r(3),))
+def partial_attributes(x):
+    p = functools.partial(scaled, x, shift=1.0)
+    return p.func(x), p.args[0] * 2, PARTIAL.keywords["scale"] * x, PARTIAL(x)
+
+
+@pytest.mark.parametrize("case", cases.params())
+def test_stdlib(case):
+    case.run()
+
+
+def test_a_partials_keywords_written_in_the_frame_reach_the_partial():
+    """p.keywords is the partial's own dict: a write in the frame is replayed on it; calling p after the
+    write is refused (the call would use the keywords as traced), so the frame breaks there."""
+    p = functools.partial(scaled, scale=2.0)
+
+    def f(x):
+        p.keywords["shift"] = 5.0
+        return x * 2, p(x)
+    testing.check(f, lambda: (r(3),), graphs=None)
+    assert p.keywords == {"scale": 2.0, "shift": 5.0}
+
+
+def test_each_polyfill_is_registered_for_its_c_original():
+    assert polyfills.POLYFILLS[itertools.chain] is polyfills.chain
+    assert polyfills.POLYFILLS[functools.reduce] is polyfills.reduce
+    assert polyfills.polyfill_of([]) is None            # unhashable values have none
