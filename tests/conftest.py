@@ -17,6 +17,14 @@ MATRIX = ((3, 11), (3, 12), (3, 13))
 SPREAD = tuple(v for v in MATRIX if v != ONE_PYTHON)
 
 
+def other_python():
+    """A mark: the test runs on one Python of SPREAD only (3.13), for a heavy test that is the same on
+    every Python and needs no Triton 3.6: it keeps the one_python load of 3.12 from being the longest
+    suite when ./dev test runs them side by side."""
+    return pytest.mark.skipif(not runs_here(1), reason="runs on Python %d.%d only (conftest.other_python)" %
+                              SPREAD[1 % len(SPREAD)])
+
+
 def runs_here(n):
     """For a list of like tests spread over the test matrix (random fuzz programs: any of them may find a
     bug, none guards a known one): whether number n runs on this Python. Number n runs on

@@ -14,6 +14,8 @@ from graphjit.testing import CompileCounter
 
 from graphjit.testing import assert_same, check
 
+from ..conftest import other_python
+
 
 def mlp(x, w1, w2):
     return torch.relu(x @ w1) @ w2 + x.sum(-1, keepdim=True)
@@ -33,10 +35,10 @@ def test_named_backends_match_eager(backend):
         assert_same(compiled(*args), mlp(*args), atol=1e-5, rtol=1e-5)
 
 
-# one_python: Inductor's first compile in a process takes 25-40 s; what is tested, the graph and example
+# On one Python: Inductor's first compile in a process takes 25-40 s; what is tested, the graph and example
 # inputs capture hands a backend, is the same on every Python (the eager and aot_eager backends above run on all)
 @pytest.mark.slow
-@pytest.mark.one_python
+@other_python()
 def test_inductor_backend_matches_eager():
     gj.reset()
     compiled = gj.compile(mlp, backend="inductor")

@@ -17,6 +17,8 @@ from graphjit.compiler.codegen import triton as triton_codegen
 from graphjit.progress import Progress
 from graphjit import config as gj_config
 
+from ..conftest import other_python
+
 MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
@@ -138,9 +140,9 @@ CONFIGS = [
 ]
 
 
-# one_python: Triton's interpreter runs the same kernels on every Python (~20 s)
+# On one Python: Triton's interpreter runs the same kernels on every Python (~20 s)
 @needs_triton
-@pytest.mark.one_python
+@other_python()
 @pytest.mark.parametrize("cfg", CONFIGS, ids=str)
 def test_cached_choices_apply_and_compute_the_same(cfg, monkeypatch, triton_interpreter):
     applied = []
