@@ -1,6 +1,6 @@
 """C functions of the standard library that capture traces through pure-Python equivalents
 (graphjit/capture/polyfills.py: itertools, functools.reduce, Counter's counting loop), min/max with a key
-over tensors, and functools.partial's attributes: compiled vs eager, one graph, with the laziness and
+over tensors, functools.partial's attributes, OrderedDict.move_to_end and popitem: compiled vs eager, one graph, with the laziness and
 side effects of the originals (which items an iterator pulls, and when)."""
 import collections
 import functools
@@ -96,6 +96,27 @@ PARTIAL = functools.partial(scaled, scale=2.0)
 def partial_attributes(x):
     p = functools.partial(scaled, x, shift=1.0)
     return p.func(x), p.args[0] * 2, PARTIAL.keywords["scale"] * x, PARTIAL(x)
+
+
+@cases.add(lambda: (r(3),))
+def ordered_dict_move_to_end_and_popitem(x):
+    d = collections.OrderedDict(a=x, b=x * 2, c=x * 3)
+    d.move_to_end("a")
+    d.move_to_end("c", last=False)
+    first = d.popitem(last=False)
+    plain = {"p": x, "q": x + 1}
+    return list(d.keys()), first, d.popitem(), plain.popitem(), hasattr(plain, "move_to_end"), len(plain)
+
+
+def reorder_outside(x, d):
+    d.move_to_end("a")
+    key, value = d.popitem(last=False)
+    return x * value, key
+
+
+@cases.add(lambda: (r(3), collections.OrderedDict(a=1, b=2, c=3)))
+def an_outside_ordered_dict_keeps_its_new_order(x, d):
+    return reorder_outside(x, d)
 
 
 @pytest.mark.parametrize("case", cases.params())

@@ -66,6 +66,9 @@ class KeyTable:
         return self.key_vars.get(k) or ConstantVariable(k)
 
 
+_ORDERED_ONLY = {"move_to_end"}       # OrderedDict's methods that dict lacks
+
+
 def raise_key_error(key):
     """KeyError(key) as the frame's own exception (its argument is the key object itself)."""
     if not key.is_constant():
@@ -473,6 +476,38 @@ class DictVariable(Variable):
         if k not in self.items:
             raise_key_error(key)
         self.remove(k)
+        return ConstantVariable(None)
+
+    def getattr(self, tx, name):
+        if name in _ORDERED_ONLY and not issubclass(self.python_cls, collections.OrderedDict):
+            from .builtins import AttributeMissing
+            raise AttributeMissing(f"'{self.python_cls.__name__}' object has no attribute '{name}'")
+        return super().getattr(tx, name)
+
+    def method_popitem(self, tx, last=None):
+        """dict: the last item; OrderedDict: the last, or with last=False the first."""
+        ordered = issubclass(self.python_cls, collections.OrderedDict)
+        if last is not None and not ordered:
+            raise UserError(TypeError("dict.popitem() takes no arguments (1 given)"))
+        if not self.items:
+            raise UserError(KeyError("dictionary is empty" if ordered else "popitem(): dictionary is empty"))
+        self._check_mutable(tx)
+        k = next(reversed(self.items)) if last is None or last.truth(tx) else next(iter(self.items))
+        pair = TupleVariable([self.key_var(k), self.items[k]])
+        self.remove(k)
+        return pair
+
+    def method_move_to_end(self, tx, key, last=None):
+        k = constant_key(tx, key)
+        if k not in self.items:
+            raise_key_error(key)
+        self._check_mutable(tx)
+        self.version += 1               # an OrderedDict iterated while it moves raises, as CPython's
+        value = self.items.pop(k)
+        if last is None or last.truth(tx):
+            self.items[k] = value
+        else:
+            self.items = {k: value, **self.items}
         return ConstantVariable(None)
 
     def method_setdefault(self, tx, key, default=None):
