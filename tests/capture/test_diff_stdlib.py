@@ -119,6 +119,37 @@ def an_outside_ordered_dict_keeps_its_new_order(x, d):
     return reorder_outside(x, d)
 
 
+class Registry(dict):
+    def __missing__(self, key):
+        return len(key)
+
+
+def lookup_or_100(table, key):
+    try:
+        return table[key]
+    except KeyError:
+        return 100
+
+
+@cases.add(lambda: (r(3), collections.Counter("ab")))
+def a_missing_counter_key_is_0(x, counter):
+    """dict.__getitem__ of a missing key calls the class's __missing__; capture raised KeyError, so the
+    except branch ran: a silent wrong result (100 for 0)."""
+    return x * lookup_or_100(counter, "zz"), lookup_or_100(collections.Counter("a"), "b")
+
+
+@cases.add(lambda: (r(3), Registry(a=1)))
+def a_user_missing_is_traced(x, registry):
+    return x * lookup_or_100(registry, "abc"), lookup_or_100(Registry(), "ab")
+
+
+@cases.add(lambda: (r(3), collections.defaultdict(list)), graphs=None)
+def a_defaultdict_inserts_its_default(x, table):
+    """defaultdict's __missing__ inserts into a dict from outside the frame: the graph breaks there."""
+    found = lookup_or_100(table, "k")
+    return x * len(found), len(table)
+
+
 @pytest.mark.parametrize("case", cases.params())
 def test_stdlib(case):
     case.run()

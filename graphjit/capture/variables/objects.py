@@ -330,11 +330,32 @@ class UserObjectVariable(ObjectLikeVariable):
         if name == "__iter__":
             from .containers import IteratorVariable
             return IteratorVariable(part.unpack(tx))
+        if name == "__getitem__" and len(args) == 1:
+            from .containers import constant_key
+            if constant_key(tx, args[0]) not in part.items:
+                missing = _class_lookup(self.cls, "__missing__")
+                if missing is not _MISSING:
+                    return self._missing(tx, args[0], missing)
         if name in _DICT_MUTATORS and not self.is_new:
             unsupported(f"mutating the dict contents of a {self.cls.__name__} from outside the frame")
         if name in _DICT_MUTATORS:
             part.source = None
         return part.call_method(tx, name, args, kwargs)
+
+    def _missing(self, tx, key, missing):
+        """dict.__getitem__ of a missing key calls the class's __missing__ (defaultdict's factory,
+        Counter's 0, a user's): a Python one is traced; defaultdict's inserts the factory's value."""
+        if missing is collections.defaultdict.__missing__:
+            factory = getattr(self.value, "default_factory", None) if not self.is_new else None
+            if factory is None:
+                raise UserError(KeyError(key.as_python_constant()) if key.is_constant() else
+                                unsupported(f"KeyError of {key}"))
+            unsupported(f"a missing key read from the {self.cls.__name__} {self.source or ''}: its default_factory "
+                        "would insert a value into a dict from outside the frame")
+        if not isinstance(missing, types.FunctionType):
+            unsupported(f"{self.cls.__name__}.__missing__ is not a Python function")
+        from .functions import UserFunctionVariable
+        return UserFunctionVariable(missing).call(tx, [self, key], {})
 
     def python_type(self):
         return self.cls
