@@ -199,7 +199,7 @@ def test_gpu_out_of_range_index_fails_its_device_assert(tmp_path):
     script = tmp_path / "oob.py"
     script.write_text(textwrap.dedent("""
         import torch, torch.nn.functional as F
-        from graphjit.compiler.codegen import triton as triton_codegen
+        from graphjit.compiler import compile_graph
         w = torch.randn(10, 4, device="cuda")
         fn = lambda w, i: (F.embedding(i, w) * 2,)
         gm = torch.fx.symbolic_trace(fn)
