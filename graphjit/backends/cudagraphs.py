@@ -20,6 +20,9 @@ The rules (also in the README):
 - A graph that can't be recorded runs as plain launches, with the reason logged under
   GRAPHJIT_LOGS=cudagraphs: CPU tensors, non-tensor inputs, inputs that need gradients, outputs that alias
   inputs, and work a CUDA graph can't capture (a host synchronization such as .item()).
+- A graph compiled for all sizes (dynamic shapes) gets a recording per distinct set of its sized inputs'
+  sizes and int values (PerSize; its int inputs are constants of each recording), up to
+  config.cudagraph_sizes_limit; other sizes run as plain launches.
 """
 import sys
 import warnings
