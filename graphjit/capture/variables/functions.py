@@ -423,8 +423,10 @@ class BoundMethodVariable(Variable):
 
 
 class PartialVariable(Variable):
-    def __init__(self, func, args, keywords, source=None):
+    def __init__(self, func, args, keywords, source=None, value=None):
         self.func, self.args, self.keywords, self.source = func, list(args), dict(keywords), source
+        self.value = value              # the partial object itself, for one from outside the frame
+        self.keywords_read = None       # its .keywords dict, once the frame read it
 
     def python_type(self):
         return functools.partial
@@ -437,12 +439,10 @@ class PartialVariable(Variable):
         args = [wrap(tx, v, ItemSource(src("args"), i) if source else None) for i, v in enumerate(value.args)]
         kws = {k: wrap(tx, v, ItemSource(src("keywords"), k) if source else None)
                for k, v in value.keywords.items()}
-        made = cls(func, args, kws, source)
-        made.value = value
-        return made
+        return cls(func, args, kws, source, value)
 
     def call(self, tx, args, kwargs):
-        if getattr(self, "keywords_read", None) is not None and self.keywords_read.mutated:
+        if self.keywords_read is not None and self.keywords_read.mutated:
             unsupported("calling a functools.partial whose .keywords dict the frame changed")
         return self.func.call(tx, [*self.args, *args], {**self.keywords, **kwargs})
 
@@ -455,7 +455,7 @@ class PartialVariable(Variable):
             return self.func
         if name == "args":
             return TupleVariable(list(self.args))
-        if name == "keywords" and self.source is not None and getattr(self, "value", None) is not None:
+        if name == "keywords" and self.source is not None and self.value is not None:
             from .builder import wrap
             self.keywords_read = wrap(tx, self.value.keywords, AttrSource(self.source, "keywords"))
             return self.keywords_read

@@ -348,8 +348,8 @@ class UserObjectVariable(ObjectLikeVariable):
         if missing is collections.defaultdict.__missing__:
             factory = getattr(self.value, "default_factory", None) if not self.is_new else None
             if factory is None:
-                raise UserError(KeyError(key.as_python_constant()) if key.is_constant() else
-                                unsupported(f"KeyError of {key}"))
+                from .containers import raise_key_error
+                raise_key_error(key)
             unsupported(f"a missing key read from the {self.cls.__name__} {self.source or ''}: its default_factory "
                         "would insert a value into a dict from outside the frame")
         if not isinstance(missing, types.FunctionType):
