@@ -368,7 +368,7 @@ class CppOps:
             expr = f"gj_bf16_to_f32({expr})"
         elif dtype == torch.float16:
             expr = f"static_cast<float>({expr})"
-        hoisted = self.k.hoisted_load(expr, index, dtype)
+        hoisted = self.k.hoisted_load(name, expr, index, dtype)
         return hoisted if hoisted is not None else self.k.cse(expr, dtype)
 
     def store(self, name, index, value):
@@ -487,7 +487,8 @@ class CppKernel:
         self.args = []                          # buffer names, in signature order
         self.written = set()
         self.dtypes = {}                        # value (variable or literal) -> its torch dtype
-        self.hoist = None                       # inside a group's loop: (outer lines, outer CSE, loop vars)
+        self.hoist = None                       # inside a group's loop: (outer lines, outer CSE, loop vars,
+                                                #   buffers the group writes)
         self.masked_depth = 0                   # inside masked() bodies: their loads stay under the mask
 
     # -- emission helpers --
@@ -507,15 +508,16 @@ class CppKernel:
         self._cse[-1][expr] = name
         return self.typed(name, dtype)
 
-    def hoisted_load(self, expr, index, dtype):
+    def hoisted_load(self, name, expr, index, dtype):
         """A load in a group's loop whose index is the same in every iteration (a row's first element:
         layer_norm's shift) is emitted once before the loop: gcc leaves an inner loop with such a load
         unvectorized ("latch block not empty"), 10x slower with gelu's erf. Not for loads under a mask
-        (they may be out of bounds where the mask is false) or of indirect indices; None where not hoisted."""
+        (they may be out of bounds where the mask is false), of indirect indices, or of a buffer the loop
+        itself writes; None where not hoisted."""
         if self.hoist is None or self.masked_depth:
             return None
-        lines, cse, loop_vars = self.hoist
-        if any(str(v) in loop_vars or str(v).startswith("ind") for v in index.free_symbols):
+        lines, cse, loop_vars, written = self.hoist
+        if name in written or any(str(v) in loop_vars or str(v).startswith("ind") for v in index.free_symbols):
             return None
         if expr not in cse:
             name = self.new_var()
@@ -665,7 +667,8 @@ class CppKernel:
         # a loop that surely runs (static sizes above 0, or size symbols, which are 2 or more) may have its
         # invariant loads hoisted before it (hoisted_load)
         if dims and all(size.is_Symbol or (size.is_Integer and size > 0) for _, size in dims):
-            self.hoist = (self.lines, self._cse[-1], {str(var) for var, _ in dims} | {str(r) for r in rs})
+            self.hoist = (self.lines, self._cse[-1], {str(var) for var, _ in dims} | {str(r) for r in rs},
+                          {node.name for node in group.nodes})
         try:
             with self.block() as loop_body:
                 for node in group.nodes:
