@@ -150,6 +150,11 @@ def a_defaultdict_inserts_its_default(x, table):
     return x * len(found), len(table)
 
 
+@cases.add(lambda: (r(3), collections.defaultdict(None, a=1)))
+def a_defaultdict_without_a_factory_raises_key_error(x, table):
+    return x * lookup_or_100(table, "k"), x * lookup_or_100(table, "a")
+
+
 @pytest.mark.parametrize("case", cases.params())
 def test_stdlib(case):
     case.run()
