@@ -95,12 +95,20 @@ class CompileCounter:
         out = []
         for fn in self.compiled:
             per_size = getattr(fn, "compiled", None)
-            out += list(per_size.values()) if isinstance(per_size, dict) else [fn]
+            for one in list(per_size.values()) if isinstance(per_size, dict) else [fn]:
+                halves = getattr(one, "graphjit_halves", None)
+                out += [h.compiled for h in halves] if halves is not None else [one]
         return out
 
     def ran_as_captured(self):
-        """Indices of the graphs that run as captured: the backend handed back the graph's own forward."""
-        return [i for i, (gm, fn) in enumerate(zip(self.graphs, self.compiled)) if fn == gm.forward]
+        """Indices of the graphs that run as captured: the backend handed back the graph's own forward, or,
+        for a graph that needs gradients (compiler/training.py), a compiled half runs its graph as is."""
+        def captured(gm, fn):
+            per_size = getattr(fn, "compiled", None)
+            fns = list(per_size.values()) if isinstance(per_size, dict) else [fn]
+            return fn == gm.forward or any(h.ran_as_captured for f in fns
+                                           for h in getattr(f, "graphjit_halves", ()))
+        return [i for i, (gm, fn) in enumerate(zip(self.graphs, self.compiled)) if captured(gm, fn)]
 
     def __repr__(self):
         return f"CompileCounter(frame_count={self.frame_count}, op_count={self.op_count})"
@@ -579,6 +587,78 @@ def check_module(module_factory, make_args, *, calls=4, graphs=1, backend=None, 
         except Mismatch as e:
             raise Mismatch(f"call {i} of {calls}: {e}{_rerun_hint()}") from None
     return counter, compiled, eager_module, compiled_module
+
+
+def check_training(module_factory, make_args, *, steps=3, graphs=1, backend=None, compile_kwargs=None,
+                   atol=None, rtol=None, fallback=False, kwargs_factory=None, context=None, loss=None,
+                   optimizer=None):
+    """Differential test of training steps: two identical modules in train mode (the second a deep copy,
+    compiled whole), each step on fresh arguments runs forward, a loss, backward and an optimizer step.
+    After each step the outputs, the loss, every parameter's gradient, the gradients of arguments that
+    require grad, the arguments, and the state_dict after the optimizer's step must match (within the
+    dtype's TOLERANCES through a compiler, exact without one). With a compiling backend, both halves of
+    every graph (forward and backward) must have compiled.
+
+    loss:      (output) -> scalar tensor; default: each floating output that requires grad times a fixed
+               random tensor of its shape, summed (a gradient of all ones would hide wrong backward maths).
+    optimizer: (parameters) -> torch.optim.Optimizer; default SGD(lr=0.1). Other options as `check`'s.
+    Returns (counter, compiled, eager_module, compiled_module)."""
+    options = _Options(_backend(backend), graphs, compile_kwargs, atol, rtol, False, fallback)
+    compiler().reset()
+    torch.manual_seed(1234)
+    eager_module = module_factory().train()
+    compiled_module = copy.deepcopy(eager_module)
+    counter = CompileCounter(options.backend)
+    compiled = options.compile(compiled_module, counter, fullgraph_default=True)
+    make_optimizer = optimizer or (lambda params: torch.optim.SGD(params, lr=0.1))
+    optimizers = make_optimizer(eager_module.parameters()), make_optimizer(compiled_module.parameters())
+    loss = loss or _projected_sum
+    tol = _Tolerance(**options.tolerance())
+    for step in range(steps):
+        args, kwargs = _arguments(make_args, kwargs_factory, step)
+        runs = []
+        for module, fn in ((eager_module, eager_module), (compiled_module, compiled)):
+            call_args, call_kwargs = clone_tree((args, kwargs))
+            with _context(context):
+                out = fn(*call_args, **call_kwargs)
+                value = loss(out)
+            value.backward()
+            runs.append(dict(output=out, loss=value, args=(call_args, call_kwargs),
+                             grads={n: p.grad for n, p in module.named_parameters()},
+                             arg_grads=[t.grad for t in _tensor_leaves_of((call_args, call_kwargs))]))
+        expected, actual = runs
+        try:
+            for key in ("output", "loss", "args", "grads", "arg_grads"):
+                _same(actual[key], expected[key], f"step {step}: {key}", tol)
+            for opt in optimizers:
+                opt.step()
+                opt.zero_grad()
+            _same(compiled_module.state_dict(), eager_module.state_dict(),
+                  f"step {step}: state_dict() after the optimizer's step", tol)
+        except Mismatch as e:
+            raise Mismatch(f"{e}{_rerun_hint()}") from None
+    _assert_graphs(counter, graphs, f"after {steps} training steps")
+    _assert_compiled(counter, options)
+    return counter, compiled, eager_module, compiled_module
+
+
+def _tensor_leaves_of(tree):
+    return [t for _, t in _tensor_leaves(tree)]
+
+
+def _projected_sum(output):
+    """Each floating tensor of output that requires grad, times a fixed random tensor of its shape
+    (seeded by its position), summed."""
+    total = None
+    for i, t in enumerate(_tensor_leaves_of(output)):
+        if not (t.is_floating_point() and t.requires_grad):
+            continue
+        weight = torch.randn(t.shape, generator=torch.Generator().manual_seed(i)).to(t.device, t.dtype)
+        term = (t * weight).sum()
+        total = term if total is None else total + term
+    if total is None:
+        raise ValueError("the output has no floating tensor that requires grad: pass loss=")
+    return total
 
 
 def check_raises(fn, make_args, *, calls=2, graphs=None, backend=None, compile_kwargs=None,

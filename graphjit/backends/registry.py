@@ -7,6 +7,7 @@ gets the mode's name as its `mode` argument (graphjit's compiler autotunes in th
 in a CUDA-graph mode the callable a backend returns is recorded and replayed as CUDA graphs here, with
 what capture knows about the graph's inputs read from gm.meta["graphjit"] (compiler/facts.py).
 """
+import functools
 import threading
 
 import torch
@@ -131,15 +132,19 @@ def inductor(gm, example_inputs):
 @register_backend("graphjit", takes_mode=True, takes_symbols=True)
 def graphjit_backend(gm, example_inputs, mode=None):
     """graphjit's own compiler (graphjit/compiler): fused C++/OpenMP kernels on CPU, ATen for matmuls,
-    convolutions and attention. Inference-only for now: graphs that need gradients run eagerly.
+    convolutions and attention. A graph that needs gradients compiles its forward and backward halves
+    (compiler/training.py, through AOTAutograd; so does one that changes grad mode or autocast mid-graph).
     Also a torch.compile backend: torch.compile(model, backend=graphjit_backend). A graph with size
     symbols, however it arrives, compiles once for all sizes (kernels take the sizes as arguments); where
     the compiler needs concrete sizes (ir.StaticOnly, logged under GRAPHJIT_LOGS=dynamic) it compiles per
     distinct set of sizes instead."""
-    from ..compiler import compile_graph
+    from ..compiler import compile_graph, training
     from ..compiler.ir import StaticOnly
     from .dynamic import PerSize, symbolic_inputs
     positions = symbolic_inputs(gm)
+    if training.wants_aot(gm, example_inputs):
+        train = functools.partial(training.compile_training, compile_fn=lambda g, ins: compile_graph(g, ins, mode))
+        return PerSize(train, gm, positions) if positions else train(gm, example_inputs)
     if positions:
         try:
             return compile_graph(gm, example_inputs, mode)

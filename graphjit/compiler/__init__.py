@@ -40,7 +40,10 @@ def compiling():
     tensors, usable under it. Grad mode stays the caller's. Fake copies of inference tensors are made as
     ordinary tensors (torch's own switch, as Dynamo does), so a graph that writes into an input created
     under inference mode (a KV cache) can still be traced with its write-back. The collector is paused
-    once for overlapping compiles and turned on again when the last one ends, if it was on before."""
+    once for overlapping compiles and turned on again when the last one ends, if it was on before.
+    A fake-tensor mode the caller has active (AOTAutograd calls its compilers inside its own) is set
+    aside: constant folding evaluates real tensors, and kernels must not be handed fake ones."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch._subclasses.meta_utils import disable_inference_mode_for_fake_prop
     grad = torch.is_grad_enabled()          # before leaving inference mode, which turns grad mode on
     with _gc_lock:
@@ -50,7 +53,7 @@ def compiling():
         _gc_paused[0] += 1
     try:
         with torch.inference_mode(False), torch.set_grad_enabled(grad), \
-                disable_inference_mode_for_fake_prop():
+                disable_inference_mode_for_fake_prop(), unset_fake_temporarily():
             yield
     finally:
         with _gc_lock:

@@ -154,12 +154,21 @@ def unsupported_reason(gm, example_inputs):
 def graph_reason(gm, example_inputs):
     """What any of graphjit's codegens refuses in a graph of tensor inputs: gradients, global state."""
     if torch.is_grad_enabled() and any(getattr(v, "requires_grad", False) for v in example_inputs):
-        return "inputs require grad and grad mode is on: the compiler is inference-only for now " \
-               "(wrap the call in torch.no_grad() or torch.inference_mode())"
+        return "inputs require grad and grad mode is on: compile_graph compiles inference graphs " \
+               "(the graphjit backend sends such graphs through AOTAutograd: compiler/training.py)"
+    name = changes_state(gm)
+    if name is not None:
+        return f"the graph changes global state ({name}; the graphjit backend sends such graphs through " \
+               f"AOTAutograd: compiler/training.py)"
+    return None
+
+
+def changes_state(gm):
+    """The name of a call in gm that changes grad mode or autocast mid-graph, or None."""
     for node in gm.graph.nodes:
         name = getattr(node.target, "__name__", "")
         if node.op == "call_function" and (node.target in STATE_FUNCTIONS or "autocast" in name):
-            return f"the graph changes global state ({name})"
+            return name
     return None
 
 
@@ -802,19 +811,24 @@ def check_written_inputs(written, example_inputs):
         t = example_inputs[position]
         if overlaps_itself(t):
             raise Refused(f"input {position} is written and its elements share memory (an expanded view)")
-        lo, hi = memory_span(t)
+        memory, lo, hi = memory_span(t)
         for other, u in tensors:
-            ulo, uhi = memory_span(u)
-            if other != position and lo < uhi and ulo < hi:
+            other_memory, ulo, uhi = memory_span(u)
+            if other != position and memory == other_memory and lo < uhi and ulo < hi:
                 raise Refused(f"input {position} is written and shares memory with input {other}")
 
 
 def memory_span(t):
-    """[first, last + 1) byte addresses of t's elements (empty for none)."""
+    """(memory, first, last + 1) of t's elements' bytes (an empty range for none). A real tensor's are
+    addresses in one memory (None); a fake tensor (AOTAutograd's compilers get fake example inputs) has
+    no addresses: its bytes are offsets into its storage, which is the memory."""
     if t.numel() == 0:
-        return 0, 0
-    start = t.data_ptr()
-    return start, start + (_reach(t) + 1) * t.element_size()
+        return None, 0, 0
+    if isinstance(t, torch._subclasses.FakeTensor):
+        memory, start = t.untyped_storage()._cdata, t.storage_offset() * t.element_size()
+    else:
+        memory, start = None, t.data_ptr()
+    return memory, start, start + (_reach(t) + 1) * t.element_size()
 
 
 def output_aliases(eager, functional, written):

@@ -8,7 +8,8 @@ same time, in two threads and in different modes, each get their own.
 
     gm.meta["graphjit"] = {"inputs_guarded": True,          # guards check every tensor input's layout
                            "static_inputs": [False, True],  # per input: a module's parameter or buffer
-                           "name": "forward"}               # for logs
+                           "name": "forward",               # for logs
+                           "boxed": False}                  # call(args: list), see GraphFacts.boxed
 """
 import dataclasses
 
@@ -23,13 +24,16 @@ class GraphFacts:
     inputs_guarded: bool = False
     # per graph input: a module's parameter or buffer, which rarely moves between calls
     static_inputs: tuple = ()
+    # the compiled callable takes one list of arguments, which it empties, and drops each input after its
+    # last use (AOTAutograd's boxed convention: a backward frees saved activations as it goes)
+    boxed: bool = False
 
     @classmethod
     def of(cls, gm, mode=None):
         from .. import modes
         meta = getattr(gm, "meta", {}).get(META_KEY) or {}
         return cls(autotune=modes.lookup(mode).autotune, inputs_guarded=bool(meta.get("inputs_guarded")),
-                   static_inputs=tuple(meta.get("static_inputs") or ()))
+                   static_inputs=tuple(meta.get("static_inputs") or ()), boxed=bool(meta.get("boxed")))
 
     def check_inputs(self):
         """Whether the compiled wrapper checks each input's shape and strides per call (config.check_inputs;

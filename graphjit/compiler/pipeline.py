@@ -90,7 +90,7 @@ def compile_graph(gm, example_inputs, facts):
         # concrete sizes: the trace makes its own fake tensors, whatever fake mode a caller's tracing
         # context holds (torch.compile calls backends inside one, whose ShapeEnv would make sizes symbolic)
         with tracing(None), ir.sizes_of(None):
-            return _compile(gm, example_inputs, example_inputs, facts)
+            return _compile(gm, _runnable(example_inputs, facts), example_inputs, facts)
     from torch._dispatch.python import enable_python_dispatcher
     # under the Python dispatcher, as capture traced: decompositions registered in Python see the symbols
     # (without it, CPU attention's on torch 2.11 specialized every size)
@@ -104,6 +104,21 @@ def compile_graph(gm, example_inputs, facts):
             if "Relational" in str(e) or "symbols to int" in str(e) or "expression to" in str(e):
                 raise ir.StaticOnly(f"a compiler stage needs concrete sizes ({e}, at {_where(e)})") from e
             raise
+
+
+def _runnable(example_inputs, facts):
+    """The example inputs, with real tensors in place of fake ones where autotuning will run kernels on
+    them (AOTAutograd hands its compilers fake inputs): random floats, zeros otherwise (an index read
+    from one stays in range)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    if not facts.autotune or not any(isinstance(t, FakeTensor) for t in example_inputs):
+        return example_inputs
+    def real(t):
+        if not isinstance(t, FakeTensor):
+            return t
+        out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+        return out.normal_() if out.is_floating_point() else out.zero_()
+    return [real(t) for t in example_inputs]
 
 
 def _where(error):

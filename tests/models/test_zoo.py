@@ -1,7 +1,7 @@
 """Real models capture whole: every entry of the zoo (tests/models/zoo.py: transformers architectures from small
 random configs, a ResNet-style CNN and a ViT in plain torch), compiled with fullgraph=True, gives one graph and
 no graph break, and matches eager (outputs, arguments, and the state_dict: BatchNorm's running statistics in
-train mode). Train-mode entries also match eager's gradients.
+train mode). Train-mode entries also match eager's gradients, captured and through graphjit's compiler.
 
 An entry that graphjit can't capture yet is an xfail(strict=True) whose reason is the Unsupported error and
 where it happens (tests/models/gaps.py). Fix the gap, and the test XPASSes, which fails: remove the entry
@@ -13,7 +13,8 @@ import torch
 import graphjit as gj
 from graphjit.testing import CompileCounter
 
-from graphjit.testing import assert_same, check_module, clone_tree
+from graphjit.backends.registry import graphjit_backend
+from graphjit.testing import assert_same, check_module, check_training, clone_tree
 from .gaps import (BACKWARD_GAPS, EXPECTED_GRAPHS, GAPS, ONE_GRAPH_GAPS, WRONG_WITH_BREAKS, params,
                   skip_if_missing)
 from .zoo import ZOO, build
@@ -82,3 +83,14 @@ def test_gap_models_match_eager_with_breaks(name):
     skip_if_missing(name)
     spec = ZOO[name]
     check_module(spec.factory, lambda: (), kwargs_factory=spec.inputs, graphs=None, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("name", TRAIN)
+def test_train_steps_through_the_compiler(name):
+    """Train mode through graphjit's compiler (forward and backward halves from AOTAutograd, C++ kernels):
+    two steps of forward, loss, backward and SGD; losses, outputs, gradients and the state_dict after each
+    step match eager's, and every half of every graph compiled."""
+    skip_if_missing(name)
+    spec = ZOO[name]
+    check_training(spec.factory, lambda: (), kwargs_factory=spec.inputs, loss=_scalar, steps=2, graphs=None,
+                   backend=graphjit_backend, atol=1e-4, rtol=1e-4)

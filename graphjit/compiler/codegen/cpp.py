@@ -814,4 +814,5 @@ class CppDevice:
         if logs.enabled("output_code"):
             logs.log("output_code", f"wrapper:\n{code}\nkernels:\n{job.source}")
         call.wrapper_source = code
+        call._boxed_call = job.facts.boxed
         return call

@@ -1227,14 +1227,19 @@ class TritonWrapperCode(WrapperCode):
     def generate(self, check_inputs, eager_if_grad):
         source = super().generate(check_inputs, eager_if_grad)
         head, _, rest = source.partition("\n")
-        params = head[len("def call("):-2]
+        params = self.params
+        if self.facts.boxed:        # the prologue goes after the arguments are unpacked from their list
+            for _ in range(2 if params else 1):
+                line, _, rest = rest.partition("\n")
+                head += "\n" + line
         prologue = []
         if self.fast_cuda_empty:
             # allocations and launches go to the current device: make it the graph's
             index = self.device.index or 0
             self.globals["get_device"], self.globals["device_guard"] = torch._C._cuda_getDevice, torch.cuda.device
+            again = f"[{params}]" if self.facts.boxed else params
             prologue += [f"if get_device() != {index}:",
-                         f"    with device_guard({index}): return call({params})"]
+                         f"    with device_guard({index}): return call({again})"]
         if self.aligned_inputs:
             # kernels were compiled assuming these inputs start 16-byte aligned (as their examples did)
             prologue += self._alignment_checks(params)
@@ -1597,6 +1602,7 @@ class TritonDevice:
                                     f"\n{job.source}")
         call.launches = self.by_name
         call.wrapper_source = wrapper_source
+        call._boxed_call = job.facts.boxed
         return call
 
 
@@ -1723,11 +1729,17 @@ def _operand_alignment(plan, example_inputs, buffers):
 
 def _starts_aligned(buffer, example_inputs, offset_bytes=0):
     """Whether a buffer's data, `offset_bytes` in, is 16-byte aligned: a graph input's by its example, a
-    constant's by its tensor; buffers graphjit allocates are aligned."""
+    constant's by its tensor; buffers graphjit allocates are aligned. A fake example (AOTAutograd's
+    halves of a training graph) has no address: its storage is taken as aligned, as the allocator's are,
+    so its offset in the storage decides (the wrapper checks real inputs per call)."""
     position = getattr(buffer, "position", None)
-    value = getattr(buffer, "value", None)
-    base = example_inputs[position].data_ptr() if position is not None else \
-        (value.data_ptr() if isinstance(value, torch.Tensor) else 0)
+    value = example_inputs[position] if position is not None else getattr(buffer, "value", None)
+    if not isinstance(value, torch.Tensor):
+        base = 0
+    elif isinstance(value, torch._subclasses.FakeTensor):
+        base = value.storage_offset() * value.element_size()
+    else:
+        base = value.data_ptr()
     return (base + offset_bytes) % 16 == 0
 
 
@@ -1796,6 +1808,18 @@ def _tuning_arguments(graph, example_inputs, device):
     return arguments
 
 
+def _addressable(example):
+    """What Triton's warmup specializes on for an input: its example, or for a fake one (AOTAutograd's
+    halves of a training graph) a one-element tensor of its dtype on its device whose address is as
+    aligned as the fake's offset into its storage (see _starts_aligned): the two must agree, since the
+    wrapper checks per call only the inputs _aligned_inputs names."""
+    if not isinstance(example, torch._subclasses.FakeTensor):
+        return example
+    offset = example.storage_offset()
+    with torch._subclasses.fake_tensor.unset_fake_temporarily():
+        return torch.empty(offset + 1, dtype=example.dtype, device=example.device)[offset:]
+
+
 def _warmup_args(graph, all_launches, example_inputs):
     """Per kernel, what warmup() specializes on: inputs' example tensors (their alignment), constants, and
     the dtype of every buffer graphjit allocates (allocations are aligned)."""
@@ -1808,7 +1832,7 @@ def _warmup_args(graph, all_launches, example_inputs):
             buf = by_name[name]
             position = getattr(buf, "position", None)
             if position is not None:
-                args.append(example_inputs[position])
+                args.append(_addressable(example_inputs[position]))
             elif getattr(buf, "value", None) is not None:
                 args.append(buf.value)
             else:

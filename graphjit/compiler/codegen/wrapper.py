@@ -15,6 +15,7 @@ import collections
 import ctypes
 import math
 import operator
+import re
 
 import sympy
 import torch
@@ -91,8 +92,17 @@ class WrapperCode:
         inputs = [b for b in graph.inputs if b.position is not None]
         named = [(b.position, b.name) for b in inputs] + [(p, f"arg{p}") for p, _ in graph.size_inputs]
         params = ", ".join(name for _, name in sorted(named))
-        self.lines.append(f"def call({params}):")
+        self.params = params
         body = []
+        if self.facts.boxed:
+            # one list of arguments, emptied: the caller's list keeps no input alive, and each input is
+            # dropped after its last use below
+            self.lines.append("def call(args):")
+            if named:
+                body.append(f"{params}{',' if len(named) == 1 else ''} = args")
+            body.append("args.clear()")
+        else:
+            self.lines.append(f"def call({params}):")
         if eager_if_grad:
             body.append(f"if grad_enabled(): return eager({params})")
             self.globals["grad_enabled"] = torch.is_grad_enabled
@@ -114,8 +124,11 @@ class WrapperCode:
         for buf in graph.inputs:
             if buf.position is None:
                 self.globals[buf.name] = buf.value
-        last_use = self._last_uses()
+        last_use = self._last_uses(inputs_too=self.facts.boxed)
         outputs = {v.buffer.name for v in graph.outputs if isinstance(v, StorageView)}
+        returned = self._outputs()
+        # inputs the return expression names (returned as they are, as views, or as eager's alias)
+        outputs |= {b.name for b in inputs if re.search(rf"\b{b.name}\b", returned)}
         donors = self._donors(outputs)
         layouts = {b.name: b.layout for b in graph.buffers()}
 
@@ -146,7 +159,7 @@ class WrapperCode:
                     dead.append(name)
             if dead:
                 body.append(f"del {', '.join(dead)}")
-        body.append("return " + self._outputs())
+        body.append("return " + returned)
         self.lines += ["    " + line for line in body]
         return "\n".join(self.lines) + "\n"
 
@@ -248,8 +261,9 @@ class WrapperCode:
             lines.append(f"{out.name} = as_traced({out.name}, {strides}, {out.layout.dtype})")
         return lines
 
-    def _last_uses(self):
-        """buffer name -> index of the last item that reads or writes it."""
+    def _last_uses(self, inputs_too=False):
+        """buffer name -> index of the last item that reads or writes it (graph inputs: only if
+        inputs_too)."""
         last = {}
         for step, item in enumerate(self.items):
             if isinstance(item, Kernel):
@@ -258,7 +272,7 @@ class WrapperCode:
                 names = [v.buffer.name for v in item.inputs()] + [o.name for o in item.outputs]
             for name in names:
                 last[name] = step
-        inputs = {b.name for b in self.graph.inputs}
+        inputs = {b.name for b in self.graph.inputs if not (inputs_too and b.position is not None)}
         return {name: step for name, step in last.items() if name not in inputs}
 
     def _written_inputs(self):

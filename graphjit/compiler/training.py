@@ -1,0 +1,100 @@
+"""Graphs that need gradients: forward and backward through graphjit's compiler, by way of AOTAutograd.
+(Inference graphs that change grad mode or autocast mid-graph come this way too, as one inference graph.)
+
+A captured graph whose inputs require grad (parameters in train mode) is handed to torch's AOTAutograd
+(`aot_module_simplified`), which traces the joint forward+backward graph functionalized (input
+mutations such as BatchNorm's running statistics become copies back into the input; aliasing of
+outputs and inputs is replayed by its runtime wrappers), and splits it with torch's min-cut partitioner:
+the forward saves few tensors for the backward and the backward recomputes cheap pointwise work. Both
+halves are plain inference graphs, compiled by compile_graph like any other:
+
+    captured graph --AOTAutograd--> forward ATen graph  --compile_graph--> fused kernels
+                                    backward ATen graph --compile_graph--> fused kernels (at first backward)
+
+The joint graph is traced with the compiler's own decomposition table (decompose.decomposition_table),
+so the ops the lowering takes whole (softmax, layer_norm, their backward decompositions aside) and the
+extern ops (matmuls, convolutions, attention) reach the compiler as it expects them.
+
+Grad mode and autocast changes inside the captured graph (`with torch.no_grad():`, `torch.autocast`)
+are applied while AOTAutograd traces, so the graphs the compiler sees no longer hold them.
+
+Randomness: random ops (dropout) are traced into the forward graph and run as eager's ATen random ops;
+the values differ from an uncompiled run's only where the decomposition draws differently from eager's
+kernel (dropout's mask is drawn by `rand_like(x) > p`), as torch.compile's do.
+"""
+import torch
+
+from .. import logs
+
+
+def needs_autograd(gm, example_inputs):
+    """Whether a graph must record gradients: grad mode is on and an input requires grad."""
+    return torch.is_grad_enabled() and any(
+        isinstance(v, torch.Tensor) and v.requires_grad for v in example_inputs)
+
+
+def wants_aot(gm, example_inputs):
+    """Whether a graph goes through AOTAutograd: it needs gradients, or it changes grad mode or autocast
+    mid-graph (AOTAutograd's trace applies those; compile_graph refuses a graph that holds them)."""
+    from .decompose import changes_state
+    return needs_autograd(gm, example_inputs) or changes_state(gm) is not None
+
+
+def compile_training(gm, example_inputs, compile_fn):
+    """A callable with gm.forward's signature that runs the compiled forward inside an autograd Function
+    whose backward runs the compiled backward. compile_fn(graph, example_inputs) compiles one half (its
+    inputs are fake tensors; each half is compiled with grad mode off)."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from .decompose import decomposition_table
+    name = (gm.meta.get("graphjit") or {}).get("name", "graph")
+    halves = []
+
+    def half(which):
+        def compiler(graph, inputs):
+            logs.log("graph", lambda: f"{name}: {which} graph from AOTAutograd:\n{graph.code}")
+            graph.meta["graphjit"] = {"name": f"{name} ({which})", "boxed": True}
+            with torch.no_grad():
+                compiled = compile_fn(graph, inputs)
+            halves.append(Half(which, graph, compiled))
+            return _boxed(compiled)
+        return compiler
+
+    run = aot_module_simplified(gm, example_inputs, fw_compiler=half("forward"),
+                                bw_compiler=half("backward"), inference_compiler=half("inference"),
+                                partition_fn=min_cut_rematerialization_partition,
+                                decompositions=decomposition_table(), keep_inference_input_mutations=True)
+    run.graphjit_halves = halves     # the halves compiled so far (the backward at the first backward)
+    return run
+
+
+class Half:
+    """One compiled half of a training graph: which ("forward", "backward" or "inference"), its ATen
+    graph from AOTAutograd, and what compile_fn made of it (the graph's own forward where the compiler
+    left it to eager)."""
+
+    def __init__(self, which, graph, compiled):
+        self.which, self.graph, self.compiled = which, graph, compiled
+
+    @property
+    def ran_as_captured(self):
+        return self.compiled == self.graph.forward
+
+    def __repr__(self):
+        return f"Half({self.which}, {'as captured' if self.ran_as_captured else 'compiled'})"
+
+
+def _boxed(compiled):
+    """compiled in AOTAutograd's boxed calling convention: one list of arguments. A compiled wrapper takes
+    it so already (GraphFacts.boxed: it empties the list and drops each input after its last use, so a
+    backward frees saved activations as it goes); a graph left to eager gets the list unpacked."""
+    if getattr(compiled, "_boxed_call", False):
+        return compiled
+
+    def run(args):
+        values = tuple(args)
+        args.clear()
+        return compiled(*values)
+    run._boxed_call = True
+    run.compiled = compiled
+    return run

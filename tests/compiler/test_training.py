@@ -1,0 +1,204 @@
+"""Training through graphjit's compiler (compiler/training.py): forward and backward halves from
+AOTAutograd, each compiled (C++, or Triton under its interpreter), against eager over several steps of
+forward, loss, backward and an optimizer step (graphjit.testing.check_training): outputs, losses,
+gradients of parameters and inputs, and parameters and buffers after each step."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.backends.registry import graphjit_backend
+from graphjit.testing import CompileCounter, assert_same, check_training
+
+# float32 gradients go through reductions in another order than eager's (a sum over the batch of a
+# weight's gradient): a few ulps of the largest terms
+TOL = dict(atol=1e-5, rtol=1e-4)
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.ln, self.fc2 = torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(F.silu(F.gelu(self.ln(self.fc1(x)))))
+
+
+class ConvBN(torch.nn.Module):
+    """Convolution, BatchNorm in train mode (its running statistics are buffers the forward writes),
+    ReLU, pooling and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = F.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+        return self.head(y.mean((2, 3)))
+
+
+class TinyAttention(torch.nn.Module):
+    """Embedding, causal attention by hand (softmax of masked scores) and by SDPA, cross-entropy loss."""
+
+    def __init__(self, sdpa):
+        super().__init__()
+        self.sdpa = sdpa
+        self.emb = torch.nn.Embedding(50, 32)
+        self.qkv = torch.nn.Linear(32, 96)
+        self.out = torch.nn.Linear(32, 50)
+
+    def forward(self, ids, targets):
+        x = self.emb(ids)
+        q, k, v = self.qkv(x).view(*ids.shape, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = q @ k.transpose(-1, -2) / 8 ** 0.5
+            mask = torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool, device=ids.device).tril()
+            y = scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+        logits = self.out(y.transpose(1, 2).reshape(*ids.shape, 32) + x)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def token_args(call):
+    g = torch.Generator().manual_seed(call)
+    return torch.randint(0, 50, (2, 9), generator=g), torch.randint(0, 50, (2, 9), generator=g)
+
+
+def test_mlp(backend):
+    check_training(MLP, lambda: (r(6, 16),), backend=graphjit_backend, **TOL)
+
+
+def test_conv_batchnorm_running_stats(backend):
+    check_training(ConvBN, lambda: (r(4, 3, 8, 8),), backend=graphjit_backend, **TOL)
+
+
+@pytest.mark.parametrize("sdpa", [False, True], ids=["by-hand", "sdpa"])
+def test_attention_cross_entropy(backend, sdpa):
+    check_training(lambda: TinyAttention(sdpa), token_args, backend=graphjit_backend, loss=lambda out: out,
+                   **TOL)
+
+
+def test_gradient_of_an_input():
+    """An argument that requires grad gets eager's gradient (the backward graph returns it)."""
+    check_training(MLP, lambda: (r(6, 16).requires_grad_(),), backend=graphjit_backend, **TOL)
+
+
+class NoGradInside(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        with torch.no_grad():
+            scale = self.a(x).abs().mean() + 1      # no gradient reaches a's parameters
+        return self.b(x) * scale
+
+
+def test_no_grad_region_inside_the_graph():
+    _, _, eager, compiled = check_training(NoGradInside, lambda: (r(4, 8),), backend=graphjit_backend, **TOL)
+    assert compiled.a.weight.grad is None and eager.a.weight.grad is None
+
+
+class AutocastInside(torch.nn.Module):
+    """bf16 autocast around the first layer; enable_grad: an enable_grad block around a multiplication."""
+
+    def __init__(self, enable_grad=False):
+        super().__init__()
+        self.enable_grad = enable_grad
+        self.a, self.b = torch.nn.Linear(16, 32), torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = torch.relu(self.a(x))
+        if self.enable_grad:
+            with torch.enable_grad():
+                h = h * 2
+        return self.b(h.float())
+
+
+def test_autocast_region_inside_the_graph():
+    """bf16 autocast in the forward: AOTAutograd applies it while tracing, so both halves compile."""
+    check_training(AutocastInside, lambda: (r(8, 16),), backend=graphjit_backend, atol=2e-2, rtol=2e-2)
+
+
+def test_frozen_parameters_recompile():
+    """requires_grad is guarded: freezing a layer between steps recompiles, and its parameters then get
+    no gradient, as in eager."""
+    torch.manual_seed(0)
+    eager = MLP()
+    model = MLP()
+    model.load_state_dict(eager.state_dict())
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(model, backend=counter)
+    for step in range(3):
+        if step == 2:
+            for m in (eager, model):
+                m.fc1.requires_grad_(False)
+                m.zero_grad(set_to_none=True)
+        x = r(5, 16)
+        assert_same(compiled(x).square().sum(), eager(x).square().sum(), where=f"step {step}", **TOL)
+        compiled(x).square().sum().backward()
+        eager(x).square().sum().backward()
+        for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+            assert_same(p.grad, q.grad, where=f"step {step}: {name}.grad", **TOL)
+    assert counter.frame_count == 2
+    assert not counter.ran_as_captured()
+
+
+def test_new_batch_sizes_with_dynamic_true():
+    """dynamic=True: the captured graph has a symbolic batch; training compiles per batch size, each
+    matching eager."""
+    counter, *_ = check_training(MLP, lambda call: (r((3, 5, 7)[call], 16),), backend=graphjit_backend,
+                                 compile_kwargs={"dynamic": True}, graphs=1, **TOL)
+
+
+def test_dropout_statistics_and_gradient():
+    """Dropout in train mode draws its mask inside the compiled forward: about p of the elements are
+    zero, the others scaled by 1/(1-p), and the gradient flows through exactly the kept elements."""
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Dropout(0.25)).train()
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(model, backend=counter)
+    x = r(128, 64)
+    out = compiled(x)
+    dense = model[0](x)
+    kept = out != 0
+    assert 0.22 < 1 - kept.float().mean().item() < 0.28
+    assert_same(out[kept], dense[kept] / 0.75, where="kept elements", **TOL)
+    upstream = r(*out.shape)
+    (grad,) = torch.autograd.grad(out, model[0].weight, upstream)
+    expected = (upstream * kept / 0.75).t() @ x
+    assert_same(grad, expected, where="weight gradient", atol=1e-4, rtol=1e-4)
+    assert not counter.ran_as_captured()
+
+
+def test_gradient_accumulation_over_two_calls():
+    """Two forward/backward passes before one optimizer step: gradients add up as in eager."""
+    torch.manual_seed(0)
+    eager = ConvBN()
+    model = ConvBN()
+    model.load_state_dict(eager.state_dict())
+    compiled = graphjit.compile(model, backend=graphjit_backend)
+    for step in range(2):
+        x = r(2, 3, 8, 8)
+        compiled(x).square().mean().backward()
+        eager(x).square().mean().backward()
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert_same(p.grad, q.grad, where=f"accumulated {name}.grad", **TOL)
+    assert_same(model.state_dict(), eager.state_dict(), where="state_dict", **TOL)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad-mode-on"])
+def test_inference_graph_changing_autocast_and_grad_mode_compiles(backend, grad):
+    """An eval graph that enters autocast and enable_grad mid-graph goes through AOTAutograd as one
+    inference graph (no input requires grad) and compiles, with eager's results (bf16 rounding)."""
+    from graphjit import testing
+    model = AutocastInside(enable_grad=True).eval().requires_grad_(False)
+    testing.check(model, lambda: (r(8, 16),), backend=graphjit_backend, atol=2e-2, rtol=2e-2,
+                  context=lambda: torch.set_grad_enabled(grad))
