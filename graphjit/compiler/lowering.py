@@ -24,6 +24,7 @@ from .. import logs
 from .. import config
 from . import scheduler
 from .ir import (SizeFloat, StaticOnly, guard_bool, is_one, is_static, size_hint, static_int, sym_max, sym_min)
+from .ir import FloorDiv, Mod
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
                  Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
                  ops, product, reduction_identity, view_as_strided, view_expand, view_permute, view_reshape,
@@ -111,6 +112,7 @@ class Lowering(torch.fx.Interpreter):
         self.example_inputs = example_inputs
         self._inputs = iter(range(len(example_inputs)))
         self._input_writes = []     # (fx node, args, kwargs) of copy_ into graph inputs, run after the outputs
+        self._slots = {}            # fx node -> its Slot (the Interpreter's env drops a node after its last use)
         # storage of an output's traced value -> the Slot of the first node holding it (its owner, once run)
         self._owners = dict.fromkeys(_storage(m) for m in _output_metas(gm.graph) if isinstance(m, torch.Tensor))
 
@@ -127,10 +129,12 @@ class Lowering(torch.fx.Interpreter):
         else:
             result = pytree.tree_map(lambda v: Slot(v, n) if is_value(v) else v, result)
         meta = n.meta.get("val")
-        if isinstance(result, Slot) and isinstance(meta, torch.Tensor):
-            storage = _storage(meta)
-            if storage in self._owners and self._owners[storage] is None:
-                self._owners[storage] = result
+        if isinstance(result, Slot):
+            self._slots[n] = result
+            if isinstance(meta, torch.Tensor):
+                storage = _storage(meta)
+                if storage in self._owners and self._owners[storage] is None:
+                    self._owners[storage] = result
         return result
 
     def placeholder(self, target, args, kwargs):
@@ -211,7 +215,7 @@ class Lowering(torch.fx.Interpreter):
             slot.current()
             if isinstance(slot.value, Pointwise) and slot.realize_reason():
                 logs.log("fusion", f"realize {slot.node.name}: {slot.realize_reason()}")
-                slot.value = realize(slot.value, self.loops, _dense_strides(slot.node.meta.get("val")))
+                slot.value = realize(slot.value, self.loops, _buffer_strides(slot.node))
             return slot.value
         return pytree.tree_map(unwrap, tree)
 
@@ -222,21 +226,25 @@ class Lowering(torch.fx.Interpreter):
                 return slot
             slot.current()
             if isinstance(slot.value, Pointwise):
-                slot.value = realize(slot.value, self.loops, _dense_strides(slot.node.meta.get("val")))
+                slot.value = realize(slot.value, self.loops, _buffer_strides(slot.node))
             return slot.value
         return pytree.tree_map(unwrap, tree)
 
-    def _traced_layout(self, tree):
+    def _traced_layout(self, tree, any_strides=False):
         """Slots -> StorageViews with the strides the trace saw. The trace picked the ATen kernel for those
         strides: efficient attention's mask is padded to aligned rows and sliced back (`pad_bias`), and
         given a compact copy instead the kernel refuses it ("attn_bias is not correctly aligned"). A value
         realized in another layout is copied into one with the traced strides (gaps kept; expanded,
-        overlapping layouts are left as they are)."""
+        overlapping layouts are left as they are). any_strides: an op that takes any strides and whose
+        result's layout does not depend on them (mm, addmm, bmm: _buffer_strides pads their operands'
+        rows) gets the values as realized."""
         def unwrap(slot):
             if not isinstance(slot, Slot):
                 return slot
             meta = slot.node.meta.get("val")
             view = self._realized(slot)
+            if any_strides:
+                return view
             strides = _gapped_strides(meta)
             if strides is None or not isinstance(view, StorageView) or \
                     tuple(as_expr(s) for s in view.sizes) != tuple(as_expr(s) for s in meta.shape) or \
@@ -253,13 +261,32 @@ class Lowering(torch.fx.Interpreter):
             return slot.value
         return pytree.tree_map(unwrap, tree)
 
+    def _realize_matmul_operands(self, args):
+        """Realize the value under each matmul operand (followed up through view ops) in the strides
+        _buffer_strides gives it, before the operand's view is realized: realized through the view, the
+        value would get eager's strides."""
+        for slot in args:
+            if not isinstance(slot, Slot):
+                continue
+            node = slot.node
+            while node.op == "call_function" and node.target in _VIEW_OPS and isinstance(node.args[0], torch.fx.Node):
+                node = node.args[0]
+            root = self._slots.get(node)
+            if root is not None:
+                root.current()
+                if isinstance(root.value, Pointwise) and root.value.view_base is None:
+                    root.value = realize(root.value, self.loops, _buffer_strides(node))
+
     def _extern(self, target, args, kwargs, reason):
         node = _current[-1]
         if reason != "extern op":
             self.loops.fallbacks.append((str(target), reason))
             logs.log("fusion", f"fallback {node.name} = {target}: {reason} (runs the ATen op, not fused)")
-        kernel = ExternKernel(self.loops.new_name("extern"), target, self._traced_layout(args),
-                              self._traced_layout(kwargs), reason)
+        any_strides = target in MM_OPS
+        if any_strides:
+            self._realize_matmul_operands(args)
+        kernel = ExternKernel(self.loops.new_name("extern"), target, self._traced_layout(args, any_strides),
+                              self._traced_layout(kwargs, any_strides), reason)
         self.loops.nodes.append(kernel)
 
         def make_output(path, meta):
@@ -509,6 +536,52 @@ def _gapped_strides(meta):
     return tuple(as_expr(s) for s in meta.stride())
 
 
+MM_OPS = {aten.mm.default, aten.addmm.default, aten.bmm.default}
+# ops through which a value reaches a matmul as the same memory
+_VIEW_OPS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.t.default,
+             aten.transpose.int, aten.permute.default}
+PAD_MM_OPERAND_MIN_ELEMENTS = 1 << 22
+
+
+def _buffer_strides(node):
+    """The strides of the buffer a node's value is realized into: eager's (_dense_strides), or, for a
+    large 16-bit CUDA value whose rows (last dim) are no multiple of 8 elements long and that a matmul
+    reads (through views), rows padded to one: cuBLAS's fast kernels need 16-byte aligned leading
+    dimensions (a 50257-wide logits gradient took cuBLAS's sm75 kernels, 2.3 ms per product on the H200,
+    where Inductor pads). Not for graph outputs (their callers expect eager's strides)."""
+    meta = node.meta.get("val")
+    strides = _dense_strides(meta)
+    if strides is None or not config.triton_pad_mm or meta.device.type != "cuda" or \
+            meta.dtype not in (torch.bfloat16, torch.float16) or meta.dim() < 2 or \
+            tuple(meta.stride()) != tuple(torch._prims_common.make_contiguous_strides_for(meta.shape)):
+        return strides
+    cols = meta.shape[-1]
+    if type(cols) is not int or cols % 8 == 0 or meta.numel() < PAD_MM_OPERAND_MIN_ELEMENTS or \
+            not _feeds_matmul(node):
+        return strides
+    sizes = [*meta.shape[:-1], cols + -cols % 8]
+    return tuple(as_expr(s) for s in contiguous_strides(sizes))
+
+
+def _feeds_matmul(node):
+    """Whether node's value reaches a matmul's operand through view ops, with neither it nor any of those
+    views a graph output."""
+    closure, stack, feeds = set(), [node], False
+    while stack:
+        current = stack.pop()
+        if current in closure:
+            continue
+        closure.add(current)
+        for user in current.users:
+            if user.op == "output":
+                return False
+            if user.op == "call_function" and user.target in MM_OPS:
+                feeds = True
+            elif user.op == "call_function" and user.target in _VIEW_OPS:
+                stack.append(user)
+    return feeds
+
+
 def _dense_strides(meta):
     """meta's strides if they lay its elements out without gaps or overlaps (some permutation of
     contiguous), else None: buffers realized for an fx node keep eager's memory layout."""
@@ -652,7 +725,85 @@ def reduce(x, dims, reduction_type, dtype, keepdim, acc_dtype=None):
             else:
                 full.append(next(it_out))
         return loader(full)
+    splits = split_count(out_sizes, red_sizes, reduction_type, x.device, _innermost_reduced(dims))
+    if splits:
+        return _split_reduce(inner, out_sizes, red_sizes, reduction_type, dtype, acc_dtype, x.device, splits)
     red = Reduction(out_sizes, red_sizes, reduction_type, dtype, acc_dtype, x.device, inner)
+    return realize(red, current_graph())
+
+
+# A long reduction with few results is split in two on the GPU (split_count).
+SPLIT_MIN_LENGTH = 2048       # elements reduced per result, at least
+SPLIT_MAX_COLUMNS = 8192      # results of a column reduction, at most
+SPLIT_MAX_ROWS = 128          # results of a row reduction, at most
+SPLIT_TARGET = 32768          # results * pieces, at most
+SPLIT_MIN_PIECE = 256         # elements per piece, at least
+
+
+def _innermost_reduced(dims):
+    """Whether the input's innermost dim in memory (its stride-1 dim, as the trace laid it out) is
+    reduced: a row reduction. None where the input's layout is not known."""
+    node = _current[-1] if _current else None
+    arg = node.args[0] if node is not None and node.args else None
+    meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(meta, torch.Tensor) or meta.dim() == 0:
+        return None
+    strides = [st if n != 1 else None for n, st in zip(meta.shape, meta.stride())]
+    candidates = [d for d, st in enumerate(strides) if st == 1]
+    if not candidates:
+        return None
+    return candidates[-1] in dims
+
+
+def split_count(out_sizes, red_sizes, reduction_type, device, row=None):
+    """Into how many pieces a reduction is split (0: not split). A Triton kernel runs a reduction's
+    results in parallel and each result's elements one after another; a column reduction (the input's
+    innermost dim is kept: a bias's or a channels-last BatchNorm's gradient, a sum over every row for a
+    few hundred columns) takes 64 results per program. A long reduction with few results then keeps a
+    few programs busy and the GPU idle. Split, each of up to SPLIT_TARGET // results pieces of at least
+    SPLIT_MIN_PIECE elements reduces into a partial result, and a second reduction combines the partials
+    (sum, max, min: the same operation; in float32 for floats). Row reductions (row: True, or None where
+    the layout is unknown) split only when there are at most SPLIT_MAX_ROWS results: a program per row
+    already fills the GPU, and splitting would cost a second pass (a softmax's max and sum are one
+    looped kernel). Triton only (the C++ codegen's threads split the results, or a long row's vector
+    loop is fast): on CUDA, and on the CPU under GRAPHJIT_TRITON_CPU so that the interpreter tests check
+    the split kernels."""
+    if reduction_type not in ("sum", "max", "min") or not (device.type == "cuda" or config.triton_cpu):
+        return 0
+    results, length = product(out_sizes), product(red_sizes)
+    if not (results.is_Integer and length.is_Integer):
+        return 0
+    results, length = int(results), int(length)
+    if results > (SPLIT_MAX_COLUMNS if row is False else SPLIT_MAX_ROWS) or length < SPLIT_MIN_LENGTH:
+        return 0
+    pieces = min(length // SPLIT_MIN_PIECE, SPLIT_TARGET // max(results, 1))
+    pieces = 1 << (pieces.bit_length() - 1) if pieces > 0 else 0       # a power of two, rounded down
+    return pieces if pieces >= 2 else 0
+
+
+def _split_reduce(inner, out_sizes, red_sizes, reduction_type, dtype, acc_dtype, device, pieces):
+    """reduce()'s reduction in two: partial[p, index] reduces the p-th of `pieces` runs of the flattened
+    reduction index (the last run masked to the length), then out[index] reduces over p."""
+    length = int(product(red_sizes))
+    piece = -(-length // pieces)
+    strides = contiguous_strides(red_sizes)
+    identity = reduction_identity(reduction_type, acc_dtype)
+
+    def partial_inner(index, rindex):
+        flat = index[0] * piece + rindex[0]
+        rdims = [FloorDiv(flat, st) if d == 0 else Mod(FloorDiv(flat, st), size)
+                 for d, (st, size) in enumerate(zip(strides, red_sizes))]
+        if len(red_sizes) == 1:
+            rdims = [flat]
+        if piece * pieces == length:
+            return inner(index[1:], rdims)
+        inside = ops.lt(ops.index_expr(flat, torch.int64), ops.constant(length, torch.int64))
+        return ops.masked(inside, lambda: inner(index[1:], rdims), identity, acc_dtype)
+    partial = Reduction((sympy.Integer(pieces), *out_sizes), (sympy.Integer(piece),), reduction_type, acc_dtype,
+                        acc_dtype, device, partial_inner)
+    partial_loader = realize(partial, current_graph()).make_loader()
+    red = Reduction(out_sizes, (sympy.Integer(pieces),), reduction_type, dtype, acc_dtype, device,
+                    lambda index, rindex: partial_loader([rindex[0], *index]))
     return realize(red, current_graph())
 
 
