@@ -71,8 +71,11 @@ def bert(big):
 
 
 def resnet50(big):
-    import torchvision
-    return torchvision.models.resnet50() if big else torchvision.models.resnet18(num_classes=10)
+    if big:
+        import torchvision
+        return torchvision.models.resnet50()
+    from tests.models.plain import ResNet       # no torchvision on the CPU machine
+    return ResNet(widths=(32, 64, 128), blocks_per_stage=2)
 
 
 def vit(big):
@@ -117,7 +120,7 @@ WORKLOADS = {
              token_batch((8, 512, 50257), (4, 128, 1000))),
     "bert": ("BERT-base MLM, batch 16 x 128", "BERT 2 layers 128 wide MLM, batch 4 x 128", bert,
              token_batch((16, 128, 30522), (4, 128, 1000))),
-    "resnet50": ("ResNet-50, batch 32, channels_last", "ResNet-18, batch 8 x 64 x 64", resnet50,
+    "resnet50": ("ResNet-50, batch 32, channels_last", "ResNet (BasicBlocks 32-64-128, 2 per stage), batch 8 x 64 x 64", resnet50,
                  image_batch(224, 1000, 32, None, channels_last=True)),
     "vit": ("ViT-B/16, batch 32", "ViT 2 layers 128 wide, batch 8 x 64 x 64", vit,
             image_batch(224, 1000, 32, "pixel_values")),

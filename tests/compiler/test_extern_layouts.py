@@ -30,10 +30,12 @@ def padded_rows(x, y):
     return torch.mm(F.pad(x.sin(), (0, 3))[:, :5], y)
 
 
-def test_a_padded_and_sliced_operand_keeps_its_row_stride():
+def test_a_padded_and_sliced_matmul_operand_is_given_as_realized():
+    """Matmuls take any strides and their result's layout does not depend on them: a matmul operand is
+    not copied into its traced strides (lowering._buffer_strides may have padded its rows)."""
     x, y = torch.randn(4, 5), torch.randn(5, 3)
     ((traced, given),) = extern_layouts(padded_rows, x, y)
-    assert given == [tuple(s) for s in traced] == [(8, 1), (3, 1)]
+    assert [tuple(s) for s in traced] == [(8, 1), (3, 1)] and given == [(5, 1), (3, 1)]
     compiled = graphjit.compile(padded_rows, backend="graphjit")
     for _ in range(2):
         x, y = torch.randn(4, 5), torch.randn(5, 3)
@@ -50,7 +52,7 @@ def test_transposed_and_expanded_operands_are_not_copied():
 
 def test_a_padded_broadcast_operand_keeps_its_row_stride_and_broadcast():
     """Efficient attention's mask: [batch, heads (expanded), q, k] padded along k to an aligned row and
-    sliced back. Checked through a matmul, whose operand gets the same treatment."""
+    sliced back, here read by a matmul: results equal eager's."""
     def f(m, y):
         padded = F.pad(m.sin(), (0, 2))[..., :6]            # [2, 1, 3, 6], row stride 8
         return torch.matmul(padded.expand(2, 4, 3, 6), y)   # heads broadcast: stride 0

@@ -6,6 +6,7 @@
     python -m tests.fuzz --seed 0 --count 1 --show                   # print one program and its result
     python -m tests.fuzz --seed 10 --jobs 4 --minutes 60             # 4 processes, seeds 10..13
     python -m tests.fuzz --seed 3 --minutes 10 --dynamic             # compile(dynamic=True)
+    python -m tests.fuzz --seed 4 --minutes 10 --grad                # gradients too (training graphs)
 
 Program i of a run has seed `seed * 100000 + i`, so `--seed S --start I --count 1` reruns one of them.
 """
@@ -22,10 +23,11 @@ from .runner import FAILURES, describe
 from .worker import Worker
 
 
-def make(mode, seed, triton, dynamic=False):
+def make(mode, seed, triton, dynamic=False, grad=False):
     prog = pyprog.generate(seed) if mode == "python" else generator.generate(seed, triton=triton)
     if dynamic:
         prog.dynamic = True
+    prog.grad = grad
     return prog
 
 
@@ -43,7 +45,7 @@ def fuzz(args):
         while time.monotonic() < deadline and (args.count is None or i < args.start + args.count):
             seed = args.seed * 100000 + i
             i += 1
-            prog = make(args.mode, seed, args.triton, args.dynamic)
+            prog = make(args.mode, seed, args.triton, args.dynamic, args.grad)
             res = run(prog.source())
             counts[res["status"]] += 1
             graphs.update(programs=1, captured=res.get("graphs", 0) > 0, ops=res.get("ops", 0))
@@ -65,6 +67,7 @@ def fuzz_jobs(args):
               str(args.timeout), "--shrink-runs", str(args.shrink_runs)]
     shared += ["--start", str(args.start)] + ["--count", str(args.count)] * (args.count is not None)
     shared += ["--triton"] * args.triton + ["--no-shrink"] * args.no_shrink + ["--dynamic"] * args.dynamic
+    shared += ["--grad"] * args.grad
     procs = []
     for seed in range(args.seed, args.seed + args.jobs):
         log = os.path.join(args.out, f"log_{seed}.txt")
@@ -120,6 +123,8 @@ def parse(argv):
     p.add_argument("--count", type=int, default=None, help="stop after this many programs")
     p.add_argument("--dynamic", action="store_true", help="compile with dynamic=True: one symbolic graph from "
                    "the first call, run on every variant's sizes")
+    p.add_argument("--grad", action="store_true", help="floating arguments require grad; gradients compared "
+                   "too (graphs go through compiler/training.py)")
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--shrink-runs", type=int, default=60, help="runs one shrink may spend (default 60)")
     p.add_argument("--timeout", type=int, default=180, help="seconds before a program counts as a hang")

@@ -143,6 +143,7 @@ class Program:
     params: list = dataclasses.field(default_factory=list)   # python mode: f's parameters
     triton: bool = False
     dynamic: object = None     # compile(dynamic=...) of the compiled run: None (automatic) or True
+    grad: bool = False         # floating arguments require grad; gradients compared (runner.run's grad)
 
     def copy(self, **changes):
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -172,6 +173,8 @@ class Program:
         parts.append(f"\n\nCALLS = {self.calls!r}\nMODE = {self.mode!r}\nTRITON = {self.triton!r}\n")
         if self.dynamic is not None:
             parts.append(f"DYNAMIC = {self.dynamic!r}\n")
+        if self.grad:
+            parts.append("GRAD = True\n")
         return "".join(parts)
 
     def used_names(self):

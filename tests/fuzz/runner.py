@@ -26,13 +26,16 @@ import warnings
 
 from . import compare, program
 
-FAILURES = ("wrong", "wrong_mutation", "wrong_meta", "alias", "alias_outputs", "fallback", "crash", "segv", "hang")
+FAILURES = ("wrong", "wrong_grad", "wrong_mutation", "wrong_meta", "alias", "alias_outputs", "fallback", "crash", "segv", "hang")
 # a graphjit warning that its compiler (or another backend) raised and the graph ran as captured
 FALLBACK = re.compile(r"graphjit: backend .* failed \(|graphjit compiler failed|Running this graph eagerly")
 
 
-def run(src, backend="graphjit", triage=True, attribute=True, calls=None):
-    """The result dict of running src's call plan (or `calls`) eagerly and through graphjit.compile."""
+def run(src, backend="graphjit", triage=True, attribute=True, calls=None, grad=False):
+    """The result dict of running src's call plan (or `calls`) eagerly and through graphjit.compile.
+    grad (or GRAD = True in src): floating arguments require grad, and each call also backpropagates a
+    fixed random projection of the floating outputs into the arguments: their gradients are compared
+    too (status wrong_grad)."""
     import graphjit
     graphjit.reset()
     ns_e, ns_c = program.load(src), program.load(src)
@@ -40,8 +43,9 @@ def run(src, backend="graphjit", triage=True, attribute=True, calls=None):
     res = {"status": "ok", "calls_done": 0, "fallbacks": [], "mismatches": [], "aliases": None}
     counting = Counting(backend)
     compiled = graphjit.compile(ns_c["f"], backend=counting, dynamic=ns_c.get("DYNAMIC"))
+    grad = grad or bool(ns_c.get("GRAD"))
     for i, (variant, seed) in enumerate(calls):
-        step = _call(ns_e, ns_c, compiled, variant, seed)
+        step = _call(ns_e, ns_c, compiled, variant, seed, grad)
         res["fallbacks"] += step.pop("fallbacks", [])
         if variant == "C" and step.get("status") == "invalid":
             break                   # third sizes the program can't take (program.py): no verdict
@@ -51,6 +55,8 @@ def run(src, backend="graphjit", triage=True, attribute=True, calls=None):
         res["calls_done"] = i + 1
     if res["status"] == "wrong":
         _triage(src, calls[:res["call"] + 1], res, triage)
+    if res["status"] == "wrong_grad":
+        _triage_gradients(src, calls[:res["call"] + 1], res)
     if res["status"] == "ok" and res["fallbacks"]:
         res["status"] = "fallback"
     if res["status"] in FAILURES and attribute and backend == "graphjit":
@@ -74,24 +80,34 @@ class Counting:
         return self.backend(gm, example_inputs)
 
 
-def _call(ns_e, ns_c, compiled, variant, seed):
+def _call(ns_e, ns_c, compiled, variant, seed, grad=False):
     """One call of the plan: {} when eager and compiled agree, else the fields that say how not."""
     try:
-        args_e = ns_e["make_inputs"](seed, variant)
+        args_e = _requiring_grad(ns_e["make_inputs"](seed, variant), grad)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out_e = ns_e["f"](*args_e)
+            grads_e = _gradients(out_e, args_e) if grad else None
     except Exception as e:  # noqa: BLE001 - any eager error makes the program invalid, not a failure
         return {"status": "invalid", "msg": f"eager raised {type(e).__name__}: {str(e)[:300]}"}
-    args_c = ns_c["make_inputs"](seed, variant)
+    args_c = _requiring_grad(ns_c["make_inputs"](seed, variant), grad)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             out_c = compiled(*args_c)
+            grads_c = _gradients(out_c, args_c) if grad else None
         except Exception as e:  # noqa: BLE001
             return {"status": "crash", "exc": type(e).__name__, "msg": str(e)[:800],
                     "tb": traceback.format_exc()[-4000:], "fallbacks": _fallbacks(caught)}
     step = {"fallbacks": _fallbacks(caught)}
+    if grad:
+        wrong = _gradient_mismatch(grads_e, grads_c)
+        if wrong:
+            step.update(status="wrong_grad", msg=wrong, grads=grads_c)
+            return step
+        args_e, args_c = ([a.detach() if isinstance(a, _torch().Tensor) else a for a in args]
+                          for args in (args_e, args_c))
+        out_e, out_c = (_detached(o) for o in (out_e, out_c))
     st_e, st_c = compare.state(out_e, args_e, ns_e), compare.state(out_c, args_c, ns_c)
     mismatches = compare.diff(st_e, st_c)
     if mismatches:
@@ -102,6 +118,133 @@ def _call(ns_e, ns_c, compiled, variant, seed):
         with_args = any(r and r["storage"].startswith("arg") for d in aliases.values() for r in d.values())
         step.update(status="alias" if with_args else "alias_outputs", aliases=aliases)
     return step if len(step) > 1 or step["fallbacks"] else {}
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _requiring_grad(args, grad):
+    """args, with each floating tensor that is a leaf made to require grad (when grad)."""
+    if not grad:
+        return args
+    torch = _torch()
+    return tuple(a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() and a.is_leaf
+                 else a for a in args)
+
+
+def _float_outputs(out):
+    torch = _torch()
+    leaves = out if isinstance(out, (tuple, list)) else [out]
+    return [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def _gradients(out, args):
+    """The gradients of the arguments that require grad, of the floating outputs that require grad, each
+    times a fixed random tensor (seeded by its position) summed; None where nothing requires grad."""
+    torch = _torch()
+    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    outs = _float_outputs(out)
+    if not inputs or not outs:
+        return None
+    loss = sum((t * torch.randn(t.shape, generator=torch.Generator().manual_seed(i), dtype=torch.float32)
+                .to(t.dtype)).sum().float() for i, t in enumerate(outs))
+    return torch.autograd.grad(loss, inputs, allow_unused=True)
+
+
+def _gradient_mismatch(expected, actual):
+    """What differs between eager's and compiled gradients (None where nothing does): a missing gradient
+    counts as zeros; NaN and infinities must be where eager has them; finite values within a tolerance
+    of the largest finite gradient (1e-3 for 32/64-bit floats, 3e-2 for 16-bit ones)."""
+    torch = _torch()
+    if (expected is None) != (actual is None):
+        return f"gradients: eager {'none' if expected is None else len(expected)}, compiled " \
+               f"{'none' if actual is None else len(actual)}"
+    for k, (e, a) in enumerate(zip(expected or (), actual or ())):
+        if e is None and a is None:
+            continue
+        e = torch.zeros_like(a) if e is None else e
+        a = torch.zeros_like(e) if a is None else a
+        if e.shape != a.shape or e.dtype != a.dtype:
+            return f"gradient {k}: eager {e.dtype}{list(e.shape)}, compiled {a.dtype}{list(a.shape)}"
+        e64, a64 = e.double(), a.double()
+        if not torch.equal(e64.isnan(), a64.isnan()) or not torch.equal(e64.isinf() * e64.sign(),
+                                                                         a64.isinf() * a64.sign()):
+            return f"gradient {k}: NaN or infinities differ"
+        finite = e64.isfinite()
+        if finite.any():
+            scale = max(1.0, e64[finite].abs().max().item())
+            tol = 3e-2 if e.dtype in (torch.float16, torch.bfloat16) else 1e-3
+            worst = (e64[finite] - a64[finite]).abs().max().item()
+            if worst > tol * scale:
+                return f"gradient {k}: max abs diff {worst:.3g} > {tol} x {scale:.3g}"
+    return None
+
+
+def _triage_gradients(src, calls, res):
+    """A gradient mismatch that AOTAutograd alone gives too (its joint graph run with eager halves, no
+    graphjit kernels) is torch's tracing-time backward formulas against eager's backward kernels: they
+    differ on special values (prod's gradient by exclusive products where eager divides the product by
+    each element, inf/inf = NaN; layer_norm's over values near 1e30, where eager's float32 variance
+    overflows). Such a mismatch is noise; one AOTAutograd does not give is graphjit's."""
+    ours = res.pop("grads", None)
+    reference = _reference_gradients(src, calls, res)
+    if reference is not None and ours is not None and _gradient_mismatch(
+            [r.to(o.dtype) if r is not None and o is not None else r for r, o in zip(reference, ours)], ours) is None:
+        res["status"] = "noise"
+        res.setdefault("notes", []).append("the float64 reference gives these gradients: eager's are off "
+                                           "(an overflow in its float32 arithmetic)")
+        return
+    try:
+        import graphjit
+        from graphjit.compiler.training import compile_training
+        graphjit.reset()
+        ns = program.load(src)
+        compiled = graphjit.compile(ns["f"], backend=lambda gm, inputs: compile_training(
+            gm, inputs, lambda graph, example_inputs: graph.forward), dynamic=ns.get("DYNAMIC"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for variant, seed in calls:
+                args = _requiring_grad(ns["make_inputs"](seed, variant), True)
+                reference = _gradients(compiled(*args), args)
+    except Exception as e:  # noqa: BLE001
+        res.setdefault("notes", []).append(f"AOTAutograd-only replay raised {type(e).__name__}: {str(e)[:200]}")
+        return
+    if _gradient_mismatch(reference, ours) is None:
+        res["status"] = "noise"
+        res.setdefault("notes", []).append("AOTAutograd with eager halves gives the same gradients: torch's "
+                                           "traced backward formulas, not graphjit's kernels")
+
+
+def _reference_gradients(src, calls, res):
+    """The gradients of the plan's last call in the float64 reference run (None where it raised)."""
+    import torch
+    saved = torch.get_default_dtype()
+    try:
+        ns = program.load(src, ref=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for variant, seed in calls:
+                args = _requiring_grad(ns["make_inputs"](seed, variant), True)
+                torch.set_default_dtype(torch.float64)
+                try:
+                    grads = _gradients(ns["f"](*args), args)
+                finally:
+                    torch.set_default_dtype(saved)
+        return grads
+    except Exception as e:  # noqa: BLE001
+        res.setdefault("notes", []).append(f"float64 replay raised {type(e).__name__}: {str(e)[:200]}")
+        return None
+
+
+def _detached(out):
+    torch = _torch()
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_detached(o) for o in out)
+    return out
 
 
 def _fallbacks(caught):

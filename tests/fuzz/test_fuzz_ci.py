@@ -80,6 +80,8 @@ TRITON_RANDOM_SEEDS = range(30)
 # their own, so these are other programs than the static runs')
 DYNAMIC_TENSOR_SEEDS = _plus_found("dynamic-tensor", range(5000, 5020))
 DYNAMIC_PYTHON_SEEDS = _plus_found("dynamic-python", range(5000, 5030))
+# floating arguments require grad and gradients are compared too (training graphs: compiler/training.py)
+GRAD_TENSOR_SEEDS = _plus_found("grad-tensor", range(4000000, 4000020))
 
 
 def _seeds(mode, seeds, one_python=()):
@@ -152,3 +154,13 @@ def test_dynamic_tensor_program(seed, worker, tmp_path):
 @pytest.mark.parametrize("seed", _seeds("dynamic-python", DYNAMIC_PYTHON_SEEDS))
 def test_dynamic_python_program(seed, worker, tmp_path):
     _check(("dynamic-python", seed), _dynamic(pyprog.generate(seed)), "eager", worker, tmp_path)
+
+
+def _grad(prog):
+    prog.grad = True
+    return prog
+
+
+@pytest.mark.parametrize("seed", _seeds("grad-tensor", GRAD_TENSOR_SEEDS))
+def test_grad_tensor_program(seed, worker, tmp_path):
+    _check(("grad-tensor", seed), _grad(generator.generate(seed)), "graphjit", worker, tmp_path)

@@ -18,6 +18,7 @@ from graphjit.testing import assert_same, check_module, check_training, clone_tr
 from .gaps import (BACKWARD_GAPS, EXPECTED_GRAPHS, GAPS, ONE_GRAPH_GAPS, WRONG_WITH_BREAKS, params,
                   skip_if_missing)
 from .zoo import ZOO, build
+from ..conftest import runs_here
 
 ATOL = RTOL = 1e-5
 
@@ -89,7 +90,10 @@ def test_gap_models_match_eager_with_breaks(name):
 def test_train_steps_through_the_compiler(name):
     """Train mode through graphjit's compiler (forward and backward halves from AOTAutograd, C++ kernels):
     two steps of forward, loss, backward and SGD; losses, outputs, gradients and the state_dict after each
-    step match eager's, and every half of every graph compiled."""
+    step match eager's, and every half of every graph compiled. Each entry runs on one Python of
+    conftest.SPREAD (a compile of both halves takes 3-14 s; tests/compiler/test_training.py runs on all)."""
+    if not runs_here(TRAIN.index(name)):
+        pytest.skip("spread over the test matrix (conftest.runs_here)")
     skip_if_missing(name)
     spec = ZOO[name]
     check_training(spec.factory, lambda: (), kwargs_factory=spec.inputs, loss=_scalar, steps=2, graphs=None,
