@@ -27,6 +27,9 @@ import torch
 from .. import logs
 
 
+SAVED_VALUE_WRITTEN = "one of the variables needed for gradient computation has been modified by an inplace"
+
+
 def needs_autograd(gm, example_inputs):
     """Whether a graph must record gradients: grad mode is on and an input requires grad."""
     return torch.is_grad_enabled() and any(
@@ -60,10 +63,19 @@ def compile_training(gm, example_inputs, compile_fn):
             return _boxed(compiled)
         return compiler
 
-    run = aot_module_simplified(gm, example_inputs, fw_compiler=half("forward"),
-                                bw_compiler=half("backward"), inference_compiler=half("inference"),
-                                partition_fn=min_cut_rematerialization_partition,
-                                decompositions=decomposition_table(), keep_inference_input_mutations=True)
+    try:
+        run = aot_module_simplified(gm, example_inputs, fw_compiler=half("forward"),
+                                    bw_compiler=half("backward"), inference_compiler=half("inference"),
+                                    partition_fn=min_cut_rematerialization_partition,
+                                    decompositions=decomposition_table(), keep_inference_input_mutations=True)
+    except RuntimeError as e:
+        if SAVED_VALUE_WRITTEN not in str(e):
+            raise
+        # the graph writes in place to a value its gradient needs: eager raises only if backward runs, so
+        # the graph runs as captured, which raises then too
+        logs.log("fusion", f"{name}: running the graph as captured: AOTAutograd's joint trace failed: "
+                           f"{str(e).splitlines()[0]}")
+        return gm.forward
     run.graphjit_halves = halves     # the halves compiled so far (the backward at the first backward)
     return run
 

@@ -202,3 +202,4 @@ def test_inference_graph_changing_autocast_and_grad_mode_compiles(backend, grad)
     model = AutocastInside(enable_grad=True).eval().requires_grad_(False)
     testing.check(model, lambda: (r(8, 16),), backend=graphjit_backend, atol=2e-2, rtol=2e-2,
                   context=lambda: torch.set_grad_enabled(grad))
+
