@@ -940,12 +940,18 @@ def div(a, b, rounding_mode=None):
 
 @register(*overloads(aten.pow, ("Tensor_Scalar", "Tensor_Tensor", "Scalar")))
 def pow(a, b):
-    """A number base or exponent is converted to the result's dtype first, as eager's kernels do."""
+    """A number base or exponent is converted to the result's dtype first, as eager's kernels do. The
+    exponents eager's kernels compute otherwise than pow() are computed as they do: 0.5 sqrt, -1 1/x, 2
+    and 3 products, and for float32/float64 -0.5 1/sqrt (-inf at -0.0, where pow gives inf) and -2
+    1/(x*x) (0 where x*x overflows, where pow gives a subnormal). 16-bit results of these exponents may
+    differ from eager's CPU kernel by a rounding of its intermediate (within the dtype's tolerance)."""
     dtype = out_meta().dtype
     a, b = held(a, dtype), held(b, dtype)
     if is_value(a) and not is_value(b) and dtype.is_floating_point:
         special = {2: ops.square, 0.5: ops.sqrt, 1: lambda x: x, -1: ops.reciprocal,
                    3: lambda x: ops.mul(ops.square(x), x)}
+        if dtype in (torch.float32, torch.float64):     # 16-bit: eager's CPU kernel rounds 1/sqrt's sqrt
+            special.update({-0.5: ops.rsqrt, -2: lambda x: ops.reciprocal(ops.square(x))})
         if b in special:
             return make_pointwise(special[b], a, dtype=dtype)
     return make_pointwise(ops.pow, a, b, dtype=dtype)

@@ -108,3 +108,17 @@ def test_eager_math_gives_eagers_bits(name, dtype):
             got = graphjit.compile(lambda t: fn(t) * 1)(tail)
             if name not in ("atan2", "pow"):    # (their second operand differs in the tail)
                 torch.testing.assert_close(got[-13:], got[:13], rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("exponent", [-0.5, -2.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pow_by_the_exponents_eager_special_cases(exponent, dtype, backend):
+    """Eager computes pow(x, -0.5) as 1/sqrt(x) (-inf at -0.0, where pow() gives inf) and pow(x, -2) as
+    1/(x*x) (0 where x*x overflows; pow() gives a subnormal): found through a gradient (pow(x, 0.5)'s
+    backward is pow(x, -0.5)), fuzz seed 4100007. Exact on the special values; random ones within the
+    dtype's tolerance."""
+    special = torch.tensor([-0.0, 0.0, 1e20, -1e20, 3.0, -2.0, 1e-20, float("inf"), float("-inf"), float("nan")],
+                           dtype=dtype)
+    check_calls(lambda x: x.pow(exponent), lambda call: (special.clone(),), backend)
+    check_calls(lambda x: x.pow(exponent), lambda call: (torch.randn(50, dtype=dtype) + 2,), backend,
+                atol=None, rtol=None)

@@ -36,6 +36,8 @@ def cases():
         ("max with NaN", lambda x: (x.amax(), x.amin()), [(with_nan,)]),
         ("int sum", lambda x: x.sum(0), [(torch.randint(-5, 5, (3000, 4), generator=g),)]),
         ("bool any/all", lambda x: (x.any(), x.all()), [(r(4000) > 2.5,)]),
+        ("ragged bool and int", lambda x, y: (x.any(), x.all(), y.amax(), y.amin()),
+         [(r(4099) > 2.5, torch.randint(-9, 9, (4099,), generator=g))]),
     ]
 
 

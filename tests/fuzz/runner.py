@@ -100,11 +100,7 @@ def _call(ns_e, ns_c, compiled, variant, seed, grad=False):
             return {"status": "crash", "exc": type(e).__name__, "msg": str(e)[:800],
                     "tb": traceback.format_exc()[-4000:], "fallbacks": _fallbacks(caught)}
     step = {"fallbacks": _fallbacks(caught)}
-    if grad:
-        wrong = _gradient_mismatch(grads_e, grads_c)
-        if wrong:
-            step.update(status="wrong_grad", msg=wrong, grads=grads_c)
-            return step
+    if grad:        # outputs first: a forward mismatch (and its triage) explains the gradients' too
         args_e, args_c = ([a.detach() if isinstance(a, _torch().Tensor) else a for a in args]
                           for args in (args_e, args_c))
         out_e, out_c = (_detached(o) for o in (out_e, out_c))
@@ -113,6 +109,11 @@ def _call(ns_e, ns_c, compiled, variant, seed, grad=False):
     if mismatches:
         step.update(status="wrong", mismatches=mismatches, states=(st_e, st_c))
         return step
+    if grad:
+        wrong = _gradient_mismatch(grads_e, grads_c)
+        if wrong:
+            step.update(status="wrong_grad", msg=wrong, grads=grads_c)
+            return step
     aliases = compare.alias_diff(compare.aliasing(out_e, args_e), compare.aliasing(out_c, args_c))
     if aliases:
         with_args = any(r and r["storage"].startswith("arg") for d in aliases.values() for r in d.values())
