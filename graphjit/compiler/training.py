@@ -63,6 +63,10 @@ def compile_training(gm, example_inputs, compile_fn):
             return _boxed(compiled)
         return compiler
 
+    if _writes(gm) and _shared_memory(example_inputs):
+        logs.log("fusion", f"{name}: running the graph as captured: it writes in place and two of its inputs "
+                           f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
+        return gm.forward
     try:
         run = aot_module_simplified(gm, example_inputs, fw_compiler=half("forward"),
                                     bw_compiler=half("backward"), inference_compiler=half("inference"),
@@ -77,7 +81,50 @@ def compile_training(gm, example_inputs, compile_fn):
                            f"{str(e).splitlines()[0]}")
         return gm.forward
     run.graphjit_halves = halves     # the halves compiled so far (the backward at the first backward)
+    if _writes(gm):
+        return _CheckingAliases(run, gm.forward, halves)
     return run
+
+
+def _writes(gm):
+    """Whether the captured graph may write in place: an in-place method or function (name ending in
+    `_`), or an item assignment."""
+    import operator
+    for node in gm.graph.nodes:
+        if node.op == "call_method" and node.target.endswith("_") and not node.target.startswith("_") and \
+                node.target != "requires_grad_":
+            return True
+        if node.op == "call_function":
+            fn_name = getattr(node.target, "__name__", "")
+            if node.target is operator.setitem or (fn_name.endswith("_") and not fn_name.startswith("_")):
+                return True
+    return False
+
+
+def _shared_memory(values):
+    """Whether two tensors among values share a storage."""
+    seen = set()
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            key = v.untyped_storage().data_ptr()
+            if key in seen:
+                return True
+            seen.add(key)
+    return False
+
+
+class _CheckingAliases:
+    """A compiled training graph that writes in place, compiled for inputs in separate memory: a call whose
+    inputs share memory runs the graph as captured instead (AOTAutograd's write-back of inputs that share
+    memory differs from eager's)."""
+
+    def __init__(self, compiled, captured, halves):
+        self.compiled, self.captured, self.graphjit_halves = compiled, captured, halves
+
+    def __call__(self, *args):
+        if _shared_memory(args):
+            return self.captured(*args)
+        return self.compiled(*args)
 
 
 class Half:

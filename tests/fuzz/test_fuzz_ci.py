@@ -62,6 +62,10 @@ FOUND = {
     ("tensor", 7100142): "bfloat16 logit(eps): 1 - eps not rounded to bfloat16 (6.9 for eager's inf)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
                               "warned it failed (now: runs as captured, the reason logged)",
+    ("grad-tensor", 4100007): "pow(x, -0.5) at -0.0: inf where eager's 1/sqrt gives -inf (pow(x, 0.5)'s "
+                              "gradient)",
+    ("grad-tensor", 4100065): "a training graph writing into an input that shares memory with another: "
+                              "AOTAutograd's write-back differed from eager's (now: runs as captured)",
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {key: FOUND[key] for key in []}
