@@ -9,6 +9,8 @@ import torch
 
 from graphjit.compiler import lowering
 
+from ..conftest import other_python
+
 from .harness import run_cases, triton_devices
 
 pytest.importorskip("triton")
@@ -44,7 +46,8 @@ def cases():
 CASES = cases()
 
 
-@pytest.mark.parametrize("device", triton_devices())
+@pytest.mark.parametrize("device", [pytest.param("cpu", id="interpret", marks=other_python()),
+                                    *triton_devices()[1:]])
 @pytest.mark.parametrize("name,fn,inputs", CASES, ids=[c[0] for c in CASES])
 def test_split_reduction_matches_eager(name, fn, inputs, device):
     compiled = run_triton(fn, inputs, device)
