@@ -153,7 +153,7 @@ def unsupported_reason(gm, example_inputs):
 
 def graph_reason(gm, example_inputs):
     """What any of graphjit's codegens refuses in a graph of tensor inputs: gradients, global state."""
-    if torch.is_grad_enabled() and any(getattr(v, "requires_grad", False) for v in example_inputs):
+    if needs_autograd(example_inputs):
         return "inputs require grad and grad mode is on: compile_graph compiles inference graphs " \
                "(the graphjit backend sends such graphs through AOTAutograd: compiler/training.py)"
     name = changes_state(gm)
@@ -161,6 +161,12 @@ def graph_reason(gm, example_inputs):
         return f"the graph changes global state ({name}; the graphjit backend sends such graphs through " \
                f"AOTAutograd: compiler/training.py)"
     return None
+
+
+def needs_autograd(example_inputs):
+    """Whether a graph must record gradients: grad mode is on and an input requires grad."""
+    return torch.is_grad_enabled() and any(
+        isinstance(v, torch.Tensor) and v.requires_grad for v in example_inputs)
 
 
 def changes_state(gm):

@@ -453,17 +453,28 @@ def row_padded_layout(target, node, meta):
     """The layout of a large 16-bit CUDA mm/addmm output whose width isn't a multiple of 8, rows padded to
     one (config.triton_pad_mm: the Triton wrapper runs the product padded and views its first N columns), else
     None (eager's layout)."""
-    if not config.triton_pad_mm or target not in (aten.mm.default, aten.addmm.default) or meta.dim() != 2 or \
-            meta.device.type != "cuda" or meta.dtype not in (torch.bfloat16, torch.float16):
+    if target not in (aten.mm.default, aten.addmm.default) or meta.dim() != 2 or not _unaligned_rows(meta):
         return None
     right = node.args[-1].meta.get("val") if isinstance(node.args[-1], torch.fx.Node) else None
     rows, cols = meta.shape
     if not isinstance(right, torch.Tensor) or not all(type(n) is int for n in (rows, cols, right.shape[0])):
         return None         # sizes with symbols: eager's layout (no guards on their divisibility)
-    if cols % 8 == 0 or rows * cols * right.shape[0] < (1 << 30):
+    if rows * cols * right.shape[0] < (1 << 30):
         return None
-    return Layout(tuple(as_expr(n) for n in meta.shape), (as_expr(cols + -cols % 8), as_expr(1)), meta.dtype,
-                  meta.device)
+    return Layout(tuple(as_expr(n) for n in meta.shape), _padded_row_strides(meta.shape), meta.dtype, meta.device)
+
+
+def _unaligned_rows(meta):
+    """Whether padding meta's rows (config.triton_pad_mm) would give cuBLAS aligned leading dimensions: a
+    16-bit CUDA value whose last dim is a known size that is no multiple of 8."""
+    cols = meta.shape[-1] if meta.dim() else None
+    return bool(config.triton_pad_mm) and meta.device.type == "cuda" and \
+        meta.dtype in (torch.bfloat16, torch.float16) and type(cols) is int and cols % 8 != 0
+
+
+def _padded_row_strides(shape):
+    """Contiguous strides of `shape` with its last dim padded to a multiple of 8 elements."""
+    return tuple(as_expr(s) for s in contiguous_strides([*shape[:-1], shape[-1] + -shape[-1] % 8]))
 
 
 def lower(gm, example_inputs):
@@ -551,16 +562,11 @@ def _buffer_strides(node):
     where Inductor pads). Not for graph outputs (their callers expect eager's strides)."""
     meta = node.meta.get("val")
     strides = _dense_strides(meta)
-    if strides is None or not config.triton_pad_mm or meta.device.type != "cuda" or \
-            meta.dtype not in (torch.bfloat16, torch.float16) or meta.dim() < 2 or \
-            tuple(meta.stride()) != tuple(torch._prims_common.make_contiguous_strides_for(meta.shape)):
+    if strides is None or meta.dim() < 2 or not _unaligned_rows(meta) or \
+            tuple(meta.stride()) != tuple(torch._prims_common.make_contiguous_strides_for(meta.shape)) or \
+            meta.numel() < PAD_MM_OPERAND_MIN_ELEMENTS or not _feeds_matmul(node):
         return strides
-    cols = meta.shape[-1]
-    if type(cols) is not int or cols % 8 == 0 or meta.numel() < PAD_MM_OPERAND_MIN_ELEMENTS or \
-            not _feeds_matmul(node):
-        return strides
-    sizes = [*meta.shape[:-1], cols + -cols % 8]
-    return tuple(as_expr(s) for s in contiguous_strides(sizes))
+    return _padded_row_strides(meta.shape)
 
 
 def _feeds_matmul(node):
@@ -791,10 +797,9 @@ def _split_reduce(inner, out_sizes, red_sizes, reduction_type, dtype, acc_dtype,
 
     def partial_inner(index, rindex):
         flat = index[0] * piece + rindex[0]
-        rdims = [FloorDiv(flat, st) if d == 0 else Mod(FloorDiv(flat, st), size)
-                 for d, (st, size) in enumerate(zip(strides, red_sizes))]
-        if len(red_sizes) == 1:
-            rdims = [flat]
+        rdims = [flat] if len(red_sizes) == 1 else \
+            [FloorDiv(flat, st) if d == 0 else Mod(FloorDiv(flat, st), size)
+             for d, (st, size) in enumerate(zip(strides, red_sizes))]
         if piece * pieces == length:
             return inner(index[1:], rdims)
         inside = ops.lt(ops.index_expr(flat, torch.int64), ops.constant(length, torch.int64))

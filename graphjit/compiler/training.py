@@ -30,17 +30,11 @@ from .. import logs
 SAVED_VALUE_WRITTEN = "one of the variables needed for gradient computation has been modified by an inplace"
 
 
-def needs_autograd(gm, example_inputs):
-    """Whether a graph must record gradients: grad mode is on and an input requires grad."""
-    return torch.is_grad_enabled() and any(
-        isinstance(v, torch.Tensor) and v.requires_grad for v in example_inputs)
-
-
 def wants_aot(gm, example_inputs):
     """Whether a graph goes through AOTAutograd: it needs gradients, or it changes grad mode or autocast
     mid-graph (AOTAutograd's trace applies those; compile_graph refuses a graph that holds them)."""
-    from .decompose import changes_state
-    return needs_autograd(gm, example_inputs) or changes_state(gm) is not None
+    from .decompose import changes_state, needs_autograd
+    return needs_autograd(example_inputs) or changes_state(gm) is not None
 
 
 def compile_training(gm, example_inputs, compile_fn):

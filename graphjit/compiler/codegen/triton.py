@@ -1826,13 +1826,16 @@ def _warmup_args(graph, all_launches, example_inputs):
     by_name = {b.name: b for b in graph.buffers()}
     symbols = {s.name: s for s in graph.size_symbols()}
     examples = {}
+    addressable = {}        # input position -> what warmup() specializes on (made once per input)
     for launch in all_launches:
         args = []
         for name in launch.args:
             buf = by_name[name]
             position = getattr(buf, "position", None)
             if position is not None:
-                args.append(_addressable(example_inputs[position]))
+                if position not in addressable:
+                    addressable[position] = _addressable(example_inputs[position])
+                args.append(addressable[position])
             elif getattr(buf, "value", None) is not None:
                 args.append(buf.value)
             else:
