@@ -147,26 +147,23 @@ def test_python_program(seed, worker, tmp_path):
     _check(("python", seed), pyprog.generate(seed), "eager", worker, tmp_path)
 
 
-def _dynamic(prog):
-    prog.dynamic = True
+def _with(prog, **options):
+    """prog with the Program options given (dynamic=True, grad=True)."""
+    for name, value in options.items():
+        setattr(prog, name, value)
     return prog
 
 
 @pytest.mark.parametrize("seed", _seeds("dynamic-tensor", DYNAMIC_TENSOR_SEEDS))
 def test_dynamic_tensor_program(seed, worker, tmp_path):
-    _check(("dynamic-tensor", seed), _dynamic(generator.generate(seed)), "graphjit", worker, tmp_path)
+    _check(("dynamic-tensor", seed), _with(generator.generate(seed), dynamic=True), "graphjit", worker, tmp_path)
 
 
 @pytest.mark.parametrize("seed", _seeds("dynamic-python", DYNAMIC_PYTHON_SEEDS))
 def test_dynamic_python_program(seed, worker, tmp_path):
-    _check(("dynamic-python", seed), _dynamic(pyprog.generate(seed)), "eager", worker, tmp_path)
-
-
-def _grad(prog):
-    prog.grad = True
-    return prog
+    _check(("dynamic-python", seed), _with(pyprog.generate(seed), dynamic=True), "eager", worker, tmp_path)
 
 
 @pytest.mark.parametrize("seed", _seeds("grad-tensor", GRAD_TENSOR_SEEDS))
 def test_grad_tensor_program(seed, worker, tmp_path):
-    _check(("grad-tensor", seed), _grad(generator.generate(seed)), "graphjit", worker, tmp_path)
+    _check(("grad-tensor", seed), _with(generator.generate(seed), grad=True), "graphjit", worker, tmp_path)
