@@ -296,6 +296,7 @@ EAGER_LAYOUTS = {
     aten._native_batch_norm_legit.default: _input_format_on_cpu,
     aten._native_batch_norm_legit.no_stats: _input_format_on_cpu,
     aten._native_batch_norm_legit_no_training.default: _input_format_on_cpu,
+    aten._native_batch_norm_legit_functional.default: _input_format_on_cpu,
     aten.channel_shuffle.default: _input_format_on_cpu,
     aten.pow.Scalar: _contiguous,
     aten.copysign.Tensor: _elementwise,

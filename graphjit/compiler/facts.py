@@ -9,7 +9,8 @@ same time, in two threads and in different modes, each get their own.
     gm.meta["graphjit"] = {"inputs_guarded": True,          # guards check every tensor input's layout
                            "static_inputs": [False, True],  # per input: a module's parameter or buffer
                            "name": "forward",               # for logs
-                           "boxed": False}                  # call(args: list), see GraphFacts.boxed
+                           "boxed": False,                  # call(args: list), see GraphFacts.boxed
+                           "autograd": False}               # a half from AOTAutograd, GraphFacts.autograd
 """
 import dataclasses
 
@@ -27,13 +28,18 @@ class GraphFacts:
     # the compiled callable takes one list of arguments, which it empties, and drops each input after its
     # last use (AOTAutograd's boxed convention: a backward frees saved activations as it goes)
     boxed: bool = False
+    # a half of a training graph from AOTAutograd (compiler/training.py): what it computes is held to the
+    # tolerance of gradients, so a fused op may compute what eager's kernel does in another order (batch
+    # norm's batch statistics as reductions); elsewhere such ops keep eager's kernel and its exact rounding
+    autograd: bool = False
 
     @classmethod
     def of(cls, gm, mode=None):
         from .. import modes
         meta = getattr(gm, "meta", {}).get(META_KEY) or {}
         return cls(autotune=modes.lookup(mode).autotune, inputs_guarded=bool(meta.get("inputs_guarded")),
-                   static_inputs=tuple(meta.get("static_inputs") or ()), boxed=bool(meta.get("boxed")))
+                   static_inputs=tuple(meta.get("static_inputs") or ()), boxed=bool(meta.get("boxed")),
+                   autograd=bool(meta.get("autograd")))
 
     def check_inputs(self):
         """Whether the compiled wrapper checks each input's shape and strides per call (config.check_inputs;

@@ -1089,6 +1089,7 @@ class LoopGraph:
         self.output_nodes = []     # per output: (fx node name, whether a placeholder), None for a constant
         self.fallbacks = []        # (op name, reason) of every extern call made for a missing lowering
         self.size_inputs = []      # (position, symbol) of the int inputs that are size symbols
+        self.autograd = False      # a half of a training graph (facts.GraphFacts.autograd)
         self._names = itertools.count()
 
     def new_name(self, prefix="buf"):

@@ -477,9 +477,10 @@ def _padded_row_strides(shape):
     return tuple(as_expr(s) for s in contiguous_strides([*shape[:-1], shape[-1] + -shape[-1] % 8]))
 
 
-def lower(gm, example_inputs):
-    """The LoopGraph computing the ATen graph `gm`."""
+def lower(gm, example_inputs, autograd=False):
+    """The LoopGraph computing the ATen graph `gm` (autograd: a half from AOTAutograd, GraphFacts.autograd)."""
     lowering = Lowering(gm, example_inputs)
+    lowering.loops.autograd = autograd
     _graphs.append(lowering.loops)
     try:
         lowering.run(*example_inputs)
@@ -1877,6 +1878,45 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
     if training or running_mean is None or running_var is None:
         raise NotLowered("batch norm in training mode (batch statistics)")
     return batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps)
+
+
+@register(aten._native_batch_norm_legit_functional.default)
+def batch_norm_training(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """BatchNorm with batch statistics, as AOTAutograd's functionalized training graphs hold it: per channel
+    (dim 1) the mean and biased variance over the other dims, two passes over x in float32 (the mean shifted
+    by each channel's first element, as layer_norm's); out = (x - mean) * rstd * weight + bias; the
+    running statistics come back updated (momentum, the variance unbiased by n / (n - 1)) for AOTAutograd to
+    copy into the buffers. Eager's CPU kernel also takes two passes; CUDA's is Welford's one (the mean of
+    a channel holding an infinity is NaN there, infinite here; the output is NaN both ways). Only in the
+    halves of training graphs (GraphFacts.autograd): elsewhere eager's kernel runs, for its exact rounding
+    (its CPU kernel rounds the statistics to the parameters' dtype and computes x * a + b)."""
+    if not current_graph().autograd:
+        raise NotLowered("batch norm with batch statistics outside a training graph (eager's rounding)")
+    if not training:
+        raise NotLowered("functional batch norm without batch statistics")
+    if len(x.sizes) < 2:
+        raise NotLowered("batch norm of a tensor without a channel dim")
+    out_meta_, mean_meta, rstd_meta, rm_meta, rv_meta = out_meta()
+    acc = acc_dtype_of(x.dtype, "sum")
+    dims = [0, *range(2, len(x.sizes))]
+    count = _count(x, dims)
+    mean, var = _variance(x, dims, 0, True, acc, shifted=True)
+    rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), var, dtype=acc)
+    per_channel = [x.sizes[1]] + [1] * (len(x.sizes) - 2)
+    out = make_pointwise(ops.mul, make_pointwise(ops.sub, x, mean, dtype=acc), rstd, dtype=acc)
+    if weight is not None:
+        out = make_pointwise(ops.mul, out, view_reshape(cast(weight, acc), per_channel), dtype=acc)
+    if bias is not None:
+        out = make_pointwise(ops.add, out, view_reshape(cast(bias, acc), per_channel), dtype=acc)
+    save_mean, save_var, save_rstd = (view_squeeze(v, dims) for v in (mean, var, rstd))
+
+    def running(old, new, meta):
+        return make_pointwise(lambda o, v: ops.add(ops.mul(ops.constant(momentum, acc), v),
+                                                   ops.mul(ops.constant(1 - momentum, acc), o)),
+                              cast(old, acc), new, dtype=meta.dtype, compute_dtype=acc)
+    unbiased = make_pointwise(lambda v, n, m: ops.truediv(ops.mul(v, n), m), save_var, count, count - 1, dtype=acc)
+    return (cast(out, out_meta_.dtype), cast(save_mean, mean_meta.dtype), cast(save_rstd, rstd_meta.dtype),
+            running(running_mean, save_mean, rm_meta), running(running_var, unbiased, rv_meta))
 
 
 @register(aten._softmax.default)

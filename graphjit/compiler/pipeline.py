@@ -143,7 +143,7 @@ def _compile(gm, concrete_inputs, example_inputs, facts):
     job.aten_gm = decompose.decompose(gm, example_inputs)
     job.lap("decompose")
     logs.log("graph", lambda: f"graphjit compiler, ATen graph:\n{job.aten_gm.code}")
-    job.graph = lowering.lower(job.aten_gm, example_inputs)
+    job.graph = lowering.lower(job.aten_gm, example_inputs, autograd=facts.autograd)
     job.graph.verify()
     job.lap("lower")
     logs.log("fusion", lambda: f"loop IR:\n{job.graph}")

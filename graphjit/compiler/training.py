@@ -50,7 +50,7 @@ def compile_training(gm, example_inputs, compile_fn):
     def half(which):
         def compiler(graph, inputs):
             logs.log("graph", lambda: f"{name}: {which} graph from AOTAutograd:\n{graph.code}")
-            graph.meta["graphjit"] = {"name": f"{name} ({which})", "boxed": True}
+            graph.meta["graphjit"] = {"name": f"{name} ({which})", "boxed": True, "autograd": True}
             with torch.no_grad():
                 compiled = compile_fn(graph, inputs)
             halves.append(Half(which, graph, compiled))

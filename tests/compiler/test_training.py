@@ -45,7 +45,8 @@ class ConvBN(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        # no bias: batch norm subtracts it again, so its true gradient is 0 and the computed one rounding noise
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
         self.bn = torch.nn.BatchNorm2d(8)
         self.head = torch.nn.Linear(8, 5)
 
@@ -88,6 +89,33 @@ def test_mlp(backend):
 
 def test_conv_batchnorm_running_stats(backend):
     check_training(ConvBN, lambda: (r(4, 3, 8, 8),), backend=graphjit_backend, **TOL)
+
+
+class BatchNorms(torch.nn.Module):
+    """BatchNorm1d over (N, C) and over (N, C, L) (an expanded input), and BatchNorm2d in channels-last
+    memory without affine parameters: each in train mode, its statistics computed by the kernels."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 8)
+        self.bn1 = torch.nn.BatchNorm1d(8)
+        self.bn2 = torch.nn.BatchNorm1d(8, momentum=0.3)
+        self.conv = torch.nn.Conv2d(8, 4, 1, bias=False)
+        self.bn3 = torch.nn.BatchNorm2d(4, affine=False)
+
+    def forward(self, x):
+        y = self.bn2(self.bn1(self.fc(x)).unsqueeze(-1).expand(-1, -1, 3))
+        z = self.conv(y.unsqueeze(-1).expand(-1, -1, -1, 5).contiguous(memory_format=torch.channels_last))
+        return self.bn3(z).relu()
+
+
+def test_batch_norm_statistics_are_compiled(backend):
+    """Train-mode batch norm is lowered (mean and variance as reductions in the forward's kernels, the
+    running statistics updated and written back), not left to ATen's kernel: outputs, gradients and
+    running statistics as eager's over three steps."""
+    counter, *_ = check_training(BatchNorms, lambda: (r(5, 6) * 3 + 1,), backend=graphjit_backend, **TOL)
+    fallbacks = [str(op) for f in counter.compiled_functions() for op, _ in f.graph.fallbacks]
+    assert not [op for op in fallbacks if "batch_norm" in op or "var_mean" in op], fallbacks
 
 
 @pytest.mark.parametrize("sdpa", [False, True], ids=["by-hand", "sdpa"])
