@@ -262,6 +262,12 @@ def literal(value, dtype):
     return f"{ctype}({value}LL)"
 
 
+# Column reductions (CppKernel._column_tile): results per tile, and the tile's and lane's loop variables.
+COLUMN_TILE, COLUMN_ROW_BLOCK = 16, 128
+COLUMN_TILE_VAR, COLUMN_LANE_VAR = sympy.Symbol("xt", integer=True, nonnegative=True), \
+    sympy.Symbol("xl", integer=True, nonnegative=True)
+
+
 # Accumulator start values and update statements of the reductions.
 def _reduction_init(reduction_type, dtype):
     return literal(reduction_identity(reduction_type, dtype), dtype)
@@ -585,17 +591,59 @@ class CppKernel:
             terms.append(" + ".join(f"gj_max1({cexpr(product([s for _, s in dims]))})" for dims in group_dims)
                          or "1")
             self.parallel_if = f" if(({terms[0]}) * ({terms[1]}) >= {config.parallel_threshold})"
+        self.column = self._column_tile(outer_dims, group_dims)
+        bounds = [cexpr(size) for _, size in outer_dims]
+        if self.column is not None:
+            var, size = outer_dims[-1]
+            outer_dims = outer_dims[:-1] + [(COLUMN_TILE_VAR, size)]
+            bounds[-1] = f"({cexpr(size)} + {COLUMN_TILE - 1}) / {COLUMN_TILE}"
+            self.column_size, self.column_lanes = size, None
+            self.subs = self.subs + [{var: COLUMN_TILE_VAR * COLUMN_TILE + COLUMN_LANE_VAR}]
         head = []
         if outer_dims and parallel:
             collapse = f" collapse({len(outer_dims)})" if len(outer_dims) > 1 else ""
             head.append(f"#pragma omp parallel for{collapse}{self.parallel_if}")
-        for depth, (var, size) in enumerate(outer_dims):
-            head.append("    " * depth + f"for (int64_t {var} = 0; {var} < {cexpr(size)}; ++{var})")
+        for depth, ((var, _), bound) in enumerate(zip(outer_dims, bounds)):
+            head.append("    " * depth + f"for (int64_t {var} = 0; {var} < {bound}; ++{var})")
         with self.block() as inner:
             self._declare_scratch(xs)
-            for group, dims in zip(kernel.groups, group_dims):
-                self._group(group, dims, xs, parallel_inner=parallel and not outer_dims)
+            if self.column is not None:
+                self._column_groups(group_dims, xs)
+            else:
+                for group, dims in zip(kernel.groups, group_dims):
+                    self._group(group, dims, xs, parallel_inner=parallel and not outer_dims)
         return self._function(head + ["{"] + ["    " + line for line in inner] + ["}"])
+
+    def _column_groups(self, group_dims, xs):
+        """A column tile: each reduction group's loops (accumulators per lane), then a loop over the lanes
+        storing its results; after the last, the same loop computes the groups after it (pointwise
+        epilogues). A later group reads an earlier one's results from memory, or, where they are local
+        to the kernel, from an array of the tile's lanes."""
+        groups = list(zip(self.kernel.groups, group_dims))
+        reducing = [(g, d) for g, d in groups if d]
+        lane = COLUMN_LANE_VAR
+        for i, (group, dims) in enumerate(reducing):
+            reductions, accs, lanes = self._group(group, dims, xs, parallel_inner=False)
+            kept = {}                   # local results later groups read: index -> the lanes' array
+            with self.block() as results:
+                for node in reductions:
+                    self._reduction_result(node, xs, *accs[node.name])
+                    if i < len(reducing) - 1 and node.name in self.kernel.local:
+                        index = self.rewrite(node.write_index(xs, []))
+                        kept[node.name] = (index, self.lookup_store(node.name, index))
+                        self.emit(f"{node.name}_lanes[{lane}] = {kept[node.name][1]};")
+                if i == len(reducing) - 1:
+                    for epilogue, epilogue_dims in groups[len(reducing):]:
+                        self._group(epilogue, epilogue_dims, xs, parallel_inner=False)
+            for name, (_, value) in kept.items():
+                dtype = self.buffers[name].dtype
+                self.emit(f"{COMPUTE_TYPES[dtype]} {name}_lanes[{COLUMN_TILE}];")
+            self.emit(f"for (int64_t {lane} = 0; {lane} < {lanes}; ++{lane})")
+            self.emit("{")
+            self.lines += ["    " + line for line in results]
+            self.emit("}")
+            for name, (index, value) in kept.items():
+                self._stores[-1][(name, index)] = self.typed(f"{name}_lanes[{lane}]", self.buffers[name].dtype)
 
     def _declare_scratch(self, xs):
         """kernel.scratch buffers: one outer iteration's elements in a stack array, through a pointer
@@ -640,6 +688,45 @@ class CppKernel:
     def _index_exprs(self, group, xs):
         return group_index_exprs(self.kernel, group, xs)
 
+    def _column_tile(self, outer_dims, group_dims):
+        """Whether this is a column reduction, run in tiles of COLUMN_TILE results: the innermost result
+        dim is contiguous in what the kernel reads and the reduced dims are not (a bias gradient summed
+        over the batch, per-channel statistics of a channels-last tensor). Looped as usual, each result
+        would scan the whole input at a stride, reading every cache line once per result. In tiles, each
+        reduced row's COLUMN_TILE neighbouring elements are read together, into one accumulator per lane
+        (an `omp simd` loop over the lanes, innermost). The kernel's first loop groups hold its
+        reductions (all but the last storing their results to memory), the others run once per result
+        (epilogues)."""
+        kernel = self.kernel
+        reducing = [i for i, dims in enumerate(group_dims) if dims]
+        if kernel.scratch or not outer_dims or not reducing or reducing != list(range(len(reducing))):
+            return None
+        for i, group in enumerate(kernel.groups):
+            if any(n.is_reduction != (i in reducing) for n in group.nodes):
+                return None
+        var, size = outer_dims[-1]
+        if size.is_Integer and size < COLUMN_TILE // 2:
+            return None
+        along = []
+        for i in reducing:
+            group, inner_var = kernel.groups[i], group_dims[i][-1][0]
+            rs = inner_vars(len(group.inner))
+            reads = []
+            for node in group.nodes:
+                rec = record(node.buffer.data.inner_fn, *node.body_args(outer_vars(len(kernel.outer)), rs),
+                             ranges={**self.ranges, **dict(zip(rs, group.inner))})
+                reads += [index for _, index in rec.reads]
+            saved, self.subs = self.subs, self.subs + self._group_subs[i]
+            try:
+                along += [(_coeff(e, var), _coeff(e, inner_var)) for e in map(self.rewrite, reads)]
+            finally:
+                self.subs = saved
+        if any(c is None for pair in along for c in pair):
+            return None
+        if any(c == 1 for _, c in along) or not any(c == 1 for c, _ in along):
+            return None
+        return COLUMN_TILE
+
     def _group(self, group, dims, xs, parallel_inner):
         group_index = self.kernel.groups.index(group)
         outer_subs, outer_ranges = self.subs, self.ranges
@@ -649,12 +736,31 @@ class CppKernel:
         reductions = [n for n in group.nodes if n.is_reduction]
         accs = {}
         clauses = []
+        lanes = self._column_lanes(xs) if self.column is not None and reductions else None
+        results, partials = {}, []          # column tiles: what the results read; float sums' block accumulators
         for node in reductions:
             data = node.buffer.data
             acc = self.new_var("acc")
             ctype = COMPUTE_TYPES[data.acc_dtype]
-            self.emit(f"{ctype} {acc} = {_reduction_init(data.reduction_type, data.acc_dtype)};")
+            init = _reduction_init(data.reduction_type, data.acc_dtype)
             nan = None
+            if lanes is not None:           # one accumulator per lane of the column tile
+                names = [acc]
+                if data.reduction_type == "sum" and data.acc_dtype.is_floating_point:
+                    names.append(f"{acc}_part")     # the current block of rows' sums: folded (_fold_rows)
+                    partials.append((acc, names[1]))
+                for name in names:
+                    self.emit(f"{ctype} {name}_lanes[{COLUMN_TILE}];")
+                    self.emit(f"for (int64_t {COLUMN_LANE_VAR} = 0; {COLUMN_LANE_VAR} < {COLUMN_TILE}; "
+                              f"++{COLUMN_LANE_VAR}) {name}_lanes[{COLUMN_LANE_VAR}] = {init};")
+                if data.reduction_type in ("max", "min") and data.acc_dtype.is_floating_point:
+                    nan = self.new_var("nan")
+                    self.emit(f"int {nan}_lanes[{COLUMN_TILE}] = {{0}};")
+                    nan = f"{nan}_lanes[{COLUMN_LANE_VAR}]"
+                accs[node.name] = (f"{names[-1]}_lanes[{COLUMN_LANE_VAR}]", nan)
+                results[node.name] = (f"{acc}_lanes[{COLUMN_LANE_VAR}]", nan)
+                continue
+            self.emit(f"{ctype} {acc} = {init};")
             if data.reduction_type in ("max", "min") and data.acc_dtype.is_floating_point:
                 nan = self.new_var("nan")      # an int: a bool reduction variable stops gcc vectorizing
                 self.emit(f"int {nan} = 0;")
@@ -667,8 +773,8 @@ class CppKernel:
         # a loop that surely runs (static sizes above 0, or size symbols, which are 2 or more) may have its
         # invariant loads hoisted before it (hoisted_load)
         if dims and all(size.is_Symbol or (size.is_Integer and size > 0) for _, size in dims):
-            self.hoist = (self.lines, self._cse[-1], {str(var) for var, _ in dims} | {str(r) for r in rs},
-                          {node.name for node in group.nodes})
+            self.hoist = (self.lines, self._cse[-1], {str(var) for var, _ in dims} | {str(r) for r in rs} |
+                          {str(COLUMN_LANE_VAR)}, {node.name for node in group.nodes})
         try:
             with self.block() as loop_body:
                 for node in group.nodes:
@@ -678,6 +784,28 @@ class CppKernel:
                         node.buffer.store_body()(*node.body_args(xs, rs))
         finally:
             self.hoist = None
+        if lanes is not None:               # the reduced rows outside, the tile's lanes innermost
+            if partials:
+                rows = self.new_var("rows")
+                self.emit(f"int64_t {rows} = 0;")
+            for depth, (var, size) in enumerate(dims):
+                self.emit("    " * depth + f"for (int64_t {var} = 0; {var} < {cexpr(size)}; ++{var})")
+            self.emit("{")
+            self.emit("    #pragma omp simd")
+            self.emit(f"    for (int64_t {COLUMN_LANE_VAR} = 0; {COLUMN_LANE_VAR} < {lanes}; ++{COLUMN_LANE_VAR})")
+            self.emit("    {")
+            self.lines += ["        " + line for line in loop_body]
+            self.emit("    }")
+            if partials:
+                self.emit(f"    if (++{rows} == {COLUMN_ROW_BLOCK})")
+                self.emit("    {")
+                self.emit(f"        {rows} = 0;")
+                self._fold_rows(partials, "        ")
+                self.emit("    }")
+            self.emit("}")
+            self._fold_rows(partials, "")
+            self.subs, self.ranges = outer_subs, outer_ranges
+            return reductions, results, lanes      # the results: _column_groups
         if dims:
             pragma = f"#pragma omp parallel for simd{self.parallel_if}" if parallel_inner else "#pragma omp simd"
             collapse = [f"collapse({len(dims)})"] if len(dims) > 1 else []
@@ -690,6 +818,30 @@ class CppKernel:
         self.subs, self.ranges = outer_subs, outer_ranges
         for node in reductions:
             self._reduction_result(node, xs, *accs[node.name])
+
+    def _fold_rows(self, partials, indent):
+        """Adds each float sum's block of rows into its total and restarts the block: a sum over many rows
+        rounds as a sum of COLUMN_ROW_BLOCK-row sums (eager's CPU sums cascade too), not one long chain."""
+        lane = COLUMN_LANE_VAR
+        self.emit(f"{indent}for (int64_t {lane} = 0; {lane} < {COLUMN_TILE}; ++{lane})")
+        self.emit(f"{indent}{{")
+        for total, part in partials:
+            self.emit(f"{indent}    {total}_lanes[{lane}] = {total}_lanes[{lane}] + {part}_lanes[{lane}];")
+            self.emit(f"{indent}    {part}_lanes[{lane}] = 0;")
+        self.emit(f"{indent}}}")
+
+    def _column_lanes(self, xs):
+        """The lanes of this column tile: COLUMN_TILE, or fewer in the last tile."""
+        size = self.column_size
+        if size.is_Integer and size % COLUMN_TILE == 0:
+            return str(COLUMN_TILE)
+        if self.column_lanes is not None:
+            return self.column_lanes
+        size = cexpr(size)
+        lanes = self.column_lanes = self.new_var("lanes")
+        self.emit(f"const int64_t {lanes} = {size} - {COLUMN_TILE_VAR} * {COLUMN_TILE} < {COLUMN_TILE} ? "
+                  f"{size} - {COLUMN_TILE_VAR} * {COLUMN_TILE} : {COLUMN_TILE};")
+        return lanes
 
     def _reduction_update(self, node, xs, rs, acc, nan):
         data = node.buffer.data
