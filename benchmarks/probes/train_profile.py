@@ -1,6 +1,8 @@
-"""Where a graphjit training step spends GPU time: per workload of benchmarks/train.py, the compiled halves
-(kernels, extern calls, ATen fallbacks; whether any runs as captured or fell back to eager at call time),
-then torch.profiler's top CUDA kernels over a few steps, graphjit's and Inductor's side by side.
+"""Where a graphjit training step spends GPU time: per workload of benchmarks/train.py, the first step's
+seconds and where graphjit's compile spent them (its stages summed over the compiled halves; the rest is
+capture, AOTAutograd's trace and partition, and running), the compiled halves (kernels, extern calls, ATen
+fallbacks; whether any runs as captured or fell back to eager at call time), then torch.profiler's top
+CUDA kernels over a few steps, graphjit's and Inductor's side by side.
 
     python benchmarks/probes/train_profile.py [--only resnet50,gpt2] [--steps 3] [--engines graphjit,torch.compile]
 """
@@ -9,6 +11,7 @@ import collections
 import copy
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -46,6 +49,21 @@ def halves_summary(counter):
             print(f"    fallbacks: {[str(f) for f in fallbacks][:10]}")
 
 
+def compile_breakdown(counter, first):
+    """graphjit's compile stages summed over every compiled half of the first step."""
+    stages = collections.Counter()
+    n = 0
+    for fn in counter.compiled:
+        for h in getattr(fn, "graphjit_halves", ()):
+            n += 1
+            for phase, seconds in (getattr(h.compiled, "timings", None) or {}).items():
+                stages[phase] += seconds
+    total = sum(stages.values())
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in stages.most_common())
+    print(f"  compile stages over {n} halves: {total:.2f} s ({parts}); "
+          f"capture, AOTAutograd and running: {first - total:.2f} s")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--only", default="resnet50,gpt2")
@@ -66,11 +84,17 @@ def main():
             else:
                 fn = torch.compile(model)
             opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            for _ in range(3):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            step(fn, inputs, loss_of, opt)
+            torch.cuda.synchronize()
+            first = time.perf_counter() - start
+            for _ in range(2):
                 step(fn, inputs, loss_of, opt)
             torch.cuda.synchronize()
-            print(f"== {key} {engine}")
+            print(f"== {key} {engine}: first step {first:.2f} s")
             if counter is not None:
+                compile_breakdown(counter, first)
                 halves_summary(counter)
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA,
                                                     torch.profiler.ProfilerActivity.CPU]) as prof:
