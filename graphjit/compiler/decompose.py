@@ -130,6 +130,7 @@ def decomposition_table():
         if op in LOWERINGS or op in EXTERN_OPS or op in KEEP_WHOLE:
             del table[op]
     table.update(SCHEMA_FIXES)
+    table.update(POINTWISE_FORMS)
     table.update(EAGER_SCALARS)
     table.update(EAGER_DTYPES)
     table[aten.logit.default] = _logit_as_cpu_kernel(table[aten.logit.default])
@@ -137,6 +138,34 @@ def decomposition_table():
     for op, layout in EAGER_LAYOUTS.items():
         table[op] = _in_eager_layout(op, layout, table.get(op))
     return table
+
+
+def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    """nll_loss's gradient (and nll_loss2d's) as one pointwise expression: -grad_output (divided by the
+    total weight for a mean, times the class weight) where the class index is the sample's target, 0
+    elsewhere and where the target is ignore_index. torch's decomposition writes zeros and scatters -1 into
+    them: a full-size fill and a scatter, where this fuses into the kernel of log_softmax's backward."""
+    channel_dim = 0 if self.dim() < 2 else 1
+    if reduction == 1:                              # mean
+        grad_output = grad_output / total_weight
+    if self.dim() == 1 and target.dim() > 0:        # eager's kernel reads target[0] only
+        target = target[0]
+    target = target.unsqueeze(channel_dim)
+    kept = target != ignore_index
+    classes = torch.arange(self.shape[channel_dim], device=self.device)
+    classes = classes.view([-1 if d == channel_dim else 1 for d in range(self.dim())])
+    grad_input = torch.where(classes == torch.where(kept, target, 0), -1.0, 0.0).to(self.dtype)
+    if grad_input.dim() > grad_output.dim() > 0:
+        grad_output = grad_output.unsqueeze(channel_dim)
+    if weight is not None:
+        grad_output = grad_output * weight.reshape([-1 if d == channel_dim else 1 for d in range(self.dim())])
+    return grad_input * torch.where(kept, grad_output, 0)
+
+
+# Decompositions of ours where torch's writes a tensor in parts (a fill, then a scatter) and a pointwise
+# form fuses with its neighbours.
+POINTWISE_FORMS = {aten.nll_loss_backward.default: _nll_loss_backward,
+                   aten.nll_loss2d_backward.default: _nll_loss_backward}
 
 
 def unsupported_reason(gm, example_inputs):

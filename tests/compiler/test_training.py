@@ -118,6 +118,39 @@ def test_batch_norm_statistics_are_compiled(backend):
     assert not [op for op in fallbacks if "batch_norm" in op or "var_mean" in op], fallbacks
 
 
+class CrossEntropy(torch.nn.Module):
+    def __init__(self, spatial, **options):
+        super().__init__()
+        self.proj = torch.nn.Conv2d(3, 11, 1) if spatial else torch.nn.Linear(8, 11)
+        self.options = options
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.proj(x), y, **self.options)
+
+
+@pytest.mark.parametrize("options", [{}, {"reduction": "sum"}, {"reduction": "none"}, {"ignore_index": 3},
+                                     {"weight": "random"}, {"label_smoothing": 0.1}, {"spatial": True}],
+                         ids=lambda o: ",".join(o) or "mean")
+def test_cross_entropy_gradient_is_one_pointwise_kernel(options):
+    """nll_loss's backward (decompose._nll_loss_backward) is pointwise where the class is the target: no
+    zero fill and scatter into a tensor of the logits' size; gradients as eager's for each reduction,
+    ignored targets, class weights, label smoothing and spatial (nll_loss2d) targets."""
+    options = dict(options)
+    spatial = options.pop("spatial", False)
+    if options.get("weight") == "random":
+        options["weight"] = torch.rand(11, generator=torch.Generator().manual_seed(5)) + 0.1
+
+    def args(call):
+        g = torch.Generator().manual_seed(call)
+        if spatial:
+            return torch.randn(2, 3, 4, 4, generator=g), torch.randint(0, 11, (2, 4, 4), generator=g)
+        return torch.randn(20, 8, generator=g), torch.randint(0, 11, (20,), generator=g)
+    counter, *_ = check_training(lambda: CrossEntropy(spatial, **options), args, backend=graphjit_backend,
+                                 loss=lambda out: out.sum(), **TOL)
+    externs = [str(getattr(item, "op", "")) for f in counter.compiled_functions() for item in f.items]
+    assert not [op for op in externs if "scatter" in op], externs
+
+
 @pytest.mark.parametrize("sdpa", [False, True], ids=["by-hand", "sdpa"])
 def test_attention_cross_entropy(backend, sdpa):
     check_training(lambda: TinyAttention(sdpa), token_args, backend=graphjit_backend, loss=lambda out: out,
