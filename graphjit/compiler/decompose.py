@@ -22,6 +22,8 @@ from torch._decomp import core_aten_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from ..ops import is_random_name
+
 
 aten = torch.ops.aten
 
@@ -208,7 +210,6 @@ def changes_state(gm):
 
 
 _SDPA = torch.nn.functional.scaled_dot_product_attention
-_RANDOM = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential")
 
 
 def fold_constant_attention_masks(gm):
@@ -256,7 +257,7 @@ def _constant_value(gm, node, limit=200):
         if current.op in ("placeholder", "output") or len(needed) > limit:
             return None
         name = current.target if isinstance(current.target, str) else getattr(current.target, "__name__", "")
-        if any(word in name for word in _RANDOM):
+        if is_random_name(name):
             return None
         needed[current] = True
         stack.extend(current.all_input_nodes)

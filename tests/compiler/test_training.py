@@ -151,6 +151,74 @@ def test_cross_entropy_gradient_is_one_pointwise_kernel(options):
     assert not [op for op in externs if "scatter" in op], externs
 
 
+class Checkpointed(torch.nn.Module):
+    """Residual MLP blocks, each under torch.utils.checkpoint (or not), a dropout inside the first."""
+
+    def __init__(self, checkpoint=True, reentrant=False, p=0.0):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Sequential(
+            torch.nn.LayerNorm(16), torch.nn.Linear(16, 48), torch.nn.GELU(), torch.nn.Dropout(p if i == 0 else 0.0),
+            torch.nn.Linear(48, 16)) for i in range(3))
+        self.checkpoint, self.reentrant = checkpoint, reentrant
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        for block in self.blocks:
+            x = x + (checkpoint(block, x, use_reentrant=self.reentrant) if self.checkpoint else block(x))
+        return x
+
+
+def _saved_by_forward(counter):
+    """How many tensors the forward halves return (outputs and what they save for the backward)."""
+    return sum(len(torch.utils._pytree.tree_leaves([n.args for n in h.graph.graph.nodes if n.op == "output"]))
+               for f in counter.compiled for h in getattr(f, "graphjit_halves", ()) if h.which == "forward")
+
+
+def test_activation_checkpoint_recomputes_in_backward():
+    """torch.utils.checkpoint(use_reentrant=False) is captured in the graph (no break), gradients are
+    eager's, and the forward saves fewer tensors than without it: the partitioner recomputes the
+    checkpointed blocks in the backward."""
+    counter, *_ = check_training(Checkpointed, lambda: (r(8, 16),), backend=graphjit_backend, **TOL)
+    plain, *_ = check_training(lambda: Checkpointed(checkpoint=False), lambda: (r(8, 16),),
+                               backend=graphjit_backend, **TOL)
+    assert _saved_by_forward(counter) < _saved_by_forward(plain)
+
+
+class ScaledDropout(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.rand(32) + 0.5)
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        return checkpoint(lambda t: F.dropout(t * self.w, 0.5, training=True), x, use_reentrant=False)
+
+
+def test_random_ops_in_a_checkpoint_are_saved_not_redrawn():
+    """A dropout inside a checkpointed region is not tagged for recomputation: the backward uses the mask
+    the forward drew. out = mask * x * w / (1 - p), so w's gradient of out.sum() is (out / w).sum(0); a
+    mask drawn again in the backward would give another."""
+    torch.manual_seed(0)
+    model = ScaledDropout()
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(model, backend=counter, fullgraph=True)
+    for _ in range(2):
+        x = r(64, 32)
+        out = compiled(x)
+        out.sum().backward()
+        assert_same(model.w.grad, (out.detach() / model.w.detach()).sum(0), where="w.grad", atol=1e-5, rtol=1e-5)
+        assert 0.3 < (out == 0).float().mean() < 0.7
+        model.w.grad = None
+    assert not counter.ran_as_captured()
+
+
+def test_reentrant_checkpoint_breaks_and_matches_eager():
+    """The reentrant form runs at a graph break (its gradients differ from inlined code's when no input
+    requires grad), with eager's results."""
+    check_training(lambda: Checkpointed(reentrant=True), lambda: (r(8, 16).requires_grad_(),), backend=graphjit_backend,
+                   compile_kwargs={"fullgraph": False}, graphs=None, fallback=True, **TOL)
+
+
 @pytest.mark.parametrize("sdpa", [False, True], ids=["by-hand", "sdpa"])
 def test_attention_cross_entropy(backend, sdpa):
     check_training(lambda: TinyAttention(sdpa), token_args, backend=graphjit_backend, loss=lambda out: out,

@@ -13,6 +13,7 @@ import inspect
 import math
 import os
 import operator
+import sys
 import types
 
 import torch
@@ -278,6 +279,12 @@ def _polyfill(tx, value, source):
     return UserFunctionVariable(polyfill_of(value), None)
 
 
+def _is_checkpoint(value):
+    """torch.utils.checkpoint.checkpoint (where that module is loaded)."""
+    module = sys.modules.get("torch.utils.checkpoint")
+    return module is not None and value is getattr(module, "checkpoint", None)
+
+
 def _has_polyfill(value):
     from ..polyfills import polyfill_of
     return polyfill_of(value) is not None
@@ -291,6 +298,7 @@ _CALLABLE_TABLE = [
     (lambda v: isinstance(v, types.BuiltinMethodType) and isinstance(getattr(v, "__self__", None), torch.Tensor),
      _tensor_method, None),
     (lambda v: getattr(v, "_graphjit_compiled_fn", None) is not None, _make("functions.CompiledWrapperVariable"), "id"),
+    (_is_checkpoint, _make("functions.CheckpointVariable"), "id"),
     (_marked("_graphjit_disable"), _make("functions.DisabledFunctionVariable"), "id"),
     (_marked("_graphjit_allow_in_graph"), _make("torchvars.TorchOpVariable"), "id"),
     (lambda v: isinstance(v, types.ModuleType), _make("objects.PythonModuleVariable"), "id"),

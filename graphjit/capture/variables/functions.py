@@ -497,6 +497,57 @@ class DisabledFunctionVariable(Variable):
                     hint="graphjit.disable functions always run in CPython")
 
 
+class CheckpointVariable(Variable):
+    """torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, **kwargs): fn is traced inline (its
+    values are what checkpoint returns: it only changes what autograd keeps, and its backward replays the
+    RNG state, so the values are those of one draw), and the graph nodes it makes are tagged for
+    recomputation (node.meta "recompute" and "ac_graph_id", as torch.compile's tags): AOTAutograd copies
+    the tags onto the ATen nodes they trace to, and its min-cut partitioner recomputes them in the
+    backward instead of saving them. Random ops are left untagged (their results are saved, so a
+    recomputation never draws again). The reentrant form (an autograd.Function; no gradient reaches the
+    parameters inside when no input requires grad) and a custom context_fn run at a graph break."""
+    OPTIONS = ("use_reentrant", "context_fn", "determinism_check", "debug", "preserve_rng_state", "early_stop")
+    regions = 0
+
+    def __init__(self, fn, source=None):
+        self.fn, self.source = fn, source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value, source)
+
+    def reconstruct(self, cg):
+        return self.source.expr() if self.source is not None else cg.obj(self.fn)
+
+    def call(self, tx, args, kwargs):
+        from torch.utils.checkpoint import CheckpointPolicy, noop_context_fn
+        options = {k: v for k, v in kwargs.items() if k in self.OPTIONS}
+        kwargs = {k: v for k, v in kwargs.items() if k not in self.OPTIONS}
+        constant = {k: v.as_python_constant() if isinstance(v, ConstantVariable) else v for k, v in options.items()}
+        if constant.get("use_reentrant", None) is not False:
+            unsupported("torch.utils.checkpoint with use_reentrant other than False",
+                        hint="pass use_reentrant=False (torch's recommended form) to capture the checkpointed "
+                             "function")
+        if constant.get("context_fn", noop_context_fn) is not noop_context_fn or constant.get("debug", False):
+            unsupported("torch.utils.checkpoint with a context_fn or debug=True")
+        if not args:
+            unsupported("torch.utils.checkpoint without a function")
+        graph = tx.graph.graph
+        before = set(graph.nodes)
+        result = args[0].call(tx, list(args[1:]), kwargs)
+        CheckpointVariable.regions += 1
+        from ...ops import is_random_name
+        for node in graph.nodes:
+            if node in before or node.op not in ("call_function", "call_method", "call_module"):
+                continue
+            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+            if is_random_name(name):
+                continue
+            node.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
+            node.meta["ac_graph_id"] = CheckpointVariable.regions
+        return result
+
+
 class CompiledWrapperVariable(Variable):
     """A graphjit.compile'd function called from traced code: trace the original function inline."""
 

@@ -1,0 +1,9 @@
+"""What graphjit knows about torch's ops by name, shared by capture and the compiler."""
+
+# Words in the name of an op or function that draws random numbers (torch.rand, F.dropout, aten.bernoulli,
+# normal_, multinomial ...): such ops are neither folded into constants nor recomputed.
+RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential")
+
+
+def is_random_name(name):
+    return any(word in name for word in RANDOM_WORDS)
