@@ -124,10 +124,13 @@ scratch_max_elements = _knob("scratch_max_elements", int, 4096, codegen=True)
 # which keeps x's -0.0, NaN and out-of-range values: CppOps.to_dtype converts through gj_to_int and makes
 # an integer's float +0.0 again. -fwrapv: signed integer overflow wraps, as
 # eager's int32/int64 arithmetic does (without it gcc assumes overflow never happens and folds
-# `x + 1 > x` to true). GRAPHJIT_CXX_FLAGS takes them space-separated.
+# `x + 1 > x` to true). -ffp-contract=off: a product stays rounded before what adds to it, as between
+# eager's separate ops (gcc's default contracts a * b - c into one fma: softmax's x - max(x) of a fused
+# product was then the product's rounding error, not 0, and a row came out NaN, fuzz 4800082).
+# GRAPHJIT_CXX_FLAGS takes them space-separated.
 cxx = _knob("cxx", str, "g++", codegen=True)
 cxx_flags = _knob("cxx_flags", tuple, ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno",
-                                       "-fno-trapping-math", "-fwrapv"), codegen=True)
+                                       "-fno-trapping-math", "-fwrapv", "-ffp-contract=off"), codegen=True)
 
 # A kernel runs its outer loop in parallel (OpenMP) only if it touches at least this many elements:
 # below it, forking threads costs more than it saves.
@@ -155,6 +158,10 @@ triton_persistent_rnumel = _knob("triton_persistent_rnumel", int, 1024, codegen=
 # independent (no buffer kept in registers crosses between them): the scheduler fuses loops of different
 # shapes under a short outer loop, which on a GPU would leave all but a few programs idle.
 triton_split_rows = _knob("triton_split_rows", int, 1024, codegen=True)
+
+# 1: let Triton contract a * b + c into one fma on the GPU (its default). 0: each product is rounded before
+# what adds to it, as between eager's separate kernels (the C++ kernels' -ffp-contract=off, same reason).
+triton_fp_fusion = _knob("triton_fp_fusion", int, 0, codegen=True)
 
 # Threads compiling a graph's kernels at once (LLVM and ptxas release the GIL).
 triton_compile_threads = _knob("triton_compile_threads", int, min(16, os.cpu_count() or 1))

@@ -60,6 +60,8 @@ FOUND = {
     ("tensor", 7000041): "float32 atan2 one ulp from eager's, compared == to its amax (rounding replay)",
     ("tensor", 7100188): "signbit of log2's NaN, whose sign IEEE leaves open (rounding replay)",
     ("tensor", 7100142): "bfloat16 logit(eps): 1 - eps not rounded to bfloat16 (6.9 for eager's inf)",
+    ("tensor", 4800082): "softmax of a fused product: gcc contracted a * b - max into an fma (a NaN row)",
+    ("tensor", 4800733): "layer_norm's shifted mean overflowed float32 for a row starting at -3e38",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
                               "warned it failed (now: runs as captured, the reason logged)",
     ("grad-tensor", 4100007): "pow(x, -0.5) at -0.0: inf where eager's 1/sqrt gives -inf (pow(x, 0.5)'s "

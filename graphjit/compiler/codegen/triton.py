@@ -1354,12 +1354,13 @@ class TritonWrapperCode(WrapperCode):
                     f"{', '.join(args)}, {constexprs})")
         kwargs = ", ".join(f"{k}={v}" for k, v in launch.constexprs.items())
         debug = ", debug=True, sanitize_overflow=False" if getattr(launch, "debug", False) else ""
-        call = f"{name}[({pyexpr(launch.grid)},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
-               f"num_stages={launch.num_stages}{debug})"
         if self.interpret:
+            call = f"{name}[({pyexpr(launch.grid)},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
+                   f"num_stages={launch.num_stages}{debug})"
             self.globals["interpreting"] = _interpreting
             return f"with interpreting(): {call}"
-        return call
+        return f"{name}[({pyexpr(launch.grid)},)]({', '.join(args)}, {kwargs}, num_warps={launch.num_warps}, " \
+               f"num_stages={launch.num_stages}, enable_fp_fusion={bool(config.triton_fp_fusion)}{debug})"
 
     def _launch(self, launch):
         if launch.grid == 0:

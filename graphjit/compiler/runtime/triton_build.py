@@ -238,10 +238,13 @@ def _finish(device, handle):
 
 
 def _warmup_options(launch):
-    """The keyword options of a launch's warmup(): its constexprs, warps and stages; a kernel with
-    device_asserts needs Triton's debug option (without its integer overflow checks)."""
+    """The keyword options of a launch's warmup(): its constexprs, warps and stages, fma contraction
+    (config.triton_fp_fusion); a kernel with device_asserts needs Triton's debug option (without its
+    integer overflow checks)."""
+    from ... import config
     debug = dict(debug=True, sanitize_overflow=False) if getattr(launch, "debug", False) else {}
-    return dict(**launch.constexprs, num_warps=launch.num_warps, num_stages=launch.num_stages, **debug)
+    return dict(**launch.constexprs, num_warps=launch.num_warps, num_stages=launch.num_stages,
+                enable_fp_fusion=bool(config.triton_fp_fusion), **debug)
 
 
 def _compile_in_workers(module, launches, device, example_args):
