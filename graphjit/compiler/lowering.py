@@ -1778,10 +1778,10 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     acc = acc_dtype_of(x.dtype, "sum")
     ndim = len(x.sizes)
     dims = list(range(ndim - len(normalized_shape), ndim))
-    # on the CPU the shifted mean is summed in float64: x - first and its sum over a row overflow float32
-    # where x's own sum does not (a first element of -3e38: eager's mean is finite, its variance inf, its
-    # output 0; a float32 sum gave an infinite mean and NaN)
-    mean_acc = torch.float64 if x.device.type == "cpu" and acc == torch.float32 else acc
+    # the shifted mean is summed in float64: x - first and its sum over a row overflow float32 where x's
+    # own sum does not (a first element of -3e38: eager's mean is finite, its variance inf, its output 0;
+    # a float32 sum gave an infinite mean and NaN)
+    mean_acc = torch.float64 if acc == torch.float32 else acc
     mean, variance = _variance(x, dims, 0, True, acc, mean_acc, shifted=True)
     mean = cast(mean, acc)
     rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), variance, dtype=acc)

@@ -142,10 +142,8 @@ def test_a_fused_product_is_rounded_before_a_subtraction(backend):
 def test_layer_norm_of_a_row_starting_far_from_the_rest(backend):
     """layer_norm of a row whose first element is -3e38: eager's mean is finite and its variance
     infinite, so every output is 0. The mean shifted by the first element summed x - first (3e38 per
-    element) past float32's range: an infinite mean and NaN outputs (fuzz 4800733). On the CPU that sum
-    is in float64; the Triton kernels still sum in float32."""
-    if backend == "triton":
-        pytest.xfail("Triton's layer_norm sums the shifted mean in float32 (overflows for rows near 3e38)")
+    element) past float32's range: an infinite mean and NaN outputs (fuzz 4800733). The kernels sum it in
+    float64."""
 
     def fn(x, w):
         return F.layer_norm(x, x.shape[-2:], w, None, eps=1e-5)
