@@ -260,6 +260,8 @@ def main():
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, torch {torch.__version__}, "
           f"{torch.cuda.get_device_name() if device == 'cuda' else platform.processor() or 'cpu'}, "
           f"{'bf16 autocast' if big else 'fp32'}, {args.steps} steps", flush=True)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
     rows = []
     for key in keys:
         rows.append(run_workload(key, args, device, big))
