@@ -5,8 +5,9 @@ A captured graph whose inputs require grad (parameters in train mode) is handed 
 (`aot_module_simplified`), which traces the joint forward+backward graph functionalized (input
 mutations such as BatchNorm's running statistics become copies back into the input; aliasing of
 outputs and inputs is replayed by its runtime wrappers), and splits it with torch's min-cut partitioner:
-the forward saves few tensors for the backward and the backward recomputes cheap pointwise work. Both
-halves are plain inference graphs, compiled by compile_graph like any other:
+the forward saves few tensors for the backward and the backward recomputes cheap pointwise work, and
+(_partition) the softmax or log_softmax of an upcast tensor, which the partitioner would otherwise save
+in the wider dtype. Both halves are plain inference graphs, compiled by compile_graph like any other:
 
     captured graph --AOTAutograd--> forward ATen graph  --compile_graph--> fused kernels
                                     backward ATen graph --compile_graph--> fused kernels (at first backward)
@@ -42,7 +43,6 @@ def compile_training(gm, example_inputs, compile_fn):
     whose backward runs the compiled backward. compile_fn(graph, example_inputs) compiles one half (its
     inputs are fake tensors; each half is compiled with grad mode off)."""
     from torch._functorch.aot_autograd import aot_module_simplified
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
     from .decompose import decomposition_table
     name = (gm.meta.get("graphjit") or {}).get("name", "graph")
     halves = []
@@ -64,7 +64,7 @@ def compile_training(gm, example_inputs, compile_fn):
     try:
         run = aot_module_simplified(gm, example_inputs, fw_compiler=half("forward"),
                                     bw_compiler=half("backward"), inference_compiler=half("inference"),
-                                    partition_fn=min_cut_rematerialization_partition,
+                                    partition_fn=_partition,
                                     decompositions=decomposition_table(), keep_inference_input_mutations=True)
     except RuntimeError as e:
         if SAVED_VALUE_WRITTEN not in str(e):
@@ -78,6 +78,72 @@ def compile_training(gm, example_inputs, compile_fn):
     if _writes(gm):
         return _CheckingAliases(run, gm.forward, halves)
     return run
+
+
+# Row normalizations the lowering takes whole: the partitioner cannot recompute them (they are not on its
+# list of recomputable ops), so it saves their output for the backward
+_NORMALIZATIONS = {"_log_softmax", "_softmax"}
+# What lies between a normalization and a narrower tensor it upcasts: views and dtype conversions
+_UPCAST_PATH = {"_to_copy", "convert_element_type", "view", "_unsafe_view", "reshape", "slice", "select",
+                "clone", "t", "transpose", "permute", "expand", "alias", "squeeze", "unsqueeze"}
+
+
+def _partition(joint, joint_inputs, **kwargs):
+    """torch's min-cut partition of the joint graph, with each softmax or log_softmax of an upcast tensor
+    recomputed in the backward from the narrower tensor. Under autocast a loss takes log_softmax of
+    bfloat16 logits made float32 (`logits.float()`): saving its float32 output (or its float32 input)
+    keeps twice the logits' bytes alive until the backward (0.8 GB for GPT-2's 8 x 512 x 50257);
+    recomputing it, and the upcast before it, from the bfloat16 logits costs one more pass over them. A
+    normalization that is an output of the forward is saved (it exists anyway)."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch.utils.checkpoint import CheckpointPolicy
+    backward_reads = _read_by_backward(joint.graph)
+    for node in list(joint.graph.nodes):
+        if node.op == "call_function" and _op_name(node) in _NORMALIZATIONS and "recompute" not in node.meta \
+                and node in backward_reads and not any(user.op == "output" for user in node.users):
+            path = _upcast_path(node)
+            if path is not None:
+                for step in (node, *path):
+                    step.meta.setdefault("recompute", CheckpointPolicy.PREFER_RECOMPUTE)
+    return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+
+def _read_by_backward(graph):
+    """The nodes of a joint graph that the backward reads, directly or through what it computes from them:
+    those with a descendant that depends on a tangent (the gradient coming into the backward)."""
+    tangents = set()
+    for node in graph.nodes:
+        if (node.op == "placeholder" and node.name.startswith("tangents")) or \
+                any(arg in tangents for arg in node.all_input_nodes):
+            tangents.add(node)
+    read = set()
+    for node in reversed(graph.nodes):
+        if node.op != "output" and (node in tangents or any(user in read for user in node.users)):
+            read.add(node)
+    return read
+
+
+def _op_name(node):
+    target = node.target
+    packet = getattr(target, "_overloadpacket", None)
+    return getattr(packet, "__name__", None) or getattr(target, "__name__", "")
+
+
+def _upcast_path(node):
+    """The views and dtype conversions between node's input and a tensor of narrower elements than node's
+    output, that no forward output reads (the partitioner recomputes them in the backward); None where
+    node's input is no such upcast."""
+    out = node.meta.get("val")
+    path, value = [], node.args[0]
+    while isinstance(value, torch.fx.Node) and value.op == "call_function" and _op_name(value) in _UPCAST_PATH:
+        if any(user.op == "output" for user in value.users):
+            return None
+        path.append(value)
+        value = value.args[0]
+    source = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    narrower = isinstance(out, torch.Tensor) and isinstance(source, torch.Tensor) and \
+        source.element_size() < out.element_size()
+    return path if narrower else None
 
 
 def _writes(gm):

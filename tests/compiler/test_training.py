@@ -184,6 +184,38 @@ def test_activation_checkpoint_recomputes_in_backward():
     assert _saved_by_forward(counter) < _saved_by_forward(plain)
 
 
+class UpcastNormalizations(torch.nn.Module):
+    """bfloat16 logits made float32 (as transformers' losses do under autocast): a cross-entropy of them and
+    a softmax of a slice of them."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.head = torch.nn.Linear(16, 32), torch.nn.Linear(32, 40)
+
+    def forward(self, x, targets):
+        logits = self.head(torch.relu(self.a(x)))
+        probs = logits[:, :-1, :].float().softmax(-1)
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten()) + (probs * probs).sum()
+
+
+def test_upcast_normalizations_are_recomputed_not_saved():
+    """Under bf16 autocast the forward saves the bfloat16 logits, not the float32 log_softmax and softmax
+    of them (compiler/training._partition): the backward recomputes those, and gradients are eager's."""
+    def args(call):
+        g = torch.Generator().manual_seed(call)
+        return torch.randn(3, 6, 16, generator=g), torch.randint(0, 40, (3, 6), generator=g)
+    counter, *_ = check_training(UpcastNormalizations, args, backend=graphjit_backend, loss=lambda out: out,
+                                 context=lambda: torch.autocast("cpu", dtype=torch.bfloat16), atol=2e-2, rtol=2e-2)
+    forwards = [h.graph for f in counter.compiled for h in getattr(f, "graphjit_halves", ()) if h.which == "forward"]
+    assert forwards
+    saved = [n.meta["val"] for g in forwards for n in g.graph.nodes if n.op == "output"
+             for n in torch.utils._pytree.tree_leaves(n.args) if isinstance(n, torch.fx.Node)]
+    wide = [tuple(v.shape) for v in saved if isinstance(v, torch.Tensor) and v.dtype == torch.float32 and v.numel() >= 3 * 5 * 40]
+    assert not wide, wide
+    narrow = [tuple(v.shape) for v in saved if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 and v.numel() >= 3 * 6 * 40]
+    assert narrow, [(tuple(v.shape), v.dtype) for v in saved if isinstance(v, torch.Tensor)]
+
+
 class ScaledDropout(torch.nn.Module):
     def __init__(self):
         super().__init__()
