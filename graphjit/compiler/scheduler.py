@@ -40,12 +40,25 @@ def realize_reason(value, num_users):
         # the body is everything inlined into it, transitively: bound what each reader recomputes
         return f"its body loads {len(rec.reads)} values (> config.realize_loads_threshold)"
     if num_users > 1:
-        if len(rec.reads) > config.realize_reads_threshold:
-            return f"read by {num_users} ops and loads {len(rec.reads)} values (> realize_reads_threshold)"
+        streamed = _streamed_reads(rec.reads, value.sizes)
+        if len(streamed) > config.realize_reads_threshold:
+            return f"read by {num_users} ops and loads {len(streamed)} values along its last dim " \
+                   f"(> realize_reads_threshold)"
         expensive = sorted(set(rec.op_counts) & EXPENSIVE_OPS)
         if expensive:
             return f"read by {num_users} ops and computes {', '.join(expensive)}"
     return None
+
+
+def _streamed_reads(reads, sizes):
+    """The distinct reads of a body whose index moves along its innermost dim (of size > 1): what each
+    reader that recomputes the body reads again in full. A read constant along that dim (a per-row
+    statistic, a label, a scalar) is one value per row, cheap to read again."""
+    dims = [i for i, n in enumerate(sizes) if n != 1]
+    if not dims:
+        return set()
+    inner = index_symbol(f"x{dims[-1]}")
+    return {(name, index) for name, index in reads if inner in getattr(index, "free_symbols", ())}
 
 
 # ---------------------------------------------------------------------------------------------------------

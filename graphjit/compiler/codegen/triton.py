@@ -49,7 +49,7 @@ from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..facts import GraphFacts
 from ..ir import FloorDiv, StorageView, guard_bool, int_of, size_hint
 from .cpp import used_size_symbols
-from .wrapper import WrapperCode, pyexpr
+from .wrapper import WrapperCode, pyexpr, run_source
 
 # ---------------------------------------------------------------------------------------------------------
 # Types, literals, op templates
@@ -1596,7 +1596,7 @@ class TritonDevice:
         wrapper_source = code.generate(job.facts.check_inputs(), eager_if_grad)
         code.globals["eager"] = job.gm.forward
         namespace = dict(code.globals)
-        exec(compile(wrapper_source, "<graphjit triton wrapper>", "exec"), namespace)
+        run_source(wrapper_source, "graphjit triton wrapper", namespace)
         call = namespace["call"]
         if logs.enabled("output_code"):
             logs.log("output_code", f"wrapper:\n{wrapper_source}\nkernels ({triton_build.module_path(job.source)}):"

@@ -13,6 +13,8 @@ only these lines. GRAPHJIT_LOGS=output_code prints it.
 import bisect
 import collections
 import ctypes
+import hashlib
+import linecache
 import math
 import operator
 import re
@@ -475,6 +477,14 @@ def build(graph, items, signatures, lib, eager, facts, eager_if_grad):
         fn.restype = ctypes.c_int
         code.globals[name] = fn
     namespace = dict(code.globals)
-    exec(compile(source, "<graphjit wrapper>", "exec"), namespace)
+    run_source(source, "graphjit wrapper", namespace)
     return source, namespace["call"]
+
+
+def run_source(source, kind, namespace):
+    """exec a generated wrapper's source into namespace, under a file name of its own that linecache knows
+    (`<graphjit wrapper 1a2b3c4d5e>`): tracebacks, profilers and memory snapshots show its lines."""
+    filename = f"<{kind} {hashlib.sha1(source.encode()).hexdigest()[:10]}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
 
