@@ -2,6 +2,8 @@
 AOTAutograd, each compiled (C++, or Triton under its interpreter), against eager over several steps of
 forward, loss, backward and an optimizer step (graphjit.testing.check_training): outputs, losses,
 gradients of parameters and inputs, and parameters and buffers after each step."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -168,10 +170,15 @@ class Checkpointed(torch.nn.Module):
         return x
 
 
+def _returned_by_forward(counter):
+    """The nodes the forward halves return (outputs and what they save for the backward)."""
+    return [leaf for f in counter.compiled for h in getattr(f, "graphjit_halves", ()) if h.which == "forward"
+            for leaf in torch.utils._pytree.tree_leaves([n.args for n in h.graph.graph.nodes if n.op == "output"])]
+
+
 def _saved_by_forward(counter):
-    """How many tensors the forward halves return (outputs and what they save for the backward)."""
-    return sum(len(torch.utils._pytree.tree_leaves([n.args for n in h.graph.graph.nodes if n.op == "output"]))
-               for f in counter.compiled for h in getattr(f, "graphjit_halves", ()) if h.which == "forward")
+    """How many tensors the forward halves return."""
+    return len(_returned_by_forward(counter))
 
 
 def test_activation_checkpoint_recomputes_in_backward():
@@ -206,14 +213,39 @@ def test_upcast_normalizations_are_recomputed_not_saved():
         return torch.randn(3, 6, 16, generator=g), torch.randint(0, 40, (3, 6), generator=g)
     counter, *_ = check_training(UpcastNormalizations, args, backend=graphjit_backend, loss=lambda out: out,
                                  context=lambda: torch.autocast("cpu", dtype=torch.bfloat16), atol=2e-2, rtol=2e-2)
-    forwards = [h.graph for f in counter.compiled for h in getattr(f, "graphjit_halves", ()) if h.which == "forward"]
-    assert forwards
-    saved = [n.meta["val"] for g in forwards for n in g.graph.nodes if n.op == "output"
-             for n in torch.utils._pytree.tree_leaves(n.args) if isinstance(n, torch.fx.Node)]
+    saved = [n.meta["val"] for n in _returned_by_forward(counter) if isinstance(n, torch.fx.Node)]
+    assert saved
     wide = [tuple(v.shape) for v in saved if isinstance(v, torch.Tensor) and v.dtype == torch.float32 and v.numel() >= 3 * 5 * 40]
     assert not wide, wide
     narrow = [tuple(v.shape) for v in saved if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 and v.numel() >= 3 * 6 * 40]
     assert narrow, [(tuple(v.shape), v.dtype) for v in saved if isinstance(v, torch.Tensor)]
+
+
+class UpcastCrossEntropy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Linear(16, 300)
+
+    def forward(self, x, targets):
+        logits = self.head(x)
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+
+def test_cross_entropy_backward_stores_no_logits_sized_intermediate():
+    """The backward of a cross-entropy of upcast logits allocates one logits-sized buffer, the gradient it
+    returns: the one-hot gradient (read by a row sum and by the output, loading only labels and scalars)
+    is recomputed in both (scheduler.realize_reason counts reads along the last dim), not stored in float32."""
+    import re
+
+    def args(call):
+        g = torch.Generator().manual_seed(call)
+        return torch.randn(3, 8, 16, generator=g), torch.randint(0, 300, (3, 8), generator=g)
+    counter, *_ = check_training(UpcastCrossEntropy, args, backend=graphjit_backend, loss=lambda out: out,
+                                 context=lambda: torch.autocast("cpu", dtype=torch.bfloat16), atol=2e-2, rtol=2e-2)
+    (backward,) = [h.compiled for f in counter.compiled for h in f.graphjit_halves if h.which == "backward"]
+    shapes = [tuple(int(v) for v in m.split(",") if v.strip())
+              for m in re.findall(r"empty_cpu\(\(([\d, ]*)\)", backward.wrapper_source)]
+    assert len([s for s in shapes if math.prod(s) >= 24 * 300]) == 1, backward.wrapper_source
 
 
 class ScaledDropout(torch.nn.Module):
