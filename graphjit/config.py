@@ -100,7 +100,8 @@ cache_dir = _knob("cache_dir", str, os.path.join(os.path.expanduser("~"), ".cach
 check_inputs = _knob("check_inputs", int, -1, codegen=True)
 
 # Realization: a pointwise value read by several ops is computed once into a buffer (instead of being
-# recomputed inside each reader) if its body loads more than this many values ...
+# recomputed inside each reader) if its body loads more than this many distinct values along its last dim
+# (reads constant along it, such as per-row statistics, labels and scalars, do not count) ...
 realize_reads_threshold = _knob("realize_reads_threshold", int, 2, codegen=True)
 # ... or calls a transcendental op (exp, tanh, erf, pow ...), see scheduler.EXPENSIVE_OPS.
 # Any value whose body has more than this many ops is computed into a buffer, to bound kernel size ...
