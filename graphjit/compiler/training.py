@@ -98,7 +98,7 @@ def _partition(joint, joint_inputs, **kwargs):
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch.utils.checkpoint import CheckpointPolicy
     backward_reads = _read_by_backward(joint.graph)
-    for node in list(joint.graph.nodes):
+    for node in joint.graph.nodes:
         if node.op == "call_function" and _op_name(node) in _NORMALIZATIONS and "recompute" not in node.meta \
                 and node in backward_reads and not any(user.op == "output" for user in node.users):
             path = _upcast_path(node)
