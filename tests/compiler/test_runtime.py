@@ -143,3 +143,20 @@ def test_other_dtype_runs_eagerly():
     compiled, _ = compile_cases(lambda t: t * 2, [(x,)])
     y = make((6, 5), torch.float64)
     torch.testing.assert_close(compiled(y)[0], y * 2)
+
+
+def test_generated_wrapper_lines_are_in_linecache():
+    """A compiled wrapper runs under a file name of its own that linecache knows (codegen.wrapper.run_source):
+    tracebacks, profilers and memory snapshots show its generated lines. Its result is eager's."""
+    import linecache
+
+    from graphjit.backends.registry import graphjit_backend
+
+    def fn(x):
+        return (x.sin() + 1).sum(-1)
+    x = torch.randn(4, 8)
+    call = graphjit_backend(torch.fx.symbolic_trace(fn), [x])
+    torch.testing.assert_close(call(x), fn(x))
+    code = getattr(call, "__code__", None)
+    assert code is not None and code.co_filename.startswith("<graphjit wrapper "), code
+    assert linecache.getline(code.co_filename, code.co_firstlineno).startswith("def call("), code.co_filename
