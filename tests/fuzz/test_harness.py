@@ -169,3 +169,42 @@ def test_float64_reference_computes_default_dtype_values_in_float64():
     assert state["out"][0].dtype == torch.float64
     plain = runner._replay(prog.source(), prog.calls[:1])
     torch.testing.assert_close(state["arg"][0], plain["arg"][0].double())      # the same inputs
+
+
+def _doubled_gradient(fn, *args):
+    """fn's value with twice its gradient: the forward agrees with eager, the backward does not."""
+    out = fn(*args)
+    return out + (out - out.detach())
+
+
+def test_sees_a_wrong_gradient():
+    prog = _prog("v1 = x1.sin() * 3")
+    res = runner.run(prog.source(), backend=_swapping("sin", _doubled_gradient), grad=True)
+    assert res["status"] == "wrong_grad", runner.describe(res)
+
+
+def _rsqrt_one_ulp_up(fn, x):
+    """rsqrt rounded one ulp up, its gradient (-x^-1.5 / 2, as torch computes it: -result^3 / 2) from
+    that result, as a kernel rounding differently from eager's gives."""
+    y = _one_ulp_up(fn, x.detach())
+    return y + (x - x.detach()) * (-0.5 * y ** 3)
+
+
+def test_a_gradient_amplifying_one_ulp_is_rounding():
+    """rsqrt's gradient is its result cubed: one bfloat16 ulp of the result moves the float32 gradient by
+    about 2%, beyond its tolerance; eager's own gradient moves that far when its ops round one ulp off."""
+    prog = _prog("v1 = x1.abs().add(0.5).to(torch.bfloat16).rsqrt()")
+    res = runner.run(prog.source(), backend=_swapping("rsqrt", _rsqrt_one_ulp_up), grad=True)
+    assert res["status"] == "noise", runner.describe(res)
+    assert any("one ulp" in n for n in res["notes"]), res["notes"]
+
+
+def test_overflow_logs_align_without_conversions():
+    """The float64 reference converts where the float32 run has nothing to do: conversions are left out
+    before the logs are compared op by op."""
+    low = [("add", 0), ("native_layer_norm", 2), ("mul", 0)]
+    ref = [("_to_copy", 0), ("add", 0), ("native_layer_norm", 0), ("_to_copy", 0), ("mul", 0)]
+    assert runner._overflowed(low, ref)
+    assert not runner._overflowed(low[:1] + [("native_layer_norm", 0)] + low[2:], ref)
+    assert not runner._overflowed([("add", 1), ("sum", 1)], [("add", 1)])  # misaligned, reference non-finite too
+    assert runner._overflowed([("add", 1), ("sum", 1)], [("add", 0)])
