@@ -39,6 +39,7 @@ class ReturnCodegen:
         self.prelude = []          # statements building objects made in the frame, each once
         self._temps = {}           # id(Variable) -> temp name holding its rebuilt object
         self._building = set()     # ids of Variables being rebuilt (cycle detection)
+        self._kept = []            # the Variables _temps names, alive while this codegen keys by their ids
 
     def obj(self, value):
         key = id(value)
@@ -70,7 +71,7 @@ class ReturnCodegen:
             name = f"__gj_t{len(self._temps)}"
             self.prelude.append(f"{name} = {text}")
             self._temps[key] = name
-            self.namespace.setdefault("__gj_keep", []).append(var)
+            self._kept.append(var)
             return name
         return text
 
