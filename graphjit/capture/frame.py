@@ -278,6 +278,8 @@ def _check_deferral(tracer):
     handler in between; otherwise translate again with logging calls as real graph breaks."""
     effects = tracer.side_effects
     if effects.deferred_calls and not effects.only_deferred_calls():
+        effects.drop_restored_stores(tracer.guards)
+    if effects.deferred_calls and not effects.only_deferred_calls():
         raise _RetryWithoutDeferral()
 
 

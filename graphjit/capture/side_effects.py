@@ -31,11 +31,17 @@ class SideEffects:
         self.mutated = {}            # id(var) -> container Variable with a source, mutated in place
         self.deferred_calls = []     # (callable Variable, args, kwargs): logging calls run after the graph
         self.keepalive = []
+        self._events = 0             # effects recorded so far: orders attribute stores and deferred calls
+        self._store_span = {}        # (id(obj), name) -> (real obj, first event, last event) of its stores
+        self._call_events = []       # the event count at each deferred call
 
     # ---- attributes of objects that came from outside ----
     def store_attr(self, obj_var, real_obj, name, value, raw=False):
         self.keepalive.append(real_obj)
         key = (id(real_obj), name)
+        self._events += 1
+        first = self._store_span.get(key, (None, self._events))[1]
+        self._store_span[key] = (real_obj, first, self._events)
         prior = self.attr_stores.get(key)
         removed = None if prior is None else prior[1] if _is_delete(prior[1]) else prior[3]
         if prior is not None and _is_delete(prior[1]):
@@ -46,6 +52,7 @@ class SideEffects:
         """Record `del obj.name`. The caller has checked that the attribute exists: stored earlier in the
         frame (attr_present says so), or present on the real object and guarded so."""
         self.keepalive.append(real_obj)
+        self._events += 1
         stored = self.attr_present(real_obj, name)
         self.attr_stores[(id(real_obj), name)] = (obj_var, _DISCARDED if stored else _DELETED, raw, None)
 
@@ -66,22 +73,53 @@ class SideEffects:
 
     # ---- globals and closure cells ----
     def store_global(self, name, value):
+        self._events += 1
         self.global_stores[name] = value
 
     def pending_global(self, name):
         return self.global_stores.get(name)
 
     def store_cell(self, cell_var, value):
+        self._events += 1
         self.cell_stores[id(cell_var)] = (cell_var, value)
 
     # ---- containers read from outside, mutated in place ----
     def mark_mutated(self, container_var):
         if container_var.source is None:
             return
+        self._events += 1
         self.mutated[id(container_var)] = container_var
 
     def defer_call(self, fn, args, kwargs):
+        self._call_events.append(self._events)
         self.deferred_calls.append((fn, args, kwargs))
+
+    def drop_restored_stores(self, guards):
+        """Drop the attribute stores that put back the constant the attribute held when the frame started
+        (`self.compiling = True ... self.compiling = False`, a context variable's set and reset), guarding
+        that value, when no deferred call ran between the first and the last of them: the object after the
+        frame and at each deferred call is as it was. Only plain instance attributes (no data descriptor, no
+        custom __setattr__) of objects with a source."""
+        from .sources import AttrSource
+        restored = []
+        for key, (obj_var, value, raw, removed) in self.attr_stores.items():
+            real, first, last = self._store_span.get(key, (None, 0, 0))
+            name = key[1]
+            if (real is None or removed is not None or _is_delete(value) or not value.is_constant()
+                    or getattr(obj_var, "source", None) is None or not _plain_attribute(real, name, raw)):
+                continue
+            before = vars(real).get(name, _DELETED)
+            if before is _DELETED or not _same_constant(before, value.as_python_constant()):
+                continue
+            restored.append((key, obj_var, name, before, first, last))
+        if not restored:
+            return
+        start, end = min(r[4] for r in restored), max(r[5] for r in restored)
+        if any(start <= e < end for e in self._call_events):
+            return
+        for key, obj_var, name, before, _, _ in restored:
+            guards.add_equals(AttrSource(obj_var.source, name), before)
+            del self.attr_stores[key]
 
     def only_deferred_calls(self):
         return not (self.attr_stores or self.global_stores or self.cell_stores or self.mutated)
@@ -155,6 +193,26 @@ def _container_writes(var, read):
         contents = read(f"{{{items}}}")
         return [f"{target}.clear()", f"{target}.update({contents})"]
     unsupported(f"replaying a mutation of {var}")
+
+
+def _plain_attribute(obj, name, raw):
+    """Whether obj.name lives in obj's instance dict, read and written without any class code."""
+    import inspect
+    cls = type(obj)
+    if not isinstance(getattr(obj, "__dict__", None), dict) or name not in vars(obj):
+        return False
+    if not raw and cls.__setattr__ is not object.__setattr__:
+        return False
+    if cls.__getattribute__ is not object.__getattribute__:
+        return False
+    descriptor = inspect.getattr_static(cls, name, None)
+    return not hasattr(type(descriptor), "__set__") and not hasattr(type(descriptor), "__delete__")
+
+
+def _same_constant(a, b):
+    """a and b are the same constant: one type, equal, and the same repr (-0.0 is not 0.0)."""
+    return type(a) is type(b) and (a is b or (type(a) in (int, str, bool, float, bytes, type(None))
+                                                and a == b and repr(a) == repr(b)))
 
 
 def _is_delete(value):

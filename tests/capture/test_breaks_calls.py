@@ -397,6 +397,76 @@ def test_logging_list_mutated_later():
     check_break(log_list_then_mutate, lambda: (r(3), []), graphs=None, world=logged())
 
 
+# A frame that sets an attribute and puts its value back (transformers' output collector around a model's
+# forward: `compiling = True ... compiling = False`) leaves nothing to replay, so a logger call after it is
+# still deferred: one graph. The value it restores is guarded; a handler that reads the attribute between
+# the two stores sees what eager shows it.
+
+class Flags:
+    def __init__(self):
+        self.busy = False
+
+
+FLAGS = Flags()
+STATE_RECORDS = []
+
+
+class StateHandler(logging.Handler):
+    def emit(self, record):
+        STATE_RECORDS.append((record.getMessage(), FLAGS.busy))
+
+
+STATE_LOGGER = logging.getLogger("graphjit.tests.breaks.state")
+STATE_LOGGER.addHandler(StateHandler())
+STATE_LOGGER.setLevel(logging.DEBUG)
+STATE_LOGGER.propagate = False
+
+
+def log_after_restored_flag(x):
+    FLAGS.busy = True
+    y = x.sin()
+    FLAGS.busy = False
+    STATE_LOGGER.info("done %d", 3)
+    return y * 2
+
+
+def log_inside_restored_flag(x):
+    FLAGS.busy = True
+    STATE_LOGGER.info("inside")
+    y = x.sin()
+    FLAGS.busy = False
+    return y * 2
+
+
+def state_logged():
+    def reset():
+        STATE_RECORDS.clear()
+        FLAGS.busy = False
+    return World(reset, lambda: (list(STATE_RECORDS), FLAGS.busy), nonempty=True)
+
+
+def test_logging_after_a_restored_attribute_is_deferred():
+    check_break(log_after_restored_flag, lambda: (r(3),), graphs=1, world=state_logged())
+
+
+def test_logging_between_a_store_and_its_restore_sees_the_stored_value():
+    check_break(log_inside_restored_flag, lambda: (r(3),), graphs=None, world=state_logged())
+
+
+def test_a_restored_attribute_is_guarded():
+    """Compiled while FLAGS.busy was False; called while it is True, the frame still leaves it False."""
+    graphjit.reset()
+    compiled = graphjit.compile(log_after_restored_flag, backend="eager")
+    FLAGS.busy = False
+    compiled(r(3))
+    FLAGS.busy = True
+    STATE_RECORDS.clear()
+    out = compiled(x := r(3))
+    torch.testing.assert_close(out, x.sin() * 2)
+    assert FLAGS.busy is False
+    assert STATE_RECORDS == [("done 3", False)]
+
+
 # ------------------------------------------------------------------------------ time, copy, math, warnings
 
 def perf_counter_between(x):

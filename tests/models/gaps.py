@@ -10,14 +10,6 @@ from .zoo import ZOO, missing
 
 HF = "transformers/"   # site-packages/transformers/..., shortened in the reasons below
 
-WARNING_ONCE = (
-    "Unsupported: 'logging call warning_once() (deferred past the graph only with constant arguments and no"
-    " other side effects in the frame)' (with the model copied after an eager call: 'logging call"
-    f" warning_once() with values only known when the graph runs') at {HF}modeling_utils.py:4778, in the"
-    " loss_function property (config.loss_type is None), reached from"
-    f" {HF}models/gpt2/modeling_gpt2.py:703 when labels are given. torch.compile breaks there too (2 graphs)."
-    " Without fullgraph graphjit also gets 2 graphs: the wrappers break at their call of the forward, which is"
-    " then compiled as its own frame and breaks at the `self.loss_function` attribute (run in CPython).")
 OUTPUT_CAPTURE = (
     "Breaks, results equal to eager: with output_attentions/output_hidden_states requested, transformers"
     " installs capture hooks on submodules on the first call, under a threading.Lock ('C method"
@@ -26,7 +18,7 @@ OUTPUT_CAPTURE = (
     " are inside a try block, so the forward runs eagerly. torch.compile: 1 graph (it inlines"
     " nn.Module._call_impl and the hooks).")
 
-GAPS = {"gpt2-train": WARNING_ONCE, "bert-all-outputs": OUTPUT_CAPTURE}
+GAPS = {"bert-all-outputs": OUTPUT_CAPTURE}
 
 ONE_GRAPH_GAPS = dict(GAPS)
 
