@@ -42,19 +42,30 @@ def where(frames):
 
 
 def peak_of(trace, baseline):
-    """Replays one device's trace: (peak bytes, live allocations at the peak {addr: (size, frames)})."""
-    live, total, peak, at_peak = {}, baseline, baseline, {}
-    for event in trace:
+    """Replays one device's trace: (peak bytes, live allocations at the peak {addr: (size, frames)}, the
+    frames of the allocation that reached the peak, its place among the trace's events as a fraction)."""
+    live, total, peak, at_peak, peak_frames, peak_at = {}, baseline, baseline, {}, [], 0.0
+    for i, event in enumerate(trace):
         action = event["action"]
         if action == "alloc":
             live[event["addr"]] = (event["size"], event.get("frames", []))
             total += event["size"]
             if total > peak:
                 peak, at_peak = total, dict(live)
+                peak_frames, peak_at = event.get("frames", []), i / max(1, len(trace))
         elif action == "free_completed":
             entry = live.pop(event["addr"], None)
             total -= entry[0] if entry is not None else event["size"]
-    return peak, at_peak
+    return peak, at_peak, peak_frames, peak_at
+
+
+def region(frames):
+    """Which code allocated: a generated wrapper or Inductor module (its file name), else where()."""
+    for frame in frames:
+        name = frame["filename"]
+        if name.startswith("<graphjit") or name.startswith(train._CACHE):
+            return name.rsplit("/", 1)[-1]
+    return where(frames)
 
 
 def measure(key, name, steps):
@@ -77,7 +88,7 @@ def measure(key, name, steps):
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
     peak = torch.cuda.max_memory_allocated()
-    replayed, live = peak_of(snapshot["device_traces"][0], start)
+    replayed, live, peak_frames, peak_at = peak_of(snapshot["device_traces"][0], start)
     groups = collections.defaultdict(lambda: [0, 0])
     for size, frames in live.values():
         g = groups[where(frames)]
@@ -87,6 +98,14 @@ def measure(key, name, steps):
           f"optimizer state), step peak {(peak - engine.allocated_before) / 2**30:.2f} GiB (replayed "
           f"{(replayed - engine.allocated_before) / 2**30:.2f}); alive at the peak, allocated in the step: "
           f"{sum(s for s, _ in live.values()) / 2**30:.2f} GiB in {len(live)} blocks", flush=True)
+    print(f"  the peak is reached {100 * peak_at:.0f}% into the step's allocation events, by {where(peak_frames)}")
+    regions = collections.defaultdict(lambda: collections.Counter())
+    for size, frames in live.values():
+        regions[region(frames)][size] += 1
+    for label, sizes in sorted(regions.items(), key=lambda kv: -sum(s * n for s, n in kv[1].items())):
+        total = sum(s * n for s, n in sizes.items())
+        blocks = ", ".join(f"{n}x {s / 2**20:.1f}" for s, n in sorted(sizes.items(), key=lambda kv: -kv[0] * kv[1])[:8])
+        print(f"  {total / 2**20:9.1f} MiB in {label}: {blocks} MiB")
     for label, (size, count) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:30]:
         print(f"  {size / 2**20:9.1f} MiB {count:4d}x  {label}")
     del engine

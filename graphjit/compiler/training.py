@@ -130,20 +130,24 @@ def _op_name(node):
 
 
 def _upcast_path(node):
-    """The views and dtype conversions between node's input and a tensor of narrower elements than node's
-    output, that no forward output reads (the partitioner recomputes them in the backward); None where
-    node's input is no such upcast."""
+    """The views and dtype conversions between node's input and the nearest tensor of narrower elements
+    than node's output, that no forward output reads (the partitioner recomputes them in the backward);
+    None where node's input is no such upcast. The narrower tensor itself may be a forward output (the
+    bfloat16 logits a model returns beside its loss): it is kept anyway."""
     out = node.meta.get("val")
+    if not isinstance(out, torch.Tensor):
+        return None
     path, value = [], node.args[0]
-    while isinstance(value, torch.fx.Node) and value.op == "call_function" and _op_name(value) in _UPCAST_PATH:
-        if any(user.op == "output" for user in value.users):
+    while isinstance(value, torch.fx.Node):
+        source = value.meta.get("val")
+        if isinstance(source, torch.Tensor) and source.element_size() < out.element_size():
+            return path
+        if value.op != "call_function" or _op_name(value) not in _UPCAST_PATH or \
+                any(user.op == "output" for user in value.users):
             return None
         path.append(value)
         value = value.args[0]
-    source = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
-    narrower = isinstance(out, torch.Tensor) and isinstance(source, torch.Tensor) and \
-        source.element_size() < out.element_size()
-    return path if narrower else None
+    return None
 
 
 def _writes(gm):

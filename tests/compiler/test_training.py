@@ -195,23 +195,29 @@ class UpcastNormalizations(torch.nn.Module):
     """bfloat16 logits made float32 (as transformers' losses do under autocast): a cross-entropy of them and
     a softmax of a slice of them."""
 
-    def __init__(self):
+    def __init__(self, returns_logits=False):
         super().__init__()
         self.a, self.head = torch.nn.Linear(16, 32), torch.nn.Linear(32, 40)
+        self.returns_logits = returns_logits
 
     def forward(self, x, targets):
         logits = self.head(torch.relu(self.a(x)))
         probs = logits[:, :-1, :].float().softmax(-1)
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten()) + (probs * probs).sum()
+        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten()) + (probs * probs).sum()
+        return (loss, logits) if self.returns_logits else loss
 
 
-def test_upcast_normalizations_are_recomputed_not_saved():
+@pytest.mark.parametrize("returns_logits", [False, True], ids=["loss", "loss_and_logits"])
+def test_upcast_normalizations_are_recomputed_not_saved(returns_logits):
     """Under bf16 autocast the forward saves the bfloat16 logits, not the float32 log_softmax and softmax
-    of them (compiler/training._partition): the backward recomputes those, and gradients are eager's."""
+    of them (compiler/training._partition): the backward recomputes those, and gradients are eager's. The
+    same where the forward also returns the bfloat16 logits (a model's output beside its loss: HF's
+    causal LMs)."""
     def args(call):
         g = torch.Generator().manual_seed(call)
         return torch.randn(3, 6, 16, generator=g), torch.randint(0, 40, (3, 6), generator=g)
-    counter, *_ = check_training(UpcastNormalizations, args, backend=graphjit_backend, loss=lambda out: out,
+    counter, *_ = check_training(lambda: UpcastNormalizations(returns_logits), args, backend=graphjit_backend,
+                                 loss=(lambda out: out[0]) if returns_logits else (lambda out: out),
                                  context=lambda: torch.autocast("cpu", dtype=torch.bfloat16), atol=2e-2, rtol=2e-2)
     saved = [n.meta["val"] for n in _returned_by_forward(counter) if isinstance(n, torch.fx.Node)]
     assert saved
