@@ -113,6 +113,13 @@ realize_loads_threshold = _knob("realize_loads_threshold", int, 32, codegen=True
 # Most nodes fused into one kernel.
 max_fusion_size = _knob("max_fusion_size", int, 64, codegen=True)
 
+# A node of at least fusion_parallel_elements elements does not join a kernel whose outer loop (the one run
+# in parallel: Triton programs, OpenMP threads) has fewer than fusion_parallel_rows iterations and fewer
+# than the node's own would have: under a scalar loss's outer loop of one iteration, the activations a
+# training forward saves were computed by one Triton program.
+fusion_parallel_rows = _knob("fusion_parallel_rows", int, 1024, codegen=True)
+fusion_parallel_elements = _knob("fusion_parallel_elements", int, 65536, codegen=True)
+
 # A pointwise buffer read only by later inner loops of its kernel is kept per outer iteration in a stack
 # array (a kernel's scratch) if an iteration makes at most this many of its elements.
 scratch_max_elements = _knob("scratch_max_elements", int, 4096, codegen=True)

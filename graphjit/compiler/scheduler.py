@@ -148,6 +148,22 @@ def split_node(buffer, outer=None):
     return SchedNode(buffer, outer, dims[len(outer):]), None
 
 
+def _starved(node, outer):
+    """Why node, placed under a kernel's outer loop `outer`, would lose the parallelism of its own outer
+    loop (split_node's choice), or None: it has at least config.fusion_parallel_elements elements, and
+    `outer` has fewer iterations than config.fusion_parallel_rows and than its own loop. Sizes that are
+    not numbers (symbolic) are not judged."""
+    own, _ = split_node(node.buffer)
+    here, alone = product_int(outer), product_int(own.outer)
+    elements = product_int(node.outer + node.inner)
+    if None in (here, alone, elements) or elements < config.fusion_parallel_elements:
+        return None
+    if here < alone and here < config.fusion_parallel_rows:
+        return (f"its {elements} elements would run {here} outer iterations at a time, not {alone} "
+                f"(fusion_parallel_rows)")
+    return None
+
+
 def _fmt(sizes):
     return ", ".join(map(str, sizes))
 
@@ -183,7 +199,7 @@ class Kernel:
             node, reason = self._resplit_for(buffer) or (None, reason)
         if node is None:
             return reason
-        reason = self._dependence_refusal(node)
+        reason = _starved(node, self.outer) or self._dependence_refusal(node)
         if reason:
             return reason
         self.nodes.append(node)
@@ -196,7 +212,7 @@ class Kernel:
         """A pointwise-only kernel can move its outer/inner boundary to match a reduction's outer loop."""
         target = nonunit(buffer.data.sizes)
         nodes = [split_node(n.buffer, target)[0] for n in self.nodes]
-        if any(n is None for n in nodes):
+        if any(n is None or _starved(n, target) for n in nodes):
             return None
         node, reason = split_node(buffer, target)
         if node is None:

@@ -118,6 +118,40 @@ def test_realize_reason_policy():
     assert "loads" in scheduler.realize_reason(chain, 1)
 
 
+def _loss_then_activation(x, w):
+    return (x * w).sum(), torch.tanh(x) * 2 + 1
+
+
+def _activation_then_loss(x, w):
+    y = torch.tanh(x) * 2 + 1
+    return y, (y * w).sum()
+
+
+@pytest.mark.parametrize("fn", [_loss_then_activation, _activation_then_loss])
+def test_a_large_loop_keeps_its_parallel_rows_beside_a_scalar_reduction(fn):
+    """A [256, 512] pointwise node does not join (or get moved under) a scalar reduction's outer loop of
+    one iteration: it would run in one Triton program or one thread (a training forward's saved
+    activations, fused after the loss, took 50 ms a step on the H200). Small nodes still may."""
+    x, w = torch.randn(256, 512), torch.randn(256, 512)
+    graph = lower(fn, x, w)
+    kernels = [k for k in scheduler.schedule(graph) if isinstance(k, scheduler.Kernel)]
+    for kernel in kernels:
+        outer = scheduler.product_int(kernel.outer)
+        for node in kernel.nodes:
+            elements = scheduler.product_int(node.outer + node.inner)
+            assert outer >= config.fusion_parallel_rows or elements < config.fusion_parallel_elements or \
+                outer >= scheduler.product_int(scheduler.split_node(node.buffer)[0].outer), str(kernel)
+    small = lower(fn, torch.randn(8, 16), torch.randn(8, 16))
+    assert len([k for k in scheduler.schedule(small) if isinstance(k, scheduler.Kernel)]) == 1
+    import graphjit
+    graphjit.reset()
+    compiled = graphjit.compile(fn, backend="graphjit")
+    for rows in (256, 8):
+        x, w = torch.randn(rows, 512), torch.randn(rows, 512)
+        for got, want in zip(compiled(x, w), fn(x, w)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+
+
 def test_decomposition_table_keeps_fused_and_extern_ops_whole():
     table = decompose.decomposition_table()
     aten = torch.ops.aten
