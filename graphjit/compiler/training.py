@@ -67,10 +67,11 @@ def compile_training(gm, example_inputs, compile_fn):
                                     partition_fn=_partition,
                                     decompositions=decomposition_table(), keep_inference_input_mutations=True)
     except RuntimeError as e:
-        if SAVED_VALUE_WRITTEN not in str(e):
+        if SAVED_VALUE_WRITTEN not in str(e) and not _writes(gm):
             raise
-        # the graph writes in place to a value its gradient needs: eager raises only if backward runs, so
-        # the graph runs as captured, which raises then too
+        # the graph writes in place: to a value its gradient needs (eager raises only if backward runs, and
+        # the graph as captured raises then too), or through a view AOTAutograd's functionalization cannot
+        # replay (a write through an expanded bool tensor: torch.compile raises there); it runs as captured
         logs.log("fusion", f"{name}: running the graph as captured: AOTAutograd's joint trace failed: "
                            f"{str(e).splitlines()[0]}")
         return gm.forward

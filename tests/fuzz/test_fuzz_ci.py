@@ -70,6 +70,9 @@ FOUND = {
                               "AOTAutograd's write-back differed from eager's (now: runs as captured)",
     ("grad-tensor", 4100205): "layer_norm of a row near -3e38: eager's float32 variance overflows to NaN, "
                               "compiled's is finite, so its zero gradient stays 0 (triage: overflow)",
+    ("grad-tensor", 8101105): "a write through an expanded bool tensor in a graph needing gradients: "
+                              "AOTAutograd's functionalization raised and the backend warned it failed "
+                              "(now: runs as captured, the reason logged; torch.compile raises)",
     ("grad-tensor", 4700416): "bfloat16 rsqrt one ulp from eager's (which rounds sqrt, then 1/x), cubed by "
                               "its gradient (triage: gradient rounding replay)",
 }
