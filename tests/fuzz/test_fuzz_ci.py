@@ -47,6 +47,8 @@ FOUND = {
     ("triton", 2200323): "Triton: std overflowed in float32",
     ("triton", 2200328): "Triton interpreter: bfloat16 subnormals widened to 0 (remainder gave nan)",
     ("triton", 2300392): "Triton: argmax of a lazy bfloat16 value compared unrounded",
+    ("triton", 8300727): "group_norm of one-element groups: eager and compiled both rounding noise times "
+                         "1/sqrt(eps), in different elements (triage: noise_dominated)",
     ("python", 300151): "a class attribute the frame writes was not guarded (getattr(cls, name, default))",
     ("python", 702099): "an attribute set, then deleted in one frame: AttributeError",
     ("python", 701421): "dict del of a key the frame read: KeyError in the replay",
