@@ -140,7 +140,7 @@ def _compile(gm, concrete_inputs, example_inputs, facts):
     start = time.perf_counter()
     job = Job(gm, list(example_inputs), facts, concrete_inputs=list(concrete_inputs))
     unit = device(job)
-    job.aten_gm = decompose.decompose(gm, example_inputs)
+    job.aten_gm = decompose.decompose(gm, example_inputs, traced_by_aot=facts.autograd)
     job.lap("decompose")
     logs.log("graph", lambda: f"graphjit compiler, ATen graph:\n{job.aten_gm.code}")
     job.graph = lowering.lower(job.aten_gm, example_inputs, autograd=facts.autograd)
