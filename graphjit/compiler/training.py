@@ -62,10 +62,11 @@ def compile_training(gm, example_inputs, compile_fn):
                            f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
         return gm.forward
     try:
-        run = aot_module_simplified(gm, example_inputs, fw_compiler=half("forward"),
-                                    bw_compiler=half("backward"), inference_compiler=half("inference"),
-                                    partition_fn=_partition,
-                                    decompositions=decomposition_table(), keep_inference_input_mutations=True)
+        with _quiet_meta_failures():
+            run = aot_module_simplified(gm, example_inputs, fw_compiler=half("forward"),
+                                        bw_compiler=half("backward"), inference_compiler=half("inference"),
+                                        partition_fn=_partition, decompositions=decomposition_table(),
+                                        keep_inference_input_mutations=True)
     except RuntimeError as e:
         if SAVED_VALUE_WRITTEN not in str(e) and not _writes(gm):
             raise
@@ -79,6 +80,26 @@ def compile_training(gm, example_inputs, compile_fn):
     if _writes(gm):
         return _CheckingAliases(run, gm.forward, halves)
     return run
+
+
+class _quiet_meta_failures:
+    """While AOTAutograd traces: torch's fake-tensor logger does not print the traceback of an op whose
+    meta function raised (`failed while attempting to run meta for ...`). The error itself propagates:
+    compile_training runs such a graph as captured with the reason logged, or the backend's failure is
+    reported with it."""
+
+    def __enter__(self):
+        import logging
+        self.logger = logging.getLogger("torch._subclasses.fake_tensor")
+        self.logger.addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeFilter(self)
+
+    @staticmethod
+    def filter(record):
+        return not str(record.msg).startswith("failed while attempting to run meta")
 
 
 # Row normalizations the lowering takes whole: the partitioner cannot recompute them (they are not on its

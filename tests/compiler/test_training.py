@@ -457,3 +457,37 @@ def test_writes_into_inputs_that_share_memory_run_as_captured():
             results.append((fn(w, a, a[::2]), a))
         assert_same(results[0], results[1], where=f"{n} elements")
         graphjit.reset()
+
+
+def test_a_write_functionalization_refuses_runs_as_captured_quietly():
+    """A graph needing gradients that writes through an expanded bool tensor: AOTAutograd's
+    functionalization raises (torch.compile raises too). It runs as captured, with eager's result, no
+    warning, and no traceback logged by torch's fake-tensor logger (fuzz grad 8101105)."""
+    import logging
+    import warnings
+
+    records = []
+
+    class Recording(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    handler = Recording(level=logging.DEBUG)
+    logger.addHandler(handler)
+
+    def f(x):
+        v = x.to(dtype=torch.bool).clone()
+        v.expand(2, *v.shape)[0] = 1e20
+        return v, x * 2
+
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    try:
+        for n in (1, 3):
+            x = torch.randn(n, requires_grad=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                got = compiled(x)
+            assert_same(got, f(x), where=f"{n} elements")
+    finally:
+        logger.removeHandler(handler)
+    assert not [m for m in records if m.startswith("failed while attempting to run meta")], records
