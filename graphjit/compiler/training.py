@@ -119,6 +119,7 @@ def _partition(joint, joint_inputs, **kwargs):
     normalization that is an output of the forward is saved (it exists anyway)."""
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch.utils.checkpoint import CheckpointPolicy
+    _materialize_constants(joint)
     backward_reads = _read_by_backward(joint.graph)
     for node in joint.graph.nodes:
         if node.op == "call_function" and _op_name(node) in _NORMALIZATIONS and "recompute" not in node.meta \
@@ -128,6 +129,28 @@ def _partition(joint, joint_inputs, **kwargs):
                 for step in (node, *path):
                     step.meta.setdefault("recompute", CheckpointPolicy.PREFER_RECOMPUTE)
     return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+
+def _materialize_constants(joint):
+    """Tensor constants of the joint graph that are efficient zero tensors (no storage) made plain zeros: a
+    gradient that depends on no input is traced into a constant, and sgn's is such a zero tensor, on which
+    AOTAutograd's deepcopy of the backward module raised at the first backward ("copy_() on an invalid
+    python storage"; torch.compile raises there too)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    for node in joint.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = getattr(joint, node.target, None)
+        if not isinstance(value, torch.Tensor):
+            continue
+        if not value._is_zerotensor():
+            continue
+        with unset_fake_temporarily():          # the partition runs in AOTAutograd's fake mode
+            plain = torch.zeros(value.shape, dtype=value.dtype, device=value.device)
+        if node.target in dict(joint.named_buffers()):
+            joint.register_buffer(node.target, plain)
+        else:
+            setattr(joint, node.target, plain)
 
 
 def _read_by_backward(graph):

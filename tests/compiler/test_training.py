@@ -491,3 +491,21 @@ def test_a_write_functionalization_refuses_runs_as_captured_quietly():
     finally:
         logger.removeHandler(handler)
     assert not [m for m in records if m.startswith("failed while attempting to run meta")], records
+
+
+@pytest.mark.parametrize("op", ["sgn", "sign"])
+def test_a_gradient_that_is_a_constant_zero(op):
+    """sgn's gradient is an efficient zero tensor (no storage) that AOTAutograd's trace makes a constant of
+    the backward; its deepcopy of the backward module raised at the first backward (torch.compile raises
+    too; fuzz grad 9100128). The gradient is eager's zeros, on several calls."""
+    def f(x):
+        return getattr(x.squeeze(0).flatten(), op)() * 2
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    for n in (1, 3, 3):
+        grads = []
+        for fn in (compiled, f):
+            x = torch.randn(2, n, 1, dtype=torch.float64, requires_grad=True)
+            out = fn(x)
+            out.sum().backward()
+            grads.append((out.detach(), x.grad))
+        assert_same(grads[0][1], grads[1][1], where=f"gradient, n={n}")

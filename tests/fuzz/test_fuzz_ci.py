@@ -75,6 +75,8 @@ FOUND = {
     ("grad-tensor", 8101105): "a write through an expanded bool tensor in a graph needing gradients: "
                               "AOTAutograd's functionalization raised and the backend warned it failed "
                               "(now: runs as captured, the reason logged; torch.compile raises)",
+    ("grad-tensor", 9100128): "sgn's gradient, an efficient zero tensor traced into a backward constant: "
+                              "AOTAutograd's deepcopy of the backward raised (torch.compile raises too)",
     ("grad-tensor", 4700416): "bfloat16 rsqrt one ulp from eager's (which rounds sqrt, then 1/x), cubed by "
                               "its gradient (triage: gradient rounding replay)",
 }
