@@ -77,6 +77,10 @@ FOUND = {
                               "(now: runs as captured, the reason logged; torch.compile raises)",
     ("grad-tensor", 9100128): "sgn's gradient, an efficient zero tensor traced into a backward constant: "
                               "AOTAutograd's deepcopy of the backward raised (torch.compile raises too)",
+    ("grad-tensor", 9100827): "a boolean mask of layer_norm over a row near 1e30 (eager's float32 variance NaN, "
+                              "compiled's 0): the mask's size differed (triage: overflow covers shapes)",
+    ("grad-tensor", 9100852): "group_norm of an empty input needing gradients: torch's backward decomposition "
+                              "divided by H * W = 0 while AOTAutograd traced (now: runs as captured)",
     ("grad-tensor", 4700416): "bfloat16 rsqrt one ulp from eager's (which rounds sqrt, then 1/x), cubed by "
                               "its gradient (triage: gradient rounding replay)",
 }
