@@ -67,6 +67,12 @@ def compile_training(gm, example_inputs, compile_fn):
                                         bw_compiler=half("backward"), inference_compiler=half("inference"),
                                         partition_fn=_partition, decompositions=decomposition_table(),
                                         keep_inference_input_mutations=True)
+    except ZeroDivisionError as e:
+        # torch's decomposition of an op AOTAutograd traces (its fake-tensor meta too) divides by a count of
+        # zero elements: native_group_norm_backward by H * W of an empty input (torch.compile raises there)
+        logs.log("fusion", f"{name}: running the graph as captured: AOTAutograd's joint trace divided by zero "
+                           f"({e}): an op's decomposition over zero elements")
+        return gm.forward
     except RuntimeError as e:
         if SAVED_VALUE_WRITTEN not in str(e) and not _writes(gm):
             raise
