@@ -515,8 +515,8 @@ def test_a_gradient_that_is_a_constant_zero(op):
 def test_group_norm_of_an_empty_input_needing_gradients():
     """group_norm over a zero-size spatial dim with inputs requiring grad: torch's decomposition of its
     backward (and so its fake-tensor meta) divides by H * W = 0 while AOTAutograd traces (torch.compile
-    raises there). The graph runs as captured, with eager's results and gradients and no warning (fuzz
-    grad 9100852)."""
+    raises there). The graph runs as captured, with eager's results and gradients (or, where eager raises
+    on HxW = 0, as torch 2.14's group_norm does, the same error) and no warning (fuzz grad 9100852)."""
     import warnings
 
     def f(x, w):
@@ -529,8 +529,13 @@ def test_group_norm_of_an_empty_input_needing_gradients():
             w = torch.randn(3, requires_grad=True)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                out = fn(x, w)
-            assert not [str(c.message) for c in caught if "graphjit" in str(c.message)]
-            out.sum().backward()
+                try:
+                    out = fn(x, w)
+                    out.sum().backward()
+                except RuntimeError as e:        # torch 2.14: group_norm raises on HxW = 0
+                    results.append(("raised", str(e)))
+                    continue
+                finally:
+                    assert not [str(c.message) for c in caught if "graphjit" in str(c.message)]
             results.append((out.detach(), x.grad, w.grad))
         assert_same(results[0], results[1], where=f"spatial {spatial}")
