@@ -175,12 +175,20 @@ def _gradient_mismatch(expected, actual):
             return f"gradient {k}: NaN or infinities differ"
         finite = e64.isfinite()
         if finite.any():
-            scale = max(1.0, e64[finite].abs().max().item())
-            tol = 3e-2 if e.dtype in (torch.float16, torch.bfloat16) else 1e-3
+            tol, scale = _gradient_tolerance(e64, e.dtype)
             worst = (e64[finite] - a64[finite]).abs().max().item()
             if worst > tol * scale:
                 return f"gradient {k}: max abs diff {worst:.3g} > {tol} x {scale:.3g}"
     return None
+
+
+def _gradient_tolerance(e64, dtype):
+    """(tol, scale): a compiled gradient's finite elements may differ from eager's e64 (in float64) by tol
+    times scale, the largest finite magnitude of e64 (at least 1); tol is 1e-3, 3e-2 for 16-bit dtypes."""
+    torch = _torch()
+    finite = e64.isfinite()
+    scale = max(1.0, e64[finite].abs().max().item()) if finite.any() else 1.0
+    return (3e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-3), scale
 
 
 def _triage_gradients(src, calls, res):
@@ -218,16 +226,11 @@ def _triage_gradients(src, calls, res):
                                            "traced backward formulas, not graphjit's kernels")
         return
     notes = res.setdefault("notes", [])
-    try:
-        low, ref = _nonfinite_log(src, calls, False, grad=True), _nonfinite_log(src, calls, True, grad=True)
-    except Exception as e:  # noqa: BLE001
-        notes.append(f"overflow replay raised {type(e).__name__}: {str(e)[:200]}")
-    else:
-        if _overflowed(low, ref):
-            res["status"] = "noise"
-            notes.append("eager's float32/16 forward or backward made an inf or NaN where the float64 reference "
-                         "did not: past an overflow its gradients are as meaningless as compiled's")
-            return
+    if _eager_overflowed(src, calls, notes, grad=True):
+        res["status"] = "noise"
+        notes.append("eager's float32/16 forward or backward made an inf or NaN where the float64 reference "
+                     "did not: past an overflow its gradients are as meaningless as compiled's")
+        return
     if eager is not None and ours is not None and _gradients_explained_by_rounding(src, calls, eager, ours, notes):
         res["status"] = "noise"
         notes.append("eager's gradients move as far as compiled's differ when its ops' results move by one ulp")
@@ -249,10 +252,8 @@ def _gradients_explained_by_rounding(src, calls, eager, ours, notes, replays=16)
         e64, a64 = e.double(), a.double()
         if not torch.equal(e64.isnan(), a64.isnan()) or not torch.equal(e64.isinf(), a64.isinf()):
             return False
-        finite = e64.isfinite()
-        scale = max(1.0, e64[finite].abs().max().item()) if finite.any() else 1.0
-        tol = 3e-2 if e.dtype in (torch.float16, torch.bfloat16) else 1e-3
-        left.append(finite & ((a64 - e64).abs() > tol * scale))
+        tol, scale = _gradient_tolerance(e64, e.dtype)
+        left.append(e64.isfinite() & ((a64 - e64).abs() > tol * scale))
     if any(m is not None and m.dim() == 0 for m in left):
         return False
     for k in range(replays):
@@ -377,7 +378,7 @@ def _judge_by_reference(src, calls, st_e, st_c, mism, notes):
     eager, comp = compare.leafmap(st_e), compare.leafmap(st_c)
     for m in [m for m in open_ if m.meta]:
         e, c, r = eager.get(m.path), comp.get(m.path), ref.get(m.path)
-        if all(isinstance(t, compare.torch.Tensor) for t in (e, c, r)) and c.shape == r.shape != e.shape:
+        if all(isinstance(t, _torch().Tensor) for t in (e, c, r)) and c.shape == r.shape != e.shape:
             m.verdict = "precision"
     open_ = [m for m in open_ if not m.meta]
     for m in open_:
@@ -516,16 +517,20 @@ def _judge_by_overflow(src, calls, mism, notes):
     row near 1e30: eager's float32 variance gives NaN, compiled's 0, the float64 reference finite values;
     a mask of them then counts differently)."""
     judged = [m for m in mism if not m.verdict and (not m.meta or m.msg.startswith("shape "))]
-    if not judged:
-        return
-    try:
-        low, ref = _nonfinite_log(src, calls, False), _nonfinite_log(src, calls, True)
-    except Exception as e:  # noqa: BLE001
-        notes.append(f"overflow replay raised {type(e).__name__}")
-        return
-    if _overflowed(low, ref):
+    if judged and _eager_overflowed(src, calls, notes):
         for m in judged:
             m.verdict = "overflow"
+
+
+def _eager_overflowed(src, calls, notes, grad=False):
+    """Whether the eager replay (with grad: forward and backward) made an inf or NaN in some op where the
+    float64 reference's did not (_overflowed); False, with a note, where a replay raised."""
+    try:
+        low, ref = _nonfinite_log(src, calls, False, grad), _nonfinite_log(src, calls, True, grad)
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"overflow replay raised {type(e).__name__}: {str(e)[:200]}")
+        return False
+    return _overflowed(low, ref)
 
 
 def _overflowed(low, ref):
