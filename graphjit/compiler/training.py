@@ -147,9 +147,7 @@ def _materialize_constants(joint):
         if node.op != "get_attr":
             continue
         value = getattr(joint, node.target, None)
-        if not isinstance(value, torch.Tensor):
-            continue
-        if not value._is_zerotensor():
+        if not isinstance(value, torch.Tensor) or not value._is_zerotensor():
             continue
         with unset_fake_temporarily():          # the partition runs in AOTAutograd's fake mode
             plain = torch.zeros(value.shape, dtype=value.dtype, device=value.device)

@@ -539,3 +539,17 @@ def test_group_norm_of_an_empty_input_needing_gradients():
                     assert not [str(c.message) for c in caught if "graphjit" in str(c.message)]
             results.append((out.detach(), x.grad, w.grad))
         assert_same(results[0], results[1], where=f"spatial {spatial}")
+
+
+@pytest.mark.parametrize("model, retraced", [(MLP, 0), (ConvBN, 2)], ids=["mlp", "conv_bn"])
+def test_halves_are_not_traced_again_where_a_trace_would_change_nothing(monkeypatch, model, retraced):
+    """Both halves of an MLP's training graph (no writes, no op EAGER_LAYOUTS lays out) are taken as
+    AOTAutograd traced them; those of a train-mode BatchNorm model (batch norm is laid out in eager's
+    layout) are traced again. Gradients are eager's either way."""
+    from graphjit.compiler import decompose
+    traces = []
+    real = decompose.make_fx
+    monkeypatch.setattr(decompose, "make_fx", lambda *a, **k: traces.append(1) or real(*a, **k))
+    shape = (8, 16) if model is MLP else (2, 3, 8, 8)
+    check_training(model, lambda: (r(*shape),), backend=graphjit_backend, **TOL)
+    assert len(traces) == retraced
