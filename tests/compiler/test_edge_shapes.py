@@ -206,6 +206,17 @@ def test_triton_launches_nothing_for_a_buffer_without_elements():
     assert "triton_fused_mul" not in compiled.source and len(compiled.launches) == 1
 
 
+def test_kernel_without_elements_keeping_values_in_registers(backend):
+    """A kernel of zero-size buffers, some of them kept in registers (never allocated): the Triton wrapper
+    deleted those after the kernel (UnboundLocalError; fuzz triton 9700896, a training batch_norm of an empty
+    batch feeding an einsum)."""
+    def fn(x, mean, var):
+        v = F.batch_norm(x, mean, var, None, None, training=True, momentum=0.1, eps=1e-5)
+        v = torch.where(v > -1.5, v, v)
+        return torch.einsum("...ij,...kj->...ik", v, v)
+    check(fn, randn(2, 0), randn(0), randn(0).abs(), backend=backend)
+
+
 # ---- the cost of index arithmetic ----
 
 def test_mod_simplifies_structurally():

@@ -127,10 +127,15 @@ def parse(argv):
                    "too (graphs go through compiler/training.py)")
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--shrink-runs", type=int, default=60, help="runs one shrink may spend (default 60)")
-    p.add_argument("--timeout", type=int, default=180, help="seconds before a program counts as a hang")
+    p.add_argument("--timeout", type=int, default=None,
+                   help="seconds before a program counts as a hang (default 180; 600 with --triton, whose "
+                        "interpreter runs each Triton program in Python: a kernel of 200 programs takes a minute)")
     p.add_argument("--show", action="store_true", help="print every program and its result")
     p.add_argument("--jobs", type=int, default=1, help="run this many fuzz processes, seeds seed, seed+1, ...")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.timeout is None:
+        args.timeout = 600 if args.triton else 180
+    return args
 
 
 if __name__ == "__main__":

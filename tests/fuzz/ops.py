@@ -239,7 +239,7 @@ def view(g):
              "{a}.repeat({rep})", "{a}.tile((2,))", "{a}.repeat_interleave(2, dim={d})", "{a}.unfold({d}, 2, 1)",
              "{a}.clone(memory_format=torch.channels_last)", "{a}.contiguous(memory_format=torch.channels_last)",
              "{a}.swapaxes({d}, {d2})", "{a}.view({a}.dtype)", "{a}.expand_as({b})", "{a}.reshape_as({c})",
-             "{a}.view(torch.int32) if {a}.dtype == F32 else {a}", "torch.atleast_2d({a})", "{a}.ravel()"]
+             "{a}.to(torch.float32).view(torch.int32) if {a}.dtype == F32 else {a}", "torch.atleast_2d({a})", "{a}.ravel()"]
     b = g.pick_like(a, lambda x, y: broadcastable(x, y) and torch.broadcast_shapes(x.shape, y.shape) == y.shape)
     c = g.pick_like(a, lambda x, y: x.numel() == y.numel())
     ex = ", ".join(str(g.rng.choice([2, 3])) if n == 1 else "-1" for n in g.first(a).shape) or "()"

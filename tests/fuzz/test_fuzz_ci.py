@@ -64,6 +64,10 @@ FOUND = {
     ("tensor", 7100142): "bfloat16 logit(eps): 1 - eps not rounded to bfloat16 (6.9 for eager's inf)",
     ("tensor", 4800082): "softmax of a fused product: gcc contracted a * b - max into an fma (a NaN row)",
     ("tensor", 4800733): "layer_norm's shifted mean overflowed float32 for a row starting at -3e38",
+    ("triton", 9700896): "Triton: a kernel without elements deleted buffers it kept in registers, never "
+                         "allocated (UnboundLocalError)",
+    ("tensor", 9400919): "the float64 replay viewed a float64 tensor as int32 (a 0-d one raised), so eager's "
+                         "layer_norm overflow could not be judged (the program now views float32 in both runs)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
                               "warned it failed (now: runs as captured, the reason logged)",
     ("grad-tensor", 4100007): "pow(x, -0.5) at -0.0: inf where eager's 1/sqrt gives -inf (pow(x, 0.5)'s "

@@ -1121,7 +1121,8 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
         if not isinstance(item, Kernel):
             continue
         if is_empty_kernel(item):       # buffers without elements: allocated, nothing to launch
-            launches[item.name] = KernelLaunches([], tuple(n.name for n in item.nodes))
+            stored = [n.name for n in item.nodes if n.name not in item.local and n.name not in item.scratch]
+            launches[item.name] = KernelLaunches([], tuple(stored))
             continue
         found, args = [], []
         for piece in split(item):
