@@ -32,7 +32,7 @@ def compile(fn_or_module=None, *, backend=None, fullgraph=False, dynamic=None, m
     opts = CompileOptions(backend=backend, fullgraph=fullgraph, dynamic=dynamic,
                           mode=None if chosen.name == "default" else chosen.name, options=options)
     from .backends.registry import lookup_backend
-    lookup_backend(opts.backend)   # unknown backend names fail here, not at the first call
+    lookup_backend(opts.backend, None, options)   # unknown backends and options fail here, not at the first call
     if fn_or_module is None:
         return functools.partial(_compile, options=opts)
     return _compile(fn_or_module, opts)

@@ -154,6 +154,12 @@ vector_math = _knob("vector_math", int, 1, codegen=True)
 # (a library call per vector). 0: libmvec (vector_math).
 eager_math = _knob("eager_math", int, 0, codegen=True)
 
+# 1: random ops (dropout, rand, rand_like) run as eager's ATen kernels, with eager's bits, and are not fused.
+# 0: they are drawn inside the fused kernels by Philox, seeded from torch's generator for the device at each
+# call (torch.manual_seed makes runs reproducible; the numbers differ from eager's). Per compile:
+# graphjit.compile(model, options={"fallback_random": True}), as with torch.compile.
+fallback_random = _knob("fallback_random", int, 0, codegen=True)
+
 # ---- the compiler: Triton (NVIDIA GPUs) ---------------------------------------------------------------
 
 # 1: graphs on CPU tensors are compiled to Triton too and run in Triton's interpreter (slow; for CI).

@@ -17,12 +17,15 @@ from .. import logs, modes
 _BACKENDS = {}
 
 
-def register_backend(name, takes_mode=False, takes_symbols=False):
+def register_backend(name, takes_mode=False, takes_symbols=False, takes_options=None):
     """takes_symbols: the backend compiles a graph with symbolic sizes for all sizes at once; one that
-    doesn't gets the graph once per distinct set of sizes (backends/dynamic.py)."""
+    doesn't gets the graph once per distinct set of sizes (backends/dynamic.py). takes_options: the backend
+    takes compile(options=...) as its `options` argument: "config" (graphjit.config knobs, check_options)
+    or "any"."""
     def register(fn):
         fn.graphjit_takes_mode = takes_mode
         fn.graphjit_takes_symbols = takes_symbols
+        fn.graphjit_takes_options = takes_options
         _BACKENDS[name] = fn
         return fn
     return register
@@ -34,20 +37,66 @@ def registered_backend(name):
     return _BACKENDS[name]
 
 
-def lookup_backend(backend, mode=None):
+def lookup_backend(backend, mode=None, options=None):
     """The callable compiling graphs with `backend` (a registered name or a callable) in `mode` (a name of
-    modes.MODES, None for the default); a ValueError naming the known backends otherwise."""
+    modes.MODES, None for the default) with `options` (check_options'); a ValueError naming the known
+    backends otherwise."""
     if not callable(backend):
         if backend not in _BACKENDS:
             raise ValueError(f"unknown graphjit backend {backend!r}; known: {sorted(_BACKENDS)} "
                              "(or pass a callable backend(gm, example_inputs) -> callable)")
         backend = _BACKENDS[backend]
+    if options:
+        backend = WithOptions(backend, check_options(backend, options))
     chosen = modes.lookup(mode)
     in_mode = backend if chosen.name == "default" else InMode(backend, chosen)
     # a callable passed by the user gets symbolic graphs as torch.compile's backends do; in a CUDA-graph
     # mode InMode records a CUDA graph per distinct set of sizes (cudagraphs.PerSize)
     takes_symbols = getattr(backend, "graphjit_takes_symbols", True)
     return WithSymbols(in_mode, takes_symbols)
+
+
+def check_options(backend, options):
+    """compile(options=...) for `backend` (a name or a callable), checked: a dict whose entries a backend
+    registered with takes_options=True takes. graphjit's compiler takes the knobs of graphjit.config that
+    change generated code (`{"fallback_random": True}`), applied while it compiles that compile() call's
+    graphs; Inductor takes its config's entries (torch.compile's options=). A ValueError otherwise."""
+    from .. import config
+    if not isinstance(options, dict):
+        raise ValueError(f"graphjit.compile: options must be a dict, not {type(options).__name__}")
+    fn = _BACKENDS.get(backend, backend) if isinstance(backend, str) else backend
+    takes = getattr(fn, "graphjit_takes_options", None)
+    if takes is None:
+        raise ValueError(f"graphjit.compile: options= is for the 'graphjit' and 'inductor' backends; "
+                         f"backend {getattr(fn, '__name__', fn)!r} takes none")
+    if takes != "config":
+        return dict(options)
+    known = {name: knob for name, knob in config.KNOBS.items() if knob.codegen}
+    checked = {}
+    for name, value in options.items():
+        if name not in known:
+            raise ValueError(f"graphjit.compile: unknown option {name!r} for graphjit's compiler; known: "
+                             f"{', '.join(sorted(known))} (graphjit.config)")
+        kind = known[name].type
+        if kind is int and isinstance(value, (bool, int)):
+            value = int(value)
+        if not isinstance(value, kind):
+            raise ValueError(f"graphjit.compile: option {name!r} takes {kind.__name__} values, not {value!r}")
+        checked[name] = value
+    return checked
+
+
+class WithOptions:
+    """A backend given a compile() call's options (as its `options` argument)."""
+
+    def __init__(self, backend, options):
+        self.backend, self.options = backend, options
+        self.__name__ = getattr(backend, "__name__", type(backend).__name__)
+        for attr in ("graphjit_takes_mode", "graphjit_takes_symbols", "graphjit_takes_options"):
+            setattr(self, attr, getattr(backend, attr, None))
+
+    def __call__(self, gm, example_inputs, **kwargs):
+        return self.backend(gm, example_inputs, options=self.options, **kwargs)
 
 
 class WithSymbols:
@@ -122,15 +171,16 @@ def aot_eager(gm, example_inputs):
     return traced.forward
 
 
-@register_backend("inductor", takes_symbols=True)
-def inductor(gm, example_inputs):
-    """torch's own TorchInductor: the yardstick we measure graphjit's compiler against."""
+@register_backend("inductor", takes_symbols=True, takes_options="any")
+def inductor(gm, example_inputs, options=None):
+    """torch's own TorchInductor: the yardstick we measure graphjit's compiler against. options: entries of
+    torch._inductor.config, as torch.compile's options= gives them."""
     from torch._inductor.compile_fx import compile_fx
-    return compile_fx(gm, example_inputs)
+    return compile_fx(gm, example_inputs, config_patches=options)
 
 
-@register_backend("graphjit", takes_mode=True, takes_symbols=True)
-def graphjit_backend(gm, example_inputs, mode=None):
+@register_backend("graphjit", takes_mode=True, takes_symbols=True, takes_options="config")
+def graphjit_backend(gm, example_inputs, mode=None, options=None):
     """graphjit's own compiler (graphjit/compiler): fused C++/OpenMP kernels on CPU, ATen for matmuls,
     convolutions and attention. A graph that needs gradients compiles its forward and backward halves
     (compiler/training.py, through AOTAutograd; so does one that changes grad mode or autocast mid-graph).
@@ -143,13 +193,14 @@ def graphjit_backend(gm, example_inputs, mode=None):
     from .dynamic import PerSize, symbolic_inputs
     positions = symbolic_inputs(gm)
     if training.wants_aot(gm, example_inputs):
-        train = functools.partial(training.compile_training, compile_fn=lambda g, ins: compile_graph(g, ins, mode))
+        train = functools.partial(training.compile_training,
+                                  compile_fn=lambda g, ins: compile_graph(g, ins, mode, options))
         return PerSize(train, gm, positions) if positions else train(gm, example_inputs)
     if positions:
         try:
-            return compile_graph(gm, example_inputs, mode)
+            return compile_graph(gm, example_inputs, mode, options)
         except StaticOnly as e:
             name = (gm.meta.get("graphjit") or {}).get("name", "graph")
             logs.log("dynamic", f"{name}: compiling per size: {e}")
-        return PerSize(lambda g, inputs: compile_graph(g, inputs, mode), gm, positions)
-    return compile_graph(gm, example_inputs, mode)
+        return PerSize(lambda g, inputs: compile_graph(g, inputs, mode, options), gm, positions)
+    return compile_graph(gm, example_inputs, mode, options)

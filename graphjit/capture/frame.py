@@ -42,13 +42,14 @@ class CompileOptions:
         holds the memory pool its graphs share)."""
         if self._compiler is None:
             from ..backends.registry import lookup_backend
-            self._compiler = lookup_backend(self.backend, self.mode)
+            self._compiler = lookup_backend(self.backend, self.mode, self.options)
         return self._compiler
 
     @property
     def key(self):
         # the backend object itself (not its id, which a collected backend's successor may reuse)
-        return (_Identity(self.backend), self.fullgraph, self.dynamic, self.mode)
+        options = repr(sorted(self.options.items())) if self.options else None
+        return (_Identity(self.backend), self.fullgraph, self.dynamic, self.mode, options)
 
 
 class _Identity:

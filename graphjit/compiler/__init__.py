@@ -62,15 +62,17 @@ def compiling():
                 gc.enable()
 
 
-def compile_graph(gm, example_inputs, mode=None):
+def compile_graph(gm, example_inputs, mode=None, options=None):
     """Compile an fx graph for its example inputs in `mode` (a name of modes.MODES; autotuning in the
-    max-autotune modes); returns a callable with gm.forward's signature.
+    max-autotune modes), with `options` (graphjit.config knobs, backends.registry.check_options) set while
+    it compiles; returns a callable with gm.forward's signature.
     Graphs the compiler can't handle (see decompose.unsupported_reason) run gm.forward, with the reason
     logged under GRAPHJIT_LOGS=fusion; a missing or failing C++ compiler, or an error in the compiler,
     warns once and runs the graph eagerly (GRAPHJIT_COMPILER_RAISE=1 raises instead)."""
     from .facts import GraphFacts
     facts = GraphFacts.of(gm, mode)
-    with _compile_lock, compiling():
+    from .. import config
+    with _compile_lock, compiling(), config.patch(**(options or {})):
         return _compile_graph(gm, example_inputs, facts)
 
 

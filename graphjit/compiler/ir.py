@@ -464,6 +464,13 @@ POINTWISE_OPS = {
 # (a lowering casts the operands to one dtype first), with torch's semantics: int8 arithmetic wraps at 8
 # bits, bool + bool is a logical or. Codegens whose languages promote (C++'s int promotion, Triton's i1
 # adds) restore those semantics from op_dtype.
+# ops.rand(seed, offset): a float32 uniform in [0, 1) from Philox4x32-10 (Random123's counter-based generator)
+# keyed by the int64 seed, counter (offset low word, offset high word, 0, 0); the first output word's top 24
+# bits times 2**-24. A function of (seed, offset) alone, so a value recomputed in another kernel, or by another
+# backend, is the same number (codegen/cpp.py's gj_rand, codegen/triton.py's). RAND_COST: what one costs in
+# the op counts the fusion policy weighs (ten rounds of two 32-bit multiplies and some xors).
+RAND_COST = 16
+
 BOOL_RESULT_OPS = frozenset(["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
                              "logical_not", "isnan", "isinf"])
 
@@ -554,6 +561,10 @@ class RecordingOps:
     def indirect_indexing(self, value, size, check=True):
         return index_symbol(f"ind{next(self._indirect)}")
 
+    def rand(self, seed, offset):
+        self.op_counts["rand"] = self.op_counts.get("rand", 0) + RAND_COST
+        return "rand"
+
     def __getattr__(self, name):
         if name in POINTWISE_OPS:
             return lambda *args: self._count(name)
@@ -608,6 +619,9 @@ class PrintingOps:
         sym = index_symbol(f"ind{next(self._indirect)}")
         self.lines.append(f"{sym} = indirect_indexing({value}, size={size})")
         return sym
+
+    def rand(self, seed, offset):
+        return self._emit(f"rand({seed}, {offset})")
 
     def __getattr__(self, name):
         if name in POINTWISE_OPS:
@@ -1090,6 +1104,8 @@ class LoopGraph:
         self.fallbacks = []        # (op name, reason) of every extern call made for a missing lowering
         self.size_inputs = []      # (position, symbol) of the int inputs that are size symbols
         self.autograd = False      # a half of a training graph (facts.GraphFacts.autograd)
+        self.random_seeds = {}     # device -> StorageView of the int64 seed its random ops draw from (per call)
+        self.random_offset = sympy.Integer(0)   # Philox counters the graph's random ops have taken so far
         self._names = itertools.count()
 
     def new_name(self, prefix="buf"):

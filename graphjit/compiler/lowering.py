@@ -26,7 +26,7 @@ from . import scheduler
 from .ir import (SizeFloat, StaticOnly, guard_bool, is_one, is_static, size_hint, static_int, sym_max, sym_min)
 from .ir import FloorDiv, Mod
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
-                 Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value,
+                 Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value, linear_index,
                  ops, product, reduction_identity, view_as_strided, view_expand, view_permute, view_reshape,
                  view_select, view_slice, view_squeeze, view_unsqueeze)
 
@@ -1188,6 +1188,104 @@ def arange(start, end, step=1, dtype=None, layout=None, device=None, pin_memory=
                             ops.mul(i, ops.constant(float(step), torch.float64)))
             return ops.to_dtype(value, meta.dtype)
     return Pointwise((as_expr(meta.shape[0]),), meta.dtype, meta.device, inner)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Random numbers
+# ---------------------------------------------------------------------------------------------------------
+# Drawn in the kernels by Philox (ops.rand): each call of the compiled graph draws one int64 seed per device
+# from torch's generator for that device (an extern randint, so torch.manual_seed makes runs reproducible and
+# each call draws new numbers), and each random op takes its own range of Philox counters. A value is a
+# function of (seed, counter): fused into any reader, recomputed anywhere, it is the same number. The bits
+# are not eager's; config.fallback_random (options={"fallback_random": True}) keeps eager's ATen random ops.
+
+
+def _random_stream(numel, device):
+    """(a loader of the graph's seed on device, the first counter of a random op drawing numel numbers)."""
+    if config.fallback_random:
+        raise NotLowered("fallback_random: eager's random ops, and their bits")
+    graph = current_graph()
+    seed = graph.random_seeds.get(device)
+    if seed is None:
+        kernel = ExternKernel(graph.new_name("extern"), aten.randint.low, (0, 2 ** 63 - 1, [1]),
+                              {"dtype": torch.int64, "device": device}, "extern op")
+        out = ExternOutput(graph.new_name(), Layout.contiguous([1], torch.int64, device), kernel, ())
+        kernel.outputs.append(out)
+        graph.nodes.append(kernel)
+        seed = graph.random_seeds[device] = full_view(out)
+    base = graph.random_offset
+    graph.random_offset = base + as_expr(numel)
+    load = seed.make_loader()
+    return (lambda: load((sympy.Integer(0),))), base
+
+
+def uniform(sizes, device):
+    """float32 numbers uniform in [0, 1), one per element of `sizes` (a lazy value)."""
+    sizes = tuple(as_expr(n) for n in sizes)
+    seed, base = _random_stream(product(sizes), device)
+    strides = contiguous_strides(sizes)
+
+    def inner(index):
+        return ops.rand(seed(), ops.index_expr(linear_index(index, strides, base), torch.int64))
+    return Pointwise(sizes, torch.float32, device, inner)
+
+
+@register(aten.native_dropout.default)
+def native_dropout(x, p, train):
+    """(x * mask / (1 - p), mask), mask True with probability 1 - p, as eager's kernels compute it: in
+    float32 for 16-bit x, the mask's product first (a NaN or inf of x stays NaN where dropped), p = 1 scaling
+    by 0."""
+    if train is False or not x.dtype.is_floating_point or not isinstance(p, (int, float)):
+        raise NotLowered("native_dropout outside training, of integers, or with a symbolic p")
+    keep_values = uniform(x.sizes, x.device)
+    keep_load = keep_values.make_loader()
+    p = float(p)
+
+    def keep(index):
+        return ops.ge(keep_load(index), ops.constant(p, torch.float32))
+    mask = Pointwise(keep_values.sizes, torch.bool, x.device, keep)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
+    load = x.make_loader()
+
+    def out(index):
+        kept = ops.to_dtype(keep(index), compute)
+        value = ops.mul(ops.mul(ops.to_dtype(load(index), compute), kept), ops.constant(scale, compute))
+        return value if compute == x.dtype else ops.to_dtype(value, x.dtype)
+    return Pointwise(keep_values.sizes, x.dtype, x.device, out), mask
+
+
+@register(aten.bernoulli.p, aten.bernoulli.default)
+def bernoulli(x, p=None, generator=None):
+    """1 with probability p (a number, or per element x itself), else 0, in x's dtype (F.dropout outside
+    a training graph: x * bernoulli(empty_like(x), 1 - p) / (1 - p))."""
+    if generator is not None or not x.dtype.is_floating_point or (p is not None and not isinstance(p, (int, float))):
+        raise NotLowered("bernoulli with a generator, of integers, or with a symbolic p")
+    draws = uniform(x.sizes, x.device).make_loader()
+    if p is None:
+        load = x.make_loader()
+        probability = lambda index: ops.to_dtype(load(index), torch.float32)    # noqa: E731
+    else:
+        probability = lambda index: ops.constant(float(p), torch.float32)       # noqa: E731
+    return Pointwise(tuple(x.sizes), x.dtype, x.device,
+                     lambda index: ops.to_dtype(ops.lt(draws(index), probability(index)), x.dtype))
+
+
+def _uniform_of(meta):
+    if meta.dtype != torch.float32:
+        # a float32 number near 1 rounds to 1.0 in a 16-bit float, and float64's would have 24 random bits
+        raise NotLowered(f"random numbers of dtype {meta.dtype}: eager's kernel")
+    return uniform(meta.shape, meta.device)
+
+
+@register(aten.rand.default)
+def rand(size, dtype=None, layout=None, device=None, pin_memory=None):
+    return _uniform_of(out_meta())
+
+
+@register(aten.rand_like.default)
+def rand_like(x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return _uniform_of(out_meta())
 
 
 # ---------------------------------------------------------------------------------------------------------

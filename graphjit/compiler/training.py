@@ -19,9 +19,10 @@ extern ops (matmuls, convolutions, attention) reach the compiler as it expects t
 Grad mode and autocast changes inside the captured graph (`with torch.no_grad():`, `torch.autocast`)
 are applied while AOTAutograd traces, so the graphs the compiler sees no longer hold them.
 
-Randomness: random ops (dropout) are traced into the forward graph and run as eager's ATen random ops;
-the values differ from an uncompiled run's only where the decomposition draws differently from eager's
-kernel (dropout's mask is drawn by `rand_like(x) > p`), as torch.compile's do.
+Randomness: dropout is traced into the forward graph as native_dropout, which the lowering draws inside
+the fused forward kernel by Philox (lowering.py, "Random numbers"); its mask is a forward output the
+partitioner saves (random ops are never recomputed), so the backward reads the mask the forward drew.
+config.fallback_random runs eager's native_dropout instead.
 """
 import torch
 

@@ -206,6 +206,14 @@ def _prelude(eager):
         "GJ_INLINE bool gj_bitwise_not(bool x) { return !x; }",
         "template <typename T> GJ_INLINE T gj_relu(T x) { return x < T(0) ? T(0) : x; }",
         "GJ_INLINE int64_t gj_max1(int64_t n) { return n > 1 ? n : 1; }",
+        # ops.rand (ir.py): Philox4x32-10 keyed by the seed, counter (offset, 0, 0); word 0's top 24 bits
+        "GJ_INLINE float gj_rand(int64_t seed, int64_t offset) { "
+        "uint32_t c0 = (uint32_t)offset, c1 = (uint32_t)((uint64_t)offset >> 32), c2 = 0, c3 = 0; "
+        "uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)((uint64_t)seed >> 32); "
+        "for (int r = 0; r < 10; ++r) { uint64_t a = (uint64_t)0xD2511F53u * c0, b = (uint64_t)0xCD9E8D57u * c2; "
+        "c0 = (uint32_t)(b >> 32) ^ c1 ^ k0; c2 = (uint32_t)(a >> 32) ^ c3 ^ k1; c1 = (uint32_t)b; c3 = (uint32_t)a; "
+        "k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; } "
+        "return (float)(c0 >> 8) * 5.9604644775390625e-08f; }",
         "template <typename T> GJ_INLINE T gj_maximum(T a, T b) "
         "{ return a != a ? a : (b != b ? b : (a > b ? a : b)); }",
         "template <typename T> GJ_INLINE T gj_minimum(T a, T b) "
@@ -442,6 +450,9 @@ class CppOps:
             self.k.emit(f"if ({name} < 0 || {name} >= {size}) {{ __atomic_store_n(&gj_status, "
                         f"{INDEX_OUT_OF_RANGE}, __ATOMIC_RELAXED); {name} = 0; }}")
         return sympy.Symbol(name, integer=True)
+
+    def rand(self, seed, offset):
+        return self.k.cse(f"gj_rand({seed}, {offset})", torch.float32)
 
     def floordiv(self, a, b):
         return self._division("floordiv", a, b)

@@ -121,6 +121,28 @@ def gj_sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
 
 
+# ops.rand (ir.py): Philox4x32-10 keyed by the seed, counter (offset, 0, 0); word 0's top 24 bits times 2**-24.
+# The same numbers as codegen/cpp.py's gj_rand.
+@triton.jit
+def gj_rand(seed, offset):
+    c0 = offset.to(tl.uint32)
+    c1 = (offset >> 32).to(tl.uint32)
+    c2 = c0 * 0
+    c3 = c2
+    k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
+    k1 = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    for _ in tl.static_range(10):
+        a = c0
+        b = c2
+        c0 = tl.umulhi(b, 0xCD9E8D57) ^ c1 ^ k0
+        c2 = tl.umulhi(a, 0xD2511F53) ^ c3 ^ k1
+        c1 = b * 0xCD9E8D57
+        c3 = a * 0xD2511F53
+        k0 = k0 + 0x9E3779B9
+        k1 = k1 + 0xBB67AE85
+    return (c0 >> 8).to(tl.float32) * 5.9604644775390625e-08
+
+
 # x as a 16-bit float holds it, in float32. Through float32, as eager converts float64 and integers: rounded
 # twice (float64 1 + 2**-8 + 2**-30 is 1.0 in bfloat16, not 1 + 2**-7)
 @triton.jit
@@ -513,6 +535,9 @@ class TritonOps:
 
     def indirect_indexing(self, value, size, check=True):
         return self.k.indirect(value, size, check)
+
+    def rand(self, seed, offset):
+        return self.k.typed(self.k.cse(f"gj_rand({seed}, {offset})", self.k.dims_of(seed, offset)), torch.float32)
 
     def __getattr__(self, name):
         if name not in EXPRESSIONS:
