@@ -12,6 +12,8 @@ caches for both compilers), and the largest relative difference of the first ste
                                                       # bf16 autocast, fp32 weights
     python benchmarks/train.py --device cpu           # CPU: small GPT-2 / BERT / MLP / conv models, fp32
     python benchmarks/train.py --only gpt2,mlp --steps 20 --engines eager,graphjit
+    python benchmarks/train.py --dropout 0.1          # the transformers' dropouts at 0.1 (their default):
+                                                      # each engine draws its own masks, so losses differ
     GRAPHJIT_TRITON_CPU=1 ./dev python 3.12 benchmarks/train.py --smoke     # tiny, CPU: checks this script
 """
 import argparse
@@ -42,6 +44,9 @@ import graphjit  # noqa: E402
 # Workloads: a model factory (big: the GPU sizes) and a batch factory -> (inputs dict, loss of output)
 # ---------------------------------------------------------------------------------------------------------
 
+DROPOUT = 0.0      # the transformers models' dropout probabilities (--dropout)
+
+
 def _hf_loss(out):
     return out.loss
 
@@ -49,7 +54,7 @@ def _hf_loss(out):
 def gpt2(big):
     from transformers import GPT2Config, GPT2LMHeadModel
     config = GPT2Config() if big else GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000, n_positions=256)
-    config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.0
+    config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = DROPOUT
     return GPT2LMHeadModel(config)
 
 
@@ -66,7 +71,7 @@ def bert(big):
     from transformers import BertConfig, BertForMaskedLM
     config = BertConfig() if big else BertConfig(num_hidden_layers=2, hidden_size=128, num_attention_heads=4,
                                                  intermediate_size=512, vocab_size=1000)
-    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = DROPOUT
     return BertForMaskedLM(config)
 
 
@@ -83,7 +88,7 @@ def vit(big):
     config = ViTConfig(num_labels=1000) if big else ViTConfig(num_hidden_layers=2, hidden_size=128, num_attention_heads=4,
                                                               intermediate_size=512, image_size=64, patch_size=16,
                                                               num_labels=10)
-    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = DROPOUT
     return ViTForImageClassification(config)
 
 
@@ -140,11 +145,15 @@ def synchronize(device):
 
 
 def engine(name, model):
+    """eager, torch.compile, graphjit, or graphjit:knob=value+knob=value (graphjit with options=, e.g.
+    graphjit:fallback_random=1 draws dropout with eager's kernels)."""
     if name == "eager":
         return model
     if name == "torch.compile":
         return torch.compile(model)
-    return graphjit.compile(model, backend="graphjit")
+    _, _, spec = name.partition(":")
+    options = {k: int(v) for k, v in (item.split("=") for item in spec.split("+") if item)} or None
+    return graphjit.compile(model, backend="graphjit", options=options)
 
 
 class Engine:
@@ -246,7 +255,11 @@ def main():
     p.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
     p.add_argument("--out", default=None, help="write train_results.json here")
     p.add_argument("--smoke", action="store_true", help="small models, 3 steps: checks this script")
+    p.add_argument("--dropout", type=float, default=0.0, help="dropout probability of the transformers models "
+                   "(default 0: the same losses in every engine)")
     args = p.parse_args()
+    global DROPOUT
+    DROPOUT = args.dropout
     args.engines = args.engines.split(",")
     if args.smoke:
         args.steps, args.compare = 5, 2
@@ -259,7 +272,8 @@ def main():
         keys = [k for k in keys if k in ("mlp", "gpt2")] or keys
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, torch {torch.__version__}, "
           f"{torch.cuda.get_device_name() if device == 'cuda' else platform.processor() or 'cpu'}, "
-          f"{'bf16 autocast' if big else 'fp32'}, {args.steps} steps", flush=True)
+          f"{'bf16 autocast' if big else 'fp32'}, {args.steps} steps"
+          + (f", dropout {DROPOUT} (losses differ by the masks drawn)" if DROPOUT else ""), flush=True)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     rows = []
