@@ -5,6 +5,7 @@ fallbacks; whether any runs as captured or fell back to eager at call time), the
 CUDA kernels over a few steps, graphjit's and Inductor's side by side.
 
     python benchmarks/probes/train_profile.py [--only resnet50,gpt2] [--steps 3] [--engines graphjit,torch.compile]
+                                              [--dropout 0.1]
 """
 import argparse
 import collections
@@ -69,7 +70,9 @@ def main():
     p.add_argument("--only", default="resnet50,gpt2")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--engines", default="graphjit,torch.compile")
+    p.add_argument("--dropout", type=float, default=0.0, help="the transformers models' dropout (train.py's)")
     args = p.parse_args()
+    train.DROPOUT = args.dropout
     for key in args.only.split(","):
         _, _, factory, batch_factory = train.WORKLOADS[key]
         torch.manual_seed(0)

@@ -7,7 +7,6 @@ gets the mode's name as its `mode` argument (graphjit's compiler autotunes in th
 in a CUDA-graph mode the callable a backend returns is recorded and replayed as CUDA graphs here, with
 what capture knows about the graph's inputs read from gm.meta["graphjit"] (compiler/facts.py).
 """
-import functools
 import threading
 
 import torch
@@ -193,8 +192,10 @@ def graphjit_backend(gm, example_inputs, mode=None, options=None):
     from .dynamic import PerSize, symbolic_inputs
     positions = symbolic_inputs(gm)
     if training.wants_aot(gm, example_inputs):
-        train = functools.partial(training.compile_training,
-                                  compile_fn=lambda g, ins: compile_graph(g, ins, mode, options))
+        def train(g, inputs):
+            from .. import config
+            with config.patch(**(options or {})):      # AOTAutograd's trace decomposes by them too
+                return training.compile_training(g, inputs, compile_fn=lambda g, ins: compile_graph(g, ins, mode, options))
         return PerSize(train, gm, positions) if positions else train(gm, example_inputs)
     if positions:
         try:

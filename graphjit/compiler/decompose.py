@@ -166,8 +166,24 @@ def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_inde
 
 # Decompositions of ours where torch's writes a tensor in parts (a fill, then a scatter) and a pointwise
 # form fuses with its neighbours.
+def _native_dropout(x, p, train):
+    """native_dropout as a draw and pointwise math on it (what lowering.native_dropout computes): the mask
+    from a float32 rand_like, then x * mask / (1 - p). In a joint graph the partitioner may then save the bool
+    mask alone and recompute the product in the backward; native_dropout whole, a random op it never
+    recomputes, has both its outputs saved. With config.fallback_random, native_dropout stays whole (eager's
+    kernel and bits)."""
+    from .. import config
+    if config.fallback_random or train is False or not x.is_floating_point() or not isinstance(p, (int, float)):
+        return NotImplemented
+    keep = torch.rand_like(x, dtype=torch.float32) >= p
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
+    return (x.to(compute) * keep * scale).to(x.dtype), keep
+
+
 POINTWISE_FORMS = {aten.nll_loss_backward.default: _nll_loss_backward,
-                   aten.nll_loss2d_backward.default: _nll_loss_backward}
+                   aten.nll_loss2d_backward.default: _nll_loss_backward,
+                   aten.native_dropout.default: _native_dropout}
 
 
 def unsupported_reason(gm, example_inputs):
