@@ -26,7 +26,7 @@ from .ir import (ComputedBuffer, ExternKernel, Pointwise, Reduction, StorageView
 
 # Ops whose recomputation in every reader costs more than reading a stored result.
 EXPENSIVE_OPS = {"exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
-                 "sigmoid", "erf", "pow", "atan2", "masked"}
+                 "sigmoid", "erf", "pow", "atan2", "masked", "rand"}
 
 
 def realize_reason(value, num_users):

@@ -205,3 +205,30 @@ def test_options_are_checked_at_compile(options, message):
         graphjit.compile(lambda x: x + 1, options=options)
     with pytest.raises(ValueError, match="takes none"):
         graphjit.compile(lambda x: x + 1, backend="eager", options={"fallback_random": True})
+
+
+class ResidualDropouts(torch.nn.Module):
+    """Residual blocks with a dropout on each branch, as transformers' blocks have."""
+
+    def __init__(self, blocks=3):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.LayerNorm(32), torch.nn.Linear(32, 32),
+                                                              torch.nn.GELU(), torch.nn.Dropout(0.1))
+                                          for _ in range(blocks))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return x
+
+
+def test_each_dropout_draws_its_numbers_once(codegen):
+    """A training forward with three dropouts calls the generator three times: each mask (saved for the
+    backward, read by the residual sum) is stored where it is drawn, not drawn again at the end of the graph
+    where the saved values are stored (one kernel recomputing every residual sum and mask)."""
+    from graphjit.backends.registry import graphjit_backend
+    counter = CompileCounter(graphjit_backend)
+    model = graphjit.compile(ResidualDropouts(), backend=counter)
+    model(torch.randn(64, 32)).sum().backward()
+    (forward,) = [h.compiled for f in counter.compiled for h in f.graphjit_halves if h.which == "forward"]
+    assert forward.source.count("gj_rand(") == 3 + 1, forward.source        # and the prelude's definition
