@@ -630,9 +630,11 @@ class PrintingOps:
 
 
 def int_of(value, dtype):
-    """An integer dtype's element made from a Python number: a NaN or an infinity converts as eager's cast
-    of a float64 scalar does (x86: the lowest value), not through Python's int(), which raises."""
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+    """An integer dtype's element made from a Python number: a float converts as eager's cast of a float64
+    scalar does (truncated; a NaN, an infinity or a value beyond the type's range gives what the CPU's cast
+    gives, x86: the lowest value), not through Python's int(), which raises or keeps every digit (1e20 into
+    int64 wrapped to 7766279631452241920 in the C++ literal)."""
+    if isinstance(value, float):
         return torch.tensor(value, dtype=torch.float64).to(dtype).item()
     return int(value)
 

@@ -1006,6 +1006,8 @@ def _clamp(x, min, max, eager_fn):
         if _nan_bound_fills(eager_fn, min, max):
             return constant_value(math.nan, meta.shape, meta.dtype, meta.device)
         min, max = (None if _is_nan_number(b) else b for b in (min, max))
+        if min is None and max is None:
+            return _copy(cast(x, meta.dtype))       # a new tensor, as eager's, not the input itself
     out = cast(x, meta.dtype)
     if min is not None:
         out = _clamp_bound(out, held(min, meta.dtype), meta.dtype, "min")

@@ -58,6 +58,12 @@ def compile_training(gm, example_inputs, compile_fn):
             return _boxed(compiled)
         return compiler
 
+    written = [i for i in _inputs_written(gm) if getattr(example_inputs[i], "requires_grad", False)]
+    if written:
+        logs.log("fusion", f"{name}: running the graph as captured: it writes in place into input "
+                           f"{written[0]}, which needs gradients (AOTAutograd would save the input for the "
+                           f"backward, then its write-back would change it: the backward raises)")
+        return gm.forward
     if _writes(gm) and _shared_memory(example_inputs):
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place and two of its inputs "
                            f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
@@ -213,6 +219,39 @@ def _writes(gm):
             if node.target is operator.setitem or (fn_name.endswith("_") and not fn_name.startswith("_")):
                 return True
     return False
+
+
+# Calls whose result views their first argument: a write into the result writes into the argument
+_VIEWS = {"view", "view_as", "reshape", "reshape_as", "transpose", "swapaxes", "t", "permute", "movedim",
+          "narrow", "select", "expand", "expand_as", "squeeze", "unsqueeze", "flatten", "unflatten",
+          "as_strided", "diagonal", "unfold", "split", "chunk", "unbind", "detach", "getitem", "__getitem__"}
+
+
+def _inputs_written(gm):
+    """Positions of the graph inputs that an in-place call (name ending in `_`) or an item assignment
+    writes into, directly or through a chain of views."""
+    import operator
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+    def root(node):
+        while isinstance(node, torch.fx.Node) and node.op in ("call_method", "call_function") and node.args:
+            name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+            if name not in _VIEWS:
+                return None
+            node = node.args[0]
+        return node if isinstance(node, torch.fx.Node) and node.op == "placeholder" else None
+    written = set()
+    for node in gm.graph.nodes:
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        in_place = node.op == "call_method" and name.endswith("_") and not name.startswith("_") and \
+            name != "requires_grad_"
+        in_place |= node.op == "call_function" and (node.target is operator.setitem or
+                                                    (name.endswith("_") and not name.startswith("_")))
+        if in_place and node.args:
+            source = root(node.args[0])
+            if source is not None:
+                written.add(placeholders.index(source))
+    return sorted(written)
 
 
 def _shared_memory(values):

@@ -561,3 +561,16 @@ def test_int_tensors_filled_with_nan_or_infinity_as_eager(device):
     allocated on the CPU (a pointwise op over scalars only took the CPU as its device) and the kernel
     launch failed."""
     check(fill_ints_with_non_finite, [(torch.arange(1, 7),), (torch.tensor([3]),)], device)
+
+
+def fill_ints_with_large_floats(x, small):
+    return (x.clone().copy_(1e20), x.clone().copy_(-1e20), small.clone().copy_(300.7),
+            small.clone().copy_(-2.5), x.clone().copy_(3e9).to(torch.int32) + 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_int_tensors_filled_with_floats_beyond_their_range_as_eager(device):
+    """copy_ of a float beyond the integer type's range converts as eager's cast does (x86: the lowest
+    value); the C++ literal kept every digit of int(1e20) and wrapped it (fuzz 10000042)."""
+    check(fill_ints_with_large_floats, [(torch.arange(1, 7), torch.arange(4, dtype=torch.int8)),
+                                        (torch.tensor([3]), torch.tensor([1], dtype=torch.uint8))], device)

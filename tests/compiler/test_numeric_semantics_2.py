@@ -53,6 +53,20 @@ def test_clamp_to_nan_and_out_of_order_number_bounds(fn, backend):
     check_calls(fn, lambda seed: [odd_values((3, 7), torch.float32, seed)], backend)
 
 
+@pytest.mark.parametrize("fn", NAN_BOUNDS[4:8], ids=range(4, 8))
+def test_clamp_ignoring_its_nan_bound_returns_a_new_tensor(fn, backend):
+    """Where eager ignores a single NaN bound (torch 2.11 and 2.12), its result is a new tensor with x's
+    values; compiled returned x itself (fuzz triton 10300938). Elsewhere every element is NaN."""
+    import graphjit
+    graphjit.reset()
+    for x in (torch.tensor(1.5, dtype=torch.float16), odd_values((3, 7), torch.float32, 0)):
+        expected = fn(x)
+        actual = graphjit.compile(fn)(x)
+        assert actual.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+        assert torch.equal(actual.isnan(), expected.isnan())
+        assert torch.equal(actual.nan_to_num(), expected.nan_to_num())
+
+
 def clamp_to_tensor_bounds(x, lo, hi):
     return torch.clamp(x, lo, hi), torch.clamp(x, hi, lo), torch.clamp(x, min=lo), torch.clamp(x, max=hi)
 

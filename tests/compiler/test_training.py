@@ -553,3 +553,28 @@ def test_halves_are_not_traced_again_where_a_trace_would_change_nothing(monkeypa
     shape = (8, 16) if model is MLP else (2, 3, 8, 8)
     check_training(model, lambda: (r(*shape),), backend=graphjit_backend, **TOL)
     assert len(traces) == retraced
+
+
+def abs_in_place(v):
+    return v.abs_() * 2
+
+
+def test_an_input_needing_gradients_written_in_place_runs_as_captured():
+    """A graph writing in place into an input that needs gradients (an activation handed over a graph
+    break): AOTAutograd saves the input for abs_'s backward, then writes the new value back into it, so
+    the backward raised "modified by an inplace operation" (fuzz grad 10100058; torch.compile raises too).
+    Such a graph runs as captured: eager's gradients."""
+    for compiled_run in (False, True):
+        graphjit.reset()
+        counter = CompileCounter(graphjit_backend)
+        fn = graphjit.compile(abs_in_place, backend=counter) if compiled_run else abs_in_place
+        torch.manual_seed(0)
+        a, b = r(4, 3).requires_grad_(), r(3, 5).requires_grad_()
+        out = fn(a @ b)
+        out.sum().backward()
+        if not compiled_run:
+            expected = out.detach(), a.grad, b.grad
+    assert_same(out.detach(), expected[0], where="out")
+    assert_same(a.grad, expected[1], where="a.grad")
+    assert_same(b.grad, expected[2], where="b.grad")
+    assert counter.ran_as_captured() == [0]

@@ -68,6 +68,12 @@ FOUND = {
                          "allocated (UnboundLocalError)",
     ("tensor", 9400919): "the float64 replay viewed a float64 tensor as int32 (a 0-d one raised), so eager's "
                          "layer_norm overflow could not be judged (the program now views float32 in both runs)",
+    ("tensor", 10000042): "copy_(1e20) into int64: the C++ literal kept int(1e20)'s digits and wrapped, where "
+                          "eager's cast gives the lowest int64",
+    ("triton", 10300938): "clamp(min=nan) where eager ignores the bound (torch 2.11): compiled returned the "
+                          "input itself, eager a new tensor",
+    ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
+                               "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
                               "warned it failed (now: runs as captured, the reason logged)",
     ("grad-tensor", 4100007): "pow(x, -0.5) at -0.0: inf where eager's 1/sqrt gives -inf (pow(x, 0.5)'s "
