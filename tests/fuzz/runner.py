@@ -469,16 +469,22 @@ def _Nudging(generator):
     return Nudging()
 
 
-def _run_last_call_in(mode, src, calls, ref=False, grad=False):
+def _run_last_call_in(mode, src, calls, ref=False, grad=False, finite=False):
     """(out, args, namespace) of an eager run of the plan whose last call runs in a dispatch mode; with
-    grad, (gradients, args, namespace), the gradients computed in the mode too (the backward's ops)."""
+    grad, (gradients, args, namespace), the gradients computed in the mode too (the backward's ops); with
+    finite, the last call's floating inputs have their infinities and NaNs replaced by 0."""
     ns = program.load(src, ref=ref)
     saved = _torch().get_default_dtype()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for variant, seed in calls[:-1]:
             ns["f"](*_requiring_grad(ns["make_inputs"](seed, variant), grad))
-        args = _requiring_grad(ns["make_inputs"](calls[-1][1], calls[-1][0]), grad)
+        args = ns["make_inputs"](calls[-1][1], calls[-1][0])
+        if finite:
+            for t in args:
+                if isinstance(t, _torch().Tensor) and t.is_floating_point():
+                    t.copy_(t.nan_to_num(0.0, 0.0, 0.0))
+        args = _requiring_grad(args, grad)
         try:
             if ref:
                 _torch().set_default_dtype(_torch().float64)
@@ -524,13 +530,21 @@ def _judge_by_overflow(src, calls, mism, notes):
 
 def _eager_overflowed(src, calls, notes, grad=False):
     """Whether the eager replay (with grad: forward and backward) made an inf or NaN in some op where the
-    float64 reference's did not (_overflowed); False, with a note, where a replay raised."""
-    try:
-        low, ref = _nonfinite_log(src, calls, False, grad), _nonfinite_log(src, calls, True, grad)
-    except Exception as e:  # noqa: BLE001
-        notes.append(f"overflow replay raised {type(e).__name__}: {str(e)[:200]}")
-        return False
-    return _overflowed(low, ref)
+    float64 reference's did not (_overflowed); False, with a note, where a replay raised.
+    An input's inf or NaN can hide an overflow of its finite part: a sum of -3e38, -3e38 and inf is inf or
+    NaN by the order it is added in (float32 overflows to -inf on the way, float64 does not), while both
+    logs show the one non-finite sum. So where the plain replays show no overflow, they run again with the
+    inputs' infinities and NaNs replaced by 0 (triton 10302233)."""
+    for finite in (False, True):
+        try:
+            low = _nonfinite_log(src, calls, False, grad, finite)
+            ref = _nonfinite_log(src, calls, True, grad, finite)
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"overflow replay raised {type(e).__name__}: {str(e)[:200]}")
+            return False
+        if _overflowed(low, ref):
+            return True
+    return False
 
 
 def _overflowed(low, ref):
@@ -547,7 +561,7 @@ def _overflowed(low, ref):
 CONVERSIONS = frozenset(("_to_copy", "to", "copy_", "_copy_from_and_resize", "alias", "detach"))
 
 
-def _nonfinite_log(src, calls, ref, grad=False):
+def _nonfinite_log(src, calls, ref, grad=False, finite=False):
     """(op name, how many non-finite elements it produced) for each float op of an eager replay, in order."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -561,7 +575,7 @@ def _nonfinite_log(src, calls, ref, grad=False):
                        if isinstance(t, torch.Tensor) and t.is_floating_point())
             return out
 
-    _run_last_call_in(Record(), src, calls, ref, grad)
+    _run_last_call_in(Record(), src, calls, ref, grad, finite)
     return log
 
 

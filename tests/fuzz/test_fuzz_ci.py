@@ -72,6 +72,8 @@ FOUND = {
                           "eager's cast gives the lowest int64",
     ("triton", 10300938): "clamp(min=nan) where eager ignores the bound (torch 2.11): compiled returned the "
                           "input itself, eager a new tensor",
+    ("triton", 10302233): "the mean of -3e38, -3e38 and inf: float32's sum is inf or NaN by the order it adds "
+                          "in (triage: the overflow replay of the inputs' finite part)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "

@@ -223,3 +223,17 @@ def test_noise_dominated_leaves_are_judged_as_a_whole():
     accurate = torch.randn(64, generator=g, dtype=torch.float64)
     assert not compare.noise_dominated(accurate.float(), accurate.float() + 1e-3, accurate)
     assert not compare.noise_dominated(eager, compiled * 10, ref)
+
+
+def test_finite_replay_replaces_the_inputs_infinities_and_nans():
+    """The overflow triage's second replay (an input's inf hiding an overflow of its finite part: a float32
+    sum of -3e38, -3e38 and inf is inf or NaN by its order, triton 10302233): the same inputs, their
+    infinities and NaNs made 0, everything else as made."""
+    import contextlib
+    prog = _prog("v1 = x1.sum()")
+    prog.inputs = [Input("x1", "f", ("a", 3), {"A": "c", "B": "c", "L": "c"}, special=6)]
+    _, plain, _ = runner._run_last_call_in(contextlib.nullcontext(), prog.source(), prog.calls)
+    _, finite, _ = runner._run_last_call_in(contextlib.nullcontext(), prog.source(), prog.calls, finite=True)
+    assert not plain[0].isfinite().all() and finite[0].isfinite().all()
+    kept = plain[0].isfinite()
+    assert torch.equal(finite[0][kept], plain[0][kept]) and (finite[0][~kept] == 0).all()
