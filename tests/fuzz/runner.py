@@ -205,6 +205,13 @@ def _triage_gradients(src, calls, res):
         res.setdefault("notes", []).append("the float64 reference gives these gradients: eager's are off "
                                            "(an overflow in its float32 arithmetic)")
         return
+    if reference is not None and eager is not None and ours is not None and \
+            _gradients_noise_dominated(eager, ours, reference):
+        res["status"] = "noise"
+        res.setdefault("notes", []).append("where eager's and compiled's gradients differ, eager's are mostly "
+                                           "rounding error (float64 reference) and compiled's within three "
+                                           "times eager's largest such error")
+        return
     try:
         import graphjit
         from graphjit.compiler.training import compile_training
@@ -234,6 +241,33 @@ def _triage_gradients(src, calls, res):
     if eager is not None and ours is not None and _gradients_explained_by_rounding(src, calls, eager, ours, notes):
         res["status"] = "noise"
         notes.append("eager's gradients move as far as compiled's differ when its ops' results move by one ulp")
+
+
+def _gradients_noise_dominated(eager, ours, reference):
+    """Whether every gradient where eager's and compiled's differ is one whose eager value is mostly
+    rounding error (its error against the float64 reference over a tenth of the reference's largest value),
+    and compiled's error there is within three times the largest such error of eager's gradients (and the
+    dtype's atol). A group_norm of a constant group: every gradient is 1/sqrt(eps) times rounding error,
+    and a scalar's gradient sums it, closer to 0 in eager's run or in compiled's by chance (grad 10100671)."""
+    torch = _torch()
+    pairs = [(e, c, r) for e, c, r in zip(eager, ours, reference) if _gradient_mismatch([e], [c]) is not None]
+    if not pairs or not all(isinstance(t, torch.Tensor) and t.is_floating_point() and t.isfinite().all()
+                            for trio in pairs for t in trio):
+        return False
+    noise = 0.0
+    for e, c, r in zip(eager, ours, reference):
+        if isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor) and e.is_floating_point() and \
+                e.shape == r.shape and e.numel() and e.isfinite().all() and r.isfinite().all():
+            err = (e.double() - r.double()).abs().max().item()
+            if err > 0.1 * r.double().abs().max().item():
+                noise = max(noise, err)
+    for e, c, r in pairs:
+        ed, cd, rd = e.double(), c.double(), r.double()
+        _, atol = compare.TOL.get(e.dtype, compare.TOL[torch.float32])
+        if not (ed - rd).abs().max().item() > 0.1 * rd.abs().max().item() or \
+                (cd - rd).abs().max().item() > 3 * noise + atol:
+            return False
+    return True
 
 
 def _gradients_explained_by_rounding(src, calls, eager, ours, notes, replays=16):

@@ -74,6 +74,9 @@ FOUND = {
                           "input itself, eager a new tensor",
     ("triton", 10302233): "the mean of -3e38, -3e38 and inf: float32's sum is inf or NaN by the order it adds "
                           "in (triage: the overflow replay of the inputs' finite part)",
+    ("grad-tensor", 10100671): "group_norm of a constant group: every gradient is 1/sqrt(eps) times rounding "
+                               "error, a scalar's sum of it closer to 0 in eager's run by chance (triage: "
+                               "the graph's gradient noise)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "

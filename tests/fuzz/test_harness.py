@@ -237,3 +237,18 @@ def test_finite_replay_replaces_the_inputs_infinities_and_nans():
     assert not plain[0].isfinite().all() and finite[0].isfinite().all()
     kept = plain[0].isfinite()
     assert torch.equal(finite[0][kept], plain[0][kept]) and (finite[0][~kept] == 0).all()
+
+
+def test_gradients_of_pure_rounding_error_are_judged_by_the_graphs_noise():
+    """A constant group under group_norm: its gradients are 1/sqrt(eps) times rounding error (float64: ~0).
+    A scalar's gradient closer to 0 in eager's run by chance is no reason to call compiled's wrong while
+    it is within three times eager's largest such error (grad 10100671); a gradient whose reference is far
+    from 0 is judged by the usual tolerance."""
+    t = torch.tensor
+    reference = [t(4.5e-13, dtype=torch.float64), t([1.8e-14, -2e-14], dtype=torch.float64)]
+    eager = [t(6.1e-5), t([9e-4, -8e-4])]
+    ours = [t(2.0e-3), t([9e-4, -8e-4])]
+    assert runner._gradients_noise_dominated(eager, ours, reference)
+    assert not runner._gradients_noise_dominated(eager, [t(5e-3), ours[1]], reference)      # beyond 3x
+    real = [t([1.0, 2.0], dtype=torch.float64)]
+    assert not runner._gradients_noise_dominated([t([1.0, 2.0])], [t([1.5, 2.0])], real)
