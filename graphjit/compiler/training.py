@@ -58,6 +58,11 @@ def compile_training(gm, example_inputs, compile_fn):
             return _boxed(compiled)
         return compiler
 
+    if _writes_through_overlap(gm):
+        logs.log("fusion", f"{name}: running the graph as captured: it writes in place through a view whose "
+                           f"elements share memory (an expand: AOTAutograd's functionalization would add the "
+                           f"write once per element sharing it)")
+        return gm.forward
     written = [i for i in _inputs_written(gm) if getattr(example_inputs[i], "requires_grad", False)]
     if written:
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place into input "
@@ -223,35 +228,48 @@ def _writes(gm):
 
 # Calls whose result views their first argument: a write into the result writes into the argument
 _VIEWS = {"view", "view_as", "reshape", "reshape_as", "transpose", "swapaxes", "t", "permute", "movedim",
-          "narrow", "select", "expand", "expand_as", "squeeze", "unsqueeze", "flatten", "unflatten",
+          "narrow", "select", "expand", "expand_as", "broadcast_to", "squeeze", "unsqueeze", "flatten", "unflatten",
           "as_strided", "diagonal", "unfold", "split", "chunk", "unbind", "detach", "getitem", "__getitem__"}
 
 
-def _inputs_written(gm):
-    """Positions of the graph inputs that an in-place call (name ending in `_`) or an item assignment
-    writes into, directly or through a chain of views."""
-    import operator
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+# Views whose elements may share memory: a write through one writes some elements more than once
+_OVERLAPPING = {"expand", "expand_as", "broadcast_to", "unfold"}
 
-    def root(node):
-        while isinstance(node, torch.fx.Node) and node.op in ("call_method", "call_function") and node.args:
-            name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-            if name not in _VIEWS:
-                return None
-            node = node.args[0]
-        return node if isinstance(node, torch.fx.Node) and node.op == "placeholder" else None
-    written = set()
+
+def _call_name(node):
+    return node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+
+
+def _written_views(gm):
+    """(the in-place call's target, the chain of view calls from it up to where it starts) for each
+    in-place call (name ending in `_`) or item assignment of the captured graph."""
+    import operator
     for node in gm.graph.nodes:
-        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        name = _call_name(node)
         in_place = node.op == "call_method" and name.endswith("_") and not name.startswith("_") and \
             name != "requires_grad_"
         in_place |= node.op == "call_function" and (node.target is operator.setitem or
                                                     (name.endswith("_") and not name.startswith("_")))
-        if in_place and node.args:
-            source = root(node.args[0])
-            if source is not None:
-                written.add(placeholders.index(source))
-    return sorted(written)
+        if not (in_place and node.args and isinstance(node.args[0], torch.fx.Node)):
+            continue
+        chain, source = [], node.args[0]
+        while source.op in ("call_method", "call_function") and _call_name(source) in _VIEWS and \
+                source.args and isinstance(source.args[0], torch.fx.Node):
+            chain.append(source)
+            source = source.args[0]
+        yield source, chain
+
+
+def _inputs_written(gm):
+    """Positions of the graph inputs that an in-place call or an item assignment writes into, directly or
+    through a chain of views."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return sorted({placeholders.index(source) for source, _ in _written_views(gm) if source.op == "placeholder"})
+
+
+def _writes_through_overlap(gm):
+    """Whether an in-place call writes through a view whose elements may share memory (_OVERLAPPING)."""
+    return any(_call_name(view) in _OVERLAPPING for _, chain in _written_views(gm) for view in chain)
 
 
 def _shared_memory(values):

@@ -77,6 +77,8 @@ FOUND = {
     ("grad-tensor", 10100671): "group_norm of a constant group: every gradient is 1/sqrt(eps) times rounding "
                                "error, a scalar's sum of it closer to 0 in eager's run by chance (triage: "
                                "the graph's gradient noise)",
+    ("grad-tensor", 10100884): "masked_fill_ through an expand in a graph needing gradients: AOTAutograd "
+                               "added the write once per element sharing memory (now: runs as captured)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
