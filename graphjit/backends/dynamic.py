@@ -89,7 +89,13 @@ class PerSize:
             logs.log("dynamic", f"{self.name}: compiling for sizes {key}")
             gm = torch.fx.GraphModule(self.gm, _static_copy(self.gm.graph))
             gm.meta.update(self.gm.meta)
-            fn = self.backend(gm, args)
+            try:
+                fn = self.backend(gm, args)
+            except Exception as e:  # as at the first compile (capture/frame.compile_graph): never the user's error
+                warnings.warn(f"graphjit: backend {getattr(self.backend, '__name__', self.backend)} failed for "
+                              f"sizes {key} of graph {self.name} ({type(e).__name__}: {e}); running the captured "
+                              f"graph without it", RuntimeWarning, stacklevel=4)
+                fn = self.gm.forward
             self.compiled[key] = fn
             return fn
 

@@ -24,12 +24,15 @@ the fused forward kernel by Philox (lowering.py, "Random numbers"); its mask is 
 partitioner saves (random ops are never recomputed), so the backward reads the mask the forward drew.
 config.fallback_random runs eager's native_dropout instead.
 """
+import re
+
 import torch
 
 from .. import logs
 
 
 SAVED_VALUE_WRITTEN = "one of the variables needed for gradient computation has been modified by an inplace"
+NO_DERIVATIVE = re.compile(r"derivative for \S+ is not implemented")
 
 
 def wants_aot(gm, example_inputs):
@@ -86,6 +89,12 @@ def compile_training(gm, example_inputs, compile_fn):
                            f"({e}): an op's decomposition over zero elements")
         return gm.forward
     except RuntimeError as e:
+        if NO_DERIVATIVE.search(str(e)):
+            # an op whose derivative torch does not implement (floor_divide), its result needing gradients:
+            # eager raises only if a backward reaches it; AOTAutograd's joint trace raises at once
+            logs.log("fusion", f"{name}: running the graph as captured: {str(e).splitlines()[0]} (eager raises "
+                               f"only if a backward reaches it)")
+            return gm.forward
         if SAVED_VALUE_WRITTEN not in str(e) and not _writes(gm):
             raise
         # the graph writes in place: to a value its gradient needs (eager raises only if backward runs, and

@@ -198,3 +198,25 @@ def test_a_write_into_an_expanded_input_runs_as_eager():
         assert not [w for w in caught if "graphjit" in str(w.message)], [str(w.message) for w in caught]
         assert_same(got, expected)
         assert_same(base, expected_base, where="the written input")
+
+
+def test_a_backend_failing_for_new_sizes_runs_the_graph_as_captured():
+    """PerSize compiles at the call that brings new sizes: a backend error there warns and runs the captured
+    graph, as a failure at the first compile does, instead of raising into the user's program (fuzz grad
+    10101142: AOTAutograd raised for floor_divide at the second set of sizes)."""
+    import warnings
+    calls = []
+
+    def failing_after_first(gm, example_inputs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("a compiler bug")
+        return gm.forward
+    failing_after_first.graphjit_takes_symbols = False
+    per_size = PerSize(failing_after_first, torch.fx.symbolic_trace(lambda x: x * 2), [0])
+    assert torch.equal(per_size(torch.ones(2)), torch.full((2,), 2.0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = per_size(torch.ones(3))
+    assert torch.equal(out, torch.full((3,), 2.0)) and len(calls) == 2
+    assert any("a compiler bug" in str(w.message) for w in caught)

@@ -2,6 +2,7 @@
 AOTAutograd, each compiled (C++, or Triton under its interpreter), against eager over several steps of
 forward, loss, backward and an optimizer step (graphjit.testing.check_training): outputs, losses,
 gradients of parameters and inputs, and parameters and buffers after each step."""
+import io
 import math
 
 import pytest
@@ -601,3 +602,36 @@ def test_a_write_through_an_expand_in_a_graph_needing_gradients_runs_as_captured
         actual = graphjit.compile(fill_through_an_expand, backend=counter)(mask, x)
     assert torch.equal(actual[0], expected[0]) and torch.equal(actual[1], expected[1])
     assert counter.ran_as_captured() == [0]
+
+
+def floor_divided_before_a_break(x, w):
+    h = x @ w
+    q = x[:, :2] // h[:, :2]         # floor_divide has no derivative: eager raises only if a backward reaches it
+    print("break", file=io.StringIO())
+    return h.exp(), q
+
+
+def test_an_op_without_a_derivative_runs_as_captured():
+    """A floor_divide of values needing gradients, live across a graph break: AOTAutograd's joint trace
+    raised "derivative for aten::floor_divide is not implemented" (a backend-failure warning, and at a second
+    set of sizes an error in the user's program: fuzz grad 10101142). The graph runs as captured, with
+    eager's values and gradients, and no warning."""
+    import warnings
+    graphjit.reset()
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(floor_divided_before_a_break, backend=counter)
+    for rows in (3, 5):
+        torch.manual_seed(rows)
+        x, w = r(rows, 4).requires_grad_(), r(4, 4).requires_grad_()
+        expected = floor_divided_before_a_break(x, w)
+        expected[0].sum().backward()
+        grads, x.grad, w.grad = (x.grad, w.grad), None, None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            actual = compiled(x, w)
+        actual[0].sum().backward()
+        assert_same(actual[0].detach(), expected[0].detach(), where="h.exp()")
+        assert torch.equal(actual[1], expected[1])
+        assert_same(x.grad, grads[0], where="x.grad")
+        assert_same(w.grad, grads[1], where="w.grad")
+    assert 0 in counter.ran_as_captured()

@@ -79,6 +79,9 @@ FOUND = {
                                "the graph's gradient noise)",
     ("grad-tensor", 10100884): "masked_fill_ through an expand in a graph needing gradients: AOTAutograd "
                                "added the write once per element sharing memory (now: runs as captured)",
+    ("grad-tensor", 10101142): "floor_divide of values needing gradients, live across a break: AOTAutograd "
+                               "raised for its missing derivative, and at new sizes into the program (now: runs "
+                               "as captured; a PerSize compile failure runs the graph as captured)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
