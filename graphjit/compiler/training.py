@@ -104,6 +104,9 @@ def compile_training(gm, example_inputs, compile_fn):
                            f"{str(e).splitlines()[0]}")
         return gm.forward
     run.graphjit_halves = halves     # the halves compiled so far (the backward at the first backward)
+    groups = _output_groups(gm)
+    if len({g for g in groups if g is not None}) > 1:
+        run = _SeparateOutputs(run, groups, halves)
     if _writes(gm):
         return _CheckingAliases(run, gm.forward, halves)
     return run
@@ -291,6 +294,50 @@ def _shared_memory(values):
                 return True
             seen.add(key)
     return False
+
+
+def _output_groups(gm):
+    """Per output of the captured graph (a flat tuple): which of its outputs' traced storages it is in (a
+    number; None for a non-tensor), so outputs in one group share memory in eager and others do not."""
+    (out,) = [n for n in gm.graph.nodes if n.op == "output"]
+    leaves = out.args[0] if isinstance(out.args[0], (tuple, list)) else (out.args[0],)
+    ids, groups = {}, []
+    for leaf in leaves:
+        meta = leaf.meta.get("example_value") if isinstance(leaf, torch.fx.Node) else None
+        groups.append(ids.setdefault(meta.untyped_storage()._cdata, len(ids)) if isinstance(meta, torch.Tensor)
+                      else None)
+    return groups
+
+
+class _SeparateOutputs:
+    """A compiled training graph whose outputs are in more than one traced storage: AOTAutograd's
+    common-subexpression elimination merges identical computations (`x.msort()` and `x.sort(0).values`), so
+    outputs that eager returns in memory of their own can come back sharing one tensor, and a write into one
+    would show in the other (fuzz grad 10100668). Where outputs of several traced storages share memory, each
+    group but the largest that is one output is returned as a copy (a group of several views of one
+    another is left as it comes)."""
+
+    def __init__(self, compiled, groups, halves):
+        self.compiled, self.groups, self.graphjit_halves = compiled, groups, halves
+
+    def __call__(self, *args):
+        out = self.compiled(*args)
+        if not isinstance(out, (tuple, list)) or len(out) != len(self.groups):
+            return out
+        shared = {}         # memory -> traced group -> output positions
+        for k, (t, group) in enumerate(zip(out, self.groups)):
+            if group is not None and isinstance(t, torch.Tensor) and t.data_ptr() != 0:
+                shared.setdefault(t.untyped_storage().data_ptr(), {}).setdefault(group, []).append(k)
+        changed = None
+        for by_group in shared.values():
+            if len(by_group) < 2:
+                continue
+            keeper = max(by_group, key=lambda g: len(by_group[g]))
+            for group, positions in by_group.items():
+                if group != keeper and len(positions) == 1:
+                    changed = changed or list(out)
+                    changed[positions[0]] = out[positions[0]].clone()
+        return out if changed is None else type(out)(changed)
 
 
 class _CheckingAliases:

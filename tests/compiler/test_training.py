@@ -635,3 +635,26 @@ def test_an_op_without_a_derivative_runs_as_captured():
         assert_same(x.grad, grads[0], where="x.grad")
         assert_same(w.grad, grads[1], where="w.grad")
     assert 0 in counter.ran_as_captured()
+
+
+def sorted_twice(x):
+    s = x.sort(0).values
+    return x.msort(), s, s[1:]
+
+
+def test_outputs_merged_by_aotautograd_come_back_as_separate_tensors():
+    """x.msort() and x.sort(0).values are one computation to AOTAutograd's common-subexpression elimination:
+    the compiled graph returned one tensor for both outputs (fuzz grad 10100668), where eager returns two;
+    the lone one comes back as a copy, and an output that views another (the slice) still views it."""
+    graphjit.reset()
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(sorted_twice, backend=counter)
+    x = r(6).requires_grad_()
+    a, b, c = compiled(x)
+    ea, eb, ec = sorted_twice(x)
+    assert torch.equal(a, ea) and torch.equal(b, eb) and torch.equal(c, ec)
+    storage = lambda t: t.untyped_storage().data_ptr()     # noqa: E731
+    assert storage(a) != storage(b) and storage(c) == storage(b)
+    (a.sum() + 2 * b.sum()).backward()
+    assert_same(x.grad, torch.full((6,), 3.0), where="x.grad")
+    assert not counter.ran_as_captured()

@@ -82,6 +82,8 @@ FOUND = {
     ("grad-tensor", 10101142): "floor_divide of values needing gradients, live across a break: AOTAutograd "
                                "raised for its missing derivative, and at new sizes into the program (now: runs "
                                "as captured; a PerSize compile failure runs the graph as captured)",
+    ("grad-tensor", 10100668): "x.msort() and x.sort(0).values merged by AOTAutograd's CSE: one tensor for two "
+                               "outputs eager returns separately (now: the lone one is copied)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
