@@ -102,10 +102,13 @@ class PerSize:
 
 def _static_copy(graph):
     """A copy of the graph whose nodes hold no symbolic example values (a backend reading them would
-    see symbols it doesn't expect; it reads the concrete example inputs instead)."""
+    see symbols it doesn't expect; it reads the concrete example inputs instead), only, for tensors, which
+    storage the trace put them in (meta["traced_storage"])."""
     new = torch.fx.Graph()
     env = {}
     for node in graph.nodes:
         env[node] = new.node_copy(node, lambda n: env[n])
-        env[node].meta.pop("example_value", None)
+        value = env[node].meta.pop("example_value", None)
+        if isinstance(value, torch.Tensor):     # which values share memory (compiler/training._output_groups)
+            env[node].meta["traced_storage"] = value.untyped_storage()._cdata
     return new

@@ -303,9 +303,11 @@ def _output_groups(gm):
     leaves = out.args[0] if isinstance(out.args[0], (tuple, list)) else (out.args[0],)
     ids, groups = {}, []
     for leaf in leaves:
-        meta = leaf.meta.get("example_value") if isinstance(leaf, torch.fx.Node) else None
-        groups.append(ids.setdefault(meta.untyped_storage()._cdata, len(ids)) if isinstance(meta, torch.Tensor)
-                      else None)
+        meta = leaf.meta if isinstance(leaf, torch.fx.Node) else {}
+        value = meta.get("example_value")
+        # a per-size copy of a symbolic graph keeps only the storage (backends/dynamic._static_copy)
+        storage = value.untyped_storage()._cdata if isinstance(value, torch.Tensor) else meta.get("traced_storage")
+        groups.append(None if storage is None else ids.setdefault(storage, len(ids)))
     return groups
 
 
