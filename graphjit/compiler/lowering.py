@@ -115,6 +115,7 @@ class Lowering(torch.fx.Interpreter):
         self._slots = {}            # fx node -> its Slot (the Interpreter's env drops a node after its last use)
         # storage of an output's traced value -> the Slot of the first node holding it (its owner, once run)
         self._owners = dict.fromkeys(_storage(m) for m in _output_metas(gm.graph) if isinstance(m, torch.Tensor))
+        self._returned = {leaf for leaf in _output_leaves(gm.graph) if isinstance(leaf, torch.fx.Node)}
 
     def run_node(self, n):
         _current.append(n)
@@ -257,8 +258,10 @@ class Lowering(torch.fx.Interpreter):
             load = view.make_loader()
             copy = Pointwise(sizes, view.dtype, view.device, load)   # broadcast dims: index 0, as all alike
             stored = realize(copy, self.loops, strides)
-            slot.value = StorageView(stored.buffer, tuple(as_expr(n) for n in meta.shape), strides, stored.offset)
-            return slot.value
+            laid_out = StorageView(stored.buffer, tuple(as_expr(n) for n in meta.shape), strides, stored.offset)
+            if slot.node not in self._returned:     # an output keeps its value (a view of an input stays one)
+                slot.value = laid_out
+            return laid_out
         return pytree.tree_map(unwrap, tree)
 
     def _realize_matmul_operands(self, args):

@@ -220,3 +220,23 @@ def test_a_backend_failing_for_new_sizes_runs_the_graph_as_captured():
         out = per_size(torch.ones(3))
     assert torch.equal(out, torch.full((3,), 2.0)) and len(calls) == 2
     assert any("a compiler bug" in str(w.message) for w in caught)
+
+
+def viewed_and_index_added(x):
+    v = x.unflatten(-2, (1, x.shape[-2]))
+    return v.index_add(4, torch.arange(v.shape[4]).flip(0), v, alpha=2), v
+
+
+def test_an_output_view_of_an_input_read_by_an_extern_op_stays_a_view():
+    """An extern op (index_put) needs its operand in its traced strides: the copy made for it replaced the
+    view of the input for every later reader, the graph's output too, which came back as a new tensor where
+    eager returns a view of the input (fuzz dynamic 10402015: a transposed input, symbolic sizes)."""
+    graphjit.reset()
+    compiled = graphjit.compile(viewed_and_index_added, dynamic=True)
+    for base in (torch.randint(-20, 20, (1, 1, 2, 1)), torch.randint(-20, 20, (6, 1, 3, 1))):
+        x = base.transpose(-1, -2)
+        out, view = compiled(x)
+        expected_out, expected_view = viewed_and_index_added(x)
+        assert torch.equal(out, expected_out) and torch.equal(view, expected_view)
+        assert view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        assert view.stride() == expected_view.stride()

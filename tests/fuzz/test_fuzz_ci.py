@@ -84,6 +84,8 @@ FOUND = {
                                "as captured; a PerSize compile failure runs the graph as captured)",
     ("grad-tensor", 10100668): "x.msort() and x.sort(0).values merged by AOTAutograd's CSE: one tensor for two "
                                "outputs eager returns separately (now: the lone one is copied)",
+    ("dynamic-tensor", 10402015): "a view of an input, returned and read by an extern op: the copy made in "
+                                  "the op's traced strides replaced the view for the output too",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
