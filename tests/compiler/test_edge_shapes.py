@@ -308,3 +308,22 @@ def test_as_strided_of_an_empty_slice_reads_the_storage(backend):
             got = compiled(x)
         assert torch.equal(got, f(x))
         assert not [w for w in caught if "graphjit" in str(w.message)], [str(w.message) for w in caught]
+
+
+def conv_then_transposed_product(x, w, b):
+    v = F.conv1d(x, w, b, padding=1, groups=x.shape[1])
+    return torch.matmul(v.mT, v)
+
+
+def test_convolution_output_laid_out_otherwise_than_its_meta(backend):
+    """On one thread eager's CPU convolution of an input whose channels are innermost in memory returns a
+    contiguous result where its meta function says channels-innermost strides; the wrapper viewed it with
+    the meta's strides (its .mT read the wrong elements; fuzz triton 10800862). A convolution's result
+    strides are now checked and a differing one copied."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x = randn(3, 1, 3).transpose(-1, -2)[1:]         # [2, 3, 1], strides (3, 1, 3), offset 3
+        check(conv_then_transposed_product, x, randn(3, 1, 1, seed=1), randn(3, seed=2), backend=backend)
+    finally:
+        torch.set_num_threads(threads)

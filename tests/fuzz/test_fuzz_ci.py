@@ -86,6 +86,8 @@ FOUND = {
                                "outputs eager returns separately (now: the lone one is copied)",
     ("dynamic-tensor", 10402015): "a view of an input, returned and read by an extern op: the copy made in "
                                   "the op's traced strides replaced the view for the output too",
+    ("triton", 10800862): "a CPU convolution on one thread laid its result out contiguously where its meta "
+                          "function said otherwise; the wrapper viewed it with the meta's strides",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "

@@ -250,10 +250,19 @@ class WrapperCode:
         out transposed, its meta says contiguous), or make it of another dtype (the CPU kernel of
         _native_batch_norm_legit_functional returns bf16 running statistics for bf16 ones, its meta says
         float32), and what reads the result indexes it with the traced strides and reads it as the traced
-        dtype: such a result is converted and copied into them. Extern ops proper (matmuls, convolution,
-        attention) are trusted."""
+        dtype: such a result is converted and copied into them. Extern ops proper (matmuls, attention) are
+        trusted, but for convolution: its output's layout is the kernel's choice, which can differ from the
+        meta function's (on the CPU with one thread, contiguous where the meta function propagates an
+        input's channels-first-in-memory strides: fuzz triton 10800862), so its strides are checked
+        inline and a differing result copied."""
         if kernel.reason == "extern op":
-            return []
+            if kernel.op is not torch.ops.aten.convolution.default:
+                return []
+            self.globals["as_traced"] = _as_traced
+            return [f"if {out.name}.stride() != {pytuple(out.layout.strides)}: "
+                    f"{out.name} = as_traced({out.name}, {pytuple(out.layout.strides)}, {out.layout.dtype})"
+                    for out in kernel.outputs
+                    if not any(st == 0 and n not in (0, 1) for n, st in zip(out.layout.sizes, out.layout.strides))]
         self.globals["as_traced"] = _as_traced
         lines = []
         for out in kernel.outputs:
