@@ -317,6 +317,12 @@ class Lowering(torch.fx.Interpreter):
         for k, (value, meta) in enumerate(zip(flat, metas)):
             if k in views:
                 value = views[k]
+            elif isinstance(value, Slot) and self.loops.autograd and isinstance(value.current(), Pointwise):
+                # a half of a training graph: the other half (and AOTAutograd's wrappers) were traced with
+                # its outputs in their traced strides; a lazy view realized over a base in eager's dense
+                # strides can have others (a saved transpose, which the backward views as flat: fuzz grad
+                # 10600281). Values already in memory (an extern's padded rows) are returned as they are.
+                value = self._traced_layout(value)
             elif isinstance(value, Slot):
                 value.current()
                 if isinstance(value.value, Pointwise):

@@ -659,3 +659,27 @@ def test_outputs_merged_by_aotautograd_come_back_as_separate_tensors():
         (a.sum() + 2 * b.sum()).backward()
         assert_same(x.grad, torch.full((n,), 3.0), where="x.grad")
     assert not counter.ran_as_captured()
+
+
+def flattened_transpose(x):
+    w = torch.where(x == x.amax(), x, 2)
+    return w.mT.flatten() ** 3
+
+
+def test_a_saved_view_keeps_its_traced_strides():
+    """The forward saves w.mT for the backward, which views it flat: w (of a transposed input) is laid out
+    like the input in eager, so w.mT is contiguous; realized in dense strides, w.mT was not, and the
+    backward raised "view size is not compatible" (fuzz grad 10600281)."""
+    graphjit.reset()
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(flattened_transpose, backend=counter)
+    for n in (2, 3):
+        x = r(n, n).t().requires_grad_()
+        out = compiled(x)
+        out.sum().backward()
+        grad, x.grad = x.grad, None
+        expected = flattened_transpose(x)
+        expected.sum().backward()
+        assert_same(out.detach(), expected.detach(), where="out")
+        assert_same(grad, x.grad, where="x.grad")
+    assert not counter.ran_as_captured()

@@ -517,7 +517,9 @@ def _run_last_call_in(mode, src, calls, ref=False, grad=False, finite=False):
         if finite:
             for t in args:
                 if isinstance(t, _torch().Tensor) and t.is_floating_point():
-                    t.copy_(t.nan_to_num(0.0, 0.0, 0.0))
+                    # through the whole storage: an expanded input refuses a write through itself
+                    whole = _torch().empty(0, dtype=t.dtype).set_(t.untyped_storage())
+                    whole.copy_(whole.nan_to_num(0.0, 0.0, 0.0))
         args = _requiring_grad(args, grad)
         try:
             if ref:

@@ -88,6 +88,11 @@ FOUND = {
                                   "the op's traced strides replaced the view for the output too",
     ("triton", 10800862): "a CPU convolution on one thread laid its result out contiguously where its meta "
                           "function said otherwise; the wrapper viewed it with the meta's strides",
+    ("tensor", 10501619): "the finite-part overflow replay wrote through an expanded input and raised, so "
+                          "pow's float32 overflow went untriaged (it now zeroes non-finite values through "
+                          "the storage)",
+    ("grad-tensor", 10600281): "a saved transpose of a value laid out like its transposed input: realized in "
+                               "dense strides, and the backward's flat view of it raised",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
