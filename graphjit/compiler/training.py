@@ -226,16 +226,18 @@ def _upcast_path(node):
 def _writes(gm):
     """Whether the captured graph may write in place: an in-place method or function (name ending in
     `_`), or an item assignment."""
+    return any(_in_place(node) for node in gm.graph.nodes)
+
+
+def _in_place(node):
+    """Whether a node of the captured graph is an in-place method or function call (name ending in `_`,
+    requires_grad_ aside) or an item assignment."""
     import operator
-    for node in gm.graph.nodes:
-        if node.op == "call_method" and node.target.endswith("_") and not node.target.startswith("_") and \
-                node.target != "requires_grad_":
-            return True
-        if node.op == "call_function":
-            fn_name = getattr(node.target, "__name__", "")
-            if node.target is operator.setitem or (fn_name.endswith("_") and not fn_name.startswith("_")):
-                return True
-    return False
+    name = _call_name(node)
+    if node.op == "call_method":
+        return name.endswith("_") and not name.startswith("_") and name != "requires_grad_"
+    return node.op == "call_function" and (node.target is operator.setitem or
+                                           (name.endswith("_") and not name.startswith("_")))
 
 
 # Calls whose result views their first argument: a write into the result writes into the argument
@@ -255,14 +257,8 @@ def _call_name(node):
 def _written_views(gm):
     """(the in-place call's target, the chain of view calls from it up to where it starts) for each
     in-place call (name ending in `_`) or item assignment of the captured graph."""
-    import operator
     for node in gm.graph.nodes:
-        name = _call_name(node)
-        in_place = node.op == "call_method" and name.endswith("_") and not name.startswith("_") and \
-            name != "requires_grad_"
-        in_place |= node.op == "call_function" and (node.target is operator.setitem or
-                                                    (name.endswith("_") and not name.startswith("_")))
-        if not (in_place and node.args and isinstance(node.args[0], torch.fx.Node)):
+        if not (_in_place(node) and node.args and isinstance(node.args[0], torch.fx.Node)):
             continue
         chain, source = [], node.args[0]
         while source.op in ("call_method", "call_function") and _call_name(source) in _VIEWS and \
