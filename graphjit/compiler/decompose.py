@@ -167,8 +167,9 @@ def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_inde
 # Decompositions of ours where torch's writes a tensor in parts (a fill, then a scatter) and a pointwise
 # form fuses with its neighbours.
 def _native_dropout(x, p, train):
-    """native_dropout as a draw and pointwise math on it (what lowering.native_dropout computes): the mask
-    from a float32 rand_like, then x * mask / (1 - p). In a joint graph the partitioner may then save the bool
+    """native_dropout as a draw and pointwise math on it, as eager's kernels compute it (in float32 for
+    16-bit x, the mask's product first, p = 1 scaling by 0): the mask from a float32 rand_like, which the
+    lowering draws by Philox, then x * mask / (1 - p). In a joint graph the partitioner may then save the bool
     mask alone and recompute the product in the backward; native_dropout whole, a random op it never
     recomputes, has both its outputs saved. With config.fallback_random, native_dropout stays whole (eager's
     kernel and bits)."""

@@ -1241,31 +1241,6 @@ def uniform(sizes, device):
     return Pointwise(sizes, torch.float32, device, inner)
 
 
-@register(aten.native_dropout.default)
-def native_dropout(x, p, train):
-    """(x * mask / (1 - p), mask), mask True with probability 1 - p, as eager's kernels compute it: in
-    float32 for 16-bit x, the mask's product first (a NaN or inf of x stays NaN where dropped), p = 1 scaling
-    by 0."""
-    if train is False or not x.dtype.is_floating_point or not isinstance(p, (int, float)):
-        raise NotLowered("native_dropout outside training, of integers, or with a symbolic p")
-    keep_values = uniform(x.sizes, x.device)
-    keep_load = keep_values.make_loader()
-    p = float(p)
-
-    def keep(index):
-        return ops.ge(keep_load(index), ops.constant(p, torch.float32))
-    mask = Pointwise(keep_values.sizes, torch.bool, x.device, keep)
-    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
-    load = x.make_loader()
-
-    def out(index):
-        kept = ops.to_dtype(keep(index), compute)
-        value = ops.mul(ops.mul(ops.to_dtype(load(index), compute), kept), ops.constant(scale, compute))
-        return value if compute == x.dtype else ops.to_dtype(value, x.dtype)
-    return Pointwise(keep_values.sizes, x.dtype, x.device, out), mask
-
-
 @register(aten.bernoulli.p, aten.bernoulli.default)
 def bernoulli(x, p=None, generator=None):
     """1 with probability p (a number, or per element x itself), else 0, in x's dtype (F.dropout outside

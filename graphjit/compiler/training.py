@@ -19,10 +19,11 @@ extern ops (matmuls, convolutions, attention) reach the compiler as it expects t
 Grad mode and autocast changes inside the captured graph (`with torch.no_grad():`, `torch.autocast`)
 are applied while AOTAutograd traces, so the graphs the compiler sees no longer hold them.
 
-Randomness: dropout is traced into the forward graph as native_dropout, which the lowering draws inside
-the fused forward kernel by Philox (lowering.py, "Random numbers"); its mask is a forward output the
-partitioner saves (random ops are never recomputed), so the backward reads the mask the forward drew.
-config.fallback_random runs eager's native_dropout instead.
+Randomness: dropout is traced into the forward graph as a float32 rand_like, a comparison and a product
+(decompose._native_dropout), which the lowering draws inside the fused forward kernel by Philox
+(lowering.py, "Random numbers"); the mask is a forward output the partitioner saves (random ops are never
+recomputed), so the backward reads the mask the forward drew. config.fallback_random keeps eager's
+native_dropout instead.
 """
 import re
 
