@@ -1156,6 +1156,14 @@ def full(size, fill_value, dtype=None, layout=None, device=None, pin_memory=None
     return constant_value(fill_value, meta.shape, meta.dtype, meta.device)
 
 
+@register(aten._efficientzerotensor.default)
+def efficient_zero_tensor(size, dtype=None, layout=None, device=None, pin_memory=None):
+    """A backward's ZeroTensor: zeros in eager's arithmetic, but with no storage, so a kernel given its
+    data pointer would read address 0. Our zeros are constants, folded into what reads them."""
+    meta = out_meta()
+    return constant_value(0, meta.shape, meta.dtype, meta.device)
+
+
 @register(aten.full_like.default)
 def full_like(x, fill_value, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     # sizes, dtype and device from the output's fake tensor (dtype= and device= applied); its strides

@@ -683,3 +683,29 @@ def test_a_saved_view_keeps_its_traced_strides():
         assert_same(out.detach(), expected.detach(), where="out")
         assert_same(grad, x.grad, where="x.grad")
     assert not counter.ran_as_captured()
+
+
+def sign_of_addmm(bias, a, b):
+    return torch.addmm(bias, a, b.t(), beta=0.5).sgn()
+
+
+def test_a_backward_zero_tensor_is_a_constant():
+    """sgn's gradient is an efficient zero tensor, which has no storage; the backward scaled and summed it
+    for the bias's gradient, and the kernel handed its data pointer read address 0 (fuzz grad 11000352,
+    a segfault)."""
+    graphjit.reset()
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(sign_of_addmm, backend=counter)
+    for n in (1, 3):
+        inputs = [r(n).requires_grad_(), r(n, n).requires_grad_(), r(n, n).requires_grad_()]
+        out = compiled(*inputs)
+        out.sum().backward()
+        grads = [t.grad for t in inputs]
+        for t in inputs:
+            t.grad = None
+        expected = sign_of_addmm(*inputs)
+        expected.sum().backward()
+        assert_same(out.detach(), expected.detach(), where="out")
+        for i, (got, t) in enumerate(zip(grads, inputs)):
+            assert_same(got, t.grad, where=f"grad {i}")
+    assert not counter.ran_as_captured()

@@ -93,6 +93,8 @@ FOUND = {
                           "the storage)",
     ("grad-tensor", 10600281): "a saved transpose of a value laid out like its transposed input: realized in "
                                "dense strides, and the backward's flat view of it raised",
+    ("grad-tensor", 11000352): "sgn's gradient, an efficient zero tensor (no storage), scaled and summed by a "
+                               "backward kernel that read its null data pointer: a segfault",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
