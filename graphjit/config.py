@@ -135,10 +135,15 @@ scratch_max_elements = _knob("scratch_max_elements", int, 4096, codegen=True)
 # `x + 1 > x` to true). -ffp-contract=off: a product stays rounded before what adds to it, as between
 # eager's separate ops (gcc's default contracts a * b - c into one fma: softmax's x - max(x) of a fused
 # product was then the product's rounding error, not 0, and a row came out NaN, fuzz 4800082).
+# -fno-tree-slp-vectorize: gcc 12's straight-line (SLP) vectorizer, packing the scalar tail of an
+# `omp simd` loop into vectors, loaded an accumulator lane before the earlier row's store to it, so a
+# column sum over two rows of ten columns dropped a row from its last column (fuzz grad 11000913). Our
+# hot loops are `omp simd` loops, vectorized by the loop vectorizer, which stays on.
 # GRAPHJIT_CXX_FLAGS takes them space-separated.
 cxx = _knob("cxx", str, "g++", codegen=True)
 cxx_flags = _knob("cxx_flags", tuple, ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno",
-                                       "-fno-trapping-math", "-fwrapv", "-ffp-contract=off"), codegen=True)
+                                       "-fno-trapping-math", "-fwrapv", "-ffp-contract=off",
+                                       "-fno-tree-slp-vectorize"), codegen=True)
 
 # A kernel runs its outer loop in parallel (OpenMP) only if it touches at least this many elements:
 # below it, forking threads costs more than it saves.

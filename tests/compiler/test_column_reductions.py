@@ -75,3 +75,20 @@ def test_bias_gradient_in_training():
         return torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.Tanh(), torch.nn.Linear(40, 36))
     testing.check_training(model, lambda: (torch.randn(333, 24),), backend=graphjit_backend,
                            optimizer=lambda params: torch.optim.SGD(params, lr=1e-3), atol=1e-5, rtol=1e-4)
+
+
+def scaled_column_sum(g, x, n):
+    m = n.clamp_min(1e-12)
+    return ((-g) * (x / m / m)).sum(1, keepdim=True)
+
+
+@pytest.mark.parametrize("shape", [(5, 2, 5, 2), (3, 2, 10)], ids=str)
+def test_two_rows_of_ten_columns(shape):
+    """A column sum over two rows, one tile of ten lanes: gcc 12's straight-line vectorizer, packing the
+    simd loop's scalar tail, read the last lane's accumulator before the first row's store to it, and that
+    column lost a row (F.normalize's gradient, fuzz grad 11000913; config.cxx_flags now turns it off)."""
+    gen = torch.Generator().manual_seed(0)
+    g, x = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
+    n = torch.rand(shape[:1] + (1,) + shape[2:], generator=gen) + 0.5
+    compiled = run_cases(scaled_column_sum, [(g, x, n)], atol=1e-5, rtol=1e-5)
+    assert tiled(compiled)

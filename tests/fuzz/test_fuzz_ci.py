@@ -95,6 +95,9 @@ FOUND = {
                                "dense strides, and the backward's flat view of it raised",
     ("grad-tensor", 11000352): "sgn's gradient, an efficient zero tensor (no storage), scaled and summed by a "
                                "backward kernel that read its null data pointer: a segfault",
+    ("grad-tensor", 11000913): "F.normalize's gradient, a column sum over two rows of ten columns: gcc 12's "
+                               "straight-line vectorizer dropped a row from the last column (now "
+                               "-fno-tree-slp-vectorize)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
