@@ -452,11 +452,18 @@ EXACT_OPS = frozenset("""
     """.split())
 
 
+# Exact ops whose result's sign at a tie of +0.0 and -0.0 is not specified: eager's CPU kernels take one
+# operand in their vector loop and the other in its scalar tail (torch.maximum(+0.0, -0.0) is +0.0 for one
+# element, -0.0 for twenty), the GPU's yet another. A rounding replay gives their zeros a random sign.
+ZERO_TIE_OPS = frozenset("maximum minimum fmax fmin max min amax amin clamp clamp_min clamp_max".split())
+
+
 def _judge_by_rounding(src, calls, st_e, st_c, mism, notes, replays=16):
     """A mismatch is 'rounding' when, at each element where compiled differs, eager itself moved by at
     least half of compiled's difference in one of a few replays where every op that rounds its float result
     (not EXACT_OPS, not a view) moves that result by one ulp at random elements and gives a NaN it makes
-    a random sign (IEEE 754 leaves a NaN's sign unspecified): compiled's fused kernels round differently
+    a random sign (IEEE 754 leaves a NaN's sign unspecified), and every ZERO_TIE_OPS result's zeros a random
+    sign: compiled's fused kernels round differently
     (one ulp of a transcendental, a product fused into an add, 16-bit steps rounded once), and the program
     amplifies that through a discontinuity (an exact comparison, signbit, copysign of a zero, a floor)."""
     eager, comp = compare.leafmap(st_e), compare.leafmap(st_c)
@@ -492,6 +499,12 @@ def _Nudging(generator):
     class Nudging(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ in ZERO_TIE_OPS and _computes_fresh_result(func):
+                for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                    if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+                        with torch.no_grad():
+                            _sign_zeros(t, generator)
+                return out
             if func.overloadpacket.__name__ in EXACT_OPS or not _computes_fresh_result(func):
                 return out
             for t in (out if isinstance(out, (tuple, list)) else (out,)):
@@ -550,6 +563,13 @@ def _nudge(t, generator):
     flip = t.isnan() & (step > 0)
     bits.add_(torch.where(finite, step, 0).to(bits.dtype))
     t.copy_(torch.where(flip, -t, t))
+
+
+def _sign_zeros(t, generator):
+    """t, in place: its zeros given a random sign."""
+    import torch
+    negative = torch.randint(0, 2, t.shape, generator=generator).bool()
+    t.copy_(torch.where(t == 0, torch.where(negative, -0.0, 0.0).to(t.dtype), t))
 
 
 def _judge_by_overflow(src, calls, mism, notes):

@@ -113,6 +113,18 @@ def test_the_sign_of_a_computed_nan_is_rounding():
     assert res["status"] == "noise" and res["mismatches"][0].verdict == "rounding", runner.describe(res)
 
 
+def _other_zero(fn, *args):
+    out = fn(*args)
+    return torch.where(out == 0, -out, out)
+
+
+def test_the_sign_of_a_zero_tie_is_rounding():
+    """maximum(+0.0, -0.0): eager's CPU kernel gives +0.0 in its scalar tail and -0.0 in its vector loop."""
+    prog = _prog("v1 = torch.maximum(x1 * 0, -(x1 * 0)).signbit()", inputs=(("x1", "f", (1,)),))
+    res = runner.run(prog.source(), backend=_swapping("maximum", _other_zero))
+    assert res["status"] == "noise" and res["mismatches"][0].verdict == "rounding", runner.describe(res)
+
+
 def test_a_wrong_sign_is_not_rounding():
     prog = _prog("v1 = torch.copysign(torch.ones_like(x1), x1 - 0.5)")
     res = runner.run(prog.source(), backend=_swapping("copysign", lambda fn, a, b: fn(a, -b)))
