@@ -240,3 +240,20 @@ def test_an_output_view_of_an_input_read_by_an_extern_op_stays_a_view():
         assert torch.equal(out, expected_out) and torch.equal(view, expected_view)
         assert view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
         assert view.stride() == expected_view.stride()
+
+
+def test_rows_of_a_size_expression_that_is_zero(backend):
+    """v8 has s // 2 - 1 elements, 0 for size 3, and its store went into the kernel of the full reduction
+    amax: the row count, guarded to be at most 1, was taken to be 1, and the kernel stored one element
+    into an empty buffer (Triton fuzz 11101709: a segfault). A count not known to be 1 takes the masked
+    loop. (Tracing split of an empty tensor raises IndexError in torch: a graph break, so two graphs a
+    size.)"""
+    def f(x1, x3):
+        v1 = x3 > x3
+        v3 = (x1 / x1).nanmean(dim=(-1, 0))
+        v4 = v3[:v3.shape[0] // 2]
+        v5 = torch.where(v4 == v4.amax(), v4, x3)
+        v8 = v5.narrow(-1, 1, v5.shape[-1] - 1) != -1.5
+        return (torch.cat([v8.split(1, -1)[-1], v1], -1),)
+    run_sizes(f, lambda n: (torch.randn(1, n, n).transpose(-1, -2), torch.randn(1).expand(1)), (2, 3, 3),
+              dynamic=None, graphs=4)

@@ -98,6 +98,9 @@ FOUND = {
     ("grad-tensor", 11000913): "F.normalize's gradient, a column sum over two rows of ten columns: gcc 12's "
                                "straight-line vectorizer dropped a row from the last column (now "
                                "-fno-tree-slp-vectorize)",
+    ("triton", 11101709): "a store of s // 2 - 1 elements (0 for s = 3) fused into a full reduction's kernel: "
+                          "the row count, guarded to be at most 1, was taken as 1 and the store wrote into an "
+                          "empty buffer (a segfault)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "

@@ -47,7 +47,7 @@ from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, reduct
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
 from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..facts import GraphFacts
-from ..ir import FloorDiv, StorageView, guard_bool, int_of, size_hint
+from ..ir import FloorDiv, StorageView, guard_bool, int_of, is_one, size_hint
 from .cpp import used_size_symbols
 from .wrapper import WrapperCode, pyexpr, run_source
 
@@ -363,11 +363,6 @@ def cdiv(numel, block):
     if numel.is_Integer:
         return -(-int(numel) // block)
     return FloorDiv(numel + (block - 1), sympy.Integer(block))
-
-
-def above_one(n):
-    """Whether a loop of n iterations has more than one (guarded where n has size symbols)."""
-    return int(n) > 1 if n.is_Integer else guard_bool(sympy.Gt(n, 1))
 
 
 def next_power_of_2(n):
@@ -893,7 +888,7 @@ class TritonKernel:
         previous = None
         for i, group in enumerate(kernel.groups):
             key = (tuple((v.name, s) for v, s in group_dims[i]), repr(group_subs[i]), rnumels[i])
-            share = persistent and key == previous and above_one(rnumels[i])
+            share = persistent and key == previous and not is_one(rnumels[i])
             self._group(group, xs, group_dims[i], group_subs[i], rnumels[i], rblock, persistent, share)
             previous = key
         if self._group_scope_open:
@@ -932,12 +927,16 @@ class TritonKernel:
         outer_subs, outer_ranges = self.subs, self.ranges
         rs = inner_vars(len(group.inner))
         self.subs = outer_subs + subs
-        if rs and not above_one(rnumel):    # rows of one element (a size the ShapeEnv knows is 1): r = 0
+        # rows of one element (a size the ShapeEnv knows is 1): r = 0. A row count that is not 1 takes the
+        # masked loop, which also does nothing for rows of none (s // 2 - 1 for s = 3, where the count was
+        # only guarded to be at most 1, and a store at r = 0 wrote into an empty buffer)
+        has_inner = not is_one(rnumel)
+        if rs and not has_inner:
             self.subs = self.subs + [{r: sympy.Integer(0) for r in rs}]
         self.ranges = {**outer_ranges, **dict(zip(rs, group.inner))}
         start = len(self.lines)
         self.needs_barrier = False
-        looped = not persistent and above_one(rnumel)
+        looped = not persistent and has_inner
         if not share:
             if self._group_scope_open:
                 self.pop_scope()
@@ -953,15 +952,16 @@ class TritonKernel:
                           f"{self._acc_type(data.acc_dtype)})")
                 accs[node.name] = acc
             outer_lines, self.lines = self.lines, []
-        self.rmask = "rmask" if above_one(rnumel) and (not rnumel.is_Integer or int(rnumel) % rblock) else None
-        if above_one(rnumel) and not share:
+        self.rmask = "rmask" if has_inner and (not rnumel.is_Integer or int(rnumel) % rblock or not rnumel) \
+            else None
+        if has_inner and not share:
             self.emit("rindex = roffset + rbase" if looped else "rindex = rbase")
             if self.rmask:
                 self.emit(f"rmask = rindex < {texpr(rnumel)}")
             self._decode(dims, "rindex", "r")
         for node in group.nodes:
             if node.is_reduction:
-                accs[node.name] = self._accumulate(node, xs, rs, accs.get(node.name), above_one(rnumel))
+                accs[node.name] = self._accumulate(node, xs, rs, accs.get(node.name), has_inner)
             else:
                 node.buffer.store_body()(*node.body_args(xs, rs))
         if looped:
@@ -976,7 +976,7 @@ class TritonKernel:
         self.subs, self.ranges = outer_subs, outer_ranges
         self.rmask = None
         for node in reductions:
-            self._finish(node, xs, accs[node.name], above_one(rnumel))
+            self._finish(node, xs, accs[node.name], has_inner)
 
     @staticmethod
     def _acc_type(acc_dtype):
