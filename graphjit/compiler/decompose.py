@@ -490,6 +490,10 @@ def decompose(gm, example_inputs, traced_by_aot=False):
             try:
                 traced = trace(torch.func.functionalize(eager, remove="mutations"))(*example_inputs)
             except RuntimeError as e:
+                if "as_strided() is non-compositional" in str(e):
+                    # functionalization can't replay a write through a chain of views with an as_strided
+                    raise Refused("a write through a view chain made with as_strided (functionalization "
+                                  "cannot replay it)") from e
                 if "internal overlap" not in str(e):
                     raise
                 # a write through a view whose elements share memory (unfold windows, as_strided)

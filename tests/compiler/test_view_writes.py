@@ -123,3 +123,20 @@ def test_operand_sharing_no_written_element_compiles(backend):
     make = lambda: [torch.randn(5, 3, generator=_gen(12))]    # noqa: E731
     check(add_other_column, make, calls=3)
     decompose.decompose(make_fx(add_other_column)(*make()), make())
+
+
+# ---- a write through a chain of views with an as_strided ----
+
+def add_through_as_strided(x):
+    v = torch.as_strided((x * 2).movedim(0, 0), (1,), (1,)).squeeze(0)
+    v.add_(v, alpha=2)
+    return (v,)
+
+
+def test_write_through_as_strided_view_chain_is_refused(backend):
+    """Functionalization refuses to replay a write through views made with as_strided; the graph runs as
+    captured with that reason, where the compiler warned that it had failed (Triton fuzz 11101416)."""
+    make = lambda: [torch.randn((), generator=_gen(13))]    # noqa: E731
+    check(add_through_as_strided, make, calls=3)
+    with pytest.raises(decompose.Refused, match="as_strided"):
+        decompose.decompose(make_fx(add_through_as_strided)(*make()), make())

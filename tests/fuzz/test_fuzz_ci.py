@@ -101,6 +101,8 @@ FOUND = {
     ("triton", 11101709): "a store of s // 2 - 1 elements (0 for s = 3) fused into a full reduction's kernel: "
                           "the row count, guarded to be at most 1, was taken as 1 and the store wrote into an "
                           "empty buffer (a segfault)",
+    ("triton", 11101416): "a write through a view chain with an as_strided: functionalization refused it and "
+                          "the compiler warned it had failed (now: runs as captured, the reason logged)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
