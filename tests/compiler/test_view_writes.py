@@ -5,7 +5,8 @@ Causes covered: writes through a select, slice or unsqueeze of a broadcasting ex
 writes back through an expand as base + sum_to(new - base): nan for inf, an error for bool, and on torch
 2.11 a scatter into the expand whose meta function lays it out expanded while its kernel returns it
 dense); writes through other views of such an expand (refused); an in-place op whose other operand views
-memory it writes (refused, unless no element is shared)."""
+memory it writes (refused, unless no element is shared); a write through a view chain made with as_strided
+(refused: functionalization can't replay it)."""
 import pytest
 import torch
 import torch.fx
