@@ -879,9 +879,9 @@ def _shares_elements(a, b, limit=1 << 16):
 
 def _element_offsets(t):
     """The storage offsets of t's elements."""
-    offsets = torch.tensor([t.storage_offset()], dtype=torch.int64)
+    offsets = torch.tensor([t.storage_offset()], dtype=torch.int64, device="cpu")
     for size, stride in zip(t.shape, t.stride()):
-        offsets = (offsets[:, None] + torch.arange(size, dtype=torch.int64) * stride).reshape(-1)
+        offsets = (offsets[:, None] + torch.arange(size, dtype=torch.int64, device="cpu") * stride).reshape(-1)
     return offsets
 
 

@@ -633,9 +633,10 @@ def int_of(value, dtype):
     """An integer dtype's element made from a Python number: a float converts as eager's cast of a float64
     scalar does (truncated; a NaN, an infinity or a value beyond the type's range gives what the CPU's cast
     gives, x86: the lowest value), not through Python's int(), which raises or keeps every digit (1e20 into
-    int64 wrapped to 7766279631452241920 in the C++ literal)."""
+    int64 wrapped to 7766279631452241920 in the C++ literal). On the CPU whatever the default device: eager
+    converts the scalar on the host for every device (a CUDA device's own cast saturates instead)."""
     if isinstance(value, float):
-        return torch.tensor(value, dtype=torch.float64).to(dtype).item()
+        return torch.tensor(value, dtype=torch.float64, device="cpu").to(dtype).item()
     return int(value)
 
 

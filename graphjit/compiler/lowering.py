@@ -645,7 +645,7 @@ def held(value, dtype):
     where branch, a clamp bound, add's alpha on the CPU)."""
     if dtype in (torch.bfloat16, torch.float16) and isinstance(value, (int, float)) and \
             not isinstance(value, bool):
-        return torch.tensor(float(value), dtype=torch.float64).to(dtype).item()
+        return torch.tensor(float(value), dtype=torch.float64, device="cpu").to(dtype).item()
     return value
 
 
@@ -1078,10 +1078,10 @@ def _softshrink_lambd(lambd, dtype):
     rounded = held(lambd, dtype)
     if dtype not in (torch.bfloat16, torch.float16) or rounded == lambd:
         return lambd
-    probe = torch.tensor([rounded], dtype=dtype)
+    probe = torch.tensor([rounded], dtype=dtype, device="cpu")
     if rounded < lambd:
-        probe = torch.nextafter(probe, torch.tensor([float("inf")], dtype=dtype))
-    converted = (probe - torch.tensor([rounded], dtype=dtype)).item()
+        probe = torch.nextafter(probe, torch.tensor([float("inf")], dtype=dtype, device="cpu"))
+    converted = (probe - torch.tensor([rounded], dtype=dtype, device="cpu")).item()
     return rounded if torch.nn.functional.softshrink(probe, lambd).item() == converted else lambd
 
 

@@ -170,3 +170,15 @@ def test_mutating_graph_is_functionalized():
     aten_gm = decompose.decompose(gm, [torch.randn(3), torch.randn(3)])
     targets = {str(n.target) for n in aten_gm.graph.nodes if n.op == "call_function"}
     assert not any(t.endswith("_.Tensor") or t.endswith("_.default") for t in targets), targets
+
+
+def test_scalar_conversions_happen_on_the_host_whatever_the_default_device():
+    """int_of and held convert a Python number as eager does, on the host for every device; under `with
+    torch.device("cuda")` they converted on the GPU (1e20 into int64: the GPU saturates to the largest
+    value, eager's host cast gives the lowest). A meta default device shows it here: no value at all."""
+    from graphjit.compiler.ir import int_of
+    from graphjit.compiler.lowering import held
+    with torch.device("meta"):
+        assert int_of(1e20, torch.int64) == torch.iinfo(torch.int64).min
+        assert int_of(-2.5, torch.uint8) == 254
+        assert held(1e5, torch.float16) == float("inf")
