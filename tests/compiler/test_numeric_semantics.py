@@ -218,7 +218,10 @@ def unsigned_inputs(seed):
 
 
 def bool_signs(x, y):
-    return x.sign(), x.sgn(), (y <= 0.5).sgn(), torch.sign(x).float() * y
+    # the sign of a reduction's bool result too (Triton fuzz 11300032: it had no dtype noted, so gj_sign's
+    # subtract ran on bools)
+    return x.sign(), x.sgn(), (y <= 0.5).sgn(), torch.sign(x).float() * y, x.all(0, keepdim=True).sign(), \
+        x.any(1).sgn()
 
 
 def bool_inputs(seed):

@@ -103,6 +103,8 @@ FOUND = {
                           "empty buffer (a segfault)",
     ("triton", 11101416): "a write through a view chain with an as_strided: functionalization refused it and "
                           "the compiler warned it had failed (now: runs as captured, the reason logged)",
+    ("triton", 11300032): "sign of all()'s bool result: the reduction's result had no dtype noted, so the "
+                          "bool form of sign was not taken and the interpreter refused a bool subtract",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "

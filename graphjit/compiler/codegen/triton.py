@@ -1012,6 +1012,7 @@ class TritonKernel:
             result = self.cse(f"({acc} != 0)", self.dims_of(acc), scope=0)
         else:
             result = self.cse(f"{acc}.to({COMPUTE_TYPES[data.dtype]})", self.dims_of(acc), scope=0)
+        result = self.typed(result, data.dtype)     # an op on it may take its dtype's form (TYPED_EXPRESSIONS)
         self.store(node.name, self.rewrite(node.write_index(xs, [])), result, scope=0)
 
     def _launch(self, grid, constexprs, warps, kind, sizes):
