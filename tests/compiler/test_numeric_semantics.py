@@ -150,6 +150,20 @@ def test_clamp_and_relu_keep_negative_zero_and_nan(device):
     check(clamps, [(torch.tensor(SPECIALS),), (torch.tensor(SPECIALS, dtype=torch.float64).repeat(5),)], device)
 
 
+def negated_signs(x):
+    # (Not bfloat16: eager rounds every NaN to bfloat16 as +NaN. Not -(x * 2): gcc folds it to x * -2.0,
+    # which keeps a NaN's sign; IEEE leaves the sign of a product's NaN unspecified.)
+    return (-x).signbit(), (-x.half()).signbit()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_neg_flips_the_sign_of_nan(device):
+    """neg flips the sign bit of every value, a NaN's too: signbit(-nan) is True (Triton fuzz 11300937:
+    Triton's neg as x * -1.0 kept the NaN's sign)."""
+    x = torch.tensor(SPECIALS + [-float("nan")])
+    check(negated_signs, [(x,), (x.double().repeat(3),)], device, fallbacks=True)     # signbit: ATen
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_int_clamp_and_relu(device):
     check(lambda x: (torch.relu(x), x.clamp(min=-3, max=5), x.clamp(min=1.5), F.hardtanh(x.float(), -2.0, 2.0)),

@@ -105,6 +105,8 @@ FOUND = {
                           "the compiler warned it had failed (now: runs as captured, the reason logged)",
     ("triton", 11300032): "sign of all()'s bool result: the reduction's result had no dtype noted, so the "
                           "bool form of sign was not taken and the interpreter refused a bool subtract",
+    ("triton", 11300937): "signbit(-x) of a NaN input: Triton's neg as x * -1.0 kept the NaN's sign (now a "
+                          "sign-bit flip, gj_neg)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "

@@ -93,12 +93,13 @@ assert set(EXPRESSIONS) == set(POINTWISE_OPS), set(POINTWISE_OPS) ^ set(EXPRESSI
 # (op, dtype) -> expression where Triton's op differs from torch's in that dtype: an i1 add wraps
 # (True + True is False on a GPU; torch's is True), the interpreter has no i1 subtract (gj_sign's; the sign
 # of a bool is itself), ~ of a uint8 (x ^ -1) overflows in the interpreter, and Triton 3.6 negates a float
-# as 0 - x (-(0.0) is +0.0; torch's is -0.0; 3.8 negates)
+# as 0 - x (-(0.0) is +0.0; torch's is -0.0; 3.8 negates) where x * -1.0 keeps a NaN's sign (gj_neg flips
+# the sign bit)
 TYPED_EXPRESSIONS = {
     ("add", torch.bool): "({0} | {1})",
     ("sign", torch.bool): "{0}",
     ("bitwise_not", torch.uint8): "({0} ^ 255).to(tl.uint8)",
-    **{("neg", dtype): "({0} * -1.0)" for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16)},
+    **{("neg", dtype): "gj_neg({0})" for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16)},
 }
 
 # Helpers every module starts with. Branches on dtype are resolved when Triton compiles the kernel.
@@ -216,6 +217,14 @@ def gj_round(x):  # half to even
         return libdevice.nearbyint(x)
     else:
         return x
+
+
+@triton.jit
+def gj_neg(x):  # the sign bit flipped, as eager's neg: -(0.0) is -0.0 and -(NaN) a NaN of the other sign
+    if x.dtype == tl.float64:
+        return (x.to(tl.int64, bitcast=True) ^ (-9223372036854775807 - 1)).to(tl.float64, bitcast=True)
+    else:
+        return (x.to(tl.int32, bitcast=True) ^ (-2147483647 - 1)).to(tl.float32, bitcast=True)
 
 
 @triton.jit
