@@ -244,7 +244,10 @@ class Kernel:
         return None
 
     def finish(self):
-        """Group nodes into inner loops."""
+        """Group nodes into inner loops, in order. Then a loop that sits between two loops over the same
+        row, reads nothing made in this kernel and writes nothing read before it moves to the front: a copy
+        of attention's values fused between softmax's exp and its division kept Triton from keeping the exp
+        in registers from one to the other."""
         self.groups = []
         for node in self.nodes:
             group = self.groups[-1] if self.groups else None
@@ -252,6 +255,21 @@ class Kernel:
                 group.nodes.append(node)
             else:
                 self.groups.append(Group(node.inner, [node]))
+        made = {n.name for n in self.nodes}
+        moved = True
+        while moved:
+            moved = False
+            for p in range(1, len(self.groups) - 1):
+                group, before, after = self.groups[p], self.groups[p - 1], self.groups[p + 1]
+                if before.inner != after.inner or group.inner == after.inner:
+                    continue
+                reads = {name for n in group.nodes for name, _ in n.accesses()[0]}
+                read_before = {name for g in self.groups[:p] for n in g.nodes for name, _ in n.accesses()[0]}
+                if reads & made or {n.name for n in group.nodes} & read_before:
+                    continue
+                self.groups.insert(0, self.groups.pop(p))
+                moved = True
+                break
 
     @staticmethod
     def _reads_reduction_of(node, group):

@@ -118,6 +118,25 @@ def test_softmax_is_one_persistent_kernel_loading_each_row_once(device):
     assert "rmask = rindex < 1000" in compiled.source
 
 
+def attention_in_float32(q, k, v):
+    vf = v.float()          # made before the scores, stored from the softmax's kernel
+    a = torch.softmax((q.float() * 0.125) @ (k.float().transpose(-1, -2) * 0.125), -1)
+    return a @ vf
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_softmax_keeps_its_exp_in_registers_beside_an_unrelated_copy(device):
+    """The values' float copy, fused into the softmax's kernel between the exp (with its sum) and the
+    division, split the row's loops: the exp was stored, a barrier waited for it and the division loaded it
+    back (ViT-B/16's attention: 165 us against Inductor's 74 on the H200). The copy now runs first, and the
+    exp, read only by the loops that share its scope, is never stored nor allocated."""
+    q, k, v = (make((2, 64, 2, 64), torch.bfloat16).transpose(1, 2) for _ in range(3))
+    compiled = run_triton(attention_in_float32, [(q, k, v)], device)
+    (body,) = [b for b in compiled.source.split("def triton_fused")[1:] if "gj_maximum" in b]
+    assert "debug_barrier" not in body and "inout_ptr" not in body
+    assert body.count("tl.store(") == 2      # the copy and the softmax's output
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_long_rows_loop(device, monkeypatch):
     monkeypatch.setattr(gj_config, "triton_persistent_rnumel", 64)

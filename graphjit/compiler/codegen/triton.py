@@ -30,6 +30,7 @@ are constants in the source; block sizes come from `block_sizes` (no autotuning)
 GRAPHJIT_TRITON_CPU=1 sends CPU graphs here too and runs the kernels in Triton's interpreter, so tests
 check the generated Triton code without a GPU.
 """
+import collections
 import dataclasses
 import functools
 import itertools
@@ -453,6 +454,8 @@ class TritonOps:
             return "acc_in"
         if name in k.kernel.local:
             raise AssertionError(f"{k.name}: local buffer {name} read outside where it is made")
+        if name in k.registers:
+            raise RegistersMissed(f"{k.name}: {name}, kept in registers, read at {index}, not where it is made")
         if name in k.written:
             k.needs_barrier = True        # written earlier in this kernel by another loop: make it visible
         k.use_arg(name)
@@ -562,10 +565,15 @@ class NotFusable(Exception):
     """A kernel that can't be a matmul template's epilogue (TritonKernel.epilogue)."""
 
 
+class RegistersMissed(Exception):
+    """A read of a buffer kept in registers found no value where it was made: print the kernel again,
+    storing it."""
+
+
 class TritonKernel:
     """Prints one scheduler.Kernel as a @triton.jit function and says how to launch it."""
 
-    def __init__(self, kernel, buffers, name, check_indices, config=None):
+    def __init__(self, kernel, buffers, name, check_indices, config=None, in_registers=True):
         self.kernel = kernel
         self.config = config                # {"XBLOCK", "RBLOCK", "num_warps"} overriding the heuristics (autotuning)
         self.buffers = buffers              # name -> Buffer
@@ -592,6 +600,8 @@ class TritonKernel:
         self.uses_assert = False
         self._group_scope_open = False
         self.epilogue_input = self.epilogue_index = None    # set by epilogue()
+        self.in_registers = in_registers    # may keep scratch buffers in registers (_keep_in_registers)
+        self.registers = set()              # the scratch buffers it keeps there: never stored nor allocated
         self.size_names = frozenset()       # the graph's size symbols (scalar arguments where used)
 
     # -- emission helpers --
@@ -722,7 +732,7 @@ class TritonKernel:
 
     def store(self, name, index, value, scope=-1):
         dtype = self.buffers[name].dtype
-        if name not in self.kernel.local:
+        if name not in self.kernel.local and name not in self.registers:
             self.written.add(name)
             # the pointer spans the block even where the value is a constant or a row's result
             ptr, mask, _ = self.pointer(name, index, self.dims_of(value) | {"x"})
@@ -894,18 +904,38 @@ class TritonKernel:
             self.xmask = "xmask"
         self._decode(outer_dims, "xindex", "x")
         self.emit("rbase = tl.arange(0, RBLOCK)[None, :]")
-        previous = None
-        for i, group in enumerate(kernel.groups):
+        shares, previous = [], None
+        for i in range(len(kernel.groups)):
             key = (tuple((v.name, s) for v, s in group_dims[i]), repr(group_subs[i]), rnumels[i])
-            share = persistent and key == previous and not is_one(rnumels[i])
-            self._group(group, xs, group_dims[i], group_subs[i], rnumels[i], rblock, persistent, share)
+            shares.append(persistent and key == previous and not is_one(rnumels[i]))
             previous = key
+        if self.in_registers:
+            self._keep_in_registers(shares)
+        for i, group in enumerate(kernel.groups):
+            self._group(group, xs, group_dims[i], group_subs[i], rnumels[i], rblock, persistent, shares[i])
         if self._group_scope_open:
             self.pop_scope()
             self._group_scope_open = False
         return self._launch(cdiv(xnumel, xblock), {"XBLOCK": xblock, "RBLOCK": rblock}, warps,
                             "persistent reduction" if persistent else "looped reduction",
                             (size_hint(xnumel), rnumel, transposed))
+
+    def _keep_in_registers(self, shares):
+        """Scratch buffers (pointwise values only this kernel reads, in later loops) whose readers all run in
+        the scope of the loop that makes them (persistent loops over the same row, each sharing the one
+        before): they are never stored, and the wrapper allocates no memory for them (a softmax's exp,
+        read again by its division)."""
+        kernel = self.kernel
+        readers = collections.defaultdict(set)
+        for i, group in enumerate(kernel.groups):
+            for node in group.nodes:
+                for name, _ in node.accesses()[0]:
+                    readers[name].add(i)
+        for name in kernel.scratch:
+            home = kernel.group_of(name)
+            users = readers.get(name, set())
+            if home is not None and users and all(home <= i and all(shares[home + 1:i + 1]) for i in users):
+                self.registers.add(name)
 
     def _transposed(self, outer_dims, group_dims, exprs):
         """Whether the kernel's loads are contiguous along x (its innermost outer dim) rather than r."""
@@ -1145,10 +1175,18 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
     size_names = frozenset(s.name for s in graph.size_symbols())
 
     def emit(piece, name, cfg=None):
-        tk = TritonKernel(piece, buffers, name, check, cfg)
-        tk.size_names = size_names
-        with use_ops(TritonOps(tk)):
-            return tk.generate()
+        for in_registers in (True, False):
+            tk = TritonKernel(piece, buffers, name, check, cfg, in_registers)
+            tk.size_names = size_names
+            try:
+                with use_ops(TritonOps(tk)):
+                    generated = tk.generate()
+            except RegistersMissed as e:      # printed again, storing every scratch buffer
+                logs.log("fusion", f"{name}: {e}")
+                continue
+            piece.local |= tk.registers       # never stored: the wrapper allocates nothing for them
+            return generated
+        raise AssertionError("unreachable: a kernel storing every scratch buffer misses no register")
 
     def emitter(piece, name):
         return lambda cfg: emit(piece, name, cfg)
