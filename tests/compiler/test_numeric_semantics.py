@@ -158,8 +158,9 @@ def negated_signs(x):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_neg_flips_the_sign_of_nan(device):
-    """neg flips the sign bit of every value, a NaN's too: signbit(-nan) is True (Triton fuzz 11300937:
-    Triton's neg as x * -1.0 kept the NaN's sign)."""
+    """neg flips the sign bit of every value, on the CPU a NaN's too: signbit(-nan) is True (Triton fuzz
+    11300937: Triton's neg as x * -1.0 kept the NaN's sign). Eager's CUDA neg makes a float32 or float16 NaN
+    +NaN and keeps a float64 NaN as it is; the GPU's kernels do the same."""
     x = torch.tensor(SPECIALS + [-float("nan")])
     check(negated_signs, [(x,), (x.double().repeat(3),)], device, fallbacks=True)     # signbit: ATen
 
