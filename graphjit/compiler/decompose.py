@@ -182,9 +182,18 @@ def _native_dropout(x, p, train):
     return (x.to(compute) * keep * scale).to(x.dtype), keep
 
 
+def _frac(x):
+    """frac as eager's kernel computes it, x - trunc(x) (exact in every float dtype): torch's decomposition,
+    x - floor(|x|) * sign(x), gives frac(-0.0) as -0.0 where eager's is +0.0."""
+    if not x.is_floating_point():
+        return NotImplemented
+    return x - torch.trunc(x)
+
+
 POINTWISE_FORMS = {aten.nll_loss_backward.default: _nll_loss_backward,
                    aten.nll_loss2d_backward.default: _nll_loss_backward,
-                   aten.native_dropout.default: _native_dropout}
+                   aten.native_dropout.default: _native_dropout,
+                   aten.frac.default: _frac}
 
 
 def unsupported_reason(gm, example_inputs):

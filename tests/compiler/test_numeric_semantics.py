@@ -150,6 +150,17 @@ def test_clamp_and_relu_keep_negative_zero_and_nan(device):
     check(clamps, [(torch.tensor(SPECIALS),), (torch.tensor(SPECIALS, dtype=torch.float64).repeat(5),)], device)
 
 
+def fractions(x):
+    return x.frac(), 1 / x.frac(), x.half().frac(), x.double().frac()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_frac_as_eagers_x_minus_trunc(device):
+    """frac(-0.0) is +0.0 (eager: x - trunc(x)); torch's decomposition x - floor(|x|) * sign(x) gave -0.0
+    (Triton fuzz 11600443)."""
+    check(fractions, [(torch.tensor(SPECIALS + [-2.75, 2.75]),)], device)
+
+
 def negated_signs(x):
     # (Not bfloat16: eager rounds every NaN to bfloat16 as +NaN. Not -(x * 2): gcc folds it to x * -2.0,
     # which keeps a NaN's sign; IEEE leaves the sign of a product's NaN unspecified.)

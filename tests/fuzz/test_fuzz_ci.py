@@ -107,6 +107,8 @@ FOUND = {
                           "bool form of sign was not taken and the interpreter refused a bool subtract",
     ("triton", 11300937): "signbit(-x) of a NaN input: Triton's neg as x * -1.0 kept the NaN's sign (now a "
                           "sign-bit flip, gj_neg)",
+    ("triton", 11600443): "frac(-0.0) through torch's decomposition x - floor(|x|) * sign(x): -0.0 where "
+                          "eager's x - trunc(x) gives +0.0",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
