@@ -246,8 +246,8 @@ def test_rows_of_a_size_expression_that_is_zero(backend):
     """v8 has s // 2 - 1 elements, 0 for size 3, and its store went into the kernel of the full reduction
     amax: the row count, guarded to be at most 1, was taken to be 1, and the kernel stored one element
     into an empty buffer (Triton fuzz 11101709: a segfault). A count not known to be 1 takes the masked
-    loop. (Tracing split of an empty tensor raises IndexError in torch: a graph break, so two graphs a
-    size.)"""
+    loop. (Torch 2.11 raises IndexError tracing split of the empty v8: a graph break, two graphs a size;
+    later versions trace it: one.)"""
     def f(x1, x3):
         v1 = x3 > x3
         v3 = (x1 / x1).nanmean(dim=(-1, 0))
@@ -255,5 +255,6 @@ def test_rows_of_a_size_expression_that_is_zero(backend):
         v5 = torch.where(v4 == v4.amax(), v4, x3)
         v8 = v5.narrow(-1, 1, v5.shape[-1] - 1) != -1.5
         return (torch.cat([v8.split(1, -1)[-1], v1], -1),)
+    graphs = 4 if tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 12) else 2
     run_sizes(f, lambda n: (torch.randn(1, n, n).transpose(-1, -2), torch.randn(1).expand(1)), (2, 3, 3),
-              dynamic=None, graphs=4)
+              dynamic=None, graphs=graphs)
