@@ -221,11 +221,16 @@ def gj_round(x):  # half to even
 
 
 @triton.jit
-def gj_neg(x):  # the sign bit flipped, as eager's CPU neg: -(0.0) is -0.0 and -(NaN) a NaN of the other sign
+def gj_flip_sign(x):  # the sign bit flipped: -(0.0) is -0.0 and -(NaN) a NaN of the other sign
     if x.dtype == tl.float64:
         return (x.to(tl.int64, bitcast=True) ^ (-9223372036854775807 - 1)).to(tl.float64, bitcast=True)
     else:
         return (x.to(tl.int32, bitcast=True) ^ (-2147483647 - 1)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def gj_neg(x):  # as eager's CPU neg
+    return gj_flip_sign(x)
 
 
 @triton.jit
@@ -316,25 +321,20 @@ def gj_ipow(a, b):  # eager's powi: by squaring, wrapping as the dtype does; a *
 # The GPU's prelude: float32 rsqrt as the one PTX instruction (tl.rsqrt reaches it through __nvvm_reflect,
 # which links libdevice); Triton's interpreter runs no inline PTX, so the CPU prelude keeps tl.rsqrt. relu
 # as eager's CUDA kernel: relu(-0.0) is +0.0 there (-0.0 on the CPU, which the interpreter's tensors are on),
-# and so neg, whose NaNs come out otherwise there than on the CPU.
-_GJ_NEG = PRELUDE[PRELUDE.index("@triton.jit\ndef gj_neg("):PRELUDE.index("@triton.jit\ndef gj_sign(")]
-_GJ_NEG_GPU = '''@triton.jit
-def gj_neg(x):  # eager's CUDA neg: the sign bit flipped, a float32 (16-bit) NaN made +NaN, a float64 NaN kept
+# and so neg, whose NaNs come out otherwise there than on the CPU: a float32 (16-bit) NaN made +NaN, a
+# float64 NaN kept.
+_GJ_NEG_GPU = """def gj_neg(x):  # as eager's CUDA neg
     if x.dtype == tl.float64:
-        flipped = (x.to(tl.int64, bitcast=True) ^ (-9223372036854775807 - 1)).to(tl.float64, bitcast=True)
-        return tl.where(x != x, x, flipped)
+        return tl.where(x != x, x, gj_flip_sign(x))
     else:
-        flipped = (x.to(tl.int32, bitcast=True) ^ (-2147483647 - 1)).to(tl.float32, bitcast=True)
-        return tl.where(x != x, tl.abs(x), flipped)
-
-
-'''
+        return tl.where(x != x, tl.abs(x), gj_flip_sign(x))
+"""
 PRELUDE_GPU = PRELUDE.replace('''    else:
         return tl.rsqrt(x)''', '''    else:
         return tl.inline_asm_elementwise("rsqrt.approx.f32 $0, $1;", "=f,f", [x.to(tl.float32)],
                                          dtype=tl.float32, is_pure=True, pack=1)''').replace(
     "return tl.where(0 > x, 0, x)", "return tl.where(x > 0, x, tl.where(x != x, x, 0))").replace(
-    _GJ_NEG, _GJ_NEG_GPU)
+    "def gj_neg(x):  # as eager's CPU neg\n    return gj_flip_sign(x)\n", _GJ_NEG_GPU)
 assert PRELUDE_GPU.count("tl.where(x > 0, x, tl.where(x != x, x, 0))") == 1 and "rsqrt.approx" in PRELUDE_GPU
 assert _GJ_NEG_GPU in PRELUDE_GPU
 
