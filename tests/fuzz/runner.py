@@ -452,10 +452,11 @@ EXACT_OPS = frozenset("""
     """.split())
 
 
-# Exact ops whose result's sign at a tie of +0.0 and -0.0 is not specified: eager's CPU kernels take one
+# Exact ops (all in EXACT_OPS) whose result's sign at a tie of +0.0 and -0.0 is not specified: eager's CPU kernels take one
 # operand in their vector loop and the other in its scalar tail (torch.maximum(+0.0, -0.0) is +0.0 for one
 # element, -0.0 for twenty), the GPU's yet another. A rounding replay gives their zeros a random sign.
 ZERO_TIE_OPS = frozenset("maximum minimum fmax fmin max min amax amin clamp clamp_min clamp_max".split())
+assert ZERO_TIE_OPS <= EXACT_OPS
 
 
 def _judge_by_rounding(src, calls, st_e, st_c, mism, notes, replays=16):
@@ -499,18 +500,14 @@ def _Nudging(generator):
     class Nudging(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            if func.overloadpacket.__name__ in ZERO_TIE_OPS and _computes_fresh_result(func):
-                for t in (out if isinstance(out, (tuple, list)) else (out,)):
-                    if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
-                        with torch.no_grad():
-                            _sign_zeros(t, generator)
+            name = func.overloadpacket.__name__
+            if not _computes_fresh_result(func) or (name in EXACT_OPS and name not in ZERO_TIE_OPS):
                 return out
-            if func.overloadpacket.__name__ in EXACT_OPS or not _computes_fresh_result(func):
-                return out
+            change = _sign_zeros if name in ZERO_TIE_OPS else _nudge
             for t in (out if isinstance(out, (tuple, list)) else (out,)):
                 if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
                     with torch.no_grad():
-                        _nudge(t, generator)
+                        change(t, generator)
             return out
 
     return Nudging()
