@@ -55,7 +55,7 @@ def as_expr(value):
                 _known_ones[expr] = _known(env, sympy.Eq(expr, 1))
             if _known_ones[expr]:
                 return sympy.Integer(1)     # s // 3 where the trace guarded it to be 1: a plain 1 to the IR
-        return _from_torch(expr)
+        return _from_torch(expr, env)
     return sympy.Integer(value)
 
 
@@ -68,13 +68,17 @@ def _known(env, cond):
     return known is not None and bool(known)
 
 
-def _from_torch(expr):
+def _from_torch(expr, env=None):
     """A ShapeEnv expression in graphjit's index functions: torch's FloorDiv and ModularIndexing become
-    ours (sizes are non-negative, so C's truncating division is the floor); anything else but sums,
-    products and powers of symbols and integers is StaticOnly."""
+    ours (sizes are non-negative, so C's truncating division is the floor); a Max or Min whose winner
+    `env` proves from its ranges and guards (the contiguous stride Max(1, n) of a dim padded to a multiple
+    of 8) becomes that argument; anything else but sums, products and powers of symbols and integers is
+    StaticOnly."""
     def convert(e):
         if e.is_Symbol or e.is_Integer:
             return e
+        if type(e).__name__ in ("Max", "Min") and env is not None:
+            return convert(_proven_extreme(env, e))
         args = [convert(a) for a in e.args]
         name = type(e).__name__
         if isinstance(e, (sympy.Add, sympy.Mul)) or (isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0):
@@ -87,6 +91,15 @@ def _from_torch(expr):
             return Mod(*args)
         raise StaticOnly(f"size expression {expr} ({name})")
     return convert(expr)
+
+
+def _proven_extreme(env, e):
+    """The argument of a Max (Min) that env proves at least (at most) every other one; StaticOnly if none."""
+    bigger = sympy.Ge if type(e).__name__ == "Max" else sympy.Le
+    for candidate in e.args:
+        if all(other is candidate or _known(env, bigger(candidate, other)) for other in e.args):
+            return candidate
+    raise StaticOnly(f"size expression {e}: no argument of the {type(e).__name__} is proven the winner")
 
 
 class StaticOnly(Exception):
