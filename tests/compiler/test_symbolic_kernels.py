@@ -7,6 +7,8 @@ eager, and asserts that the backend compiled each graph once, for all sizes (not
 what backends/dynamic.PerSize does where the compiler needs concrete sizes). The `backend` fixture runs
 each case through the C++ codegen and through Triton's interpreter.
 """
+import io
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -258,3 +260,35 @@ def test_rows_of_a_size_expression_that_is_zero(backend):
     graphs = 4 if tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 12) else 2
     run_sizes(f, lambda n: (torch.randn(1, n, n).transpose(-1, -2), torch.randn(1).expand(1)), (2, 3, 3),
               dynamic=None, graphs=graphs)
+
+
+def test_a_dim_padded_to_a_multiple_of_eight(backend):
+    """Strides of a contiguous tensor whose last dim is padded up to a multiple of 8 are Max(1, padded) in
+    the ShapeEnv: the ShapeEnv proves the padded size at least 1, so they compile for all sizes."""
+    def f(m):
+        n = m.shape[-1]
+        p = F.pad(m, (0, 8 - n % 8))[..., :n]
+        return p.sum(-1), p + 0, p
+    run_sizes(f, lambda n: (torch.randn(3, 4, n),), SIZES)
+
+
+def test_attention_with_a_mask_over_a_growing_cache(backend):
+    """Decode-step attention: one query over a cache of n keys with an additive mask (on the GPU the
+    memory-efficient kernel pads the mask to a multiple of 8)."""
+    def f(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(1, 4, 1, k.shape[2]))
+    run_sizes(f, lambda n: (torch.randn(1, 4, 1, 16), torch.randn(1, 4, n, 16), torch.randn(1, 4, n, 16),
+                            torch.zeros(1, 1, 1, n)), (5, 9, 12, 17, 9), atol=1e-4, rtol=1e-4)
+
+
+def test_a_size_the_graph_returns_twice(backend):
+    """x @ x.T is [n, n]: the graph returns the symbol n for both sizes, and the second was wrapped as a
+    fresh view of a tensor (aten.alias of an int: Triton fuzz 11702166)."""
+    def f(x):
+        y = torch.einsum("...ij,...kj->...ik", x, x)
+        print("sizes", y.shape, file=_sink)
+        return y
+    run_sizes(f, lambda n: (torch.randn(n, n),), SIZES, atol=1e-4, rtol=1e-4)
+
+
+_sink = io.StringIO()      # print to it: a graph break after the einsum

@@ -348,9 +348,10 @@ class WrapperCode:
         an attribute on it, or resizing it, must leave the other alone)."""
         nodes = getattr(self.graph, "output_nodes", None) or [None] * len(flat)
         made = {}       # expression -> the output node it came from
-        for k, (expr, node) in enumerate(zip(flat, nodes)):
-            if node is None or (k < len(aliases) and aliases[k] is not None):
-                continue
+        for k, (expr, node, value) in enumerate(zip(flat, nodes, self.graph.outputs)):
+            if node is None or (k < len(aliases) and aliases[k] is not None) or \
+                    value is None or isinstance(value, (bool, int, float, sympy.Expr, torch.SymInt)):
+                continue    # a number (a size the graph returns twice) is no tensor to view
             name, is_input = node
             if (expr in input_names and not is_input) or made.get(expr, name) != name:
                 self.globals["_alias"] = torch.ops.aten.alias.default
