@@ -51,9 +51,10 @@ def check_calls(fn, make_inputs, backend, calls=3, *, atol=0.0, rtol=0.0, graphs
     exactly eager's (values, dtypes, shapes, signs of zeros; NaN for NaN) unless atol/rtol say otherwise
     (None: the dtype's TOLERANCES); no recompile after the first call; every graph compiled by `backend`'s
     code generator ("cpp", or "triton": the interpreter on CPU tensors, the GPU on CUDA ones), none run as
-    captured."""
+    captured (nor failed in the backend, which runs the graph as captured with a warning)."""
     counter = testing.check(fn, make_inputs, calls=calls, backend=graphjit_backend, atol=atol, rtol=rtol,
                             graphs=graphs, **options)
+    assert len(counter.compiled) == counter.frame_count, "the backend failed on a graph (see the warning)"
     made_by = "launches" if backend == "triton" else "source"
     wrong = [i for i, compiled in enumerate(counter.compiled_functions()) if not hasattr(compiled, made_by)]
     assert not wrong, f"graph(s) {wrong} were not compiled by the {backend} code generator"

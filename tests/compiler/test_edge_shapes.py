@@ -186,6 +186,17 @@ def test_empty_output_beside_a_softmax(backend):
     check(fn, randn(17, 6, 1), randn(1, 0), randn(1, 1, seed=1), backend=backend, identities=False)
 
 
+def test_a_reduction_feeding_only_an_output_without_elements(backend):
+    """amax kept in registers, read only by a result with no elements: the Triton kernel had no buffer
+    to take, and its launch was printed with an empty argument list (triton fuzz 11701313)."""
+    def fn(x):
+        v = torch.zeros_like(x).pow(0.5)
+        w = torch.where(v == v.amax(), v, v)
+        return (torch.split(w, [1, w.shape[-1] - 1], -1)[1].round(),)
+    check(fn, randn(1, 1, 1).double(), backend=backend)
+    check(fn, randn(2, 3, 1), backend=backend)
+
+
 def test_buffer_without_elements_gets_a_kernel_of_its_own():
     def fn(x, empty):
         return torch.softmax(x, -1), empty + 1

@@ -161,6 +161,18 @@ def test_frac_as_eagers_x_minus_trunc(device):
     check(fractions, [(torch.tensor(SPECIALS + [-2.75, 2.75]),)], device)
 
 
+def zero_sums(x):
+    return 1 / x.sum(-1), 1 / x.sum(0), 1 / x.mean(-1), 1 / x[0, 0].sum(), 1 / x[:1].sum(0), 1 / x.nansum(1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sums_of_negative_zeros_are_positive_zero(device):
+    """Eager's sum starts from +0.0: a sum of one -0.0, or of -0.0s only, is +0.0 (a Triton row of one
+    element was the element itself, a persistent row's tree of -0.0s gave -0.0: Triton fuzz 11701683)."""
+    check(zero_sums, [(torch.full((2, 2), -0.0),), (torch.full((3, 4), -0.0),), (torch.full((2, 33), -0.0),)],
+          device)
+
+
 def negated_signs(x):
     # (Not bfloat16: eager rounds every NaN to bfloat16 as +NaN. Not -(x * 2): gcc folds it to x * -2.0,
     # which keeps a NaN's sign; IEEE leaves the sign of a product's NaN unspecified.)

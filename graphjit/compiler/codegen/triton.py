@@ -1062,6 +1062,10 @@ class TritonKernel:
                       "max": "tl.reduce({0}, 1, gj_maximum, keep_dims=True)",
                       "min": "tl.reduce({0}, 1, gj_minimum, keep_dims=True)"}[data.reduction_type]
             acc = self.cse(reduce.format(acc), {"x"}, scope=0)
+        if data.reduction_type == "sum" and data.acc_dtype.is_floating_point:
+            # eager's sum starts from +0.0: a row of one element or of -0.0s only sums to +0.0, where a tree
+            # of their own (or the element itself) keeps -0.0
+            acc = self.cse(f"({acc} + 0.0)", self.dims_of(acc), scope=0)
         if data.dtype == torch.bool:
             result = self.cse(f"({acc} != 0)", self.dims_of(acc), scope=0)
         else:
@@ -1216,6 +1220,8 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
         for piece in split(item):
             name = kernel_name(piece, next(index))
             source, launch = emit(piece, name)
+            if not launch.args:     # reads and stores no buffer (its only result kept in registers feeds an
+                continue            # output without elements): nothing to compile or launch
             contest = None
             if tuning is not None and not launch.checks_indices:
                 key = autotune.cache_key(source, name, device)
