@@ -109,6 +109,12 @@ FOUND = {
                           "sign-bit flip, gj_neg)",
     ("triton", 11600443): "frac(-0.0) through torch's decomposition x - floor(|x|) * sign(x): -0.0 where "
                           "eager's x - trunc(x) gives +0.0",
+    ("triton", 11701313): "an amax kept in registers whose only reader was an output without elements: the "
+                          "kernel took no buffer and its launch was printed with an empty argument list",
+    ("triton", 11701683): "nansum of a 0-d -0.0: Triton's sum of a row of one element was the element (-0.0), "
+                          "eager's starts from +0.0",
+    ("triton", 11702166): "einsum of an [n, n] input, then a graph break: the graph returned the size n "
+                          "twice and the wrapper wrapped the second as a fresh view (aten.alias of an int)",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
