@@ -1,7 +1,8 @@
 """Dynamic shapes, side by side: HF generate() with the model's forward compiled by torch.compile and by
 graphjit, against eager, in one process.
 
-For each model and engine: greedy generate() of --tokens new tokens with the default DynamicCache.
+For each model and engine: greedy generate() of --tokens new tokens with the default DynamicCache (--cache
+static: a StaticCache, generate()'s cache_implementation).
   first s:      the first generate() (prompt length L): compiles included.
   steady tok/s: generate() again with the same prompt length, --steady-runs times (new tokens / the
                 median seconds: one run on a shared host moves by 15-60%).
@@ -90,12 +91,16 @@ def prompt(length, vocab, device, seed=0):
     return torch.randint(0, vocab, (1, length), generator=g).to(device)
 
 
-def generate(model, ids, tokens):
+def generate(model, ids, tokens, cache=None):
+    """(generate()'s tokens, seconds); cache: generate's cache_implementation (None: DynamicCache)."""
     sync(ids.device)
     start = time.perf_counter()
+    # with a static cache on a GPU, generate() would wrap the forward in torch.compile itself (transformers'
+    # auto-compile): disable_compile keeps each engine's own forward
+    extra = {} if cache is None else {"cache_implementation": cache, "disable_compile": True}
     with torch.no_grad():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=tokens,
-                             min_new_tokens=tokens, pad_token_id=0)
+                             min_new_tokens=tokens, pad_token_id=0, **extra)
     sync(ids.device)
     return out, time.perf_counter() - start
 
@@ -111,17 +116,17 @@ def run(name, engine_name, args, reference):
     vocab = model.config.vocab_size
     ids = prompt(args.length, vocab, device)
     outs = []
-    out, first = generate(model, ids, args.tokens)
+    out, first = generate(model, ids, args.tokens, args.cache)
     outs.append(out)
     runs = []
     for _ in range(args.steady_runs):
-        out, seconds = generate(model, ids, args.tokens)
+        out, seconds = generate(model, ids, args.tokens, args.cache)
         runs.append(seconds)
     outs.append(out)
     steady = sorted(runs)[len(runs) // 2]
     new_seconds = 0.0
     for i, length in enumerate(args.lengths):
-        out, seconds = generate(model, prompt(length, vocab, device, seed=i + 1), args.tokens)
+        out, seconds = generate(model, prompt(length, vocab, device, seed=i + 1), args.tokens, args.cache)
         outs.append(out)
         new_seconds += seconds
     same = "-" if reference is None else ("yes" if all(torch.equal(a, b) for a, b in zip(outs, reference)) else "NO")
@@ -194,6 +199,7 @@ def main():
     p.add_argument("--models", default="gpt2")
     p.add_argument("--engines", default="eager,torch,graphjit")
     p.add_argument("--tokens", type=int, default=32)
+    p.add_argument("--cache", default=None, help="generate()'s cache_implementation (static, ...; default: DynamicCache)")
     p.add_argument("--mode", default=None, help="compile mode of both compilers (reduce-overhead ...)")
     p.add_argument("--steady-runs", type=int, default=5, help="steady-state generate() calls (the median is kept)")
     p.add_argument("--length", type=int, default=8, help="prompt length of the first two generate() calls")
@@ -210,7 +216,7 @@ def main():
               f"{'  small configs' if args.small else ''}")
         return sweep(args)
     print(f"benchmarks/dynamic.py  {platform.node()}  torch {torch.__version__}  device {args.device}  "
-          f"mode {args.mode or 'default'}  tokens {args.tokens}  prompt {args.length}, then {args.lengths}{'  small configs' if args.small else ''}")
+          f"mode {args.mode or 'default'}  cache {args.cache or 'dynamic'}  tokens {args.tokens}  prompt {args.length}, then {args.lengths}{'  small configs' if args.small else ''}")
     print("| model | engine | first s | steady tok/s | new-L tok/s | graphs | same tokens |")
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
