@@ -517,6 +517,7 @@ def _finish(traced, aliases):
     """decompose's passes after the trace: scatters of dense values, constants folded, dead code gone."""
     _dense_scatter_values(traced)
     folded = fold_constants(traced)
+    merge_repeated_ops(traced.graph)
     traced.graph.eliminate_dead_code()
     if folded:
         used = {node.target for node in traced.graph.nodes if node.op == "get_attr"}
@@ -526,6 +527,73 @@ def _finish(traced, aliases):
     traced.recompile()
     traced.meta["output_aliases"] = aliases
     return traced
+
+
+def merge_repeated_ops(graph):
+    """Nodes that call the same op on the same arguments become one (common subexpressions): a model
+    passes one attention mask to every layer, and each layer's attention converts and pads it again (12
+    kernels a GPT-2 decode step, where one does). Not in a graph that writes (a read before and after a
+    write is not the same value), not random ops, and not a node whose memory an output holds or views:
+    eager returns each such output in memory of its own."""
+    nodes = list(graph.nodes)
+    if any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+           for n in nodes):
+        return 0
+    held = _held_by_outputs(nodes)
+    seen, merged = {}, 0
+    for node in nodes:
+        if node.op != "call_function" or node in held or not _pure(node.target):
+            continue
+        try:
+            key = (node.target, _frozen(node.args), _frozen(node.kwargs))
+            hash(key)
+        except TypeError:
+            continue
+        prior = seen.setdefault(key, node)
+        if prior is not node:
+            node.replace_all_uses_with(prior)
+            graph.erase_node(node)
+            merged += 1
+    return merged
+
+
+def _pure(target):
+    if target is operator.getitem:
+        return True
+    return isinstance(target, torch._ops.OpOverload) and not target._schema.is_mutable and \
+        torch.Tag.nondeterministic_seeded not in target.tags and not is_random_name(target.__name__)
+
+
+def _frozen(value):
+    """value (fx node arguments) as a hashable key: lists become tuples, dicts sorted item tuples; floats
+    keep their type (1 and 1.0 are different arguments), and -0.0 stays apart from 0.0."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return ("dict",) + tuple((k, _frozen(v)) for k, v in sorted(value.items()))
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    if isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return ("object", id(value))
+    return (type(value).__name__, value)
+
+
+def _held_by_outputs(nodes):
+    """The nodes whose memory an output of the graph is, or views (through ops that return an alias)."""
+    held, todo = set(), []
+    for node in nodes:
+        if node.op == "output":
+            todo += [a for a in torch.utils._pytree.tree_leaves(node.args[0]) if isinstance(a, torch.fx.Node)]
+    while todo:
+        node = todo.pop()
+        if node in held:
+            continue
+        held.add(node)
+        target = node.target
+        if node.op == "call_function" and (target is operator.getitem or (
+                isinstance(target, torch._ops.OpOverload) and any(r.alias_info is not None for r in target._schema.returns))):
+            todo += [a for a in node.all_input_nodes]
+    return held
 
 
 # ---------------------------------------------------------------------------------------------------------

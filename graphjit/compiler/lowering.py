@@ -251,7 +251,11 @@ class Lowering(torch.fx.Interpreter):
                     tuple(as_expr(s) for s in view.sizes) != tuple(as_expr(s) for s in meta.shape) or \
                     tuple(view.strides) == strides:
                 return view
-            logs.log("fusion", f"copy {slot.node.name} into its traced strides {tuple(meta.stride())} for "
+            if all(mine == traced or n == 1 for n, mine, traced in zip(view.sizes, view.strides, strides)):
+                # other strides only where the size is 1, which no element's address depends on: the same
+                # memory, viewed with the traced strides (a query split from a fused projection)
+                return StorageView(view.buffer, view.sizes, strides, view.offset)
+            logs.log("fusion", f"copy {slot.node.name} (strides {tuple(view.strides)}) into its traced strides {tuple(meta.stride())} for "
                                f"{_current[-1].name}")
             # broadcast dims (stride 0) are stored once: the buffer has size 1 there, the view expands it
             sizes = tuple(as_expr(1) if st == 0 else as_expr(n) for n, st in zip(meta.shape, strides))
@@ -1828,6 +1832,15 @@ def _first_of(x, dims):
     """x's element at index 0 of each of dims, those dims kept with size 1 (x has no zero-size dim there)."""
     sizes = tuple(sympy.Integer(1) if d in dims else s for d, s in enumerate(x.sizes))
     if isinstance(x, StorageView):
+        data = getattr(x.buffer, "data", None)
+        if x.is_full() and isinstance(data, Pointwise) and x.dtype in (torch.float32, torch.float64):
+            # a pointwise buffer (a residual sum that is also an output) recomputed at each row's first
+            # element: a load of it there would keep the scheduler from fusing the reduction into the
+            # kernel that computes it (a reader joins only where it reads what the kernel writes). Not for
+            # 16-bit buffers, whose stored values are rounded.
+            compute = data.inner_fn
+            return Pointwise(sizes, x.dtype, x.device,
+                             lambda index: compute([sympy.Integer(0) if d in dims else i for d, i in enumerate(index)]))
         return StorageView(x.buffer, sizes, x.strides, x.offset)
     loader = x.make_loader()
     return Pointwise(sizes, x.dtype, x.device,

@@ -187,3 +187,62 @@ def test_layer_norm_output_read_twice_is_stored_once():
     (kernel,) = compiled.items
     assert [n.name for n in kernel.nodes if not n.is_reduction and n.name in kernel.local]
     assert allocations(compiled) == 2
+
+
+def test_a_residual_sum_read_again_later_is_computed_in_the_layer_norms_kernel():
+    """layer_norm's mean is shifted by each row's first element; where the normalized value is a stored
+    sum (it is read again later), the first element is recomputed from the sum's inputs, not loaded: a load
+    of the sum's first element kept the layer norm out of the kernel that computes the sum (a GPT-2 decode
+    step ran both as kernels of their own)."""
+    def f(a, b, c, w, bias):
+        h = a + b + c
+        return F.layer_norm(h, (128,), w, bias) * 2, h
+    for shape in ((1, 1, 128), (4, 3, 128)):
+        compiled = run_cases(f, [(*[make(shape, torch.float32) for _ in range(3)], make((128,), torch.float32),
+                                  make((128,), torch.float32))])
+        assert kernel_count(compiled) == 1, shape
+
+
+def test_a_query_split_from_a_fused_projection_goes_to_attention_without_a_copy():
+    """q of [1, heads, 1, dim] viewed from a [1, 1, 3 * width] projection: its strides differ from the
+    traced ones only at dims of size 1, which no address depends on, so attention takes it as a view."""
+    def f(x, w, k, v):
+        q, _, _ = (x @ w).split(64, -1)
+        q = q.view(1, 1, 4, 16).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, k, v)
+    compiled = run_cases(f, [(make((1, 1, 64), torch.float32), make((64, 192), torch.float32),
+                              make((1, 4, 9, 16), torch.float32), make((1, 4, 9, 16), torch.float32))],
+                         rtol=1e-5, atol=1e-5)
+    assert kernel_count(compiled) == 0 and extern_count(compiled) == 2
+
+
+def _layers_with_one_mask(x, mask, w):
+    outs = []
+    for _ in range(4):
+        bias = torch.where(mask, 0.0, float("-inf"))
+        x = torch.softmax(x @ w + F.pad(bias, (0, 3))[..., :mask.shape[-1]], -1)
+        outs.append(x)
+    return tuple(outs)
+
+
+def test_an_op_repeated_on_the_same_arguments_is_computed_once():
+    """Each layer converts and pads the one mask again; the four conversions become one kernel."""
+    compiled = run_cases(_layers_with_one_mask, [(make((1, 4, 8), torch.float32), make((1, 1, 8), torch.bool),
+                                                  make((8, 8), torch.float32))], rtol=1e-5, atol=1e-5)
+    readers = [k for k in compiled.items if isinstance(k, Kernel) and
+               any(name == "arg1" for n in k.nodes for name, _ in n.accesses()[0])]
+    assert len(readers) == 1 and kernel_count(compiled) == 5
+
+
+def test_repeated_ops_that_outputs_hold_stay_apart():
+    """Outputs computed alike are distinct tensors with memory of their own (as eager's), views of them
+    too; random ops are never merged."""
+    def f(x):
+        return x + 1, x + 1, (x * 2).view(-1), (x * 2).view(-1), torch.rand_like(x), torch.rand_like(x)
+    x = make((3, 4), torch.float32)
+    out = graphjit.compile(f)(x)
+    expected = f(x)
+    for got, want in zip(out[:4], expected[:4]):
+        torch.testing.assert_close(got, want)
+    assert len({t.untyped_storage().data_ptr() for t in out}) == 6
+    assert not torch.equal(out[4], out[5])
