@@ -2,7 +2,8 @@
 graphjit, against eager, in one process.
 
 For each model and engine: greedy generate() of --tokens new tokens with the default DynamicCache (--cache
-static: a StaticCache, generate()'s cache_implementation).
+static: a StaticCache, generate()'s cache_implementation; on a GPU the torch.compile row is then
+transformers' own auto-compile of the forward, its CUDA-graph mode included, and --mode applies to graphjit).
   first s:      the first generate() (prompt length L): compiles included.
   steady tok/s: generate() again with the same prompt length, --steady-runs times (new tokens / the
                 median seconds: one run on a shared host moves by 15-60%).
@@ -20,6 +21,7 @@ batch dim becomes symbolic at the second size) against a static graphjit compile
     python benchmarks/dynamic.py --sweep [--device cuda] [--batches 1,2,4,8,16,32,64] [--sweep-models bert,resnet50]
 """
 import argparse
+import functools
 import os
 import platform
 import sys
@@ -91,13 +93,14 @@ def prompt(length, vocab, device, seed=0):
     return torch.randint(0, vocab, (1, length), generator=g).to(device)
 
 
-def generate(model, ids, tokens, cache=None):
-    """(generate()'s tokens, seconds); cache: generate's cache_implementation (None: DynamicCache)."""
+def generate_with(model, ids, tokens, cache=None, auto_compile=False):
+    """(generate()'s tokens, seconds); cache: generate's cache_implementation (None: DynamicCache).
+    With a static cache on a GPU, generate() compiles the forward with torch.compile itself (transformers'
+    auto-compile, in its CUDA-graph mode) unless told not to: auto_compile lets it (the torch.compile row),
+    otherwise each engine runs its own forward."""
     sync(ids.device)
     start = time.perf_counter()
-    # with a static cache on a GPU, generate() would wrap the forward in torch.compile itself (transformers'
-    # auto-compile): disable_compile keeps each engine's own forward
-    extra = {} if cache is None else {"cache_implementation": cache, "disable_compile": True}
+    extra = {} if cache is None else {"cache_implementation": cache, "disable_compile": not auto_compile}
     with torch.no_grad():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=tokens,
                              min_new_tokens=tokens, pad_token_id=0, **extra)
@@ -112,7 +115,12 @@ def sync(device):
 
 def run(name, engine_name, args, reference):
     device = torch.device(args.device)
-    model, counter = engine(engine_name, build(name, device, args.small), args.mode)
+    # a static cache on a GPU: torch.compile as transformers applies it (generate's auto-compile), which
+    # marks each step for CUDA graphs; model.forward compiled by hand fails there in reduce-overhead
+    # ("accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run")
+    auto = engine_name == "torch" and args.cache == "static" and device.type == "cuda"
+    model, counter = engine("eager" if auto else engine_name, build(name, device, args.small), args.mode)
+    generate = functools.partial(generate_with, auto_compile=auto)
     vocab = model.config.vocab_size
     ids = prompt(args.length, vocab, device)
     outs = []

@@ -32,7 +32,7 @@ def kernels(model, ids, tokens):
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-        dynamic.generate(model, ids, tokens)
+        dynamic.generate_with(model, ids, tokens)
     table = {}
     for e in prof.events():
         if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start:
@@ -64,7 +64,7 @@ def forward_share(model, ids, tokens):
             spent[0] += time.perf_counter() - start
     model.forward = timed
     try:
-        _, seconds = dynamic.generate(model, ids, tokens)
+        _, seconds = dynamic.generate_with(model, ids, tokens)
     finally:
         model.forward = forward
     return round(spent[0] / tokens * 1e3, 3), round(seconds / tokens * 1e3, 3)
@@ -73,7 +73,7 @@ def forward_share(model, ids, tokens):
 def python_profile(model, ids, tokens, rows=25):
     prof = cProfile.Profile()
     prof.enable()
-    dynamic.generate(model, ids, tokens)
+    dynamic.generate_with(model, ids, tokens)
     prof.disable()
     stats = pstats.Stats(prof).stats
     own = sorted(((tt, nc, f"{func[2]} ({os.path.basename(func[0])}:{func[1]})")
@@ -95,8 +95,8 @@ def main():
         model, counter = dynamic.engine(name, dynamic.build("gpt2", device, False))
         ids = dynamic.prompt(8, model.config.vocab_size, device)
         for _ in range(2):
-            dynamic.generate(model, ids, args.tokens)
-        times = [dynamic.generate(model, ids, args.tokens)[1] for _ in range(args.runs)]
+            dynamic.generate_with(model, ids, args.tokens)
+        times = [dynamic.generate_with(model, ids, args.tokens)[1] for _ in range(args.runs)]
         ms = statistics.median(times) / args.tokens * 1e3
         print(f"\n=== {name}: {ms:.3f} ms/token (runs {[round(t / args.tokens * 1e3, 3) for t in times]}), "
               f"graphs {counter.graphs if counter else '-'}", flush=True)
