@@ -487,7 +487,9 @@ def decompose(gm, example_inputs, traced_by_aot=False):
                 # an in-place op on an expanded input: eager raises the same error when the graph runs
                 raise Refused(f"a write into a tensor whose elements overlap in memory: {e}") from e
         aliases = None
-        if _writes(traced) and not writes_out_of_place(traced):
+        if _writes(traced) and _symbolic(example_inputs) and writes_into_inputs(traced):
+            check_written_inputs(functional_writes(traced), example_inputs)
+        elif _writes(traced) and not writes_out_of_place(traced):
             if _symbolic(example_inputs):
                 # the graph rewrites below put sizes into nodes as values, which a second trace can't
                 # take as symbols
@@ -578,8 +580,9 @@ def _frozen(value):
     return (type(value).__name__, value)
 
 
-def _held_by_outputs(nodes):
-    """The nodes whose memory an output of the graph is, or views (through ops that return an alias)."""
+def _held_by_outputs(nodes, through_writes=True):
+    """The nodes whose memory an output of the graph is, or views (through ops that return an alias; an
+    in-place op's result is its argument unless not through_writes)."""
     held, todo = set(), []
     for node in nodes:
         if node.op == "output":
@@ -591,7 +594,8 @@ def _held_by_outputs(nodes):
         held.add(node)
         target = node.target
         if node.op == "call_function" and (target is operator.getitem or (
-                isinstance(target, torch._ops.OpOverload) and any(r.alias_info is not None for r in target._schema.returns))):
+                isinstance(target, torch._ops.OpOverload) and any(r.alias_info is not None for r in target._schema.returns)
+                and (through_writes or not target._schema.is_mutable))):
             todo += [a for a in node.all_input_nodes]
     return held
 
@@ -670,6 +674,119 @@ def writes_out_of_place(traced):
     return True
 
 
+def _functional_op(schema):
+    """The out-of-place overload of an in-place op's schema (index_copy_ -> index_copy), taking the same
+    arguments and returning one new tensor; None if there is none."""
+    packet = getattr(aten, schema.name.split("::")[-1].rstrip("_"), None)
+    op = getattr(packet, schema.overload_name or "default", None)
+    if op is None or [a.name for a in op._schema.arguments] != [a.name for a in schema.arguments] or \
+            len(op._schema.returns) != 1 or op._schema.returns[0].alias_info is not None:
+        return None
+    return op
+
+
+def writes_into_inputs(traced):
+    """For a graph with size symbols, whose writes a second, functionalizing trace can't take (it would put
+    sizes into nodes as values): rewrites each write that is an in-place op on an input itself (a static
+    KV cache's index_put_, a counter's add_), or on a tensor the graph made itself (the cache, made by full
+    on the first call), into its out-of-place form, which every later read reads instead; an input's last
+    value is copied into it at the end, as functionalization writes back. Only where every write is such
+    an op (one argument written), on a tensor the graph takes no view of (a view taken before a write would
+    see it) and no output is or views (an input's new value neither: eager returns the input), and whose
+    views of a new value see no later write. Returns whether it did (all writes or none)."""
+    graph = traced.graph
+    nodes = list(graph.nodes)
+    plans = []
+    for node in nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
+                not node.target._schema.is_mutable:
+            continue
+        schema = node.target._schema
+        written = _whole(node.args[0]) if node.args else None
+        op = _functional_op(schema)
+        if op is None or not isinstance(written, torch.fx.Node) or not (written.op == "placeholder" or _fresh(written)) or \
+                [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write] != \
+                [schema.arguments[0].name]:
+            return False
+        plans.append((node, op, written))
+    writes = collections.Counter(written for _, _, written in plans)
+    writers = {node for node, _, _ in plans}
+    held = _held_by_outputs(nodes, through_writes=False)
+    if held & set(writes) or any(node in held for node, _, written in plans if written.op == "placeholder"):
+        return False                    # eager returns the input itself, or a view of it
+
+    def is_view(user):
+        return user.op == "call_function" and (user.target is operator.getitem or (
+            isinstance(user.target, torch._ops.OpOverload) and
+            any(r.alias_info is not None for r in user.target._schema.returns)))
+    for node, _, placeholder in plans:
+        for user in node.users:
+            if is_view(user) and writes[placeholder] > 1:
+                return False            # a view of one value that a later write would change
+    order = {node: i for i, node in enumerate(nodes)}
+    last_write = {written: order[node] for node, _, written in plans}
+    for placeholder in writes:
+        if any(is_view(user) and order[user] < last_write[placeholder] and not _only_writes(user, writers)
+               for user in placeholder.users if user not in writers):
+            return False                # a view taken before a write, which would see it
+    fake_mode = torch._guards.detect_fake_mode([p.meta.get("val") for p in writes])
+    latest = {p: p for p in writes}
+    for node, op, placeholder in plans:
+        args = (latest[placeholder],) + tuple(node.args[1:])
+        values = torch.fx.node.map_arg((args, node.kwargs), lambda n: n.meta.get("val"))
+        try:
+            with fake_mode:
+                val = op(*values[0], **values[1])
+        except Exception:   # noqa: BLE001 -- as before: functionalization, per size
+            return False
+        with graph.inserting_before(node):
+            new = graph.call_function(op, args, node.kwargs)
+        new.meta = {**node.meta, "val": val}
+        order[new] = order[node]
+        for user in list(placeholder.users):
+            if user is not new and user not in writers and order[user] > order[node]:
+                user.replace_input_with(placeholder, new)
+        node.replace_all_uses_with(new)
+        latest[placeholder] = new
+    for node, _, _ in plans:
+        graph.erase_node(node)
+    output = next(n for n in graph.nodes if n.op == "output")
+    with graph.inserting_before(output):
+        for placeholder in writes:
+            if placeholder.op == "placeholder":
+                copy = graph.call_function(aten.copy_.default, (placeholder, latest[placeholder]))
+                copy.meta["val"] = placeholder.meta.get("val")
+    traced.recompile()
+    return True
+
+
+def _whole(node):
+    """The tensor a chain of slices covering whole dims (x[:, :] before a write through it) views, or
+    node itself."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is aten.slice.Tensor:
+        base = node.args[0]
+        dim, start, end, step = (list(node.args[1:]) + [0, None, None, 1][len(node.args) - 1:])[:4]
+        val = base.meta.get("val") if isinstance(base, torch.fx.Node) else None
+        if not isinstance(val, torch.Tensor) or start not in (0, None) or step != 1 or not (
+                end is None or (isinstance(end, int) and end >= 2 ** 62) or end is val.shape[dim]):
+            break
+        node = base
+    return node
+
+
+def _only_writes(view, writers):
+    """Whether a view's only users are writes (x[:, :] written through, read nowhere else)."""
+    return all(user in writers for user in view.users)
+
+
+def _fresh(node):
+    """Whether node makes a tensor of its own (an op that returns no view: transformers' cache tensors
+    made in the graph by full), which only the graph holds."""
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+        not node.target._schema.is_mutable and len(node.target._schema.returns) == 1 and \
+        node.target._schema.returns[0].alias_info is None
+
+
 def _out_of_place_form(node, storages):
     """(out-of-place op, its value) for an in-place op on a value that only it and the node making it
     hold, with a result laid out as the value; else None."""
@@ -680,10 +797,8 @@ def _out_of_place_form(node, storages):
             [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write] != \
             [schema.arguments[0].name]:
         return None
-    packet = getattr(aten, schema.name.split("::")[-1].rstrip("_"), None)
-    op = getattr(packet, schema.overload_name or "default", None)
-    if op is None or [a.name for a in op._schema.arguments] != [a.name for a in schema.arguments] or \
-            len(op._schema.returns) != 1 or op._schema.returns[0].alias_info is not None:
+    op = _functional_op(schema)
+    if op is None:
         return None
     val = written.meta.get("val")
     holders = storages.get(_storage(val), []) if isinstance(val, torch.Tensor) else []

@@ -292,3 +292,88 @@ def test_a_size_the_graph_returns_twice(backend):
 
 
 _sink = io.StringIO()      # print to it: a graph break after the einsum
+
+
+# ---- graphs that write into their inputs, with symbolic sizes ----
+
+def run_writes(fn, make_args, sizes, once=True):
+    """fn compiled with dynamic=True over make_args(n) for each n, against eager on copies: outputs and
+    every argument after the call equal; once: compiled once for all sizes (decompose.writes_into_inputs
+    took the writes), else possibly per size (functionalization) but still right."""
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(fn, backend=counter, dynamic=True)
+    for n in sizes:
+        args = [_on_device(a) for a in make_args(n)]
+        mine = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        expected = fn(*args)
+        got = compiled(*mine)
+        assert_same(got, expected, atol=1e-5, rtol=1e-5, where=f"size {n}")
+        assert_same(tuple(mine), tuple(args), where=f"arguments after the call, size {n}")
+    per_size = [f for f in counter.compiled if isinstance(f, PerSize)]
+    assert len(counter.compiled) == counter.frame_count, "the compiler failed (see the warning)"
+    assert not (once and per_size), "compiled per size"
+    return counter
+
+
+def _cache_step(cache, pos, new, count):
+    cache[:, :, pos] = new
+    count.add_(1)
+    return (cache * 2).sum(-1), cache[:, :, :3].exp(), count + 0
+
+
+def test_a_cache_update_into_an_input_compiles_once(backend):
+    """A static KV cache's update (index_put_ into an input) and a counter's add_: the writes become
+    out-of-place ops and copies back into the inputs, compiled once for every cache length."""
+    run_writes(_cache_step, lambda n: (torch.randn(1, 2, n, 4), torch.tensor([n - 2]), torch.randn(1, 2, 1, 4),
+                                       torch.zeros(1)), SIZES)
+
+
+def test_a_tensor_made_in_the_graph_and_written_compiles_once(backend):
+    def f(x, pos):
+        buf = torch.zeros(x.shape[0], 3, device=x.device)
+        buf.index_put_((pos,), x[:1, :3] * 2)
+        return buf, buf.sum()
+    run_writes(f, lambda n: (torch.randn(n, 5), torch.tensor([n - 1])), SIZES)
+
+
+def _viewed_before_the_write(x, y):
+    head = x[:2]
+    x.mul_(2)
+    return head + y[:2]
+
+
+def _written_and_returned(x):
+    return x.add_(1)
+
+
+def _written_twice_with_a_view_between(x):
+    v = x.add_(1)[:2]
+    x.mul_(3)
+    return v * 1
+
+
+@pytest.mark.parametrize("fn", [_viewed_before_the_write, _written_and_returned, _written_twice_with_a_view_between],
+                         ids=lambda f: f.__name__)
+def test_writes_the_rewrite_leaves_to_functionalization_stay_right(fn, backend):
+    """A view taken before a write (it sees the write), an input returned after its write (eager returns
+    the input itself), a view read after a later write: functionalization per size, results as eager's."""
+    make = (lambda n: (torch.randn(n, 3), torch.randn(n, 3))) if fn is _viewed_before_the_write else \
+        (lambda n: (torch.randn(n, 3),))
+    run_writes(fn, make, SIZES, once=False)
+    x = _on_device(torch.randn(5, 3))
+    if fn is _written_and_returned:
+        assert graphjit.compile(fn, dynamic=True)(x) is x
+
+
+def test_a_written_input_that_shares_memory_with_another_runs_eagerly(backend):
+    """The compiled graph checks on each call that a written input shares no memory with another input:
+    the cache and a view of it passed together run as eager's graph."""
+    compiled = graphjit.compile(_cache_step, dynamic=True)
+    for n in (5, 9, 12):
+        cache, count = _on_device(torch.randn(1, 2, n, 4)), _on_device(torch.zeros(1))
+        mine, my_count = cache.clone(), count.clone()
+        pos = _on_device(torch.tensor([1]))
+        expected = _cache_step(cache, pos, cache[:, :, 2:3], count)
+        got = compiled(mine, pos, mine[:, :, 2:3], my_count)
+        assert_same(got, expected)
+        assert torch.equal(mine, cache) and torch.equal(my_count, count)

@@ -80,3 +80,29 @@ def test_generate_graph_count():
     decode graph)."""
     _, _, counter, _ = generate_both("gpt2", "compiled-module")
     assert counter.frame_count <= 3, f"{counter.frame_count} graphs for 8 new tokens"
+
+
+@pytest.mark.parametrize("name", params(LMS, GENERATE_GAPS))
+def test_generate_with_a_static_cache_over_new_prompt_lengths(name):
+    """cache_implementation="static": each prompt length makes a cache of another length, which the
+    decode step writes into (the cache's index_copy_ or index_put_ on an input). Over four lengths the
+    graphs compile for all lengths, not once per length (graphjit's compiler, counted per size), and every
+    generate() gives eager's tokens."""
+    from graphjit.backends.dynamic import PerSize
+    from graphjit.backends.registry import graphjit_backend
+    skip_if_missing(name)
+    gj.reset()
+    model, _ = build(ZOO[name])
+    options = {**GREEDY, "max_new_tokens": 4, "cache_implementation": "static", "disable_compile": True}
+    counter = CompileCounter(graphjit_backend)
+    compiled = gj.compile(model, backend=counter)
+    g = torch.Generator().manual_seed(2)
+    for length in (6, 9, 12, 7):
+        ids = torch.randint(1, model.config.vocab_size, (1, length), generator=g)
+        mask = torch.ones_like(ids)
+        expected = model.generate(input_ids=ids, attention_mask=mask, **options)
+        actual = compiled.generate(input_ids=ids, attention_mask=mask, **options)
+        assert torch.equal(actual, expected), f"prompt length {length}"
+    per_size = [f for f in counter.compiled if isinstance(f, PerSize)]
+    assert not per_size, f"{len(per_size)} graphs compiled once per cache length"
+    assert counter.frame_count <= 6, counter.frame_count

@@ -313,7 +313,7 @@ class WrapperCode:
         if not written:
             return []
         others = [b for b in self.graph.inputs if b.position is not None and b not in written]
-        fixed = [b for b in others if self.facts.is_static(b.position)]
+        fixed = [b for b in others if self.facts.is_static(b.position) and _span(b.layout) is not None]
         moving = [b for b in others if b not in fixed]
         self.globals["inputs_disjoint"] = DisjointInputs([_span(b.layout) for b in written],
                                                          [_span(b.layout) for b in moving],
@@ -380,14 +380,22 @@ def pytuple(exprs):
 
 
 def _span(layout):
-    """How many bytes past its data_ptr() a tensor of layout reaches (0: it has no elements)."""
+    """How many bytes past its data_ptr() a tensor of layout reaches (0: it has no elements); None where
+    its sizes are symbolic (DisjointInputs measures the tensor itself on each call)."""
     if not all(is_static(e) for e in (*layout.sizes, *layout.strides)):
-        raise StaticOnly("a graph that writes its inputs, with symbolic sizes")
+        return None
     sizes = [int(n) for n in layout.sizes]
     if 0 in sizes:
         return 0
     reach = sum(int(st) * (n - 1) for n, st in zip(sizes, layout.strides))
     return (reach + 1) * layout.dtype.itemsize
+
+
+def _tensor_span(t):
+    """How many bytes past its data_ptr() tensor t reaches (0: it has no elements)."""
+    if t.numel() == 0:
+        return 0
+    return (sum(st * (n - 1) for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
 class DisjointInputs:
@@ -409,7 +417,8 @@ class DisjointInputs:
         self.starts, self.ends = [], []          # the fixed inputs' memory: sorted disjoint intervals
 
     def __call__(self, written, moving, fixed):
-        spans = sorted((p, p + n) for p, n in zip([t.data_ptr() for t in written], self.written) if n)
+        spans = sorted((t.data_ptr(), t.data_ptr() + n) for t, n in zip(written, self._spans(written, self.written))
+                       if n)
         for (_, end), (start, _) in zip(spans, spans[1:]):
             if start < end:
                 return False
@@ -425,15 +434,23 @@ class DisjointInputs:
         if any(self._covered(start, end) for start, end in spans):
             return False
         pointers = [t.data_ptr() for t in moving]
+        sizes = self._spans(moving, self.moving)
         if len(pointers) * len(spans) <= 64:
-            for p, n in zip(pointers, self.moving):
+            for p, n in zip(pointers, sizes):
                 if n:
                     for start, end in spans:
                         if p < end and start < p + n:
                             return False
             return True
-        starts, ends = _merged(pointers, self.moving)
+        starts, ends = _merged(pointers, sizes)
         return not any(_meets(starts, ends, start, end) for start, end in spans)
+
+    @staticmethod
+    def _spans(tensors, spans):
+        """Each tensor's span: the compiled one, or (None: symbolic sizes) measured on this call."""
+        if None not in spans:
+            return spans
+        return [n if n is not None else _tensor_span(t) for t, n in zip(tensors, spans)]
 
     def _remember(self, pointers):
         self.seen = pointers
