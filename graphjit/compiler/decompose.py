@@ -739,6 +739,11 @@ def writes_into_inputs(traced):
                 val = op(*values[0], **values[1])
         except Exception:   # noqa: BLE001 -- as before: functionalization, per size
             return False
+        before = placeholder.meta.get("val")
+        if not isinstance(val, torch.Tensor) or not isinstance(before, torch.Tensor) or \
+                (val.dtype, val.device, [str(n) for n in val.shape]) != \
+                (before.dtype, before.device, [str(n) for n in before.shape]):
+            return False    # float32 x.add_(float64 y) stays float32; add(x, y) would be float64
         with graph.inserting_before(node):
             new = graph.call_function(op, args, node.kwargs)
         new.meta = {**node.meta, "val": val}

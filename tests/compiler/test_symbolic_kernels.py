@@ -377,3 +377,13 @@ def test_a_written_input_that_shares_memory_with_another_runs_eagerly(backend):
         got = compiled(mine, pos, mine[:, :, 2:3], my_count)
         assert_same(got, expected)
         assert torch.equal(mine, cache) and torch.equal(my_count, count)
+
+
+def test_an_in_place_op_keeps_its_inputs_dtype(backend):
+    """x.add_(y) with float32 x and float64 y stays float32 (eager casts the result into x); its
+    out-of-place form would be float64, so those writes go to functionalization."""
+    def f(x, y):
+        x.add_(y)
+        return x * 2, x > 1     # 1 + 2**-30 is 1.0 in float32: False; in float64 it would be True
+    run_writes(f, lambda n: (torch.ones(n, 3), torch.full((n, 3), 2.0 ** -30, dtype=torch.float64)), SIZES,
+               once=False)
