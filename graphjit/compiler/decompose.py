@@ -755,6 +755,8 @@ def writes_into_inputs(traced):
         latest[placeholder] = new
     for node, _, _ in plans:
         graph.erase_node(node)
+    if not _refresh_views(graph, set(latest.values()) - set(writes), fake_mode):
+        return False
     output = next(n for n in graph.nodes if n.op == "output")
     with graph.inserting_before(output):
         for placeholder in writes:
@@ -762,6 +764,27 @@ def writes_into_inputs(traced):
                 copy = graph.call_function(aten.copy_.default, (placeholder, latest[placeholder]))
                 copy.meta["val"] = placeholder.meta.get("val")
     traced.recompile()
+    return True
+
+
+def _refresh_views(graph, fresh, fake_mode):
+    """Traced again on fake tensors: the views of the new values (in program order, views of views too),
+    whose metas still hold the written tensor's storage (the lowering groups outputs by storage: a slice
+    of a rewritten copy_ would be returned as a slice of the tensor it was copied into). False if one
+    fails to trace."""
+    refreshed = set(fresh)
+    for node in graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
+                not any(r.alias_info is not None for r in node.target._schema.returns) or \
+                not any(a in refreshed for a in node.all_input_nodes):
+            continue
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+        try:
+            with fake_mode:
+                node.meta["val"] = node.target(*args, **kwargs)
+        except Exception:   # noqa: BLE001 -- as before: functionalization, per size
+            return False
+        refreshed.add(node)
     return True
 
 

@@ -387,3 +387,13 @@ def test_an_in_place_op_keeps_its_inputs_dtype(backend):
         return x * 2, x > 1     # 1 + 2**-30 is 1.0 in float32: False; in float64 it would be True
     run_writes(f, lambda n: (torch.ones(n, 3), torch.full((n, 3), 2.0 ** -30, dtype=torch.float64)), SIZES,
                once=False)
+
+
+def test_a_slice_of_a_tensor_written_by_copy_is_returned(backend):
+    """v.copy_(src) on a tensor the graph made, then a slice of v returned: the slice's traced meta held
+    v's storage, and the output was returned as a slice of v before the copy (dynamic fuzz 12000101)."""
+    def f(x):
+        v = x * 1
+        v.copy_(x.flip(0))
+        return v[:-1]
+    run_writes(f, lambda n: (torch.randn(n, 3),), SIZES)

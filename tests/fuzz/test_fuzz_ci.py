@@ -84,6 +84,9 @@ FOUND = {
                                "as captured; a PerSize compile failure runs the graph as captured)",
     ("grad-tensor", 10100668): "x.msort() and x.sort(0).values merged by AOTAutograd's CSE: one tensor for two "
                                "outputs eager returns separately (now: the lone one is copied)",
+    ("dynamic-tensor", 12000101): "copy_ into a tensor the graph made, then a slice of it returned, with "
+                                  "symbolic sizes: the rewritten copy's views kept the old storage in their "
+                                  "metas and the output was returned as a slice of the tensor before the copy",
     ("dynamic-tensor", 10402015): "a view of an input, returned and read by an extern op: the copy made in "
                                   "the op's traced strides replaced the view for the output too",
     ("triton", 10800862): "a CPU convolution on one thread laid its result out contiguously where its meta "
