@@ -449,8 +449,7 @@ REFUSED_WRITES = {aten.set_.source_Tensor: "set_ (makes a tensor view another st
 
 def _writes(traced):
     """The ATen ops of a traced graph that write to an argument (schema annotated `(a!)`)."""
-    return [node.target for node in traced.graph.nodes if node.op == "call_function"
-            and isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable]
+    return [node.target for node in traced.graph.nodes if _writes_in_place(node)]
 
 
 def decompose(gm, example_inputs, traced_by_aot=False):
@@ -519,7 +518,7 @@ def _finish(traced, aliases):
     """decompose's passes after the trace: scatters of dense values, constants folded, dead code gone."""
     _dense_scatter_values(traced)
     folded = fold_constants(traced)
-    merge_repeated_ops(traced.graph)
+    merge_repeated_ops(traced)
     traced.graph.eliminate_dead_code()
     if folded:
         used = {node.target for node in traced.graph.nodes if node.op == "get_attr"}
@@ -531,16 +530,16 @@ def _finish(traced, aliases):
     return traced
 
 
-def merge_repeated_ops(graph):
+def merge_repeated_ops(traced):
     """Nodes that call the same op on the same arguments become one (common subexpressions): a model
     passes one attention mask to every layer, and each layer's attention converts and pads it again (12
     kernels a GPT-2 decode step, where one does). Not in a graph that writes (a read before and after a
     write is not the same value), not random ops, and not a node whose memory an output holds or views:
     eager returns each such output in memory of its own."""
-    nodes = list(graph.nodes)
-    if any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
-           for n in nodes):
+    if _writes(traced):
         return 0
+    graph = traced.graph
+    nodes = list(graph.nodes)
     held = _held_by_outputs(nodes)
     seen, merged = {}, 0
     for node in nodes:
@@ -592,12 +591,22 @@ def _held_by_outputs(nodes, through_writes=True):
         if node in held:
             continue
         held.add(node)
-        target = node.target
-        if node.op == "call_function" and (target is operator.getitem or (
-                isinstance(target, torch._ops.OpOverload) and any(r.alias_info is not None for r in target._schema.returns)
-                and (through_writes or not target._schema.is_mutable))):
+        if _is_view(node) and (through_writes or not _writes_in_place(node)):
             todo += [a for a in node.all_input_nodes]
     return held
+
+
+def _is_view(node):
+    """Whether node's value is memory of its arguments: getitem, or an op that returns an alias (a view, or
+    an in-place op's result)."""
+    return node.op == "call_function" and (node.target is operator.getitem or (
+        isinstance(node.target, torch._ops.OpOverload) and
+        any(r.alias_info is not None for r in node.target._schema.returns)))
+
+
+def _writes_first_argument_only(schema):
+    return [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write] == \
+        [schema.arguments[0].name]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -698,15 +707,13 @@ def writes_into_inputs(traced):
     nodes = list(graph.nodes)
     plans = []
     for node in nodes:
-        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
-                not node.target._schema.is_mutable:
+        if not _writes_in_place(node):
             continue
         schema = node.target._schema
         written = _whole(node.args[0]) if node.args else None
         op = _functional_op(schema)
         if op is None or not isinstance(written, torch.fx.Node) or not (written.op == "placeholder" or _fresh(written)) or \
-                [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write] != \
-                [schema.arguments[0].name]:
+                not _writes_first_argument_only(schema):
             return False
         plans.append((node, op, written))
     writes = collections.Counter(written for _, _, written in plans)
@@ -714,19 +721,14 @@ def writes_into_inputs(traced):
     held = _held_by_outputs(nodes, through_writes=False)
     if held & set(writes) or any(node in held for node, _, written in plans if written.op == "placeholder"):
         return False                    # eager returns the input itself, or a view of it
-
-    def is_view(user):
-        return user.op == "call_function" and (user.target is operator.getitem or (
-            isinstance(user.target, torch._ops.OpOverload) and
-            any(r.alias_info is not None for r in user.target._schema.returns)))
     for node, _, placeholder in plans:
         for user in node.users:
-            if is_view(user) and writes[placeholder] > 1:
+            if _is_view(user) and writes[placeholder] > 1:
                 return False            # a view of one value that a later write would change
     order = {node: i for i, node in enumerate(nodes)}
     last_write = {written: order[node] for node, _, written in plans}
     for placeholder in writes:
-        if any(is_view(user) and order[user] < last_write[placeholder] and not _only_writes(user, writers)
+        if any(_is_view(user) and order[user] < last_write[placeholder] and not _only_writes(user, writers)
                for user in placeholder.users if user not in writers):
             return False                # a view taken before a write, which would see it
     fake_mode = torch._guards.detect_fake_mode([p.meta.get("val") for p in writes])
@@ -774,8 +776,7 @@ def _refresh_views(graph, fresh, fake_mode):
     fails to trace."""
     refreshed = set(fresh)
     for node in graph.nodes:
-        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
-                not any(r.alias_info is not None for r in node.target._schema.returns) or \
+        if node.target is operator.getitem or not _is_view(node) or \
                 not any(a in refreshed for a in node.all_input_nodes):
             continue
         args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
@@ -795,8 +796,9 @@ def _whole(node):
         base = node.args[0]
         dim, start, end, step = (list(node.args[1:]) + [0, None, None, 1][len(node.args) - 1:])[:4]
         val = base.meta.get("val") if isinstance(base, torch.fx.Node) else None
-        if not isinstance(val, torch.Tensor) or start not in (0, None) or step != 1 or not (
-                end is None or (isinstance(end, int) and end >= 2 ** 62) or end is val.shape[dim]):
+        size = val.shape[dim] if isinstance(val, torch.Tensor) else None
+        if size is None or start not in (0, None) or step != 1 or not (end is None or isinstance(end, int) and (
+                end >= 2 ** 62 or isinstance(size, int) and end >= size)):
             break
         node = base
     return node
@@ -822,8 +824,7 @@ def _out_of_place_form(node, storages):
     written = node.args[0] if node.args else None
     ret = schema.returns[0].alias_info if len(schema.returns) == 1 else None
     if ret is None or not ret.is_write or not isinstance(written, torch.fx.Node) or \
-            [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write] != \
-            [schema.arguments[0].name]:
+            not _writes_first_argument_only(schema):
         return None
     op = _functional_op(schema)
     if op is None:
