@@ -120,21 +120,21 @@ def run(name, engine_name, args, reference):
     # ("accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run")
     auto = engine_name == "torch" and args.cache == "static" and device.type == "cuda"
     model, counter = engine("eager" if auto else engine_name, build(name, device, args.small), args.mode)
-    generate = functools.partial(generate_with, auto_compile=auto)
+    generate = functools.partial(generate_with, cache=args.cache, auto_compile=auto)
     vocab = model.config.vocab_size
     ids = prompt(args.length, vocab, device)
     outs = []
-    out, first = generate(model, ids, args.tokens, args.cache)
+    out, first = generate(model, ids, args.tokens)
     outs.append(out)
     runs = []
     for _ in range(args.steady_runs):
-        out, seconds = generate(model, ids, args.tokens, args.cache)
+        out, seconds = generate(model, ids, args.tokens)
         runs.append(seconds)
     outs.append(out)
     steady = sorted(runs)[len(runs) // 2]
     new_seconds = 0.0
     for i, length in enumerate(args.lengths):
-        out, seconds = generate(model, prompt(length, vocab, device, seed=i + 1), args.tokens, args.cache)
+        out, seconds = generate(model, prompt(length, vocab, device, seed=i + 1), args.tokens)
         outs.append(out)
         new_seconds += seconds
     same = "-" if reference is None else ("yes" if all(torch.equal(a, b) for a, b in zip(outs, reference)) else "NO")
