@@ -63,6 +63,11 @@ dynamic_sizes_limit = _knob("dynamic_sizes_limit", int, 16)
 # the compiled graph as plain launches (with one warning).
 cudagraph_sizes_limit = _knob("cudagraph_sizes_limit", int, 16)
 
+# A CUDA graph reads the inputs it writes (a KV cache) in place. When they move (a new cache, a new
+# generate() call), those totalling at most this many bytes are copied in and back out at every replay from
+# then on (two launches); larger ones stay in place and the graph is recorded again.
+cudagraph_copy_bytes = _knob("cudagraph_copy_bytes", int, 64 << 20)
+
 # The backend used when compile() is given none: graphjit's own compiler (fused C++/OpenMP kernels on the
 # CPU, Triton kernels on NVIDIA GPUs; graphs it can't compile, or that need gradients, run as captured).
 # GRAPHJIT_BACKEND=eager runs every captured graph as it is (capture only).

@@ -10,8 +10,15 @@ are ordinary tensors), then records it into a CUDA graph on a side stream, readi
 buffers. Later calls copy the inputs that change between calls into those buffers and replay.
 
 The rules (also in the README):
-- Parameters and buffers of modules (`static`) are read in place, never copied. If one's memory moves (a
-  parameter reassigned, model.to(...)), the graph is recorded again.
+- Parameters and buffers of modules, and tensors marked with torch._dynamo.mark_static_address (a static
+  KV cache: transformers marks its key and value tensors), are read in place (`static`), never copied. If
+  one's memory moves (a parameter reassigned, model.to(...), a new cache), the graph is recorded again;
+  a runner keeps its `max_recordings` most recently used recordings, and gives up recording (plain
+  launches) when its recordings are replayed fewer than `min_replays` times each on average (memory that
+  moves at every call).
+- Inputs the graph writes to (a KV cache the model keeps) are read in place too until they move; then
+  those totalling at most config.cudagraph_copy_bytes are copied in and written back at every replay (one
+  multi-tensor copy each way), larger ones stay in place and the graph is recorded again.
 - Outputs live in the memory pool of the compiled model (one pool per compile() call, shared by its graphs).
   A replay of a graph overwrites the outputs of the previous replay of that graph and of every graph
   recorded after it. Outputs still referenced when that happens are invalidated: using one raises an error
@@ -26,6 +33,7 @@ The rules (also in the README):
 """
 import sys
 import warnings
+import weakref
 
 import torch
 from torch._prims_common import is_non_overlapping_and_dense_or_false
@@ -51,6 +59,15 @@ class GraphPool:
         self.streams = {}
         self.recorded = 0          # graphs recorded so far: each runner's `order`
         self.live = set()          # recordings whose last replay's outputs were handed out
+        self.recordings = weakref.WeakSet()     # the recordings still alive (their CUDA graphs use the pool)
+
+    def memory(self):
+        """The memory pool id for the next capture. torch's allocator keeps a pool while a CUDA graph uses
+        it; once every recording in it is gone (dropped, or its runner freed) the id can't be used again
+        (an internal assert), so a new pool starts."""
+        if self.handle is None or not self.recordings:
+            self.handle = torch.cuda.graph_pool_handle()
+        return self.handle
 
     def stream(self, device):
         if device not in self.streams:
@@ -244,19 +261,35 @@ def _on_cpu(node):
     return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() > 0
 
 
-def _copy_static(view, base, span, x, into_static):
-    """Copy between a caller's input x and its static copy (`view`, over `base` of `span` elements): the
-    elements themselves when x is dense (base None), else the whole storage span, gaps and overlaps kept."""
+def _copy_pair(view, base, span, x):
+    """(static side, caller's side) of the copy between a caller's input x and its static copy (`view`, over
+    `base` of `span` elements): the elements themselves when x is dense (base None), else the whole storage
+    span, gaps and overlaps kept; (None, None) when there is nothing to copy."""
     if base is None:
-        ours, theirs = view, x
-    elif span:
-        ours, theirs = base, torch.as_strided(x, (span,), (1,), x.storage_offset())
+        return view, x
+    if span:
+        return base, torch.as_strided(x, (span,), (1,), x.storage_offset())
+    return None, None
+
+
+_foreach_copy = getattr(torch, "_foreach_copy_", None)
+
+
+def _copy_all(destinations, sources):
+    """Each source into its destination (None pairs skipped): one multi-tensor launch for many (a static
+    KV cache is two tensors a layer), else a copy each."""
+    pairs = [(d, src) for d, src in zip(destinations, sources) if d is not None]
+    if len(pairs) > 1 and _foreach_copy is not None:
+        _foreach_copy([d for d, _ in pairs], [src for _, src in pairs])
     else:
-        return
-    if into_static:
-        ours.copy_(theirs)
-    else:
-        theirs.copy_(ours)
+        for d, src in pairs:
+            d.copy_(src)
+
+
+def _share_memory(tensors):
+    """Whether two of the tensors (None skipped) have one storage."""
+    storages = [t.untyped_storage().data_ptr() for t in tensors if t is not None]
+    return len(set(storages)) < len(storages)
 
 
 _tensors_at_pointers = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
@@ -270,55 +303,105 @@ def _same_pointers(args, table, indices):
 
 
 class CUDAGraphRunner:
-    """One compiled graph's CUDA graphs: one recording per set of parameter addresses (two instances of a
-    model class share compiled graphs but not parameters), up to `max_recordings`."""
+    """One compiled graph's CUDA graphs: one recording per set of addresses of the inputs read in place
+    (two instances of a model class share compiled graphs but not parameters; each new static KV cache
+    has its own memory), the `max_recordings` most recently used of them kept."""
     max_recordings = 8
+    min_replays = 4
 
     def __init__(self, fn, example_inputs, static, pool, name, mutated=()):
         self.fn = fn
         self.pool = pool
         self.name = name
         self.device = next(x for x in example_inputs if isinstance(x, torch.Tensor)).device
-        tensors = [isinstance(x, torch.Tensor) for x in example_inputs]
-        self.static_idx = [i for i, s in enumerate(static) if s and tensors[i]]
-        # int inputs (sizes, under PerSize) are constants of the recording: neither copied nor checked
-        self.copied_idx = [i for i, s in enumerate(static) if not s and tensors[i]]
-        # (position in args, position in copied_idx) of the copied inputs the graph writes to
-        self.written_back = [(i, self.copied_idx.index(i)) for i in mutated if not static[i]]
-        self.recordings = {}          # tuple of static inputs' data_ptr -> Recording
+        self.tensors = [isinstance(x, torch.Tensor) for x in example_inputs]
+        self.mutated = [i for i in mutated if self.tensors[i]]
+        # Inputs the graph writes to are read in place too, tentatively (a KV cache the caller keeps at one
+        # address: copying it in and back out would cost two copies of the cache a call); when they move,
+        # small ones are copied from then on (_demote_moved).
+        self.tentative = {i for i in self.mutated if not static[i]}
+        self.static = [bool(s) and t for s, t in zip(static, self.tensors)]
+        self._place()
+        self.recordings = {}          # tuple of static inputs' data_ptr -> Recording, least recently used first
         self.last = None              # the recording used last (checked first)
         self.failed = None
+        self.recorded = self.replays = 0
+
+    def _place(self):
+        """Which inputs a recording reads in place (static_idx) and which it copies (copied_idx)."""
+        in_place = [s or i in self.tentative for i, s in enumerate(self.static)]
+        self.static_idx = [i for i, s in enumerate(in_place) if s]
+        # int inputs (sizes, under PerSize) are constants of the recording: neither copied nor checked
+        self.copied_idx = [i for i, s in enumerate(in_place) if not s and self.tensors[i]]
+        # (position in args, position in copied_idx) of the copied inputs the graph writes to
+        self.written_back = [(i, self.copied_idx.index(i)) for i in self.mutated if not in_place[i]]
+
+    def _demote_moved(self, args):
+        """After a miss: the tentatively in-place inputs whose address differs from the last recording's
+        are copied from now on (their recordings are dropped), when they total at most
+        config.cudagraph_copy_bytes (else the graph is recorded again for the new addresses). Whether
+        they were."""
+        from .. import config
+        last = self.last or next(reversed(self.recordings.values()), None)
+        moved = {i for i in self.tentative if last is not None and args[i].data_ptr() != last.pointer_table[i]}
+        if not moved or sum(args[i].numel() * args[i].element_size() for i in moved) > config.cudagraph_copy_bytes:
+            return False
+        logs.log("cudagraphs", f"{self.name}: written inputs {sorted(moved)} moved; copying them from now on")
+        self.tentative -= moved
+        for recording in self.recordings.values():
+            self._drop(recording)
+        self.recordings = {}
+        self.last = None
+        self._place()
+        return True
 
     def __call__(self, *args):
         if self.failed:
             return self.fn(*args)
         recording = self.last
         if recording is None or not _same_pointers(args, recording.pointer_table, self.static_idx):
-            recording = self.recordings.get(tuple([args[i].data_ptr() for i in self.static_idx]))
+            recording = self.recordings.pop(tuple([args[i].data_ptr() for i in self.static_idx]), None)
             if recording is None:
+                if self.tentative and self.recordings and self._demote_moved(args):
+                    return self(*args)
                 return self._record(args)
+            self.recordings[recording.static_ptrs] = recording      # now the most recently used
             self.last = recording
+        self.replays += 1
+        ours, theirs = [], []
         for i, (view, base, span, meta) in zip(self.copied_idx, recording.copies):
             x = args[i]
             if (x.shape, x.stride()) != meta:   # the frontend's guards make this rare: run it plainly
                 logs.log("cudagraphs", f"{self.name}: input {i} changed layout; running without the graph")
                 return self.fn(*args)
-            _copy_static(view, base, span, x, into_static=True)
+            static_side, caller_side = _copy_pair(view, base, span, x)
+            ours.append(static_side)
+            theirs.append(caller_side)
+        _copy_all(ours, theirs)
         recording.graph.replay()
         # After the launch, so that the GPU starts sooner: these checks are host-side only, no user code runs
         # in between, and the replay's writes land after everything the caller queued before this call.
         self.pool.invalidate_from(recording)
-        for i, k in self.written_back:      # the graph wrote the static copy: write the caller's tensor
-            view, base, span, _ = recording.copies[k]
-            _copy_static(view, base, span, args[i], into_static=False)
+        if self.written_back:               # the graph wrote the static copies: write the callers' tensors
+            back = [k for _, k in self.written_back]
+            destinations = [theirs[k] for k in back]
+            if len(back) > 1 and _share_memory(destinations):
+                for k in back:              # one after another, in order, as eager's writes
+                    if ours[k] is not None:
+                        theirs[k].copy_(ours[k])
+            else:
+                _copy_all(destinations, [ours[k] for k in back])
         return recording.hand_out()
 
     def _record(self, args):
         out = self.fn(*args)                   # the warm-up, and this call's result
-        why = "first call" if not self.recordings else "parameters or buffers at new addresses"
+        why = "first call" if not self.recordings else "inputs read in place at new addresses"
         if len(self.recordings) >= self.max_recordings:
-            self._fail(f"{self.max_recordings} recordings for different parameter addresses")
-            return out
+            if self.replays < self.min_replays * self.recorded:
+                self._fail(f"{self.recorded} recordings for different addresses of the parameters, buffers "
+                           f"or static-address inputs, replayed {self.replays} times in all")
+                return out
+            self._drop(self.recordings.pop(next(iter(self.recordings))))
         try:
             recording = Recording(self, args)
         except Exception as e:   # noqa: BLE001 -- a graph that can't be captured still runs, as plain launches
@@ -327,6 +410,7 @@ class CUDAGraphRunner:
             return out
         self.recordings[recording.static_ptrs] = recording
         self.last = recording
+        self.recorded += 1
         logs.log("cudagraphs", f"{self.name}: recorded a CUDA graph ({why}): {len(self.copied_idx)} inputs "
                                f"copied per call, {len(self.static_idx)} read in place, "
                                f"{len(recording.out_storages)} output buffers")
@@ -341,10 +425,14 @@ class CUDAGraphRunner:
                           f"graphs: {reason}", RuntimeWarning, stacklevel=3)
         self.failed = reason
         for recording in self.recordings.values():
-            recording.invalidate_outputs()
-            self.pool.live.discard(recording)
+            self._drop(recording)
         self.recordings = {}
         self.last = None
+
+    def _drop(self, recording):
+        """Forget a recording: the outputs it handed out become invalid, its memory returns to the pool."""
+        recording.invalidate_outputs()
+        self.pool.live.discard(recording)
 
 
 class Recording:
@@ -368,15 +456,19 @@ class Recording:
             view = torch.as_strided(base, x.shape, x.stride(), 0)
             dense = is_non_overlapping_and_dense_or_false(x)
             self.copies.append((view, None if dense else base, span, (x.shape, x.stride())))
-            _copy_static(view, None if dense else base, span, x, into_static=True)
+            static_side, caller_side = _copy_pair(view, None if dense else base, span, x)
+            if static_side is not None:
+                static_side.copy_(caller_side)
             static_args[i] = view
-        if pool.handle is None:
-            pool.handle = torch.cuda.graph_pool_handle()
         stream = pool.stream(device)
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize(device)
         with torch.cuda.device(device), torch.cuda.stream(stream):
-            graph.capture_begin(pool=pool.handle, capture_error_mode="thread_local")
+            try:
+                graph.capture_begin(pool=pool.memory(), capture_error_mode="thread_local")
+            except Exception:
+                _repair_generators(device)
+                raise
             try:
                 static_out = runner.fn(*static_args)
             finally:
@@ -392,6 +484,7 @@ class Recording:
         self.graph = graph
         self.order = pool.recorded
         pool.recorded += 1
+        pool.recordings.add(self)
 
     def _describe_outputs(self, static_out, input_storages=()):
         """What hand_out needs to rebuild the outputs over the pool memory: each output storage (address,

@@ -559,10 +559,10 @@ def intercepted(fn, options):
 def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
     """The backend's callable for gm, in the options' mode. What capture knows about the graph's inputs
     goes with it in gm.meta["graphjit"] (compiler/facts.py): our guards check every tensor input's
-    layout, and which inputs are modules' parameters or buffers."""
+    layout, and which inputs stay at one address (CUDA graphs read those in place)."""
     gm.meta["graphjit"] = {
         "inputs_guarded": True, "name": name,
-        "static_inputs": [_is_parameter_or_buffer(value, source)
+        "static_inputs": [_is_parameter_or_buffer(value, source) or _marked_static_address(value)
                           for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]}
     backend = options.compiler()
     try:
@@ -579,6 +579,14 @@ def _is_parameter_or_buffer(value, source):
         return True
     return isinstance(source, ItemSource) and isinstance(source.base, AttrSource) and \
         source.base.attr in ("_parameters", "_buffers")
+
+
+def _marked_static_address(value):
+    """Whether a graph input was marked with torch._dynamo.mark_static_address (or graphjit's): the caller
+    keeps it at one address across calls (transformers' StaticCache marks its key and value tensors), so
+    CUDA graphs read it in place instead of copying it in (and back, when written) at every replay. Its
+    sizes stay as they are (symbolic where they change), unlike a parameter's."""
+    return isinstance(value, torch.Tensor) and getattr(value, "_dynamo_static_input_type", None) is not None
 
 
 def eager_entry(fn, guards):

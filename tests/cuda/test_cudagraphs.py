@@ -232,3 +232,89 @@ def test_an_int_argument_is_a_constant_of_each_recording():
         assert rest == want_rest
     assert counting.compiles == 1
     assert counting.calls == 3 * 2       # n = 2, 3, 4 recorded; the second 2 and 3 replay
+
+
+# ---- inputs read in place: a cache the graph writes, tensors marked with mark_static_address ----
+
+def append_step(cache, pos, x):
+    """A decode step's shape: write x at row pos of a cache kept by the caller, read the whole cache."""
+    cache.index_copy_(0, pos, x)
+    return (cache * 2).sum(0)
+
+
+def test_a_written_input_kept_at_one_address_is_read_in_place(monkeypatch, capsys):
+    """The cache is written by the graph at every call: it is read and written in place (no copy in and
+    back out), and the writes land in the caller's tensor at every replay."""
+    monkeypatch.setattr(frontend_config, "logs", "cudagraphs")
+    counting = Counting()
+    compiled = graphjit.compile(append_step, backend=counting, mode="reduce-overhead")
+    cache, ref = torch.zeros(8, 16, device=DEV), torch.zeros(8, 16, device=DEV)
+    for step in range(6):
+        pos, x = torch.tensor([step], device=DEV), torch.randn(1, 16, device=DEV)
+        got = compiled(cache, pos, x)
+        torch.testing.assert_close(got, append_step(ref, pos, x))
+        torch.testing.assert_close(cache, ref)
+    assert counting.calls == 2                 # recorded once, then replays
+    assert "2 inputs copied per call, 1 read in place" in capsys.readouterr().err
+
+
+def test_a_written_input_that_moves_is_copied_from_then_on():
+    counting = Counting()
+    compiled = graphjit.compile(append_step, backend=counting, mode="reduce-overhead")
+    for step in range(6):
+        cache = torch.randn(8, 16, device=DEV)        # a new tensor every call
+        ref = cache.clone()
+        pos, x = torch.tensor([step], device=DEV), torch.randn(1, 16, device=DEV)
+        got = compiled(cache, pos, x)
+        torch.testing.assert_close(got, append_step(ref, pos, x))
+        torch.testing.assert_close(cache, ref)
+    # recorded reading it in place, recorded again copying it (a warm-up and a capture each), replays after
+    assert counting.calls == 4
+
+
+def test_a_tensor_marked_with_mark_static_address_is_read_in_place_and_recorded_again_when_it_moves():
+    def f(table, x):
+        return table[x].sum(0) * 3
+    counting = Counting()
+    compiled = graphjit.compile(f, backend=counting, mode="reduce-overhead")
+    tables = [torch.randn(32, 8, device=DEV) for _ in range(2)]
+    for t in tables:
+        torch._dynamo.mark_static_address(t)
+    for step in range(8):
+        table = tables[step // 4]                    # 4 calls on one, then 4 on the other
+        x = torch.randint(0, 32, (5,), device=DEV)
+        torch.testing.assert_close(compiled(table, x), f(table, x))
+        table.mul_(1.5)                               # in place: the recording reads the new values
+    assert counting.compiles == 1
+    assert counting.calls == 4                        # one recording per table
+
+
+def test_inputs_read_in_place_that_move_at_every_call_end_recording(monkeypatch):
+    """A marked tensor at a new address every call: each call would record; once the recordings are
+    replayed fewer than min_replays times on average the runner runs as plain launches, still right."""
+    monkeypatch.setattr(cudagraphs, "_warned", set())
+    def f(table, x):
+        return table * x
+    compiled = graphjit.compile(f, mode="reduce-overhead")
+    x = torch.randn(16, device=DEV)
+    with pytest.warns(RuntimeWarning, match="recordings for different addresses"):
+        for step in range(cudagraphs.CUDAGraphRunner.max_recordings + 3):
+            table = torch.randn(16, device=DEV)
+            torch._dynamo.mark_static_address(table)
+            torch.testing.assert_close(compiled(table, x), table * x)
+
+
+def test_large_written_inputs_that_move_stay_in_place_and_are_recorded_again(monkeypatch):
+    """Past config.cudagraph_copy_bytes a moved cache is not copied at every replay: the graph is recorded
+    again for its address (the two caches alternate: two recordings, then replays)."""
+    monkeypatch.setattr(frontend_config, "cudagraph_copy_bytes", 0)
+    counting = Counting()
+    compiled = graphjit.compile(append_step, backend=counting, mode="reduce-overhead")
+    caches = [torch.zeros(8, 16, device=DEV) for _ in range(2)]
+    refs = [c.clone() for c in caches]
+    for step in range(8):
+        k = (step // 2) % 2                          # A A B B A A B B
+        pos, x = torch.tensor([step % 8], device=DEV), torch.randn(1, 16, device=DEV)
+        torch.testing.assert_close(compiled(caches[k], pos, x), append_step(refs[k], pos, x))
+        torch.testing.assert_close(caches[k], refs[k])
+    assert counting.calls == 4
