@@ -6,7 +6,7 @@ static: a StaticCache, generate()'s cache_implementation; on a GPU the torch.com
 transformers' own auto-compile of the forward, its CUDA-graph mode included, and --mode applies to graphjit).
   first s:      the first generate() (prompt length L): compiles included.
   steady tok/s: generate() again with the same prompt length, --steady-runs times (new tokens / the
-                median seconds: one run on a shared host moves by 15-60%).
+                median seconds), in rounds of one call per engine (the host's speed drifts by 15-60%).
   new-L tok/s:  generate() with --lengths other prompt lengths, one after another (recompiles included).
   graphs:       graphs the engine's backend was handed over all of it.
   same tokens:  every generate() gave eager's tokens.
@@ -113,34 +113,81 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def run(name, engine_name, args, reference):
-    device = torch.device(args.device)
-    # a static cache on a GPU: torch.compile as transformers applies it (generate's auto-compile), which
-    # marks each step for CUDA graphs; model.forward compiled by hand fails there in reduce-overhead
-    # ("accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run")
-    auto = engine_name == "torch" and args.cache == "static" and device.type == "cuda"
-    model, counter = engine("eager" if auto else engine_name, build(name, device, args.small), args.mode)
-    generate = functools.partial(generate_with, cache=args.cache, auto_compile=auto)
-    vocab = model.config.vocab_size
-    ids = prompt(args.length, vocab, device)
-    outs = []
-    out, first = generate(model, ids, args.tokens)
-    outs.append(out)
-    runs = []
+class Engine:
+    """One engine's model for one benchmark model, and what it measured."""
+
+    def __init__(self, name, engine_name, args):
+        device = torch.device(args.device)
+        # a static cache on a GPU: torch.compile as transformers applies it (generate's auto-compile), which
+        # marks each step for CUDA graphs; model.forward compiled by hand fails there in reduce-overhead
+        # ("accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run")
+        auto = engine_name == "torch" and args.cache == "static" and device.type == "cuda"
+        self.name, self.args = engine_name, args
+        self.model, self.counter = engine("eager" if auto else engine_name, build(name, device, args.small), args.mode)
+        self.generate = functools.partial(generate_with, cache=args.cache, auto_compile=auto)
+        self.ids = prompt(args.length, self.model.config.vocab_size, device)
+        self.outs, self.runs, self.error = [], [], None
+
+    def first(self):
+        out, self.first_s = self.generate(self.model, self.ids, self.args.tokens)
+        self.outs.append(out)
+
+    def steady(self):
+        out, seconds = self.generate(self.model, self.ids, self.args.tokens)
+        self.runs.append(seconds)
+        self.last = out
+
+    def new_lengths(self):
+        self.outs.append(self.last)
+        self.new_s = 0.0
+        for i, length in enumerate(self.args.lengths):
+            ids = prompt(length, self.model.config.vocab_size, self.ids.device, seed=i + 1)
+            out, seconds = self.generate(self.model, ids, self.args.tokens)
+            self.outs.append(out)
+            self.new_s += seconds
+
+    def row(self, model_name, reference):
+        if self.error:
+            return f"| {model_name} | {self.name} | failed: {self.error} | | | | |"
+        tokens, args = self.args.tokens, self.args
+        steady = sorted(self.runs)[len(self.runs) // 2]
+        new = tokens * len(args.lengths) / self.new_s if args.lengths else float("nan")
+        same = "-" if reference is None else (
+            "yes" if all(torch.equal(a, b) for a, b in zip(self.outs, reference)) else "NO")
+        graphs = self.counter.graphs if self.counter is not None else "-"
+        return (f"| {model_name} | {self.name} | {self.first_s:.2f} | {tokens / steady:.1f} | {new:.1f} | "
+                f"{graphs} | {same} |")
+
+
+def run(name, args):
+    """One model, every engine: first calls (compiles) engine by engine; the steady calls in rounds, one
+    call of each engine a round, so that the host's drifts (its speed moves by 15-60% over minutes) fall
+    on every engine alike; then the new prompt lengths engine by engine. Prints a row per engine."""
+    engines = []
+    for engine_name in args.engines.split(","):
+        e = Engine(name, engine_name, args)
+        engines.append(e)
+        step(e, e.first)
+
     for _ in range(args.steady_runs):
-        out, seconds = generate(model, ids, args.tokens)
-        runs.append(seconds)
-    outs.append(out)
-    steady = sorted(runs)[len(runs) // 2]
-    new_seconds = 0.0
-    for i, length in enumerate(args.lengths):
-        out, seconds = generate(model, prompt(length, vocab, device, seed=i + 1), args.tokens)
-        outs.append(out)
-        new_seconds += seconds
-    same = "-" if reference is None else ("yes" if all(torch.equal(a, b) for a, b in zip(outs, reference)) else "NO")
-    return outs, dict(first=first, steady=args.tokens / steady,
-                      new=args.tokens * len(args.lengths) / new_seconds if args.lengths else float("nan"),
-                      graphs=counter.graphs if counter is not None else "-", same=same)
+        for e in engines:
+            step(e, e.steady)
+    for e in engines:
+        step(e, e.new_lengths)
+    reference = next((e.outs for e in engines if e.name == "eager" and not e.error), None)
+    for e in engines:
+        print(e.row(name, None if e.name == "eager" else reference), flush=True)
+
+
+def step(e, method):
+    """Run one phase of an engine unless it failed before; a failure is a result of the run."""
+    if e.error:
+        return
+    try:
+        method()
+    except Exception as ex:       # noqa: BLE001
+        message = str(ex).strip().splitlines()[0][:150] if str(ex).strip() else ""
+        e.error = f"{type(ex).__name__}: {message}"
 
 
 def sweep_model(name, device, small):
@@ -163,18 +210,21 @@ def sweep_model(name, device, small):
     raise SystemExit(f"unknown sweep model {name!r}")
 
 
-def latency(fn, args, device, repeat=20):
-    """Median seconds of fn(*args) after 3 warm-up calls."""
-    for _ in range(3):
-        fn(*args)
-    times = []
+def latencies(fns, args, device, repeat=20):
+    """Median seconds of each fn(*args), after 3 warm-up calls each; the calls alternate between the fns
+    (one of each a round), so that the host's drifts fall on all of them alike."""
+    for fn in fns:
+        for _ in range(3):
+            fn(*args)
+    times = [[] for _ in fns]
     for _ in range(repeat):
-        sync(device)
-        start = time.perf_counter()
-        fn(*args)
-        sync(device)
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+        for fn, t in zip(fns, times):
+            sync(device)
+            start = time.perf_counter()
+            fn(*args)
+            sync(device)
+            t.append(time.perf_counter() - start)
+    return [sorted(t)[len(t) // 2] for t in times]
 
 
 def sweep(args):
@@ -194,9 +244,8 @@ def sweep(args):
         with torch.no_grad():
             for b in batches:
                 x = inputs(b)
-                eager = latency(model, x, device)
-                static = latency(graphjit.compile(model, dynamic=False), x, device)
-                dyn = latency(dynamic, x, device)
+                dynamic(*x)                 # the dynamic compile sees this size before the static one
+                eager, static, dyn = latencies([model, graphjit.compile(model, dynamic=False), dynamic], x, device)
                 print(f"| {name} | {b} | {eager * 1e3:.3f} | {static * 1e3:.3f} | {dyn * 1e3:.3f} | "
                       f"{dyn / static:.2f} | {counter.graphs} |", flush=True)
 
@@ -228,19 +277,7 @@ def main():
     print("| model | engine | first s | steady tok/s | new-L tok/s | graphs | same tokens |")
     print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
-        reference = None
-        for engine_name in args.engines.split(","):
-            try:
-                outs, r = run(name, engine_name, args, reference)
-            except Exception as e:       # noqa: BLE001 -- an engine that fails is a result of the run
-                message = str(e).strip().splitlines()[0][:150] if str(e).strip() else ""
-                print(f"| {name} | {engine_name} | failed: {type(e).__name__}: {message} | | | | |", flush=True)
-                continue
-            if engine_name == "eager":
-                reference = outs
-            print(f"| {name} | {engine_name} | {r['first']:.2f} | {r['steady']:.1f} | {r['new']:.1f} | "
-                  f"{r['graphs']} | {r['same']} |", flush=True)
-
+        run(name, args)
 
 if __name__ == "__main__":
     main()
