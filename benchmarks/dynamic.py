@@ -70,10 +70,16 @@ def engine(name, model, mode=None):
     """(model with its forward compiled by `name` in `mode` (None: the default), counter or None)."""
     if name == "eager":
         return model, None
+    if name in ("torch", "torch-auto"):
+        # as a fresh process: no graphs, and no dims learned dynamic (torch's automatic-dynamic profile,
+        # keyed by code object and source name, carries over from one model to the next: transformers'
+        # forwards share their wrapper's code)
+        torch._dynamo.reset()
+    if name == "torch-auto":      # transformers compiles the forward itself inside generate()
+        return model, None
     if name == "torch":
         from torch._inductor.compile_fx import compile_fx
         counter = Counting(compile_fx)
-        torch._dynamo.reset()
         if mode is None:
             model.forward = torch.compile(model.forward, backend=counter)
         else:       # a mode needs Inductor by name; its graph count is then not known here
@@ -123,7 +129,8 @@ class Engine:
         # ("accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run")
         auto = engine_name == "torch" and args.cache == "static" and device.type == "cuda"
         self.name, self.args = engine_name, args
-        self.model, self.counter = engine("eager" if auto else engine_name, build(name, device, args.small), args.mode)
+        self.model, self.counter = engine("torch-auto" if auto else engine_name, build(name, device, args.small),
+                                          args.mode)
         self.generate = functools.partial(generate_with, cache=args.cache, auto_compile=auto)
         self.ids = prompt(args.length, self.model.config.vocab_size, device)
         self.outs, self.runs, self.error = [], [], None
