@@ -252,6 +252,29 @@ def outside_objects_identity(a, b, x):
     return x + 1, a is b, a == b, a != b
 
 
+@cases.add(lambda: (r(3), torch.nn.Parameter(torch.randn(3))))
+def the_class_of_a_tensor_input(x, w):
+    """type()/__class__ of a parameter input is Parameter (a library checks isinstance(p, nn.Parameter));
+    the type of a tensor made from it is Tensor. Logging helpers read x.__class__.__name__."""
+    y = w * 2
+    return (x + y, type(w).__name__, w.__class__.__name__, x.__class__.__name__, type(y).__name__,
+            isinstance(w, torch.nn.Parameter), isinstance(x, torch.nn.Parameter), isinstance(y, torch.nn.Parameter),
+            w.__class__ is torch.nn.Parameter, x.__class__ is torch.Tensor, isinstance(w, x.__class__),
+            type(w.detach()) is torch.Tensor)
+
+
+def test_the_class_of_a_tensor_input_is_guarded():
+    """The same code called with a Tensor where it saw a Parameter: the type guard recompiles."""
+    def fn(x):
+        return x * 2, isinstance(x, torch.nn.Parameter), type(x).__name__
+
+    compiled = gj.compile(fn, fullgraph=True, backend="eager")
+    p, t = torch.nn.Parameter(torch.randn(3)), torch.randn(3)
+    for v in (p, t, p):
+        got, want = compiled(v), fn(v)
+        assert torch.equal(got[0], want[0]) and got[1:] == want[1:], (got, want)
+
+
 def test_outside_identity_guarded():
     """`a is b` of two inputs: the relation is guarded, so aliasing on a later call recompiles."""
     o1, o2 = Plain(), Plain()

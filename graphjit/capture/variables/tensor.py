@@ -25,12 +25,15 @@ DATA_METHODS = {"item", "tolist", "numpy", "data_ptr", "__bool__", "__index__", 
 
 
 class TensorVariable(Variable):
-    def __init__(self, node, fake, source=None):
+    def __init__(self, node, fake, source=None, cls=None):
         self.node = node
         self.fake = fake
         self.source = source
+        self.cls = cls          # a graph input's class (nn.Parameter; guarded); made in the graph: Tensor
 
     def python_type(self):
+        if self.cls is not None:
+            return self.cls
         return type(self.fake) if not isinstance(self.fake, torch._subclasses.FakeTensor) else torch.Tensor
 
     def identity_key(self):
@@ -45,6 +48,9 @@ class TensorVariable(Variable):
             return ConstantVariable(getattr(self.fake, name))
         if name in ("grad", "_base", "grad_fn"):
             unsupported(f"tensor attribute {name!r}")
+        if name == "__class__":          # as type(x) (logging helpers read x.__class__.__name__)
+            from .objects import ClassVariable
+            return ClassVariable(self.python_type())
         if name in DATA_METHODS:
             return TensorMethodVariable(self, name)
         attr = getattr(type(self.fake), name, None)
