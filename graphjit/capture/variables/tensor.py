@@ -19,6 +19,11 @@ METADATA_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "i
                     "is_floating_point", "is_complex", "stride", "storage_offset", "get_device",
                     "is_signed", "is_inference", "has_names"}
 
+# Methods that change autograd's state (the graph, hooks, which tensors require grad): a graph records
+# tensor computations only, so they run in CPython at a graph break.
+AUTOGRAD_METHODS = {"backward", "register_hook", "retain_grad", "register_post_accumulate_grad_hook",
+                    "requires_grad_"}
+
 # Methods that need the data: a graph can't answer them.
 DATA_METHODS = {"item", "tolist", "numpy", "data_ptr", "__bool__", "__index__", "__int__", "__float__",
                 "nonzero_static", "untyped_storage"}
@@ -92,6 +97,11 @@ class TensorMethodVariable(Variable):
         name, fake = self.name, self.tensor.fake
         if name in DATA_METHODS:
             unsupported(f"Tensor.{name}() needs the tensor's data", hint=DATA_DEPENDENT_HINT)
+        if name == "requires_grad_" and _requested_flag(args, kwargs) == fake.requires_grad:
+            return self.tensor           # changes nothing: the tensor itself
+        if name in AUTOGRAD_METHODS:
+            unsupported(f"Tensor.{name}() changes autograd's state, which a graph does not record",
+                        hint="it runs in CPython at a graph break")
         if name in ("size", "numel", "nelement") and not kwargs:
             sized = _symbolic_size(tx, self.tensor, name, args)
             if sized is not None:
@@ -116,6 +126,17 @@ class TensorMethodVariable(Variable):
 
     def __repr__(self):
         return f"{self.tensor!r}.{self.name}"
+
+
+def _requested_flag(args, kwargs):
+    """requires_grad_(flag)'s flag when it is a constant (default True), else None."""
+    value = args[0] if args else kwargs.get("requires_grad")
+    if value is None:
+        return True
+    try:
+        return bool(value.as_python_constant())
+    except NotConstant:
+        return None
 
 
 def _symbolic_size(tx, tensor, name, args):
