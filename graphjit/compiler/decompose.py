@@ -776,8 +776,13 @@ def _refresh_views(graph, fresh, fake_mode):
     fails to trace."""
     refreshed = set(fresh)
     for node in graph.nodes:
-        if node.target is operator.getitem or not _is_view(node) or \
-                not any(a in refreshed for a in node.all_input_nodes):
+        if node.target is operator.getitem:     # an item of a refreshed split/unbind: its new item
+            base = node.args[0]
+            if base in refreshed and isinstance(base.meta.get("val"), (list, tuple)):
+                node.meta["val"] = base.meta["val"][node.args[1]]
+                refreshed.add(node)
+            continue
+        if not _is_view(node) or not any(a in refreshed for a in node.all_input_nodes):
             continue
         args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
         try:

@@ -389,6 +389,17 @@ def test_an_in_place_op_keeps_its_inputs_dtype(backend):
                once=False)
 
 
+def test_an_item_of_a_split_of_a_written_tensor_is_returned(backend):
+    """A masked write into a tensor the graph made, then one piece of a split of it returned: the split's
+    items kept metas on the tensor before the write, and the output was returned from the old value
+    (Triton fuzz 12300406; the C++ kernels alike)."""
+    def f(x):
+        v = x.sign()
+        v[v > 0] = 1e20
+        return torch.split(v, [1, v.shape[1] - 1], 1)[1], v.unbind(0)[-1]
+    run_writes(f, lambda n: (torch.randn(2, n, 3, dtype=torch.float64),), SIZES)
+
+
 def test_a_slice_of_a_tensor_written_by_copy_is_returned(backend):
     """v.copy_(src) on a tensor the graph made, then a slice of v returned: the slice's traced meta held
     v's storage, and the output was returned as a slice of v before the copy (dynamic fuzz 12000101)."""

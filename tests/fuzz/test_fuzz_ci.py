@@ -118,6 +118,9 @@ FOUND = {
                           "eager's starts from +0.0",
     ("triton", 11702166): "einsum of an [n, n] input, then a graph break: the graph returned the size n "
                           "twice and the wrapper wrapped the second as a fresh view (aten.alias of an int)",
+    ("triton", 12300406): "a masked write into a tensor the graph made, then a piece of a split of it, at "
+                          "the second size (symbolic): the split's items kept metas on the tensor before the "
+                          "write and the output was read from the old value",
     ("grad-tensor", 10100058): "abs_ of an input needing gradients: AOTAutograd saved the input, then wrote "
                                "back into it, and the backward raised (now: runs as captured)",
     ("grad-tensor", 4000075): "norm(0) clamped in place: AOTAutograd's joint trace refused it and the backend "
