@@ -48,14 +48,34 @@ def retain_grad_then_read(x, w):
     return y.grad, w.grad
 
 
+def grad_read_then_cleared(x, w):
+    before = w.grad
+    w.grad = None
+    return x * 2, before, w.grad
+
+
+def grad_scaled_in_place_if_present(x, w):
+    if w.grad is not None:
+        w.grad.mul_(0.5)
+    return x + 1, w.grad
+
+
+def grad_after_the_autograd_function(x, w):
+    torch.autograd.backward((x * w).sum())
+    return w.grad * 2
+
+
 CASES = [backward_in_the_frame, autograd_backward_function, requires_grad_on_an_input,
-         requires_grad_on_a_new_tensor, hook_sees_the_gradient, retain_grad_then_read]
+         requires_grad_on_a_new_tensor, hook_sees_the_gradient, retain_grad_then_read, grad_read_then_cleared,
+         grad_scaled_in_place_if_present, grad_after_the_autograd_function]
 
 
 def _inputs(seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(4, generator=g)
     w = torch.nn.Parameter(torch.randn(4, generator=g))
+    if seed % 2:                    # odd seeds: the parameter has a gradient already
+        w.grad = torch.randn(4, generator=g)
     return x, w
 
 
@@ -70,12 +90,14 @@ def _flat(value):
 def test_autograd_state_changes_run_as_in_python(fn, backend):
     counter = CompileCounter(backend)
     compiled = gj.compile(fn, backend=counter)
-    for seed in (0, 1):
+    for seed in (0, 1, 2, 3):
         x, w = _inputs(seed)
         cx, cw = _inputs(seed)
         want, got = fn(x, w), compiled(cx, cw)
         for a, b in zip(_flat(want), _flat(got), strict=True):
-            if isinstance(a, torch.Tensor):
+            if a is None or b is None:
+                assert a is b
+            elif isinstance(a, torch.Tensor):
                 torch.testing.assert_close(b.detach(), a.detach())
                 assert b.requires_grad == a.requires_grad
             else:
@@ -93,3 +115,18 @@ def test_autograd_state_changes_run_as_in_python(fn, backend):
 def test_fullgraph_names_the_autograd_call():
     with pytest.raises(gj.Unsupported, match=r"Tensor.backward\(\) changes autograd's state"):
         gj.compile(backward_in_the_frame, fullgraph=True, backend="eager")(*_inputs(0))
+
+
+def test_a_parameters_gradient_is_read_in_the_graph_and_guarded():
+    """w.grad of an input is a graph input (one graph, no break); whether it is None is guarded, so a
+    gradient that appears or goes away recompiles; its values are read at every call."""
+    def fn(x, w):
+        return x * w.grad if w.grad is not None else x * 0
+
+    counter = CompileCounter("eager")
+    compiled = gj.compile(fn, backend=counter, fullgraph=True)
+    x, w = _inputs(0)
+    for grad in (None, torch.ones(4), torch.full((4,), 3.0), None):
+        w.grad = grad
+        torch.testing.assert_close(compiled(x, w), fn(x, w))
+    assert counter.frame_count == 2

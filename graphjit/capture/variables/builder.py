@@ -173,7 +173,7 @@ def wrap_tensor(tx, value, source):
     dims = tx.policy.tensor_dims(source, value, static_input=_is_parameter_or_buffer(value, source))
     node, fake = tx.graph.add_input(source, value, dims)
     tx.guards.add_tensor(source, value, fake)
-    var = TensorVariable(node, fake, source, cls=type(value))
+    var = TensorVariable(node, fake, source, cls=type(value), real=value)
     tx.tensor_vars[id(value)] = var
     tx.keepalive.append(value)
     return var

@@ -30,11 +30,12 @@ DATA_METHODS = {"item", "tolist", "numpy", "data_ptr", "__bool__", "__index__", 
 
 
 class TensorVariable(Variable):
-    def __init__(self, node, fake, source=None, cls=None):
+    def __init__(self, node, fake, source=None, cls=None, real=None):
         self.node = node
         self.fake = fake
         self.source = source
         self.cls = cls          # a graph input's class (nn.Parameter; guarded); made in the graph: Tensor
+        self.real = real        # a graph input's tensor, while tracing (its .grad is read from it)
 
     def python_type(self):
         if self.cls is not None:
@@ -51,6 +52,12 @@ class TensorVariable(Variable):
             return SizeVariable(symbolic.size_items(tx, self, self.fake.shape))
         if name in METADATA_ATTRS:
             return ConstantVariable(getattr(self.fake, name))
+        if name == "grad" and self.real is not None and self.source is not None:
+            # an input's gradient, as it is when the frame starts: nothing traced can change it before
+            # this read (backward, hooks and stores to .grad are graph breaks); guarded like any input
+            from ..sources import AttrSource
+            from .builder import wrap
+            return wrap(tx, self.real.grad, AttrSource(self.source, "grad"))
         if name in ("grad", "_base", "grad_fn"):
             unsupported(f"tensor attribute {name!r}")
         if name == "__class__":          # as type(x) (logging helpers read x.__class__.__name__)
