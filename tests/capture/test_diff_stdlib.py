@@ -99,6 +99,23 @@ def partial_attributes(x):
 
 
 @cases.add(lambda: (r(3),))
+def keywords_of_a_partial_made_in_the_frame(x):
+    p = functools.partial(scaled, shift=1.0)
+    k = p.keywords
+    before = p(x)
+    k["shift"] = 3.0                 # the partial's own dict: the next call sees it
+    return before, p(x), p.keywords["shift"], sorted(k), p.keywords is k
+
+
+@cases.add(lambda: (r(3), {"a": 1}))
+def isinstance_with_typing_aliases(x, d):
+    import typing
+    return (x + 1, isinstance(d, typing.Mapping), isinstance(d, (typing.List, typing.Tuple)),
+            isinstance(x, typing.Hashable), isinstance(scaled, typing.Callable),
+            issubclass(dict, typing.MutableMapping), isinstance([1], typing.Sequence))
+
+
+@cases.add(lambda: (r(3),))
 def ordered_dict_move_to_end_and_popitem(x):
     d = collections.OrderedDict(a=x, b=x * 2, c=x * 3)
     d.move_to_end("a")

@@ -8,6 +8,7 @@ import inspect
 import functools
 import math
 import operator
+import typing
 
 import torch
 
@@ -276,9 +277,27 @@ def b_len(tx, obj):
 
 def b_isinstance(tx, obj, classes):
     from .objects import guard_mro
-    cls = classes.as_python_constant()
+    cls = _class_operand(tx, classes)
     guard_mro(tx, obj.python_type())
     return ConstantVariable(_is_instance(obj, cls))
+
+
+# typing's unsubscripted aliases of collections' ABCs (typing.Mapping, typing.List, typing.Callable):
+# isinstance and issubclass check against their __origin__ (subscripted ones raise TypeError in Python)
+_TYPING_ALIAS = getattr(typing, "_SpecialGenericAlias", ())
+
+
+def _class_operand(tx, classes):
+    """isinstance's or issubclass's second argument as a Python class or tuple of them."""
+    from .containers import TupleVariable
+    if isinstance(classes, TupleVariable):
+        return tuple(_class_operand(tx, c) for c in classes.items)
+    value = getattr(classes, "value", None)
+    if isinstance(value, _TYPING_ALIAS) and isinstance(value.__origin__, type):
+        if classes.source is not None:
+            tx.guards.add_id(classes.source, value)
+        return value.__origin__
+    return classes.as_python_constant()
 
 
 def _is_instance(obj, cls):
@@ -294,7 +313,7 @@ def _is_instance(obj, cls):
 def b_issubclass(tx, a, b):
     from .objects import guard_mro
     guard_mro(tx, a.as_python_constant())
-    return ConstantVariable(issubclass(a.as_python_constant(), b.as_python_constant()))
+    return ConstantVariable(issubclass(a.as_python_constant(), _class_operand(tx, b)))
 
 
 def b_getattr(tx, obj, name, default=None):

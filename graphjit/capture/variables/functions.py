@@ -442,9 +442,12 @@ class PartialVariable(Variable):
         return cls(func, args, kws, source, value)
 
     def call(self, tx, args, kwargs):
+        keywords = self.keywords
         if self.keywords_read is not None and self.keywords_read.mutated:
-            unsupported("calling a functools.partial whose .keywords dict the frame changed")
-        return self.func.call(tx, [*self.args, *args], {**self.keywords, **kwargs})
+            if self.value is not None:
+                unsupported("calling a functools.partial whose .keywords dict the frame changed")
+            keywords = dict(self.keywords_read.items)     # made in the frame: its dict as it is now
+        return self.func.call(tx, [*self.args, *args], {**keywords, **kwargs})
 
     def getattr(self, tx, name):
         """partial's attributes: func, args (a tuple); keywords, the partial's own dict, of a partial from
@@ -458,6 +461,11 @@ class PartialVariable(Variable):
         if name == "keywords" and self.source is not None and self.value is not None:
             from .builder import wrap
             self.keywords_read = wrap(tx, self.value.keywords, AttrSource(self.source, "keywords"))
+            return self.keywords_read
+        if name == "keywords" and self.value is None:       # a partial made in the frame: its own dict
+            from .containers import DictVariable
+            if self.keywords_read is None:
+                self.keywords_read = DictVariable(self.keywords)
             return self.keywords_read
         return super().getattr(tx, name)
 
