@@ -107,6 +107,25 @@ def keywords_of_a_partial_made_in_the_frame(x):
     return before, p(x), p.keywords["shift"], sorted(k), p.keywords is k
 
 
+@cases.add(lambda: (r(3),))
+def defaultdicts_made_in_the_frame(x):
+    groups = collections.defaultdict(list)
+    for i, t in enumerate([x, x * 2, x * 3]):
+        groups[i % 2].append(t)
+    zeros = collections.defaultdict(lambda: x * 0)      # a factory that makes a tensor
+    zeros["a"] += x
+    counts = collections.defaultdict(int, {"z": 5})
+    counts["q"] += 1
+    plain = collections.defaultdict()                     # no factory: a missing key raises KeyError
+    try:
+        plain["k"]
+        missed = False
+    except KeyError:
+        missed = True
+    return (sum(groups[0]), len(groups[1]), zeros["a"], zeros["b"], sorted(zeros), dict(counts), missed,
+            groups.default_factory is list, counts)
+
+
 @cases.add(lambda: (r(3), {"a": 1}))
 def isinstance_with_typing_aliases(x, d):
     import typing

@@ -745,6 +745,11 @@ class SlotMethodVariable(Variable):
         owner = getattr(self.descriptor, "__objclass__", object)
         if owner in (dict, collections.OrderedDict) and hasattr(self.obj, "call_dict_method"):
             return self.obj.call_dict_method(tx, self.name, args, kwargs)
+        if owner is collections.defaultdict and self.name == "__init__" and getattr(self.obj, "is_new", False):
+            # defaultdict(factory, ...) made in the frame: the factory is its default_factory member
+            factory = args[0] if args else ConstantVariable(None)
+            self.obj.attrs["default_factory"] = factory
+            return self.obj.call_dict_method(tx, "__init__", list(args[1:]), kwargs)
         if self.name == "__init__" and owner is object:
             return ConstantVariable(None)
         if self.name == "__setattr__":

@@ -544,6 +544,10 @@ class DictVariable(Variable):
         elif isinstance(other, DictVariable):
             for k, v in list(other.items.items()):
                 self.store(tx, other.key_var(k), v)
+        elif hasattr(other, "dict_part") and issubclass(other.python_type(), dict) and \
+                getattr(other.python_type(), "__iter__", None) is dict.__iter__:
+            # a dict subclass that keeps dict's iteration (defaultdict, Counter): CPython copies its items
+            self.merge(tx, other.dict_part(tx))
         else:
             if not isinstance(other, (BaseListVariable, DictViewVariable, IteratorVariable)) and \
                     hasattr(other.python_type(), "keys"):

@@ -346,7 +346,15 @@ class UserObjectVariable(ObjectLikeVariable):
         """dict.__getitem__ of a missing key calls the class's __missing__ (defaultdict's factory,
         Counter's 0, a user's): a Python one is traced; defaultdict's inserts the factory's value."""
         if missing is collections.defaultdict.__missing__:
-            factory = getattr(self.value, "default_factory", None) if not self.is_new else None
+            if self.is_new:      # made in the frame: call its factory, insert the value, as __missing__
+                factory = self.attrs.get("default_factory")
+                if factory is None or isinstance(factory, ConstantVariable) and factory.value is None:
+                    from .containers import raise_key_error
+                    raise_key_error(key)
+                value = factory.call(tx, [], {})
+                self.call_dict_method(tx, "__setitem__", [key, value], {})
+                return value
+            factory = getattr(self.value, "default_factory", None)
             if factory is None:
                 from .containers import raise_key_error
                 raise_key_error(key)
