@@ -126,6 +126,30 @@ def defaultdicts_made_in_the_frame(x):
             groups.default_factory is list, counts)
 
 
+@cases.add(lambda: (r(3),))
+def deques_made_in_the_frame(x):
+    bounded = collections.deque([1, 2, 3], maxlen=3)
+    bounded.append(4)                   # drops 1
+    bounded.appendleft(0)               # drops 4
+    window = collections.deque(maxlen=2)
+    for t in (x, x * 2, x * 3):
+        window.append(t)
+    q = collections.deque()
+    q.extend([x, x + 1])
+    q.extendleft([x - 1])
+    first, last = q.popleft(), q.pop()
+    rotated = collections.deque(range(5))
+    rotated.rotate(2)
+    rotated.rotate(-1)
+    try:
+        collections.deque()[0:1]
+        sliced = True
+    except TypeError:
+        sliced = False
+    return (list(bounded), sum(window), first, last, list(rotated), len(q), bounded.maxlen, bounded[0],
+            bounded[-1], 2 in bounded, sliced, [t * 2 for t in reversed(window)], list(window), bounded)
+
+
 @cases.add(lambda: (r(3), {"a": 1}))
 def isinstance_with_typing_aliases(x, d):
     import typing

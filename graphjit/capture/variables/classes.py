@@ -127,6 +127,18 @@ def _user_class(tx, cls, args, kwargs):
     return obj
 
 
+def _deque(tx, cls, args, kwargs):
+    from .containers import DequeVariable
+    iterable = args[0] if args else kwargs.get("iterable")
+    maxlen = args[1] if len(args) > 1 else kwargs.get("maxlen")
+    maxlen = None if maxlen is None else maxlen.as_python_constant()
+    if maxlen is not None and (not isinstance(maxlen, int) or maxlen < 0):
+        from ...exc import UserError
+        raise UserError(ValueError("maxlen must be non-negative") if isinstance(maxlen, int)
+                        else TypeError("an integer is required"))
+    return DequeVariable([] if iterable is None else iterable.unpack(tx), maxlen)
+
+
 def _partial(tx, cls, args, kwargs):
     from .functions import PartialVariable
     return PartialVariable(args[0], args[1:], kwargs)
@@ -150,6 +162,7 @@ _CONSTRUCTORS = [
     (lambda c: c is torch.Size, _size),
     (lambda c: isinstance(c, type) and issubclass(c, tuple) and hasattr(c, "_fields"), _namedtuple),
     (lambda c: c is collections.OrderedDict, _ordered_dict),
+    (lambda c: c is collections.deque, _deque),
     (lambda c: getattr(c, "__module__", "").startswith("torch"), _torch_class),
     (lambda c: isinstance(c, type) and c.__module__ != "builtins", _user_class),
 ]

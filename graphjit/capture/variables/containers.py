@@ -335,6 +335,120 @@ class ListVariable(BaseListVariable):
         return super().reconstruct(cg)
 
 
+class DequeVariable(ListVariable):
+    """A collections.deque made in the frame: its items and maxlen (a full bounded deque drops from the
+    other end). Iterated over a snapshot, refused if it changes meanwhile (CPython raises); rebuilt as a
+    deque when it escapes. A deque from outside the frame is not modelled."""
+    python_cls = collections.deque
+
+    def __init__(self, items, maxlen=None):
+        super().__init__([], None)
+        self.maxlen = maxlen
+        self.version = 0
+        for item in items:
+            self._push(item, left=False)
+
+    def _push(self, value, left):
+        self.version += 1
+        if self.maxlen == 0:
+            return
+        if self.maxlen is not None and len(self.items) == self.maxlen:
+            if left:
+                self.items.pop()
+            else:
+                self.items.pop(0)
+        if left:
+            self.items.insert(0, value)
+        else:
+            self.items.append(value)
+
+    def new(self, items):
+        return DequeVariable(items, self.maxlen)
+
+    def getitem(self, tx, index):
+        if isinstance(index.as_python_constant(), slice):
+            raise UserError(TypeError("sequence index must be integer, not 'slice'"))
+        return super().getitem(tx, index)
+
+    def getattr(self, tx, name):
+        if name == "maxlen":
+            return ConstantVariable(self.maxlen)
+        return super().getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "sort" or name == "__setitem__" and isinstance(args[0].as_python_constant(), slice):
+            unsupported(f"deque has no {name} of these arguments")
+        self.version += name in ("insert", "remove", "clear", "reverse", "__setitem__", "__delitem__")
+        return super().call_method(tx, name, args, kwargs)
+
+    def method_append(self, tx, value):
+        self._check_mutable(tx)
+        self._push(value, left=False)
+        return ConstantVariable(None)
+
+    def method_appendleft(self, tx, value):
+        self._check_mutable(tx)
+        self._push(value, left=True)
+        return ConstantVariable(None)
+
+    def method_extend(self, tx, values):
+        self._check_mutable(tx)
+        for value in values.unpack(tx):
+            self._push(value, left=False)
+        return ConstantVariable(None)
+
+    def method_extendleft(self, tx, values):
+        self._check_mutable(tx)
+        for value in values.unpack(tx):
+            self._push(value, left=True)
+        return ConstantVariable(None)
+
+    def method_pop(self, tx):
+        self._check_mutable(tx)
+        if not self.items:
+            raise UserError(IndexError("pop from an empty deque"))
+        self.version += 1
+        return self.items.pop()
+
+    def method_popleft(self, tx):
+        self._check_mutable(tx)
+        if not self.items:
+            raise UserError(IndexError("pop from an empty deque"))
+        self.version += 1
+        return self.items.pop(0)
+
+    def method_rotate(self, tx, n=None):
+        self._check_mutable(tx)
+        k = 1 if n is None else n.as_python_constant()
+        if self.items:
+            k %= len(self.items)
+            self.items[:] = self.items[-k:] + self.items[:-k] if k else self.items
+        self.version += 1
+        return ConstantVariable(None)
+
+    def method_insert(self, tx, index, value):
+        if self.maxlen is not None and len(self.items) >= self.maxlen:
+            raise UserError(IndexError("deque already at its maximum size"))
+        return super().method_insert(tx, index, value)
+
+    def method_copy(self, tx):
+        return DequeVariable(self.items, self.maxlen)
+
+    def method___iadd__(self, tx, other):
+        self.method_extend(tx, other)
+        return self
+
+    def make_iterator(self, tx):
+        return _DequeIterator(self)
+
+    def make_reversed(self, tx):
+        return _DequeIterator(self, reverse=True)
+
+    def reconstruct(self, cg):
+        inner = ", ".join(cg.expr(v) for v in self.items)
+        return f"{cg.obj(collections.deque)}([{inner}], {self.maxlen!r})"
+
+
 class ListIteratorLike(BaseListVariable):
     """A read-only sequence made in the frame that is none of Python's own containers (an nn.ModuleDict's
     keys()/values()/items()): iterable, len, in. Iterated as a snapshot; not rebuilt when it escapes."""
@@ -1131,6 +1245,19 @@ class IteratorVariable(Variable):
 
     def __repr__(self):
         return f"iterator({self.items[self.index:]!r})"
+
+
+class _DequeIterator(IteratorVariable):
+    """iter(deque) inside the frame: its items as they are, refused if the deque changes while it runs."""
+
+    def __init__(self, deque, reverse=False):
+        super().__init__(deque.items[::-1] if reverse else deque.items)
+        self.deque, self.version = deque, deque.version
+
+    def next(self, tx):
+        if self.deque.version != self.version:
+            unsupported("a deque changed while it was iterated (CPython raises RuntimeError)")
+        return super().next(tx)
 
 
 class SequenceIteratorVariable(IteratorVariable):
