@@ -3,6 +3,7 @@
 over tensors, functools.partial's attributes, OrderedDict.move_to_end and popitem: compiled vs eager, one graph, with the laziness and
 side effects of the originals (which items an iterator pulls, and when)."""
 import collections
+import enum
 import functools
 import itertools
 import operator
@@ -148,6 +149,33 @@ def deques_made_in_the_frame(x):
         sliced = False
     return (list(bounded), sum(window), first, last, list(rotated), len(q), bounded.maxlen, bounded[0],
             bounded[-1], 2 in bounded, sliced, [t * 2 for t in reversed(window)], list(window), bounded)
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+class Access(enum.Flag):
+    READ = 1
+    WRITE = 2
+
+
+class Split(str, enum.Enum):
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+@cases.add(lambda: (r(3),))
+def enum_members_by_value(x):
+    green = Color(2)
+    try:
+        Color(7)
+        unknown = False
+    except ValueError:
+        unknown = True
+    return (x * green.value, green.name, green is Color.GREEN, Access(3) == Access.READ | Access.WRITE,
+            Split("eval") is Split.EVAL, unknown)
 
 
 @cases.add(lambda: (r(3), {"a": 1}))

@@ -1,6 +1,7 @@
 """Calling a class in traced code: builtin types, namedtuples, torch context managers, and user classes
 (a new object whose __init__ is inlined; dataclasses included, since their __init__ is Python code)."""
 import collections
+import enum
 import functools
 import types
 
@@ -153,6 +154,22 @@ def _fold_constructor(tx, cls, args, kwargs):
     return wrap(tx, value, None)
 
 
+_ENUM_MISSING = {enum.Enum._missing_.__func__, enum.Flag._missing_.__func__}
+
+
+def _enum_member(tx, cls, args, kwargs):
+    """Color(1): the member with that value, looked up now (members are constants; enum's own _missing_
+    only: a user's may do anything)."""
+    missing = getattr(cls._missing_, "__func__", None)
+    if len(args) != 1 or kwargs or not all_constant(args, kwargs) or missing not in _ENUM_MISSING:
+        unsupported(f"calling the enum {cls.__name__} with these arguments")
+    from ...exc import UserError
+    try:
+        return ConstantVariable(cls(args[0].as_python_constant()))
+    except ValueError as e:
+        raise UserError(e) from None
+
+
 _CONSTRUCTORS = [
     (lambda c: getattr(c, "__module__", None) in ("operator", "builtins") and issubclass(c, BaseException)
      if isinstance(c, type) else False, lambda tx, c, a, k: ConstantVariable(c(*constants(*a)))),
@@ -163,6 +180,7 @@ _CONSTRUCTORS = [
     (lambda c: isinstance(c, type) and issubclass(c, tuple) and hasattr(c, "_fields"), _namedtuple),
     (lambda c: c is collections.OrderedDict, _ordered_dict),
     (lambda c: c is collections.deque, _deque),
+    (lambda c: isinstance(c, enum.EnumMeta) and bool(c.__members__), _enum_member),
     (lambda c: getattr(c, "__module__", "").startswith("torch"), _torch_class),
     (lambda c: isinstance(c, type) and c.__module__ != "builtins", _user_class),
 ]
