@@ -1032,6 +1032,8 @@ def view_reshape(x, sizes):
     sizes = infer_reshape(product(x.sizes), sizes)
     if tuple(sizes) == tuple(x.sizes):
         return x
+    if len(sizes) == len(x.sizes) and all(_same(as_expr(a), as_expr(b)) for a, b in zip(sizes, x.sizes)):
+        return x
     if isinstance(x, StorageView):
         strides = _reshape_strides(x.sizes, x.strides, sizes)
         if strides is not None:
@@ -1044,8 +1046,9 @@ def _reshape_strides(old_sizes, old_strides, new_sizes):
     (torch's computeStride: each block of old dims that is contiguous in memory is re-split). With size
     symbols, a block boundary is where strides are not provably contiguous, and a block's new dims must
     multiply to its old ones exactly (the size hints only choose where to look)."""
-    old = [(as_expr(s), as_expr(st)) for s, st in zip(old_sizes, old_strides)]
-    new = [as_expr(s) for s in new_sizes]
+    # a size the ShapeEnv knows is 1 (s // 3 guarded so while tracing) is 1 here, so blocks match exactly
+    old = [(sympy.Integer(1) if is_one(s) else as_expr(s), as_expr(st)) for s, st in zip(old_sizes, old_strides)]
+    new = [sympy.Integer(1) if is_one(s) else as_expr(s) for s in new_sizes]
     if any(s == 0 for s in new) or not old:
         return contiguous_strides(new_sizes)
     new_strides = [None] * len(new)
@@ -1071,8 +1074,13 @@ def _reshape_strides(old_sizes, old_strides, new_sizes):
 
 
 def _same(a, b):
-    """Whether two size expressions are equal for all values of their symbols."""
-    return sympy.expand(a - b) == 0
+    """Whether two size expressions are equal for all sizes the graph runs with: for all values of their
+    symbols, or as the ShapeEnv already knows from the trace's guards (a reshape to the reversed shape of
+    a [2, w] tensor guarded w == 2), adding no guard."""
+    if sympy.expand(a - b) == 0:
+        return True
+    env = _shape_envs[-1] if _shape_envs else None
+    return env is not None and _known(env, _to_torch(sympy.Eq(a, b)))
 
 
 def _reshape_reindexer(old_sizes, new_sizes):

@@ -214,19 +214,25 @@ def test_static_input_copies_know_dense_layouts_and_spans(make, dense, span):
                          ids=["dense", "gapped", "strided", "empty"])
 def test_static_copies_round_trip(make):
     """An input copied into its static buffer reads the same there; what the graph writes into the static
-    buffer is copied back into the caller's tensor (the runner's two directions, on CPU memory)."""
-    from graphjit.backends.cudagraphs import _copy_static, _span, is_non_overlapping_and_dense_or_false
-    x = make()
+    buffer is copied back into the caller's tensor (the runner's two directions, on CPU memory: the
+    (static side, caller's side) pairs, copied as the runner does, many at once)."""
+    from graphjit.backends.cudagraphs import _copy_all, _copy_pair, _span, is_non_overlapping_and_dense_or_false
+    x, other = make(), torch.randn(3)
     span = _span(x)
     base = torch.empty(max(span, 1), dtype=x.dtype)
     view = torch.as_strided(base, x.shape, x.stride(), 0)
     dense_base = None if is_non_overlapping_and_dense_or_false(x) else base
-    _copy_static(view, dense_base, span, x, into_static=True)
+    ours, theirs = _copy_pair(view, dense_base, span, x)
+    other_static = torch.empty(3)
+    _copy_all([ours, other_static], [theirs, other])        # in: the caller's tensors into static buffers
     torch.testing.assert_close(view, x)
+    torch.testing.assert_close(other_static, other)
     view.mul_(2)
-    expected = view.clone()
-    _copy_static(view, dense_base, span, x, into_static=False)
+    other_static.add_(1)
+    expected, other_expected = view.clone(), other_static.clone()
+    _copy_all([theirs, other], [ours, other_static])        # back: the static buffers into the caller's
     torch.testing.assert_close(x, expected)
+    torch.testing.assert_close(other, other_expected)
 
 
 def test_mutated_inputs_are_found_through_views():

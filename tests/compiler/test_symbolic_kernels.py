@@ -294,6 +294,26 @@ def test_a_size_the_graph_returns_twice(backend):
 _sink = io.StringIO()      # print to it: a graph break after the einsum
 
 
+def test_a_reshape_that_views_because_a_dim_is_one_returns_a_view(backend):
+    """A split piece of width n // 3, which the trace knows is 1 (n in 3..5), reshaped: eager's reshape is
+    a view of the input, and the compiled one must be too (it was computed into a buffer of its own: the
+    strides of the symbolic view were not found, dynamic fuzz 12201763). Writing through it reaches x."""
+    def f(x):
+        piece = torch.tensor_split(x, 3, 1)[1]
+        return piece.reshape(piece.shape[::-1])
+    compiled = graphjit.compile(f, dynamic=True)
+    for n in (3, 4, 5):
+        x = _on_device(torch.randn(2, n))
+        x_eager = x.clone()
+        got, want = compiled(x), f(x_eager)
+        assert torch.equal(got, want), n
+        assert got.untyped_storage().data_ptr() == x.untyped_storage().data_ptr(), "not a view of x"
+        assert (got.shape, got.stride(), got.storage_offset()) == (want.shape, want.stride(), want.storage_offset())
+        got.add_(1)
+        want.add_(1)
+        assert torch.equal(x, x_eager), n
+
+
 # ---- graphs that write into their inputs, with symbolic sizes ----
 
 def run_writes(fn, make_args, sizes, once=True):

@@ -84,6 +84,9 @@ FOUND = {
                                "as captured; a PerSize compile failure runs the graph as captured)",
     ("grad-tensor", 10100668): "x.msort() and x.sort(0).values merged by AOTAutograd's CSE: one tensor for two "
                                "outputs eager returns separately (now: the lone one is copied)",
+    ("dynamic-tensor", 12201763): "a piece of a tensor_split of width n // 3 (1 while tracing), reshaped to its "
+                                  "reversed shape: eager's view of the input came back as a copy (the view's "
+                                  "strides were not found with the width symbolic)",
     ("dynamic-tensor", 12000101): "copy_ into a tensor the graph made, then a slice of it returned, with "
                                   "symbolic sizes: the rewritten copy's views kept the old storage in their "
                                   "metas and the output was returned as a slice of the tensor before the copy",
