@@ -399,6 +399,34 @@ def test_global_module_in_function():
     check(_uses_global_model, lambda: (r(2, 4),))
 
 
+_SWAPPED = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)).eval()
+
+
+def _functional_call(x, w, params):
+    """torch.func.functional_call swaps the module's parameters (module._parameters[name] = t) for the
+    call and restores them: the call must read the swapped ones (it read the module's own)."""
+    a = torch.func.functional_call(_SWAPPED, {"0.weight": w, **params}, (x,))
+    return a, _SWAPPED(x)                     # after the call: the module's own parameters again
+
+
+def _parameters_swapped_by_hand(x, w):
+    old = _SWAPPED[0]._parameters["weight"]
+    _SWAPPED[0]._parameters["weight"] = w
+    y = _SWAPPED(x)
+    _SWAPPED[0]._parameters["weight"] = old
+    return y, _SWAPPED[0].weight is old
+
+
+@pytest.mark.parametrize("fn, make_args", [
+    (_functional_call, lambda: (r(3, 4), r(4, 4), {"1.running_mean": r(4), "0.bias": r(4)})),
+    (_parameters_swapped_by_hand, lambda: (r(3, 4), r(4, 4))),
+], ids=["functional_call", "by_hand"])
+def test_parameters_swapped_in_the_frame_are_the_ones_read(fn, make_args):
+    own = {k: v.clone() for k, v in _SWAPPED.state_dict().items()}
+    check(fn, make_args, graphs=1)
+    assert all(torch.equal(v, own[k]) for k, v in _SWAPPED.state_dict().items())
+
+
 def test_module_created_in_frame():
     def fn(x):
         act = nn.ReLU()

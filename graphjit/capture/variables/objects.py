@@ -91,6 +91,13 @@ class NNModuleVariable(ObjectLikeVariable):
         d = _instance_dict(m)
         for owner in ("_parameters", "_buffers", "_modules"):
             table = d.get(owner, {})
+            traced = tx.object_vars.get(id(table)) if owner in d else None
+            if isinstance(traced, DictVariable) and traced.mutated:
+                # the frame stored into this dict (torch.func.functional_call swaps parameters through
+                # module._parameters[name] = t): read it as the trace left it, not the real one
+                if name in traced.items:
+                    return traced.items[name]
+                continue
             if name in table:
                 src = module_attr_source(self.source, owner, name) if self.source is not None else None
                 if src is not None:
