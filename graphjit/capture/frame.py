@@ -565,12 +565,17 @@ def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
         "static_inputs": [_is_parameter_or_buffer(value, source) or _marked_static_address(value)
                           for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]}
     backend = options.compiler()
+    grad_mode = torch.is_grad_enabled()
     try:
         return backend(gm, example_inputs)
     except Exception as e:  # a backend failure must not fail the user's program: run the graph as is
         warnings.warn(f"graphjit: backend {getattr(backend, '__name__', backend)} failed ({type(e).__name__}: "
                       f"{e}); running the captured graph without it", RuntimeWarning)
         return gm.forward
+    finally:
+        # a backend that runs or traces the graph (AOTAutograd) runs its grad-mode changes
+        # (torch.set_grad_enabled(False) left set at the end of the frame): the mode the entry is guarded on
+        torch._C._set_grad_enabled(grad_mode)
 
 
 def _is_parameter_or_buffer(value, source):

@@ -130,3 +130,28 @@ def test_a_parameters_gradient_is_read_in_the_graph_and_guarded():
         w.grad = grad
         torch.testing.assert_close(compiled(x, w), fn(x, w))
     assert counter.frame_count == 2
+
+
+def grad_mode_left_off(x, w):
+    torch.set_grad_enabled(False)          # not restored: the caller continues with grad mode off
+    return x * w
+
+
+@pytest.mark.parametrize("backend", ["graphjit", "eager"])
+def test_grad_mode_left_off_at_the_end_of_the_frame(backend):
+    """A backend that traces the graph (AOTAutograd, for a graph needing gradients) ran its grad-mode change
+    and left it set, so the fresh entry's own guard (grad mode on) failed: an AssertionError, not a result."""
+    compiled = gj.compile(grad_mode_left_off, backend=backend)
+    try:
+        for seed in (0, 1):
+            x, w = _inputs(seed)
+            torch.set_grad_enabled(True)
+            want = grad_mode_left_off(x, w)
+            mode_after_eager = torch.is_grad_enabled()
+            torch.set_grad_enabled(True)
+            got = compiled(x, w)
+            assert torch.is_grad_enabled() == mode_after_eager is False
+            torch.testing.assert_close(got, want)
+            assert got.requires_grad == want.requires_grad
+    finally:
+        torch.set_grad_enabled(True)
