@@ -565,7 +565,7 @@ def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
         "static_inputs": [_is_parameter_or_buffer(value, source) or _marked_static_address(value)
                           for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]}
     backend = options.compiler()
-    grad_mode = torch.is_grad_enabled()
+    grad_mode, default_dtype = torch.is_grad_enabled(), torch.get_default_dtype()
     try:
         return backend(gm, example_inputs)
     except Exception as e:  # a backend failure must not fail the user's program: run the graph as is
@@ -574,8 +574,10 @@ def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
         return gm.forward
     finally:
         # a backend that runs or traces the graph (AOTAutograd) runs its grad-mode changes
-        # (torch.set_grad_enabled(False) left set at the end of the frame): the mode the entry is guarded on
+        # (torch.set_grad_enabled(False) left set at the end of the frame): the state the entry is guarded on
         torch._C._set_grad_enabled(grad_mode)
+        if torch.get_default_dtype() is not default_dtype:
+            torch.set_default_dtype(default_dtype)
 
 
 def _is_parameter_or_buffer(value, source):

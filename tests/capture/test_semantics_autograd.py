@@ -155,3 +155,40 @@ def test_grad_mode_left_off_at_the_end_of_the_frame(backend):
             assert got.requires_grad == want.requires_grad
     finally:
         torch.set_grad_enabled(True)
+
+
+def default_dtype_changed_and_restored(x, w):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    made = torch.ones(2) + 1               # float64 in Python: the fake ops of a trace did not see the change
+    torch.set_default_dtype(previous)
+    return made, x * w
+
+
+def default_dtype_left_changed(x, w):
+    torch.set_default_dtype(torch.float64)
+    return torch.zeros(2) + (x * w).sum()
+
+
+@pytest.mark.parametrize("backend", ["graphjit", "eager"])
+@pytest.mark.parametrize("fn", [default_dtype_changed_and_restored, default_dtype_left_changed],
+                         ids=lambda f: f.__name__)
+def test_process_state_setters_run_in_python(fn, backend):
+    """torch.set_default_dtype (torch._C._set_default_dtype, like the other torch._C setters) is a graph
+    break: it was recorded as a graph node, so the values made after it had the old dtype, and one left
+    set failed the fresh entry's guards."""
+    compiled = gj.compile(fn, backend=backend)
+    try:
+        for seed in (0, 1):
+            x, w = _inputs(seed)
+            want = fn(x, w)
+            dtype_after_eager = torch.get_default_dtype()
+            torch.set_default_dtype(torch.float32)
+            got = compiled(x, w)
+            assert torch.get_default_dtype() is dtype_after_eager
+            torch.set_default_dtype(torch.float32)
+            for a, b in zip(_flat(want), _flat(got), strict=True):
+                assert a.dtype == b.dtype
+                torch.testing.assert_close(b.detach(), a.detach())
+    finally:
+        torch.set_default_dtype(torch.float32)

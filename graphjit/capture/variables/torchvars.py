@@ -44,6 +44,15 @@ def is_torch_op(value):
     return False
 
 
+def _sets_global_state(fn):
+    """A torch._C setter of process state (_set_default_dtype, _set_cudnn_enabled, set_autocast_enabled
+    ...): the trace's fake ops would not see its effect, and a graph node of it would run it again. The
+    grad mode's setter is modelled (Tracer.set_grad_mode)."""
+    name = getattr(fn, "__name__", "")
+    return isinstance(fn, types.BuiltinFunctionType) and getattr(fn, "__module__", None) == "torch._C" and \
+        name.startswith(("_set_", "set_")) and fn is not torch._C._set_grad_enabled
+
+
 class TorchOpVariable(Variable):
     def reconstruct(self, cg):
         return self.source.expr() if self.source is not None else cg.obj(self.fn)
@@ -68,6 +77,9 @@ class TorchOpVariable(Variable):
         fn = self.fn
         if fn in _REFUSED:
             unsupported(_REFUSED[fn])
+        if _sets_global_state(fn):
+            unsupported(f"torch._C.{fn.__name__}() changes global state (what torch.set_default_dtype, "
+                        "set_float32_matmul_precision and the backends' flags call)")
         if fn in _COMPILING_QUERIES:
             return ConstantVariable(True)
         if fn is torch._C._set_grad_enabled:
