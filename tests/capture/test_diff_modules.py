@@ -427,6 +427,23 @@ def test_parameters_swapped_in_the_frame_are_the_ones_read(fn, make_args):
     assert all(torch.equal(v, own[k]) for k, v in _SWAPPED.state_dict().items())
 
 
+_HOOKED = nn.Linear(4, 4)
+
+
+def _hook_stored_in_the_frame(x):
+    _HOOKED._forward_hooks[12345] = lambda module, args, out: out * 0 + 1
+    y = _HOOKED(x)
+    del _HOOKED._forward_hooks[12345]
+    return y
+
+
+def test_a_hook_stored_into_a_modules_hook_dict_in_the_frame_runs():
+    """The module's hook dicts were read as they were before the frame: the call was inlined without the
+    hook the frame had just added."""
+    check(_hook_stored_in_the_frame, lambda: (r(2, 4),), graphs=None)
+    assert not _HOOKED._forward_hooks
+
+
 def test_module_created_in_frame():
     def fn(x):
         act = nn.ReLU()

@@ -179,6 +179,10 @@ class NNModuleVariable(ObjectLikeVariable):
         if any(getattr(m, h, None) for h in hook_dicts):
             unsupported(f"{type(m).__name__} has hooks registered",
                         hint="compile the module whose hooks you want run (graphjit.compile keeps top-level hooks)")
+        for h in hook_dicts:        # a hook dict the frame stored into: as the trace left it
+            traced = tx.object_vars.get(id(getattr(m, h, None)))
+            if isinstance(traced, DictVariable) and traced.mutated and traced.items:
+                unsupported(f"{type(m).__name__} has hooks registered in the compiled frame")
         if self.source is not None:
             d = _instance_dict(m)
             if all(type(d.get(h)) is collections.OrderedDict for h in hook_dicts) and \
