@@ -205,6 +205,7 @@ class Tracer:
             cells[name] = CellVariable(real_cell=cell, source=ClosureSource(i, name))
         frame = FrameState(code, fn.__globals__, local_vars, cells)
         self.root_frame = frame
+        self.grad_modes = (torch.is_grad_enabled(), None)     # (at the start, where the traced code ends)
         try:
             result = self.run_frame(frame)
             if isinstance(result, BreakPoint):
@@ -213,6 +214,7 @@ class Tracer:
                 unsupported("compiling a generator function")
             return result.value
         finally:
+            self.grad_modes = (self.grad_modes[0], torch.is_grad_enabled())
             self.run_cleanups()
 
     def _guard_global_state(self):
