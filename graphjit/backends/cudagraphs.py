@@ -348,10 +348,7 @@ class CUDAGraphRunner:
             return False
         logs.log("cudagraphs", f"{self.name}: written inputs {sorted(moved)} moved; copying them from now on")
         self.tentative -= moved
-        for recording in self.recordings.values():
-            self._drop(recording)
-        self.recordings = {}
-        self.last = None
+        self._drop_all()
         self._place()
         return True
 
@@ -424,6 +421,9 @@ class CUDAGraphRunner:
             warnings.warn(f"graphjit: compile mode \"{self.pool.mode_name}\": {self.name} runs without CUDA "
                           f"graphs: {reason}", RuntimeWarning, stacklevel=3)
         self.failed = reason
+        self._drop_all()
+
+    def _drop_all(self):
         for recording in self.recordings.values():
             self._drop(recording)
         self.recordings = {}

@@ -315,8 +315,8 @@ def _finish(fn, options, tracer, record, make_tail):
     namespace.update(entry_namespace(fn, tracer.guards))
     namespace["__gj_graph"] = compiled
     body = graph_call_body(sources, compiled, cg.prelude, values, replay, tail)
-    start, end = getattr(tracer, "grad_modes", (None, None))
-    if end is not None and end != start:
+    start, end = tracer.grad_modes
+    if end != start:
         # the traced code changed the grad mode and left it so (torch.set_grad_enabled(False), or a break
         # inside a no_grad block): set it after the graph, whatever the backend's callable does with the
         # graph's own mode nodes (AOTAutograd's runtime wrapper restores the mode it was called in)

@@ -72,6 +72,12 @@ class ObjectLikeVariable(Variable):
                           (self.source,))
 
 
+def _stored_into(tx, d):
+    """The traced DictVariable of a real dict the frame has stored into, else None."""
+    traced = tx.object_vars.get(id(d)) if d is not None else None
+    return traced if isinstance(traced, DictVariable) and traced.mutated else None
+
+
 class NNModuleVariable(ObjectLikeVariable):
     """An nn.Module read through a source, guarded by type: parameters and buffers become graph inputs."""
 
@@ -91,8 +97,8 @@ class NNModuleVariable(ObjectLikeVariable):
         d = _instance_dict(m)
         for owner in ("_parameters", "_buffers", "_modules"):
             table = d.get(owner, {})
-            traced = tx.object_vars.get(id(table)) if owner in d else None
-            if isinstance(traced, DictVariable) and traced.mutated:
+            traced = _stored_into(tx, d.get(owner))
+            if traced is not None:
                 # the frame stored into this dict (torch.func.functional_call swaps parameters through
                 # module._parameters[name] = t): read it as the trace left it, not the real one
                 if name in traced.items:
@@ -180,8 +186,8 @@ class NNModuleVariable(ObjectLikeVariable):
             unsupported(f"{type(m).__name__} has hooks registered",
                         hint="compile the module whose hooks you want run (graphjit.compile keeps top-level hooks)")
         for h in hook_dicts:        # a hook dict the frame stored into: as the trace left it
-            traced = tx.object_vars.get(id(getattr(m, h, None)))
-            if isinstance(traced, DictVariable) and traced.mutated and traced.items:
+            traced = _stored_into(tx, getattr(m, h, None))
+            if traced is not None and traced.items:
                 unsupported(f"{type(m).__name__} has hooks registered in the compiled frame")
         if self.source is not None:
             d = _instance_dict(m)
