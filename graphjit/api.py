@@ -107,7 +107,7 @@ def reset():
 
 
 def disable(fn=None, recursive=True):
-    """Never capture `fn`: compiled code calling it runs it in CPython (today: the caller runs eagerly)."""
+    """Never capture `fn`: compiled code calling it runs it in CPython, at a graph break."""
     if fn is None:
         return functools.partial(disable, recursive=recursive)
     fn._graphjit_disable = True
@@ -152,7 +152,8 @@ class ExplainOutput:
                 if e.hint:
                     lines.append(f"     hint: {e.hint}")
                 if getattr(e, "fallback", None):
-                    lines.append(f"     no graph break was possible here ({e.fallback}): the frame ran eagerly")
+                    lines.append(f"     no graph break was possible here ({e.fallback}): the frame ran eagerly; "
+                                 f"the functions and modules it called were compiled as their own frames")
         if self.dynamic_inputs:
             lines.append("Dynamic inputs (symbolic sizes):")
             lines += [f"  {d}" for d in self.dynamic_inputs]

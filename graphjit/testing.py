@@ -60,7 +60,7 @@ OP_KINDS = ("call_function", "call_method", "call_module")
 
 class CompileCounter:
     """A backend (`backend(gm, example_inputs) -> callable`) that records each graph and hands it on to
-    `backend` (a callable backend), or runs it as captured.
+    `backend` (a callable backend or a registered name), or runs it as captured.
 
     frame_count: how many graphs it was handed (one per compiled graph, so one per (re)compile of a frame
                  without graph breaks).
@@ -70,6 +70,9 @@ class CompileCounter:
     """
 
     def __init__(self, backend=None):
+        if isinstance(backend, str):
+            from .backends.registry import lookup_backend
+            backend = lookup_backend(backend)
         self.backend = backend
         self.clear()
 

@@ -232,8 +232,8 @@ def graph_call_body(input_sources, compiled, prelude, values, replay, tail):
     return body
 
 
-def forward_call_body(code):
-    """`return __gj_fn(a, b, *args, k=k, **kw)`: call the original with the entry's own parameters."""
+def forward_call_body(code, callee="__gj_fn"):
+    """`return __gj_fn(a, b, *args, k=k, **kw)`: call `callee` with the entry's own parameters."""
     names = code.co_varnames
     nargs, nkwonly = code.co_argcount, code.co_kwonlyargcount
     out = list(names[:nargs])
@@ -244,7 +244,7 @@ def forward_call_body(code):
     out += [f"{n}={n}" for n in names[nargs:nargs + nkwonly]]
     if code.co_flags & inspect.CO_VARKEYWORDS:
         out.append("**" + names[index])
-    return [f"return __gj_fn({', '.join(out)})"]
+    return [f"return {callee}({', '.join(out)})"]
 
 
 def build_guard_reporter(fn, guards, namespace):

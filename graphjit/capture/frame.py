@@ -24,6 +24,7 @@ from . import dynamic
 from .dynamic import DynamicPolicy
 from .guards import TENSOR as TENSOR_GUARD_COST
 from .interpreter import Tracer, BreakPoint
+from .intercept import Interceptor, intercepting_function
 from .sources import AttrSource, ItemSource
 from .variables.base import BINARY_OPS
 
@@ -118,7 +119,7 @@ class FrameCache:
 
     def miss(self, fn, closure, options, args, kwargs):
         if self.eager:
-            return fn(*args, **kwargs)
+            return eager_function(fn, closure, options)(*args, **kwargs)
         if self.entries:
             failed = [r(closure, *args, **kwargs) for r in self.reporters]
             self.last_failures = failed
@@ -132,9 +133,10 @@ class FrameCache:
             warnings.warn(f"graphjit: {self.code.co_qualname} ({self.code.co_filename}:"
                           f"{self.code.co_firstlineno}) hit the recompile limit "
                           f"({config.recompile_limit}); its {len(self.entries)} compiled entries keep running "
-                          f"for the inputs they were made for, other calls run eagerly. "
+                          f"for the inputs they were made for, other calls run eagerly (the functions "
+                          f"and modules they call are still compiled). "
                           f"The guard that kept failing: {reason}{dynamic_part}", RuntimeWarning, stacklevel=3)
-            return fn(*args, **kwargs)
+            return eager_function(fn, closure, options)(*args, **kwargs)
         if self.policy is None:
             self.policy = DynamicPolicy(options.dynamic)
         entry, reporter = translate(fn, options, args, kwargs, policy=self.policy)
@@ -159,11 +161,12 @@ def cache_for(code, options):
 
 def reset_caches():
     """Empty every cache (kept in place, so compiled functions made before still reset with it)."""
-    from . import resume
+    from . import intercept, resume
     for cache in _CACHES.values():
         cache.clear()
     _LOGGED_BREAKS.clear()
     resume.clear()
+    intercept.clear()
 
 
 class CompiledFunction:
@@ -252,7 +255,7 @@ def _translate(fn, options, args, kwargs, defer_logging, policy):
             e.fallback = why_not
             record.graph = None
             record.guards = [g.reason for g in tracer.guards.ordered()]
-            entry, reporter = eager_entry(fn, tracer.guards)
+            entry, reporter = eager_entry(fn, tracer.guards, options)
         else:
             _log_break_once(fn, e)
     record.seconds = time.perf_counter() - start
@@ -535,9 +538,32 @@ def intercepting_call(options):
     return call
 
 
+_INTERCEPTORS = {}   # options key -> intercept.Interceptor
+_PASSED_THROUGH = frozenset({types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                             types.MethodWrapperType, type, functools.partial})
+
+
+def eager_function(fn, closure, options):
+    """fn's code, bound to `closure`, with its calls intercepted (as by `__gj_call`): a frame that runs
+    eagerly still has the functions and modules it calls captured as their own frames."""
+    interceptor = _INTERCEPTORS.get(options.key)
+    if interceptor is None:
+        interceptor = _INTERCEPTORS[options.key] = Interceptor(lambda f: intercepted(f, options))
+    try:
+        return intercepting_function(fn, closure, interceptor)
+    except Exception as e:   # a graphjit bug must not break the user's program: run the original
+        logs.log("graph_breaks", f"graphjit internal error rewriting {fn.__code__.co_qualname} to intercept "
+                                 f"its calls: {type(e).__name__}: {e}")
+        return fn if fn.__closure__ is closure else types.FunctionType(
+            fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+
+
 def intercepted(fn, options):
-    """What a call to `fn` from a graph break should run: a compiled version where it is Python code."""
+    """What a call to `fn` from a graph break or an eager frame should run: a compiled version where it
+    is Python code."""
     import torch
+    if type(fn) in _PASSED_THROUGH:
+        return fn
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
         inner = intercepted(fn.__func__, options)
         return fn if inner is fn.__func__ else types.MethodType(inner, fn.__self__)
@@ -602,10 +628,17 @@ def _marked_static_address(value):
     return isinstance(value, torch.Tensor) and getattr(value, "_dynamo_static_input_type", None) is not None
 
 
-def eager_entry(fn, guards):
-    """An entry that runs the original function under the guards collected before tracing stopped
-    (the same inputs would stop it at the same place)."""
+def eager_entry(fn, guards, options):
+    """An entry that runs the function under the guards collected before tracing stopped (the same
+    inputs would stop it at the same place), with the calls it makes intercepted (`eager_function`)."""
     namespace = entry_namespace(fn, guards)
-    namespace["__gj_fn"] = fn
-    entry = build_entry(fn, guards, forward_call_body(fn.__code__), namespace, kind="eager entry")
+    last = [fn.__closure__, eager_function(fn, fn.__closure__, options)]   # the closure served last
+
+    def eager_for(closure):
+        if closure is not last[0]:
+            last[:] = closure, eager_function(fn, closure, options)
+        return last[1]
+    namespace["__gj_eager_for"] = eager_for
+    body = forward_call_body(fn.__code__, callee="__gj_eager_for(__gj_closure)")
+    entry = build_entry(fn, guards, body, namespace, kind="eager entry")
     return entry, build_guard_reporter(fn, guards, dict(namespace))
