@@ -181,10 +181,20 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        closure = self._closure
         fn = self._graphjit_compiled_fn
         if fn.__code__ is not self._code:       # `fn.__code__ = other` since: that code's entries
             self._refresh()
+        return self._dispatch(fn, self._closure, args, kwargs)
+
+    def call_in(self, closure, *args, **kwargs):
+        """Call with `closure`'s cells instead of the function's own: a resume function is made once per
+        break and serves every closure of its `def`, each entry passing the cells of its own call."""
+        fn = self._graphjit_compiled_fn
+        if closure is not fn.__closure__:
+            fn = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+        return self._dispatch(fn, closure, args, kwargs)
+
+    def _dispatch(self, fn, closure, args, kwargs):
         defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
         for entry in self._cache.entries:
             # an entry binds missing arguments from the defaults it was made with: those of another
@@ -462,7 +472,7 @@ def _break_tail(fn, options, frame, inst, index, cg):
         cg.namespace[name] = CompiledFunction(resume, options)
         arguments = ", ".join(passed + (["__gj_result"] if call_expr is not None else []) +
                               [f"__gj_l_{n}" for n in local_names])
-        line = f"return {name}({arguments})"
+        line = f"return {name}.call_in(__gj_closure, {arguments})"
         tail.append(f"if {condition}: {line}" if condition else line)
     cg.namespace["__gj_call"] = intercepting_call(options)
     return values, tail

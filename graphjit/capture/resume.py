@@ -39,7 +39,7 @@ def resume_function(code, index, stack_layout, local_names, f_globals, closure):
         resume_code, shift = _resume_code(code, index, stack_layout, local_names)
         _ORIGIN[resume_code] = (code, shift)
         _CACHE[key] = resume_code
-    # the code is shared; the function carries this caller's closure cells
+    # the code is shared; entries call it through CompiledFunction.call_in with their own call's cells
     return types.FunctionType(resume_code, f_globals, resume_code.co_name, None, closure)
 
 

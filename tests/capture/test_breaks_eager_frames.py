@@ -276,3 +276,26 @@ def test_functions_made_in_an_eager_frame_are_plain_functions():
     fn, code = compiled(torch.zeros(1))
     assert type(fn) is types.FunctionType and fn.__code__ is code
     assert fn.__code__.co_name == "inner"
+
+
+def make_breaking(t, g, k):
+    count = 0
+
+    def f(x):
+        nonlocal count
+        y = x + t                      # a cell read before the break
+        print("between", file=SINK)    # a break at the top level: graph, print, resume function
+        count += k
+        return g(y) * k, count         # cells read in the resume function
+    return f
+
+
+def test_closures_of_one_def_across_a_break():
+    """The resume function is made once per break; each closure's call must run it with its own cells."""
+    made = [(i, torch.full((2,), float(i)), (torch.sin, torch.cos)[i % 2], i + 1) for i in range(4)]
+    compiled = [graphjit.compile(make_breaking(t, g, k)) for _, t, g, k in made]
+    eager = [make_breaking(t, g, k) for _, t, g, k in made]
+    x = torch.randn(2)
+    for _ in range(2):
+        for c, e in zip(compiled, eager):
+            assert_same(c(x), e(x))
