@@ -147,12 +147,13 @@ FOUND = {
                                "partition) in a kernel of another loop shape; libmvec's vector sin and libm's "
                                "scalar sin of the tail differ in the last bit, so no element equals the saved "
                                "min and min's evenly-distributed gradient divides by a count of 0 (NaN; "
-                               "GRAPHJIT_EAGER_MATH=1 passes)",
+                               "GRAPHJIT_EAGER_MATH=1 passed); the partition now saves what the "
+                               "backward compares for equality",
     ("grad-tensor", 4700416): "bfloat16 rsqrt one ulp from eager's (which rounds sqrt, then 1/x), cubed by "
                               "its gradient (triage: gradient rounding replay)",
 }
 # Seeds failing on a bug still open.
-KNOWN_OPEN = {key: FOUND[key] for key in [("grad-tensor", 12501666)]}
+KNOWN_OPEN = {key: FOUND[key] for key in []}
 
 
 def _plus_found(mode, seeds):
