@@ -11,12 +11,11 @@ from .zoo import ZOO, missing
 HF = "transformers/"   # site-packages/transformers/..., shortened in the reasons below
 
 OUTPUT_CAPTURE = (
-    "Breaks, results equal to eager: with output_attentions/output_hidden_states requested, transformers"
-    " installs capture hooks on submodules on the first call, under a threading.Lock ('C method"
-    f" lock.__enter__ on Object(lock)', {HF}utils/output_capturing.py:239), and later calls run submodules"
-    f" that have hooks ('BertLayer has hooks registered', {HF}models/bert/modeling_bert.py:440). Both breaks"
-    " are inside a try block, so the forward runs eagerly. torch.compile: 1 graph (it inlines"
-    " nn.Module._call_impl and the hooks).")
+    "Breaks on the first call, results equal to eager: with output_attentions/output_hidden_states requested,"
+    " transformers installs capture hooks on submodules on the first call, under a threading.Lock ('C method"
+    f" lock.__enter__ on Object(lock)', {HF}utils/output_capturing.py:239) and through weakref.ref"
+    " ('ReferenceType defines __new__'); those frames run eagerly (their calls are still compiled). Later"
+    " calls trace the hooks inline: one graph, so compile(model) settles at 2 graphs. torch.compile: 1 graph.")
 
 GAPS = {"bert-all-outputs": OUTPUT_CAPTURE}
 

@@ -21,7 +21,7 @@ import torch
 from ..sources import AttrSource, ItemSource, module_attr_source
 from .base import Variable, ConstantVariable, unsupported
 from .containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SizeVariable,
-                         NamedTupleVariable)
+                         NamedTupleVariable, OutsideListVariable)
 from .tensor import TensorVariable
 from .symbolic import SymNodeVariable, SYM_TYPES, specialize
 
@@ -181,6 +181,9 @@ def wrap_tensor(tx, value, source):
 
 def wrap_sequence(tx, value, source):
     cls = type(value)
+    if cls is list and source is not None:
+        tx.guards.add_type(source, cls)
+        return OutsideListVariable(tx, value, source)
     if source is not None:
         tx.guards.add_type(source, cls)
         tx.guards.add_len(source, len(value))

@@ -19,6 +19,7 @@ import torch
 
 from ...exc import UserError
 from .base import Variable, ConstantVariable, NotConstant, MethodOf, unsupported
+from ..sources import ItemSource
 
 
 # ---------------------------------------------------------------------------------------- keys
@@ -261,7 +262,7 @@ class ListVariable(BaseListVariable):
         """CPython copies an exact list or tuple first; any other iterable is pulled one item at a time,
         each appended before the next is pulled (a map over this very list sees the appends)."""
         self._check_mutable(tx)
-        if type(values) in (ListVariable, TupleVariable):
+        if type(values) in (ListVariable, TupleVariable, OutsideListVariable):
             self.items.extend(values.unpack(tx))
             return ConstantVariable(None)
         from ... import config
@@ -333,6 +334,67 @@ class ListVariable(BaseListVariable):
         if self.source is not None:   # mutations (if any) are replayed on the real list first
             return self.source.expr()
         return super().reconstruct(cg)
+
+
+class OutsideListVariable(ListVariable):
+    """A list read from outside the frame whose items are wrapped (each guarded, the length too) only when
+    the trace reads them. Until then, append() and extend() with known items only record what they add,
+    and the entry replays them as one `extend` on the real list: a function that logs into a global or
+    an attribute list (`LOG.append(x)`, transformers' output-capturing hooks) is not guarded on its
+    length, which grows every call."""
+
+    def __init__(self, tx, value, source):
+        self.source = source
+        self._tx, self._value = tx, value
+        self._items = None
+        self.appended = []
+
+    @property
+    def items(self):
+        if self._items is None:
+            self._realize()
+        return self._items
+
+    @items.setter
+    def items(self, items):
+        if self._items is None:
+            self._realize()
+        self._items = items
+
+    @property
+    def realized(self):
+        return self._items is not None
+
+    def _realize(self):
+        from .builder import wrap
+        tx, value = self._tx, self._value
+        tx.guards.add_len(self.source, len(value))
+        self.entry_length = len(value)
+        self._items = [wrap(tx, v, ItemSource(self.source, i)) for i, v in enumerate(value)] + self.appended
+        self.appended = []
+
+    def new(self, items):
+        return ListVariable(items)
+
+    def method_append(self, tx, value):
+        if self.realized:
+            return super().method_append(tx, value)
+        self._check_mutable(tx)
+        self.appended.append(value)
+        return ConstantVariable(None)
+
+    def method_extend(self, tx, values):
+        if self.realized or values is self or values.python_type() not in (list, tuple) or \
+                isinstance(values, DequeVariable):
+            return super().method_extend(tx, values)
+        self._check_mutable(tx)
+        self.appended.extend(values.unpack(tx))
+        return ConstantVariable(None)
+
+    def replay_lines(self, target, read):
+        if self.realized:
+            return [f"{target}[:] = [{', '.join(read.expr(v) for v in self.items)}]"]
+        return [f"{target}.extend([{', '.join(read.expr(v) for v in self.appended)}])"]
 
 
 class DequeVariable(ListVariable):

@@ -172,10 +172,65 @@ class NNModuleVariable(ObjectLikeVariable):
         return self.module_call(tx, args, kwargs)
 
     def module_call(self, tx, args, kwargs):
-        """nn.Module.__call__: no hooks (guarded), then forward."""
-        self.guard_no_hooks(tx)
-        forward = self.getattr(tx, "forward")
-        return forward.call(tx, args, kwargs)
+        """nn.Module.__call__: the module's forward pre-hooks, forward, its forward hooks, as
+        nn.Module._call_impl runs them; the hooks are traced like any call and guarded to stay the same
+        functions. Backward hooks, global hooks and always_call hooks are not captured."""
+        m = self.module
+        if not (getattr(m, "_forward_hooks", None) or getattr(m, "_forward_pre_hooks", None)):
+            self.guard_no_hooks(tx)
+            return self.getattr(tx, "forward").call(tx, args, kwargs)
+        pre, post = self._guard_forward_hooks(tx)
+        args, kwargs = list(args), dict(kwargs)
+        for hook, with_kwargs in pre:
+            if with_kwargs:
+                result = hook.call(tx, [self, TupleVariable(args), DictVariable(kwargs)], {})
+                if not _is_none(result):
+                    pair = result.unpack(tx) if result.python_type() is tuple else ()
+                    if len(pair) != 2 or not isinstance(pair[1], DictVariable):
+                        unsupported("a forward pre-hook with kwargs returned something other than (args, kwargs)")
+                    args, kwargs = list(pair[0].unpack(tx)), _string_keyed(pair[1])
+            else:
+                result = hook.call(tx, [self, TupleVariable(args)], {})
+                if not _is_none(result):
+                    args = list(result.unpack(tx)) if result.python_type() is tuple else [result]
+        out = self.getattr(tx, "forward").call(tx, args, kwargs)
+        for hook, with_kwargs in post:
+            passed = [self, TupleVariable(args)] + ([DictVariable(kwargs)] if with_kwargs else []) + [out]
+            result = hook.call(tx, passed, {})
+            if not _is_none(result):
+                out = result
+        return out
+
+    def _guard_forward_hooks(self, tx):
+        """The module's forward pre-hooks and forward hooks as (Variable, takes kwargs) pairs, in order,
+        guarded: the same hook ids, each the same function, the same kwargs flags, and no backward
+        hooks."""
+        from .builder import wrap
+        m = self.module
+        if self.source is None:
+            unsupported(f"{type(m).__name__} has hooks registered and no source to guard them by")
+        if m._backward_hooks or m._backward_pre_hooks:
+            unsupported(f"{type(m).__name__} has backward hooks registered",
+                        hint="compile the module whose hooks you want run (graphjit.compile keeps top-level hooks)")
+        if m._forward_hooks_always_called:
+            unsupported(f"{type(m).__name__} has a forward hook registered with always_call=True")
+        for h in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            if _stored_into(tx, getattr(m, h, None)) is not None:
+                unsupported(f"{type(m).__name__} has hooks registered in the compiled frame")
+        src = self.source
+        for name in ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs",
+                     "_forward_hooks_with_kwargs", "_forward_hooks_always_called"):
+            tx.guards.add_keys(AttrSource(src, name), tuple(getattr(m, name).keys()))
+        own_forward = "" if "forward" in _instance_dict(m) else " or 'forward' in {0}.__dict__"
+        tx.guards.add(3, "not ({0}._backward_hooks or {0}._backward_pre_hooks" + own_forward + ")",
+                      f"{src.expr()} has no backward hooks", (src,))
+        tx.guard_no_global_module_hooks()
+
+        def hooks(name, with_kwargs):
+            return [(wrap(tx, hook, ItemSource(AttrSource(src, name), key)), key in with_kwargs)
+                    for key, hook in getattr(m, name).items()]
+        return (hooks("_forward_pre_hooks", m._forward_pre_hooks_with_kwargs),
+                hooks("_forward_hooks", m._forward_hooks_with_kwargs))
 
     def guard_no_hooks(self, tx):
         """No hooks on the module, and (read from the same instance dict) no `forward` of its own
@@ -967,8 +1022,8 @@ class PythonModuleVariable(Variable):
 
 
 class ModuleCall(Variable):
-    """`super().__call__` of a module class with a __call__ of its own: nn.Module.__call__, i.e. no hooks
-    (guarded), then forward."""
+    """`super().__call__` of a module class with a __call__ of its own: nn.Module.__call__ (its forward
+    hooks, then forward: `NNModuleVariable.module_call`)."""
 
     def __init__(self, module):
         self.module = module
@@ -1010,3 +1065,14 @@ class SuperVariable(Variable):
                     return SlotMethodVariable(self.obj, name, attr)
                 unsupported(f"super().{name} of type {type(attr).__name__}")
         raise AttributeMissing(f"'super' object has no attribute {name!r}")
+
+
+def _is_none(var):
+    return isinstance(var, ConstantVariable) and var.value is None
+
+
+def _string_keyed(var):
+    """The items of a DictVariable of keyword arguments, as {name: Variable}."""
+    if not all(isinstance(k, str) for k in var.items):
+        unsupported("keyword arguments with keys that are not strings")
+    return dict(var.items)
