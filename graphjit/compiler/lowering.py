@@ -961,16 +961,23 @@ def div(a, b, rounding_mode=None):
 def pow(a, b):
     """A number base or exponent is converted to the result's dtype first, as eager's kernels do. The
     exponents eager's kernels compute otherwise than pow() are computed as they do: 0.5 sqrt, -1 1/x, 2
-    and 3 products, and for float32/float64 -0.5 1/sqrt (-inf at -0.0, where pow gives inf) and -2
-    1/(x*x) (0 where x*x overflows, where pow gives a subnormal). 16-bit results of these exponents may
-    differ from eager's CPU kernel by a rounding of its intermediate (within the dtype's tolerance)."""
+    and 3 products, -0.5 1/sqrt (-inf at -0.0 and NaN at -inf, where pow gives inf and 0), and -2
+    1/(x*x) (0 where x*x overflows, where pow gives a subnormal). On the CPU eager's 16-bit kernels
+    differ: bfloat16 -0.5 rounds the sqrt to bfloat16 first and -2 calls pow; float16 calls pow for
+    +-0.5 and -2. 16-bit results may differ from eager's CPU kernel by a rounding of its intermediates
+    (within the dtype's tolerance)."""
     dtype = out_meta().dtype
     a, b = held(a, dtype), held(b, dtype)
     if is_value(a) and not is_value(b) and dtype.is_floating_point:
         special = {2: ops.square, 0.5: ops.sqrt, 1: lambda x: x, -1: ops.reciprocal,
                    3: lambda x: ops.mul(ops.square(x), x)}
-        if dtype in (torch.float32, torch.float64):     # 16-bit: eager's CPU kernel rounds 1/sqrt's sqrt
+        cuda = a.device.type == "cuda"
+        if dtype in (torch.float32, torch.float64) or cuda:
             special.update({-0.5: ops.rsqrt, -2: lambda x: ops.reciprocal(ops.square(x))})
+        elif dtype == torch.bfloat16:      # eager's CPU kernel rounds the sqrt to bfloat16 before 1/x
+            special[-0.5] = lambda x: ops.reciprocal(ops.to_dtype(ops.sqrt(x), dtype))
+        else:                              # float16 on the CPU: eager's kernel calls pow for +-0.5
+            del special[0.5]
         if b in special:
             return make_pointwise(special[b], a, dtype=dtype)
     return make_pointwise(ops.pow, a, b, dtype=dtype)

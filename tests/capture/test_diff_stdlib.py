@@ -11,6 +11,7 @@ import operator
 import pytest
 import torch
 
+import graphjit
 from graphjit import testing
 from graphjit.capture import polyfills
 
@@ -264,3 +265,79 @@ def test_each_polyfill_is_registered_for_its_c_original():
     assert polyfills.POLYFILLS[itertools.chain] is polyfills.chain
     assert polyfills.POLYFILLS[functools.reduce] is polyfills.reduce
     assert polyfills.polyfill_of([]) is None            # unhashable values have none
+
+
+# ---- functools.lru_cache / cache: the wrapped function is traced, the cache left alone ----
+
+@functools.lru_cache(maxsize=None)
+def cached_scale(n, offset=0.5):
+    return n * 2 + offset
+
+
+@functools.cache
+def cached_pattern(n):
+    return tuple(i % 2 for i in range(n))
+
+
+class Cached:
+    def __init__(self, k):
+        self.k = k
+
+    @functools.lru_cache(maxsize=4)
+    def factor(self, n):
+        return self.k * n
+
+
+def test_lru_cached_functions_are_traced():
+    obj = Cached(3)
+
+    def f(x):
+        mask = torch.tensor(cached_pattern(x.shape[0]), dtype=x.dtype)
+        return x * cached_scale(3) * mask + obj.factor(2) + cached_scale(1, offset=1.0)
+    testing.check(f, lambda: (r(4),), graphs=1)
+
+
+BUILDS = []
+
+
+@functools.lru_cache(maxsize=None)
+def cached_with_effect(n):
+    BUILDS.append(n)                 # eager runs this once per n: the compiled call must not replay it
+    return n + 1
+
+
+def test_lru_cached_function_with_effects_breaks():
+    BUILDS.clear()
+    cached_with_effect.cache_clear()
+
+    def f(x):
+        return x * cached_with_effect(2)
+    compiled = graphjit.compile(f)
+    for _ in range(3):
+        testing.assert_same(compiled(r(3) * 0 + 1), torch.ones(3) * 3)
+    assert BUILDS == [2], BUILDS
+    explained = graphjit.explain(f)(r(3))
+    assert any("lru_cache" in e.reason for e in explained.break_reasons), explained.break_reasons
+
+
+class Lazy:
+    def __init__(self, k):
+        self.k = k
+
+    @functools.cached_property
+    def table(self):
+        return [self.k * i for i in range(3)]
+
+
+def test_cached_property_computed_and_stored():
+    outside = Lazy(2)
+
+    def f(x):
+        made = Lazy(3)
+        return x * made.table[2] + made.table[1] + outside.table[1], "table" in outside.__dict__
+    compiled = graphjit.compile(f)
+    x = r(3)
+    testing.assert_same(compiled(x), (x * 6 + 3 + 2, True))
+    assert outside.__dict__["table"] == [0, 2, 4]
+    outside.__dict__["table"] = [0, 10, 0]          # what the instance dict holds wins, as in CPython
+    testing.assert_same(compiled(x), (x * 6 + 3 + 10, True))

@@ -149,6 +149,8 @@ FOUND = {
                                "min and min's evenly-distributed gradient divides by a count of 0 (NaN; "
                                "GRAPHJIT_EAGER_MATH=1 passed); the partition now saves what the "
                                "backward compares for equality",
+    ("grad-tensor", 12700259): "bfloat16 pow(x, 0.5)'s gradient, pow(x, -0.5) at x = -inf: eager's kernel "
+                               "computes 1/sqrt (NaN), ours computed pow (0)",
     ("grad-tensor", 4700416): "bfloat16 rsqrt one ulp from eager's (which rounds sqrt, then 1/x), cubed by "
                               "its gradient (triage: gradient rounding replay)",
 }

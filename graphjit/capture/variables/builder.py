@@ -282,6 +282,14 @@ def _polyfill(tx, value, source):
     return UserFunctionVariable(polyfill_of(value), None)
 
 
+def _lru_cached(tx, value, source):
+    """A functools.lru_cache/cache wrapper: its function, traced (as torch.compile does). The cache is not
+    consulted or filled by the compiled code: the same results for the pure functions it is meant for; a
+    call with effects outside itself (which eager runs only on a cache miss) breaks."""
+    from .functions import LruCachedFunctionVariable
+    return LruCachedFunctionVariable(value, source)
+
+
 def _is_checkpoint(value):
     """torch.utils.checkpoint.checkpoint (where that module is loaded)."""
     module = sys.modules.get("torch.utils.checkpoint")
@@ -298,6 +306,9 @@ _CALLABLE_TABLE = [
     # C functions with a traced pure-Python equivalent (polyfills.py): itertools, functools.reduce ...
     (_has_polyfill, _polyfill, "id"),
     (_is_handled_builtin, _make("builtins.BuiltinVariable"), "id"),
+    (lambda v: isinstance(v, functools._lru_cache_wrapper) and isinstance(getattr(v, "__wrapped__", None),
+                                                                          types.FunctionType),
+     _lru_cached, "id"),
     (lambda v: isinstance(v, types.BuiltinMethodType) and isinstance(getattr(v, "__self__", None), torch.Tensor),
      _tensor_method, None),
     (lambda v: getattr(v, "_graphjit_compiled_fn", None) is not None, _make("functions.CompiledWrapperVariable"), "id"),
@@ -380,7 +391,12 @@ def wrap_class_attribute(tx, obj_var, cls, name, source=None):
             unsupported(f"property {name!r} has no getter")
         return wrap(tx, attr.fget, None).call(tx, [obj_var], {})
     if isinstance(attr, functools.cached_property):
-        unsupported(f"cached_property {name!r}")
+        from .objects import cached_property_get
+        return cached_property_get(tx, obj_var, cls, name, attr)
+    if isinstance(attr, functools._lru_cache_wrapper) and isinstance(getattr(attr, "__wrapped__", None),
+                                                                     types.FunctionType):
+        from .functions import LruCachedFunctionVariable
+        return BoundMethodVariable(LruCachedFunctionVariable(attr, None), obj_var)
     if isinstance(attr, types.FunctionType):
         return BoundMethodVariable(UserFunctionVariable(attr), obj_var)
     if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):

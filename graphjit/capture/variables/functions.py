@@ -218,6 +218,30 @@ class UserFunctionVariable(BaseFunctionVariable):
         return f"Function({self.fn.__qualname__})"
 
 
+
+class LruCachedFunctionVariable(UserFunctionVariable):
+    """The function under a functools.lru_cache wrapper, traced in its place. Eager runs its body only on
+    a cache miss, so a call that records an effect outside itself (a store into a global, an outside
+    container or object, a deferred logging call) breaks instead of replaying it every call. Rebuilt (at
+    a break, or returned) as the wrapper itself."""
+
+    def __init__(self, wrapper, source=None):
+        super().__init__(wrapper.__wrapped__, None)
+        self.wrapper = wrapper
+        self.wrapper_source = source
+
+    def reconstruct(self, cg):
+        return self.wrapper_source.expr() if self.wrapper_source is not None else cg.obj(self.wrapper)
+
+    def call(self, tx, args, kwargs):
+        effects = tx.side_effects
+        before = (effects._events, len(effects.deferred_calls))
+        result = super().call(tx, args, kwargs)
+        if (effects._events, len(effects.deferred_calls)) != before:
+            unsupported(f"{self.fn.__qualname__} is lru_cache'd and has effects outside itself, which run "
+                        "only on a cache miss")
+        return result
+
 class NestedFunctionVariable(BaseFunctionVariable):
     """A function made by MAKE_FUNCTION during the trace (closures, lambdas, inner defs)."""
 

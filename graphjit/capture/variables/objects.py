@@ -1,9 +1,11 @@
 """nn.Modules, Python modules, classes, user objects and super()."""
 import collections
+import functools
 import logging
 import os
 import dataclasses
 import types
+import weakref
 
 import torch
 
@@ -490,6 +492,9 @@ class UserObjectVariable(ObjectLikeVariable):
         """The class's attribute bound to this object; a descriptor written in Python (its type defines
         __get__ as a function) is inlined: type(d).__get__(d, obj, cls)."""
         descriptor = _class_lookup(self.cls, name)
+        if isinstance(descriptor, functools.cached_property):
+            guard_mro_lookup(tx, self.cls, name)
+            return cached_property_get(tx, self, self.cls, name, descriptor)
         getter = getattr(type(descriptor), "__get__", None) if descriptor is not _MISSING else None
         if isinstance(getter, types.FunctionType) and not isinstance(descriptor, type):
             from .builder import wrap
@@ -937,6 +942,9 @@ class ClassVariable(ObjectLikeVariable):
                 raise AttributeMissing(f"type object {self.cls.__name__!r} has no attribute {name!r}")
             base = self._mutable_source()
             return wrap(tx, value, AttrSource(base, name) if base is not None else None)
+        if name == "apply" and _is_autograd_function(self.cls):
+            guard_class_attribute(tx, self.cls, name)
+            return AutogradFunctionApply(self.cls)
         if isinstance(attr, classmethod):
             from .functions import BoundMethodVariable
             guard_class_attribute(tx, self.cls, name)
@@ -976,6 +984,129 @@ class ClassVariable(ObjectLikeVariable):
 
     def __repr__(self):
         return f"Class({getattr(self.cls, '__qualname__', self.cls)})"
+
+
+def cached_property_get(tx, obj_var, cls, name, descriptor):
+    """A functools.cached_property missing from the instance dict (which is read first): computed, then
+    stored there, as its __get__ does (3.11's takes a lock to do so, which the trace need not)."""
+    from .builder import wrap
+    if cls.__setattr__ is not object.__setattr__ or not hasattr(obj_var, "setattr"):
+        unsupported(f"cached_property {name!r} of a class with its own __setattr__")
+    value = wrap(tx, descriptor.func, None).call(tx, [obj_var], {})
+    obj_var.setattr(tx, descriptor.attrname or name, value)
+    return value
+
+
+def _is_autograd_function(cls):
+    """A torch.autograd.Function subclass that keeps Function's own `apply` (a classmethod in Python on
+    some torch versions, a C one on others)."""
+    return isinstance(cls, type) and issubclass(cls, torch.autograd.Function) and \
+        _class_lookup(cls, "apply") is _class_lookup(torch.autograd.Function, "apply")
+
+
+class AutogradFunctionApply(Variable):
+    """`MyFunction.apply(...)` of a torch.autograd.Function subclass: one node of the graph calling it, so
+    the backend traces its forward, and autograd (or AOTAutograd's joint trace) uses its backward. Its
+    forward runs once on fake tensors while tracing, so one that could do anything else than compute
+    tensors from its arguments breaks instead: Python stores (other than to ctx), writes to its inputs
+    (`ctx.mark_dirty`), calls of `print`, `.item()` and the like (a data-dependent forward fails on fake
+    tensors and breaks too)."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def python_type(self):
+        return types.MethodType
+
+    def call(self, tx, args, kwargs):
+        from .tensor import record
+        why = _impure_autograd_function(self.cls)
+        if why is not None:
+            unsupported(f"{self.cls.__qualname__}.apply: its forward {why}",
+                        hint="graphjit runs an autograd.Function's forward once while tracing; keep it to "
+                             "tensor computation, or call it outside the compiled region")
+        return record(tx, "call_function", _apply_of(self.cls), list(args), dict(kwargs))
+
+    def __repr__(self):
+        return f"{self.cls.__qualname__}.apply"
+
+
+_APPLY_FUNCTIONS = weakref.WeakKeyDictionary()
+
+
+def _apply_of(cls):
+    """A plain function calling cls.apply, the graph node's target (torch.fx writes a target from a torch
+    module, as the bound `apply` is, as an import path, which does not name this class's)."""
+    fn = _APPLY_FUNCTIONS.get(cls)
+    if fn is None:
+        def fn(*args, **kwargs):
+            return cls.apply(*args, **kwargs)
+        fn.__name__ = fn.__qualname__ = f"{cls.__name__}_apply"
+        _APPLY_FUNCTIONS[cls] = fn
+    return fn
+
+
+_IMPURE_CALLS = frozenset({"print", "item", "tolist", "numpy", "mark_dirty", "backward", "register_hook",
+                           "input", "open", "setattr", "delattr", "exec", "eval"})
+
+
+def _impure_autograd_function(cls):
+    """Why `cls`'s forward (and setup_context) may do more than compute tensors from its arguments, or
+    None: it stores globals, closure cells or attributes of anything but its first parameter (ctx), or
+    names a call with effects."""
+    from ..bytecode import read
+    for name in ("forward", "setup_context"):
+        fn = inspect_static(cls, name)
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            continue
+        if code.co_flags & 0x20:      # a generator
+            return "is a generator"
+        first = code.co_varnames[0] if code.co_argcount else None
+        previous = None
+        for ins in read(code):
+            if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF"):
+                return f"stores {ins.argval!r} outside itself"
+            if ins.opname in ("STORE_ATTR", "DELETE_ATTR") and name == "forward" and not (
+                    previous is not None and previous.opname == "LOAD_FAST" and previous.argval == first):
+                return f"stores attribute {ins.argval!r} of an object other than ctx"
+            if ins.opname in ("STORE_SUBSCR", "DELETE_SUBSCR"):
+                return "stores into a container"
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "LOAD_NAME") and ins.argval in _IMPURE_CALLS:
+                return f"calls {ins.argval}()"
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_DEREF"):
+                value = _loaded_value(fn, ins)
+                if value is not _MISSING and not _is_stateless(value):
+                    return f"reads {ins.argval!r}, a {type(value).__name__} it could change"
+            previous = ins
+    return None
+
+
+def _loaded_value(fn, ins):
+    """The value a LOAD_GLOBAL or LOAD_DEREF of fn reads now (_MISSING if unbound)."""
+    if ins.opname == "LOAD_GLOBAL":
+        import builtins
+        return fn.__globals__.get(ins.argval, getattr(builtins, ins.argval, _MISSING))
+    names = fn.__code__.co_freevars
+    if ins.argval in names and fn.__closure__:
+        try:
+            return fn.__closure__[names.index(ins.argval)].cell_contents
+        except ValueError:
+            return _MISSING
+    return _MISSING
+
+
+def _is_stateless(value):
+    """Modules, classes, functions and constants: what a pure forward reads from outside."""
+    return isinstance(value, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
+                              int, float, bool, str, bytes, type(None), torch.dtype, torch.device)) or \
+        callable(value) and type(value).__module__.split(".")[0] == "torch"
+
+
+def inspect_static(cls, name):
+    import inspect
+    attr = inspect.getattr_static(cls, name, None)
+    return attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
 
 
 class PythonModuleVariable(Variable):
