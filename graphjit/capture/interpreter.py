@@ -929,6 +929,15 @@ def _raise(tx, f, inst):
     raise UserError(value)
 
 
+@handles("LOAD_BUILD_CLASS")
+def _load_build_class(tx, f, inst):
+    # a class statement: calling __build_class__ is a graph break, so the class is made in CPython and
+    # the rest of the frame is captured in a resume function
+    import builtins
+    from .variables.builder import wrap
+    f.push(wrap(tx, builtins.__build_class__, None))
+
+
 @handles("LOAD_ASSERTION_ERROR")
 def _assertion(tx, f, inst):
     f.push(ConstantVariable(AssertionError))

@@ -299,3 +299,48 @@ def test_closures_of_one_def_across_a_break():
     for _ in range(2):
         for c, e in zip(compiled, eager):
             assert_same(c(x), e(x))
+
+
+def defines_a_class(x):
+    y = x.sin()
+    class Scale:                       # a class statement: a break (the class is made in CPython)
+        factor = 3
+
+        def __init__(self, v):
+            self.v = v
+
+        def get(self):
+            return self.v * self.factor
+    s = Scale(2)
+    return y * s.get(), type(s).__name__, Scale.__qualname__
+
+
+def test_class_statement_breaks_and_resumes():
+    counter = CompileCounter()
+    compiled = graphjit.compile(defines_a_class, backend=counter)
+    x = torch.randn(3)
+    for _ in range(2):
+        assert_same(compiled(x), defines_a_class(x))
+    # the graph before the class, and the resume function's, once per call: each call makes a new class
+    # and the resume is guarded on it (torch.compile recompiles per call too)
+    assert _ops(counter)[0] == ["sin"]
+    assert counter.frame_count == 3
+
+
+def returns_inner_functions(x):
+    def scale(y, k=2, *, shift=1.0):
+        return y * k + shift
+    return scale(x), scale, (lambda z: z - 1)
+
+
+def test_functions_made_in_the_frame_are_returned():
+    counter = CompileCounter()
+    compiled = graphjit.compile(returns_inner_functions, backend=counter, fullgraph=True)
+    x = torch.randn(3)
+    out, fn, lam = compiled(x)
+    expected, efn, elam = returns_inner_functions(x)
+    assert_same(out, expected)
+    assert fn.__qualname__ == efn.__qualname__ and fn.__defaults__ == (2,) and fn.__kwdefaults__ == {"shift": 1.0}
+    assert_same(fn(x, 3), efn(x, 3))
+    assert_same(lam(x), elam(x))
+    assert compiled(x)[1] is not fn            # a new function object per call, as in CPython

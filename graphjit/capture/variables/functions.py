@@ -302,6 +302,19 @@ class NestedFunctionVariable(BaseFunctionVariable):
         view.items = self.attrs        # the function's own __dict__: writes through it are its attributes
         return view
 
+    def reconstruct(self, cg):
+        """A function made in the frame, rebuilt in the entry from its code, globals and defaults (a class
+        statement's body at a break, a returned inner function). Those closing over cells, or given
+        attributes or annotations in the frame, are not rebuilt."""
+        if self.closure is not None or self.attrs or self.special or self.annotations is not None:
+            unsupported(f"returning {self} from a compiled frame (it closes over cells or was changed)")
+        defaults = cg.expr(self.defaults) if self.defaults is not None else "None"
+        make = f"{cg.obj(types.FunctionType)}({cg.obj(self.code)}, {cg.obj(self.f_globals)}, " \
+               f"{self.code.co_name!r}, {defaults})"
+        if self.kwdefaults is None:
+            return make
+        return f"{cg.obj(_with_kwdefaults)}({make}, {cg.expr(self.kwdefaults)})"
+
     def setattr(self, tx, name, value):
         """Stores as CPython's function setters do: type checks, read-only attributes, else __dict__."""
         if name in ("__globals__", "__builtins__", "__closure__"):
@@ -595,3 +608,8 @@ class CompiledWrapperVariable(Variable):
         fn = self.wrapper._graphjit_compiled_fn
         src = AttrSource(self.source, "_graphjit_compiled_fn") if self.source is not None else None
         return wrap(tx, fn, src).call(tx, args, kwargs)
+
+
+def _with_kwdefaults(fn, kwdefaults):
+    fn.__kwdefaults__ = kwdefaults
+    return fn
