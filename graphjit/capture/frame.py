@@ -532,14 +532,22 @@ def _package_dir(module):
     return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
 
 
+# Libraries whose functions are called as they are, never compiled as frames of their own: numerical and
+# data libraries with no torch work to capture, where a compile per call site would only cost time
+_SKIPPED_PACKAGES = frozenset({"numpy", "scipy", "pandas", "sklearn", "tqdm", "PIL", "matplotlib", "IPython",
+                               "tensorboard", "wandb", "triton", "sympy", "networkx", "onnx", "onnxruntime"})
+
+
 def _skipped(fn):
-    """Library code we never trace into: the standard library, torch, and graphjit itself."""
+    """Library code we never trace into: the standard library, torch, graphjit itself, and the numerical
+    and data libraries above."""
     import torch
     import graphjit
     filename = fn.__code__.co_filename
     from .variables.functions import STDLIB_DIRS
     return (filename.startswith(STDLIB_DIRS) and "site-packages" not in filename) or \
-        filename.startswith((_package_dir(torch), _package_dir(graphjit))) or filename.startswith("<")
+        filename.startswith((_package_dir(torch), _package_dir(graphjit))) or filename.startswith("<") or \
+        str(getattr(fn, "__module__", None) or "").partition(".")[0] in _SKIPPED_PACKAGES
 
 
 def intercepting_call(options):
