@@ -463,8 +463,8 @@ def _judge_by_rounding(src, calls, st_e, st_c, mism, notes, replays=16):
     """A mismatch is 'rounding' when, at each element where compiled differs, eager itself moved by at
     least half of compiled's difference in one of a few replays where every op that rounds its float result
     (not EXACT_OPS, not a view) moves that result by one ulp at random elements and gives a NaN it makes
-    a random sign (IEEE 754 leaves a NaN's sign unspecified), and every ZERO_TIE_OPS result's zeros a random
-    sign: compiled's fused kernels round differently
+    a random sign (IEEE 754 leaves a NaN's sign unspecified), and every ZERO_TIE_OPS result's zeros and NaNs
+    a random sign: compiled's fused kernels round differently
     (one ulp of a transcendental, a product fused into an add, 16-bit steps rounded once), and the program
     amplifies that through a discontinuity (an exact comparison, signbit, copysign of a zero, a floor)."""
     eager, comp = compare.leafmap(st_e), compare.leafmap(st_c)
@@ -563,10 +563,12 @@ def _nudge(t, generator):
 
 
 def _sign_zeros(t, generator):
-    """t, in place: its zeros given a random sign."""
+    """t, in place: its zeros and NaNs given a random sign (eager's CPU minimum gives a NaN with the sign
+    bit set in its vector loop, the NaN operand itself in its scalar tail)."""
     import torch
     negative = torch.randint(0, 2, t.shape, generator=generator).bool()
     t.copy_(torch.where(t == 0, torch.where(negative, -0.0, 0.0).to(t.dtype), t))
+    t.copy_(torch.where(t.isnan() & negative, -t, t))
 
 
 def _judge_by_overflow(src, calls, mism, notes):
