@@ -167,6 +167,7 @@ def reset_caches():
     _LOGGED_BREAKS.clear()
     resume.clear()
     intercept.clear()
+    _INTERCEPTORS.clear()
 
 
 class CompiledFunction:
@@ -556,7 +557,7 @@ def intercepting_call(options):
     return call
 
 
-_INTERCEPTORS = {}   # options key -> intercept.Interceptor
+_INTERCEPTORS = {}   # (options key, code) -> intercept.Interceptor
 _PASSED_THROUGH = frozenset({types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
                              types.MethodWrapperType, type, functools.partial})
 
@@ -564,9 +565,10 @@ _PASSED_THROUGH = frozenset({types.BuiltinFunctionType, types.MethodDescriptorTy
 def eager_function(fn, closure, options):
     """fn's code, bound to `closure`, with its calls intercepted (as by `__gj_call`): a frame that runs
     eagerly still has the functions and modules it calls captured as their own frames."""
-    interceptor = _INTERCEPTORS.get(options.key)
+    key = (options.key, fn.__code__)
+    interceptor = _INTERCEPTORS.get(key)
     if interceptor is None:
-        interceptor = _INTERCEPTORS[options.key] = Interceptor(lambda f: intercepted(f, options))
+        interceptor = _INTERCEPTORS[key] = Interceptor(lambda f: intercepted(f, options), fn.__code__)
     try:
         return intercepting_function(fn, closure, interceptor)
     except Exception as e:   # a graphjit bug must not break the user's program: run the original

@@ -33,14 +33,20 @@ _CACHE = {}          # (code, interceptor) -> rewritten code
 _COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
 class Interceptor:
-    """`interceptor[fn]` -> what a call to fn from an eagerly run frame runs (see `frame.intercepted`)."""
+    """`interceptor[fn]` -> what a call to fn from an eagerly run frame of `code` runs (see
+    `frame.intercepted`). A call of the frame's own function (recursion) runs it as it is: each compiled
+    level would add frames of graphjit's between the user's, and a deep recursion that runs in eager
+    would reach the recursion limit."""
 
-    __slots__ = ("resolve",)
+    __slots__ = ("resolve", "code")
 
-    def __init__(self, resolve):
+    def __init__(self, resolve, code=None):
         self.resolve = resolve
+        self.code = code
 
     def __getitem__(self, fn):
+        if getattr(fn, "__code__", None) is self.code:
+            return fn
         return self.resolve(fn)
 
 

@@ -344,3 +344,21 @@ def test_functions_made_in_the_frame_are_returned():
     assert_same(fn(x, 3), efn(x, 3))
     assert_same(lam(x), elam(x))
     assert compiled(x)[1] is not fn            # a new function object per call, as in CPython
+
+
+def deep(x, n):
+    for _ in range(1):
+        note_quietly(n)                # a break in a loop: the frame runs eagerly
+    return x if n == 0 else deep(x + 1, n - 1)
+
+
+def note_quietly(n):
+    print(n, file=SINK)
+
+
+def test_deep_recursion_in_an_eager_frame():
+    """The frame's calls of its own function run as they are: compiled levels would add graphjit's frames
+    between the user's and reach the recursion limit where eager does not."""
+    compiled = graphjit.compile(deep)
+    x = torch.zeros(2)
+    assert_same(compiled(x, 400), x + 400)
