@@ -2036,11 +2036,22 @@ def batch_norm_training(x, weight, bias, running_mean, running_var, training, mo
             running(running_mean, save_mean, rm_meta), running(running_var, unbiased, rv_meta))
 
 
+def _read_in_passes(x, passes):
+    """x, for a lowering that reads every element of it in `passes` loops (a row's max, then its sum, then
+    the output): computed into a buffer first where the scheduler's policy would store a value with that
+    many readers. Recomputed, a value with transcendental ops can differ in the last bit between a
+    vectorized loop (glibc's vector math) and a scalar one, and softmax's x - max(x) is then not exactly 0
+    at the maximum."""
+    if isinstance(x, Pointwise) and scheduler.realize_reason(x, passes):
+        return realize(x, current_graph())
+    return x
+
+
 @register(aten._softmax.default)
 def softmax(x, dim, half_to_float=False):
     out_dtype = out_meta().dtype
     acc = acc_dtype_of(x.dtype, "sum")
-    x = cast(x, acc)
+    x = cast(_read_in_passes(x, 3), acc)
     top = reduce(x, [dim], "max", acc, True)
     shifted = make_pointwise(lambda v, m: ops.exp(ops.sub(v, m)), x, top, dtype=acc)
     if reduction_dims([dim], len(x.sizes)) == [len(x.sizes) - 1]:
@@ -2057,7 +2068,7 @@ def softmax(x, dim, half_to_float=False):
 def log_softmax(x, dim, half_to_float=False):
     out_dtype = out_meta().dtype
     acc = acc_dtype_of(x.dtype, "sum")
-    x = cast(x, acc)
+    x = cast(_read_in_passes(x, 3), acc)
     top = reduce(x, [dim], "max", acc, True)
     shifted = make_pointwise(ops.sub, x, top, dtype=acc)
     total = reduce(make_pointwise(ops.exp, shifted, dtype=acc), [dim], "sum", acc, True)

@@ -145,6 +145,9 @@ FOUND = {
                               "compiled's 0): the mask's size differed (triage: overflow covers shapes)",
     ("grad-tensor", 9100852): "group_norm of an empty input needing gradients: torch's backward decomposition "
                               "divided by H * W = 0 while AOTAutograd traced (now: runs as captured)",
+    ("tensor", 12900248): "log_softmax over a dim of size 1 of softplus(x), then sgn: the max pass recomputed "
+                          "softplus in a scalar loop, the output pass in a vectorized one (glibc's vector exp "
+                          "and log1p), so x - max was 1 ulp, not 0 (now stored before the passes)",
     ("grad-tensor", 12501666): "min() of sin(x) needing gradients: the backward recomputes sin(x) (AOTAutograd's "
                                "partition) in a kernel of another loop shape; libmvec's vector sin and libm's "
                                "scalar sin of the tail differ in the last bit, so no element equals the saved "
