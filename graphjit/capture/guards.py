@@ -271,5 +271,8 @@ def _immutable(value):
 
 
 def _short(value):
-    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
-    return name if name else f"<{type(value).__name__} at {id(value):#x}>"
+    try:      # objects that make up any attribute (torch.classes namespaces) may raise on the lookup
+        name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    except Exception:
+        name = None
+    return name if isinstance(name, str) and name else f"<{type(value).__name__} at {id(value):#x}>"

@@ -290,6 +290,20 @@ def _lru_cached(tx, value, source):
     return LruCachedFunctionVariable(value, source)
 
 
+def _is_compiled_function(value):
+    """What graphjit.compile returned for a function (not any object that makes up attributes on demand, as
+    torch.ops namespaces do)."""
+    from ..frame import CompiledFunction
+    return isinstance(value, CompiledFunction)
+
+
+def _assumed_constant(tx, value, source):
+    """A function marked with torch._dynamo.assume_constant_result (transformers' install and version
+    probes): called while tracing, its result used as a constant, as torch.compile does."""
+    from .functions import AssumedConstantVariable
+    return AssumedConstantVariable(value, source)
+
+
 def _is_checkpoint(value):
     """torch.utils.checkpoint.checkpoint (where that module is loaded)."""
     module = sys.modules.get("torch.utils.checkpoint")
@@ -311,7 +325,8 @@ _CALLABLE_TABLE = [
      _lru_cached, "id"),
     (lambda v: isinstance(v, types.BuiltinMethodType) and isinstance(getattr(v, "__self__", None), torch.Tensor),
      _tensor_method, None),
-    (lambda v: getattr(v, "_graphjit_compiled_fn", None) is not None, _make("functions.CompiledWrapperVariable"), "id"),
+    (_is_compiled_function, _make("functions.CompiledWrapperVariable"), "id"),
+    (lambda v: callable(v) and getattr(v, "_dynamo_marked_constant", False) is True, _assumed_constant, "id"),
     (_is_checkpoint, _make("functions.CheckpointVariable"), "id"),
     (_marked("_graphjit_disable"), _make("functions.DisabledFunctionVariable"), "id"),
     (_marked("_graphjit_allow_in_graph"), _make("torchvars.TorchOpVariable"), "id"),

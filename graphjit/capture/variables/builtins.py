@@ -9,6 +9,7 @@ import functools
 import math
 import operator
 import typing
+import types
 
 import torch
 
@@ -80,7 +81,9 @@ def _builtin_binary(tx, op, a, b):
         return a.new(a.items * b.as_python_constant())
     if isinstance(b, BaseListVariable) and op == "*" and a.is_constant():
         return b.new(b.items * a.as_python_constant())
-    if isinstance(a, ConstantVariable) and isinstance(b, BaseListVariable) and op == "+":
+    if isinstance(a, ConstantVariable) and isinstance(b, BaseListVariable) and op in ("+", "+=") and \
+            type(a.value) in (tuple, list):
+        # `acc = (); acc += (t,)`: a constant tuple has no __iadd__, so += is +
         return _concatenate(tx, a, b)
     if isinstance(a, DictVariable) and op in ("|", "|="):
         if inplace:
@@ -713,6 +716,11 @@ class BuiltinVariable(Variable):
             unsupported(f"{self.name()}() on a tensor needs its value", hint="use the torch equivalent")
         unsupported(f"builtin {self.name()}() with arguments {args}")
 
+    def getattr(self, tx, name):
+        if self.fn is dict and name == "fromkeys":
+            return _DictFromKeys()
+        return super().getattr(tx, name)
+
     def _call_getter(self, tx, args):
         (obj,) = args
         fn = self.fn
@@ -733,6 +741,26 @@ class BuiltinVariable(Variable):
 
     def __repr__(self):
         return f"Builtin({self.name()})"
+
+
+class _DictFromKeys(Variable):
+    """dict.fromkeys(iterable, value=None): a dict made in the frame, every key mapped to the one value."""
+
+    def python_type(self):
+        return types.BuiltinMethodType
+
+    def call(self, tx, args, kwargs):
+        from .builder import is_constant_key
+        if kwargs or not 1 <= len(args) <= 2:
+            unsupported("dict.fromkeys() with these arguments")
+        value = args[1] if len(args) == 2 else ConstantVariable(None)
+        iterator = containers.make_iterator(tx, args[0])
+        items = {}
+        while (key := iterator.next(tx)) is not None:
+            if not key.is_constant() or not is_constant_key(key.as_python_constant()):
+                unsupported(f"dict.fromkeys() with a key that is not a constant: {key}")
+            items[key.as_python_constant()] = value
+        return DictVariable(items)
 
 
 class SlotMethodVariable(Variable):

@@ -613,3 +613,31 @@ class CompiledWrapperVariable(Variable):
 def _with_kwdefaults(fn, kwdefaults):
     fn.__kwdefaults__ = kwdefaults
     return fn
+
+
+class AssumedConstantVariable(Variable):
+    """A function marked torch._dynamo.assume_constant_result: called now, with constant arguments, and its
+    result taken as a constant of the trace (the mark is the user's promise that it never changes)."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        from .builder import wrap_constant_result
+        try:
+            positional = [a.as_python_constant() for a in args]
+            keywords = {k: v.as_python_constant() for k, v in kwargs.items()}
+        except Exception:
+            unsupported(f"{getattr(self.fn, '__qualname__', self.fn)} (assume_constant_result) called with "
+                        "arguments that are not constants")
+        return wrap_constant_result(tx, self.fn(*positional, **keywords))
+
+    def reconstruct(self, cg):
+        return self.source.expr() if self.source is not None else cg.obj(self.fn)

@@ -262,6 +262,21 @@ class NNModuleVariable(ObjectLikeVariable):
             tx.guards.add(3, f"not ({checks})", f"{self.source.expr()} has no hooks", (self.source,))
         tx.guard_no_global_module_hooks()
 
+    def truth(self, tx):
+        """bool(module): its __bool__, else its __len__ (the containers'), else True (the type is guarded)."""
+        cls = type(self.module)
+        containers = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)
+        if _class_lookup(cls, "__bool__") is _MISSING and \
+                any(_class_lookup(cls, "__len__") is c.__dict__["__len__"] for c in containers):
+            guard_class_attribute(tx, cls, "__len__")
+            return bool(self._children(tx))
+        for name in ("__bool__", "__len__"):
+            if _class_lookup(cls, name) is not _MISSING:
+                guard_class_attribute(tx, cls, name)
+                result = self.class_attribute(tx, name).call(tx, [], {})
+                return result.truth(tx) if name == "__bool__" else bool(result.as_python_constant())
+        return True
+
     # containers: ModuleList, Sequential, ModuleDict
     def _children(self, tx):
         mods = self.module._modules
