@@ -53,6 +53,12 @@ def _knob(name, kind, default, codegen=False, env=None):
 # eagerly (with one warning naming the guard that kept failing). torch.compile uses 8 as well.
 recompile_limit = _knob("recompile_limit", int, 8)
 
+# A fresh entry whose own guards fail on the call it was made for (the state it checks changed while it
+# compiled: the compile imported a module that `name in sys.modules` reads) runs that call eagerly, and the
+# next call translates again. True raises instead: the test suite sets it, so that a guard the trace got
+# wrong fails loudly.
+strict_fresh_guards = _knob("strict_fresh_guards", bool, False)
+
 # A backend that compiles for concrete sizes only (graphjit's compiler today, aot_eager) gets a graph with
 # dynamic sizes once per distinct set of sizes; past this many it runs the captured graph as it is (with
 # one warning). Backends that take symbolic sizes (eager, inductor, a callable backend) get it once.

@@ -56,7 +56,10 @@ def _cuda_available():
 def _fresh_graphjit():
     # Only if a test module already imported graphjit: conftest never imports it itself,
     # so a broken graphjit shows up in the tests that use it, not as a suite-wide error.
-    reset = getattr(sys.modules.get("graphjit"), "reset", None)
+    module = sys.modules.get("graphjit")
+    reset = getattr(module, "reset", None)
     if callable(reset):
         reset()
+        # a fresh entry whose guards fail on its own call is a bug the suite must see, not an eager call
+        module.config.strict_fresh_guards = True
     yield

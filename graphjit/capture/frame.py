@@ -144,8 +144,17 @@ class FrameCache:
         self.reporters.append(reporter)
         result = entry(closure, *args, **kwargs)
         if result is MISS:
-            raise AssertionError(f"graphjit: a fresh entry's guards failed on the inputs it was made "
-                                 f"for ({self.code.co_qualname}); guards:\n{reporter(closure, *args, **kwargs)}")
+            failed = reporter(closure, *args, **kwargs)
+            if config.strict_fresh_guards:
+                raise AssertionError(f"graphjit: a fresh entry's guards failed on the inputs it was made "
+                                     f"for ({self.code.co_qualname}); guards:\n{failed}")
+            # what the guards check changed while the entry compiled: this call runs eagerly, the next
+            # translates again
+            self.entries.pop()
+            self.reporters.pop()
+            logs.log("recompiles", f"{self.code.co_qualname}: a fresh entry's guard failed on its own call "
+                                   f"({failed}); running the call eagerly")
+            return eager_function(fn, closure, options)(*args, **kwargs)
         return result
 
 

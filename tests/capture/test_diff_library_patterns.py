@@ -6,13 +6,18 @@ runs compiled (fullgraph) against eager.
 PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
 rewriting.
 """
+import functools
+import sys
+import types
+import typing
+
 import pytest
 import torch
 import torch.nn as nn
 
 import graphjit
 from graphjit.capture.guards import _short
-from graphjit.testing import CompileCounter, check, check_module
+from graphjit.testing import CompileCounter, assert_same, check, check_module
 from .harness import r
 
 torch.library.define("gjtest_patterns::scaled", "(Tensor x, float k) -> Tensor")
@@ -116,3 +121,77 @@ class MadeUpAttributes:
 
 def test_guard_descriptions_of_objects_that_raise_on_lookup():
     assert _short(MadeUpAttributes()).startswith("<MadeUpAttributes at ")
+
+
+def module_probe(x):
+    y = x + 1 if "gjtest_probe_module" in sys.modules else x - 1
+    math_module = sys.modules.get("math")
+    return y * math_module.pi, sys.modules["torch"] is torch
+
+
+def test_sys_modules_membership_and_lookups():
+    """Each name is guarded on its own (the whole dict's keys change when the compile imports modules:
+    the fresh entry's guards failed on its own call)."""
+    counter = CompileCounter()
+    compiled = graphjit.compile(module_probe, backend=counter, fullgraph=True)
+    x = r(3)
+    sys.modules.pop("gjtest_probe_module", None)
+    assert_same(compiled(x), module_probe(x))
+    sys.modules["gjtest_probe_module"] = types.ModuleType("gjtest_probe_module")
+    try:
+        assert_same(compiled(x), module_probe(x))
+    finally:
+        del sys.modules["gjtest_probe_module"]
+    assert_same(compiled(x), module_probe(x))
+    assert counter.frame_count == 2
+
+
+STATE = {"compiles": 0}
+
+
+def reads_state(x):
+    return x * STATE["compiles"]
+
+
+def test_fresh_entry_whose_guards_fail_runs_eagerly():
+    """A backend that changes what the guards check (here a counter the frame reads) leaves the fresh
+    entry unable to run its own call: the call runs eagerly instead of raising (the suite's strict mode
+    raises, to catch guards the trace got wrong)."""
+    def counting_backend(gm, example_inputs):
+        STATE["compiles"] += 1
+        return gm.forward
+    x = r(3)
+    with graphjit.config.patch(strict_fresh_guards=True), pytest.raises(AssertionError, match="fresh entry"):
+        graphjit.compile(reads_state, backend=counting_backend)(x)
+    graphjit.reset()
+    compiled = graphjit.compile(reads_state, backend=counting_backend)
+    with graphjit.config.patch(strict_fresh_guards=False):
+        for _ in range(3):
+            assert_same(compiled(x), x * STATE["compiles"])
+
+
+@functools.lru_cache
+def cached_probe():
+    PROBES.append(2)
+    return 5
+
+
+cached_probe.__wrapped__._dynamo_marked_constant = True     # what transformers' version probes carry
+
+
+def uses_cached_probe(x):
+    return x * cached_probe() if cached_probe() > 2 else x
+
+
+def test_assumed_constant_under_an_lru_cache():
+    check(uses_cached_probe, lambda: (r(3),), graphs=1)
+
+
+def annotated_helper(x):
+    def helper(node, leaves: list[typing.Any]) -> dict[str, int]:     # aliases evaluated at def time
+        return node * len(leaves)
+    return helper(x + 1, [1, 2])
+
+
+def test_builtin_generic_aliases_in_annotations():
+    check(annotated_helper, lambda: (r(3),), graphs=1)

@@ -1,4 +1,5 @@
-"""Known capture gaps of the model suite: which zoo entries graphjit can't capture yet, and why.
+"""Known capture gaps of the model suite: which zoo entries (ZOO and WIDE) graphjit can't capture
+yet, and why.
 
 Each reason: the Unsupported message (or exception), the user line that reaches it (file:line), and what
 comes after it (found by working around the gap outside the suite), so the list shows all the work. The
@@ -6,7 +7,7 @@ tests mark these entries xfail(strict=True): fix the gap, the test XPASSes and f
 """
 import pytest
 
-from .zoo import ZOO, missing
+from .zoo import FULL, missing
 
 HF = "transformers/"   # site-packages/transformers/..., shortened in the reasons below
 
@@ -17,7 +18,38 @@ OUTPUT_CAPTURE = (
     " ('ReferenceType defines __new__'); those frames run eagerly (their calls are still compiled). Later"
     " calls trace the hooks inline: one graph, so compile(model) settles at 2 graphs. torch.compile: 1 graph.")
 
-GAPS = {"bert-all-outputs": OUTPUT_CAPTURE}
+# ---- the wider zoo (zoo.WIDE). Graph counts: graphjit's explain() on the first call, then compile(model) after
+# 4 calls; torch.compile's with a counting backend (fullgraph=False). Every one of these matches eager with its
+# breaks (test_gap_models_match_eager_with_breaks), and through graphjit's compiler too.
+
+GAPS = {
+    "bert-all-outputs": OUTPUT_CAPTURE,
+    "mamba": (
+        "On the use_associative_scan path that is_torchdynamo_compiling() selects"
+        f" ({HF}models/mamba/modeling_mamba.py:237), torch's associative_scan: its pytree code reads a dict keyed"
+        " by functions ('dict with key of type function', torch/utils/_pytree.py:1107; 12 graphs, 13 breaks on"
+        " the first call), and the resume function after such a break is guarded on the identity of the nested"
+        " `combine_fn`, a new function each call, so it recompiles on every call."
+        " With use_associative_scan=False: one graph, equal to eager."
+        " torch.compile: 1 graph (associative_scan as a higher-order op)."),
+    "segformer": (
+        "SegformerForSemanticSegmentation always asks its encoder for output_hidden_states=True, so the first call"
+        " installs transformers' output-capture hooks, as bert-all-outputs does ('C method lock.__enter__ on"
+        f" Object(lock)', {HF}utils/output_capturing.py:239; 'ReferenceType defines __new__', torch/utils/hooks.py:25)."
+        " 2 graphs, 8 breaks on the first call; 3 graphs after 4 calls. torch.compile: 2 graphs (1 break, the"
+        " lock)."),
+    "llava": (
+        "6 graphs, 22 breaks on the first call; 7 graphs after 4 calls (torch.compile: 7 graphs, 6 breaks: the same"
+        f" count). Breaks: inspect.Signature.bind in {HF}utils/output_capturing.py:298 ('C method mappingproxy.values"
+        " on Object(mappingproxy)', inspect.py:3081; mappingproxy.items, inspect.py:2903); the output-capture hooks"
+        " installed on the vision tower on the first call (the lock and weakref.ref of bert-all-outputs: LLaVA"
+        " reads a hidden layer's output); 'mutating the dict contents of a BaseModelOutputWithPooling from outside"
+        f" the frame' ({HF}utils/generic.py:590); 'formatting Tensor(sum_1) into a string' (the f-string message of"
+        f" torch_compilable_check, {HF}models/llava/modeling_llava.py:189); 'Tensor.item() needs the tensor's data'"
+        " (torch._check_tensor_all, torch/__init__.py:1891: torch.compile breaks there too); 'dict.update() from a"
+        f" mapping that is not a dict: Object(BaseModelOutputWithPast)' ({HF}models/llava/modeling_llava.py:246,"
+        " LlavaModelOutputWithPast(**outputs, ...))."),
+}
 
 ONE_GRAPH_GAPS = dict(GAPS)
 
@@ -44,6 +76,6 @@ def params(names, gaps):
 
 def skip_if_missing(name):
     """pytest.skip, with the reason, an entry whose transformers class the installed version lacks."""
-    reason = missing(ZOO[name])
+    reason = missing(FULL[name])
     if reason is not None:
         pytest.skip(reason)

@@ -3,6 +3,9 @@ random configs, a ResNet-style CNN and a ViT in plain torch), compiled with full
 no graph break, and matches eager (outputs, arguments, and the state_dict: BatchNorm's running statistics in
 train mode). Train-mode entries also match eager's gradients, captured and through graphjit's compiler.
 
+The entries are ZOO's and, of the wider zoo (zoo.WIDE), the few of zoo.WIDE_SAMPLE; GRAPHJIT_FULL_ZOO=1 runs every
+entry of WIDE (zoo.selected()).
+
 An entry that graphjit can't capture yet is an xfail(strict=True) whose reason is the Unsupported error and
 where it happens (tests/models/gaps.py). Fix the gap, and the test XPASSes, which fails: remove the entry
 from GAPS.
@@ -17,36 +20,37 @@ from graphjit.backends.registry import graphjit_backend
 from graphjit.testing import assert_same, check_module, check_training, clone_tree
 from .gaps import (BACKWARD_GAPS, EXPECTED_GRAPHS, GAPS, ONE_GRAPH_GAPS, WRONG_WITH_BREAKS, params,
                   skip_if_missing)
-from .zoo import ZOO, build
+from .zoo import FULL, build, selected
 from ..conftest import runs_here
 
 ATOL = RTOL = 1e-5
+TESTED = selected()
 
 
 # --------------------------------------------------------------------------------------------- tests
 
-@pytest.mark.parametrize("name", params(ZOO, ONE_GRAPH_GAPS))
+@pytest.mark.parametrize("name", params(TESTED, ONE_GRAPH_GAPS))
 def test_one_graph_no_breaks(name):
     """explain() on a fresh model: one graph, no break (the breaks' reasons are the failure message)."""
     skip_if_missing(name)
-    model, inputs = build(ZOO[name])
+    model, inputs = build(FULL[name])
     explained = gj.explain(model)(**inputs)
     reasons = [f"{e.reason} at {e.filename}:{e.lineno}" for e in explained.break_reasons]
     assert explained.graph_break_count == 0, "\n".join(reasons)
     assert explained.graph_count == 1, str(explained)
 
 
-@pytest.mark.parametrize("name", params(ZOO, GAPS))
+@pytest.mark.parametrize("name", params(TESTED, GAPS))
 def test_matches_eager_fullgraph(name):
     """fullgraph=True, 4 calls with fresh inputs of the same shapes: outputs, arguments (a passed-in cache is
     mutated) and state_dicts equal to eager's; one graph in all (no recompile; see EXPECTED_GRAPHS)."""
     skip_if_missing(name)
-    spec = ZOO[name]
+    spec = FULL[name]
     check_module(spec.factory, lambda: (), kwargs_factory=spec.inputs, graphs=EXPECTED_GRAPHS.get(name, 1),
                  compile_kwargs={"fullgraph": True}, atol=ATOL, rtol=RTOL)
 
 
-TRAIN = [name for name, spec in ZOO.items() if spec.train]
+TRAIN = [name for name in TESTED if FULL[name].train]
 
 
 def _scalar(out):
@@ -62,7 +66,7 @@ def _scalar(out):
 def test_train_gradients_match_eager(name):
     """Train mode: the compiled forward's loss backpropagates to the same parameter gradients as eager's."""
     skip_if_missing(name)
-    spec = ZOO[name]
+    spec = FULL[name]
     eager, inputs = build(spec)
     model = clone_tree(eager)
     compiled = gj.compile(model, backend=CompileCounter(), fullgraph=True)
@@ -77,12 +81,12 @@ def test_train_gradients_match_eager(name):
     assert_same(model.state_dict(), eager.state_dict(), where="state_dict()", atol=ATOL, rtol=RTOL)
 
 
-@pytest.mark.parametrize("name", params([n for n in ZOO if n in GAPS], WRONG_WITH_BREAKS))
+@pytest.mark.parametrize("name", params([n for n in TESTED if n in GAPS], WRONG_WITH_BREAKS))
 def test_gap_models_match_eager_with_breaks(name):
     """The entries that don't capture whole yet, compiled without fullgraph: wherever graphjit breaks (or
     runs the forward eagerly), the results, arguments and state_dicts are still eager's, call after call."""
     skip_if_missing(name)
-    spec = ZOO[name]
+    spec = FULL[name]
     check_module(spec.factory, lambda: (), kwargs_factory=spec.inputs, graphs=None, atol=ATOL, rtol=RTOL)
 
 
@@ -95,6 +99,6 @@ def test_train_steps_through_the_compiler(name):
     if not runs_here(TRAIN.index(name)):
         pytest.skip("spread over the test matrix (conftest.runs_here)")
     skip_if_missing(name)
-    spec = ZOO[name]
+    spec = FULL[name]
     check_training(spec.factory, lambda: (), kwargs_factory=spec.inputs, loss=_scalar, steps=2, graphs=None,
                    backend=graphjit_backend, atol=1e-4, rtol=1e-4)

@@ -15,9 +15,16 @@ transformers models come from Config objects: 2 layers, hidden size 32, 4 heads,
 
     import sys; sys.path.insert(0, REPO_ROOT)
     from tests.models.zoo import ZOO, missing, build
+
+WIDE[name] (same Specs, at the end of this file) widens the zoo toward every architecture transformers builds
+from a small config: mixture-of-experts, state-space, more decoders, encoders, encoder-decoders, vision, audio
+and multimodal models. FULL = ZOO + WIDE. tests/models/test_zoo.py runs ZOO and the few entries of WIDE_SAMPLE
+by default, every entry of WIDE with GRAPHJIT_FULL_ZOO=1 (selected() gives the names); other readers of ZOO
+(the compiler's and the GPU's zoo tests, benchmarks/capture.py) don't see WIDE.
 """
 import dataclasses
 import importlib
+import os
 
 import torch
 
@@ -426,3 +433,291 @@ ZOO = {
     "plain-vit": Spec(torch_model(plain.ViT), image_inputs(), "hand-written attention, cls token, pos embed"),
     "plain-vit-train": Spec(torch_model(plain.ViT, train=True), image_inputs(), "train mode (dropout p=0)"),
 }
+
+
+# --------------------------------------------------------------------------------------------- the wider zoo
+#
+# More transformers architectures, one entry per family or code path not in ZOO above (mixture-of-experts,
+# state-space, more decoders, encoders, encoder-decoders, vision, audio, multimodal). They are not in ZOO:
+# the compiler's and the GPU's zoo tests (tests/compiler/test_zoo_compiled.py, tests/cuda/test_zoo_modes.py)
+# and benchmarks/capture.py iterate ZOO, and these would multiply their time. FULL holds both tables;
+# tests/models/test_zoo.py runs ZOO and WIDE_SAMPLE by default, all of WIDE with GRAPHJIT_FULL_ZOO=1.
+
+def _decoder(config_name, **kwargs):
+    """A decoder-only config: 2 layers, hidden 32, 4 heads, vocabulary 99, ids 0/1/2 for pad/bos/eos."""
+    def config():
+        return _hf(config_name, vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2, **kwargs)
+    return config
+
+
+_LLAMA_SIZES = dict(num_hidden_layers=LAYERS, hidden_size=HIDDEN, num_attention_heads=HEADS, num_key_value_heads=2,
+                    intermediate_size=FFN, max_position_embeddings=64)
+
+mixtral_config = _llama_like("MixtralConfig", num_local_experts=4, num_experts_per_tok=2)
+qwen2_moe_config = _decoder("Qwen2MoeConfig", **_LLAMA_SIZES, num_experts=4, num_experts_per_tok=2,
+                            moe_intermediate_size=32, shared_expert_intermediate_size=32, decoder_sparse_step=1)
+mamba_config = _decoder("MambaConfig", hidden_size=HIDDEN, state_size=8, num_hidden_layers=LAYERS, expand=2,
+                        conv_kernel=4, time_step_rank=4)
+mamba2_config = _decoder("Mamba2Config", hidden_size=HIDDEN, state_size=8, num_hidden_layers=LAYERS, expand=2,
+                         num_heads=4, head_dim=16, n_groups=1, conv_kernel=4, chunk_size=8, time_step_rank=4)
+recurrent_gemma_config = _decoder("RecurrentGemmaConfig", num_hidden_layers=LAYERS, hidden_size=HIDDEN,
+                                  intermediate_size=FFN, num_attention_heads=HEADS, num_key_value_heads=1,
+                                  lru_width=HIDDEN, attention_window_size=8, conv1d_width=4,
+                                  block_types=("recurrent", "attention"))
+falcon_config = _decoder("FalconConfig", num_hidden_layers=LAYERS, hidden_size=HIDDEN, num_attention_heads=HEADS,
+                         max_position_embeddings=64)
+bloom_config = _decoder("BloomConfig", n_layer=LAYERS, hidden_size=HIDDEN, n_head=HEADS)
+gptj_config = _decoder("GPTJConfig", n_layer=LAYERS, n_embd=HIDDEN, n_head=HEADS, n_inner=FFN, rotary_dim=4,
+                       n_positions=64)
+gpt_neo_config = _decoder("GPTNeoConfig", num_layers=LAYERS, hidden_size=HIDDEN, num_heads=HEADS,
+                          intermediate_size=FFN, attention_types=[[["global", "local"], 1]], window_size=8,
+                          max_position_embeddings=64)
+codegen_config = _decoder("CodeGenConfig", n_layer=LAYERS, n_embd=HIDDEN, n_head=HEADS, n_inner=FFN, rotary_dim=4,
+                          n_positions=64, n_ctx=64)
+gpt_bigcode_config = _decoder("GPTBigCodeConfig", n_layer=LAYERS, n_embd=HIDDEN, n_head=HEADS, n_inner=FFN,
+                              n_positions=64, multi_query=True)
+stablelm_config = _llama_like("StableLmConfig", partial_rotary_factor=0.5)
+phi3_config = _llama_like("Phi3Config")
+gemma2_config = _llama_like("Gemma2Config", head_dim=8, sliding_window=8)
+qwen3_config = _llama_like("Qwen3Config", head_dim=8)
+olmo2_config = _llama_like("Olmo2Config")
+cohere_config = _llama_like("CohereConfig")
+starcoder2_config = _llama_like("Starcoder2Config", sliding_window=8)
+granite_config = _llama_like("GraniteConfig", embedding_multiplier=2.0, residual_multiplier=0.5,
+                             attention_multiplier=0.25, logits_scaling=2.0)
+
+_ENCODER_SIZES = dict(num_hidden_layers=LAYERS, hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=FFN,
+                      vocab_size=VOCAB, max_position_embeddings=64)
+
+
+def _encoder(config_name, pad_token_id=0, **kwargs):
+    def config():
+        return _hf(config_name, **_ENCODER_SIZES, pad_token_id=pad_token_id, **kwargs)
+    return config
+
+
+albert_config = _encoder("AlbertConfig", embedding_size=16)
+electra_config = _encoder("ElectraConfig", embedding_size=16)
+deberta_v2_config = _encoder("DebertaV2Config", relative_attention=True, position_buckets=8,
+                             max_relative_positions=16, pos_att_type=["p2c", "c2p"])
+mpnet_config = _encoder("MPNetConfig", pad_token_id=1)   # 32 buckets: compute_position_bias hard-codes 32
+modernbert_config = _encoder("ModernBertConfig", local_attention=8, global_attn_every_n_layers=2, bos_token_id=1,
+                             eos_token_id=2, cls_token_id=1, sep_token_id=2)
+
+
+def _bart_like(config_name, pad_token_id=1, **kwargs):
+    def config():
+        sizes = dict(encoder_layers=LAYERS, decoder_layers=LAYERS, d_model=HIDDEN, encoder_attention_heads=HEADS,
+                     decoder_attention_heads=HEADS, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN, vocab_size=VOCAB,
+                     max_position_embeddings=64, pad_token_id=pad_token_id)
+        return _hf(config_name, **{**sizes, **kwargs})
+    return config
+
+
+mbart_config = _bart_like("MBartConfig", bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                          forced_eos_token_id=None)
+pegasus_config = _bart_like("PegasusConfig", pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+                            forced_eos_token_id=None)
+marian_config = _bart_like("MarianConfig", pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+                           decoder_vocab_size=VOCAB, forced_eos_token_id=None)
+
+
+def longt5_config():
+    return _hf("LongT5Config", num_layers=LAYERS, num_decoder_layers=LAYERS, d_model=HIDDEN, d_kv=HIDDEN // HEADS,
+               d_ff=FFN, num_heads=HEADS, vocab_size=VOCAB, relative_attention_num_buckets=8,
+               relative_attention_max_distance=16, encoder_attention_type="transient-global", local_radius=4,
+               global_block_size=4, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+
+
+_VIT_SIZES = dict(image_size=16, patch_size=4, num_channels=3, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                  num_attention_heads=HEADS, intermediate_size=FFN)
+
+
+def _vision(config_name, **kwargs):
+    def config():
+        return _hf(config_name, **kwargs)
+    return config
+
+
+deit_config = _vision("DeiTConfig", **_VIT_SIZES, num_labels=10)
+beit_config = _vision("BeitConfig", **_VIT_SIZES, use_relative_position_bias=True, use_mean_pooling=True,
+                      num_labels=10)
+dinov2_config = _vision("Dinov2Config", **_VIT_SIZES)
+convnext_config = _vision("ConvNextConfig", num_channels=3, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1],
+                          num_labels=10)
+resnet_hf_config = _vision("ResNetConfig", num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                           layer_type="bottleneck", num_labels=10)
+swin_config = _vision("SwinConfig", image_size=16, patch_size=2, num_channels=3, embed_dim=16, depths=[2, 1],
+                      num_heads=[2, 2], window_size=4, num_labels=10)
+segformer_config = _vision("SegformerConfig", num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                           hidden_sizes=[16, 32], patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2],
+                           mlp_ratios=[2, 2], decoder_hidden_size=32, num_labels=5)
+mobilevit_config = _vision("MobileViTConfig", num_channels=3, image_size=32, patch_size=2, hidden_sizes=[16, 24, 32],
+                           neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64], num_attention_heads=2, num_labels=10)
+
+_WAV2VEC2_SIZES = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                       intermediate_size=FFN, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+                       num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, mask_time_prob=0.0)
+wav2vec2_config = _vision("Wav2Vec2Config", **_WAV2VEC2_SIZES)
+
+
+def speech2text_config():
+    return _hf("Speech2TextConfig", vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=LAYERS, decoder_layers=LAYERS,
+               encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=FFN,
+               decoder_ffn_dim=FFN, input_feat_per_channel=8, conv_channels=16, num_conv_layers=2,
+               conv_kernel_sizes=(5, 5), max_source_positions=64, max_target_positions=32, pad_token_id=1,
+               bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+
+
+def siglip_config():
+    import transformers
+    text = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=LAYERS,
+                num_attention_heads=HEADS, max_position_embeddings=SEQ, pad_token_id=0, bos_token_id=1,
+                eos_token_id=2)
+    vision = dict(image_size=16, patch_size=4, num_channels=3, hidden_size=HIDDEN, intermediate_size=FFN,
+                  num_hidden_layers=LAYERS, num_attention_heads=HEADS)
+    return _no_dropout(transformers.SiglipConfig(text_config=text, vision_config=vision))
+
+
+LLAVA_IMAGE_TOKEN = VOCAB - 1   # 16 patches of a 16x16 image (CLS dropped): 16 of these in input_ids
+
+
+def llava_config():
+    import transformers
+    vision = transformers.CLIPVisionConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=HIDDEN,
+                                           intermediate_size=FFN, num_hidden_layers=LAYERS,
+                                           num_attention_heads=HEADS, projection_dim=16)
+    text = transformers.LlamaConfig(**_LLAMA_SIZES, vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
+                                    eos_token_id=2)
+    return _no_dropout(transformers.LlavaConfig(vision_config=vision, text_config=text,
+                                                image_token_index=LLAVA_IMAGE_TOKEN, image_seq_length=16,
+                                                vision_feature_layer=-1,
+                                                vision_feature_select_strategy="default"))
+
+
+def llava_inputs():
+    """A prompt of 4 text tokens, the image's 16 tokens and 4 more (row 1 left-padded by 2), and the image."""
+    ids = torch.randint(3, VOCAB - 1, (BATCH, 24))
+    ids[:, 4:20] = LLAVA_IMAGE_TOKEN
+    mask = torch.ones(BATCH, 24, dtype=torch.long)
+    mask[1, :2] = 0
+    return {"input_ids": padded(ids, mask, 0), "attention_mask": mask, "pixel_values": torch.randn(BATCH, 3, 16, 16)}
+
+
+def audio_inputs(samples=400):
+    return {"input_values": torch.randn(BATCH, samples)}
+
+
+def speech2text_inputs():
+    """32 frames of 8 features, row 1 with its last 8 frames padded (the subsampler shortens the mask too)."""
+    return {"input_features": torch.randn(BATCH, 32, 8), "attention_mask": right_padding_mask(seq=32, pad=8),
+            "decoder_input_ids": token_ids(seq=6)}
+
+
+def mamba_inputs():
+    return {"input_ids": token_ids()}
+
+
+WIDE = {
+    # ---- mixture of experts
+    "mixtral": _hf_spec("MixtralForCausalLM", mixtral_config, causal_lm_inputs(),
+                        "top-2 of 4 experts: router softmax/topk, tokens sorted by expert into grouped matmuls"),
+    "qwen2-moe": _hf_spec("Qwen2MoeForCausalLM", qwen2_moe_config, causal_lm_inputs(),
+                          "experts plus a gated shared expert"),
+    # ---- state-space and recurrent
+    "mamba": _hf_spec("MambaForCausalLM", mamba_config, mamba_inputs,
+                      "selective scan in plain torch (no CUDA kernels): a Python loop over the sequence"),
+    "mamba2": _hf_spec("Mamba2ForCausalLM", mamba2_config, mamba_inputs,
+                       "SSD chunked scan (chunk 8, sequence 12: padded to chunks), gated RMSNorm"),
+    "recurrent-gemma": _hf_spec("RecurrentGemmaForCausalLM", recurrent_gemma_config, mamba_inputs,
+                                "RG-LRU recurrent block, conv1d, then local attention"),
+    # ---- decoder-only LMs
+    "falcon": _hf_spec("FalconForCausalLM", falcon_config, causal_lm_inputs(),
+                       "multi-query attention, parallel attention/MLP, rotary"),
+    "bloom": _hf_spec("BloomForCausalLM", bloom_config, causal_lm_plain_inputs(),
+                      "ALiBi position bias built from the attention mask"),
+    "gptj": _hf_spec("GPTJForCausalLM", gptj_config, causal_lm_inputs(), "interleaved partial rotary (rotary_dim 4)"),
+    "gpt-neo": _hf_spec("GPTNeoForCausalLM", gpt_neo_config, causal_lm_inputs(),
+                        "alternating global and local (window 8) attention layers"),
+    "codegen": _hf_spec("CodeGenForCausalLM", codegen_config, causal_lm_inputs(),
+                        "fused qkv split into model-parallel blocks, partial rotary"),
+    "gpt-bigcode": _hf_spec("GPTBigCodeForCausalLM", gpt_bigcode_config, causal_lm_inputs(),
+                            "multi-query attention with a fused c_attn"),
+    "stablelm": _hf_spec("StableLmForCausalLM", stablelm_config, causal_lm_inputs(),
+                         "LayerNorm, partial rotary (factor 0.5)"),
+    "phi3": _hf_spec("Phi3ForCausalLM", phi3_config, causal_lm_inputs(), "fused qkv and gate_up projections"),
+    "gemma2": _hf_spec("Gemma2ForCausalLM", gemma2_config, causal_lm_inputs(),
+                       "alternating sliding-window (8) and global layers, attention and logit soft-capping"),
+    "qwen3": _hf_spec("Qwen3ForCausalLM", qwen3_config, causal_lm_inputs(), "q/k RMSNorm per head"),
+    "olmo2": _hf_spec("Olmo2ForCausalLM", olmo2_config, causal_lm_inputs(), "post-norm blocks, q/k RMSNorm"),
+    "cohere": _hf_spec("CohereForCausalLM", cohere_config, causal_lm_inputs(),
+                       "LayerNorm without bias, interleaved rotary, logit_scale"),
+    "starcoder2": _hf_spec("Starcoder2ForCausalLM", starcoder2_config, causal_lm_inputs(),
+                           "biased projections, sliding window 8, GELU MLP"),
+    "granite": _hf_spec("GraniteForCausalLM", granite_config, causal_lm_inputs(),
+                        "embedding/residual/attention multipliers, logits scaling"),
+    # ---- encoders
+    "albert": _hf_spec("AlbertModel", albert_config, encoder_inputs(token_types=True),
+                       "factorised embeddings (16 -> 32), one layer's weights shared by both layers"),
+    "electra": _hf_spec("ElectraForPreTraining", electra_config, encoder_inputs(token_types=True),
+                        "embedding projection, discriminator head"),
+    "deberta-v2": _hf_spec("DebertaV2Model", deberta_v2_config, encoder_inputs(),
+                           "disentangled attention: log-bucketed relative positions, c2p/p2c gathers"),
+    "mpnet": _hf_spec("MPNetModel", mpnet_config, encoder_inputs(pad_id=1), "relative position bias buckets"),
+    "modernbert": _hf_spec("ModernBertModel", modernbert_config, encoder_inputs(),
+                           "rotary, GeGLU, alternating local (window 8) and global attention"),
+    # ---- encoder-decoders
+    "mbart": _hf_spec("MBartForConditionalGeneration", mbart_config, seq2seq_inputs(pad_id=1),
+                      "pre-norm BART with final layer norms"),
+    "pegasus": _hf_spec("PegasusForConditionalGeneration", pegasus_config, seq2seq_inputs(pad_id=0),
+                        "sinusoidal positions"),
+    "marian": _hf_spec("MarianMTModel", marian_config, seq2seq_inputs(pad_id=0),
+                       "sinusoidal positions, final_logits_bias buffer"),
+    "longt5": _hf_spec("LongT5ForConditionalGeneration", longt5_config, seq2seq_inputs(pad_id=0),
+                       "transient-global encoder attention: blocks of local radius 4, global block sums"),
+    # ---- vision
+    "deit": _hf_spec("DeiTForImageClassification", deit_config, image_inputs(), "CLS and distillation tokens"),
+    "beit": _hf_spec("BeitForImageClassification", beit_config, image_inputs(),
+                     "relative position bias table, layer scale, mean pooling"),
+    "dinov2": _hf_spec("Dinov2Model", dinov2_config, image_inputs(),
+                       "position embeddings interpolated (bicubic) to the image size, layer scale"),
+    "convnext": _hf_spec("ConvNextForImageClassification", convnext_config, image_inputs(size=32),
+                         "depthwise 7x7 convs, channels-last LayerNorm, layer scale"),
+    "resnet-hf": _hf_spec("ResNetForImageClassification", resnet_hf_config, image_inputs(size=32),
+                          "transformers' ResNet: bottleneck blocks, BatchNorm (eval), max pool"),
+    "swin": _hf_spec("SwinForImageClassification", swin_config, image_inputs(),
+                     "shifted windows (roll, window partition), patch merging, relative position bias"),
+    "segformer": _hf_spec("SegformerForSemanticSegmentation", segformer_config, image_inputs(size=32),
+                          "overlapping patch embeds, spatial-reduction attention, upsampled MLP decode head"),
+    "mobilevit": _hf_spec("MobileViTForImageClassification", mobilevit_config, image_inputs(size=32),
+                          "inverted residuals, unfold into patches, transformer, fold back"),
+    # ---- audio
+    "wav2vec2": _hf_spec("Wav2Vec2Model", wav2vec2_config, audio_inputs,
+                         "conv feature encoder on raw audio, grouped conv positional embedding"),
+    "speech2text": _hf_spec("Speech2TextForConditionalGeneration", speech2text_config, speech2text_inputs,
+                            "conv1d subsampler with GLU, sinusoidal positions, encoder-decoder"),
+    # ---- multimodal
+    "siglip": _hf_spec("SiglipModel", siglip_config,
+                       lambda: {"input_ids": token_ids(), **image_inputs()()},
+                       "text and vision towers, attention-pooling head, sigmoid logits"),
+    "llava": _hf_spec("LlavaForConditionalGeneration", llava_config, llava_inputs,
+                      "CLIP vision tower, projector, image features scattered into the text embeddings"),
+}
+
+FULL = {**ZOO, **WIDE}
+assert not set(ZOO) & set(WIDE)
+
+# The entries of WIDE that the tests run by default (one per family: experts, state-space, decoder, encoder,
+# encoder-decoder, vision, audio); GRAPHJIT_FULL_ZOO=1 runs all of them.
+WIDE_SAMPLE = ("mixtral", "mamba", "gemma2", "deberta-v2", "mbart", "swin", "wav2vec2")
+assert set(WIDE_SAMPLE) <= set(WIDE)
+
+
+def full_zoo():
+    """Whether the environment asks for every entry of WIDE (GRAPHJIT_FULL_ZOO=1), not only WIDE_SAMPLE."""
+    return os.environ.get("GRAPHJIT_FULL_ZOO", "") not in ("", "0")
+
+
+def selected():
+    """The entry names the tests run: all of ZOO, then WIDE_SAMPLE, or all of WIDE under GRAPHJIT_FULL_ZOO=1."""
+    return list(ZOO) + [name for name in WIDE if full_zoo() or name in WIDE_SAMPLE]

@@ -94,6 +94,10 @@ def _distinct_template(n):
 
 
 def _wrap_uncached(tx, value, source):
+    if value is sys.modules and source is not None:
+        from .objects import SysModulesVariable
+        tx.guards.add_id(source, value)
+        return SysModulesVariable(source)
     if value is os.environ and source is not None:
         from .objects import EnvironVariable
         tx.guards.add_id(source, value)
@@ -287,6 +291,8 @@ def _lru_cached(tx, value, source):
     consulted or filled by the compiled code: the same results for the pure functions it is meant for; a
     call with effects outside itself (which eager runs only on a cache miss) breaks."""
     from .functions import LruCachedFunctionVariable
+    if getattr(value.__wrapped__, "_dynamo_marked_constant", False) is True:
+        return _assumed_constant(tx, value, source)      # transformers marks the function under the cache
     return LruCachedFunctionVariable(value, source)
 
 
@@ -320,13 +326,13 @@ _CALLABLE_TABLE = [
     # C functions with a traced pure-Python equivalent (polyfills.py): itertools, functools.reduce ...
     (_has_polyfill, _polyfill, "id"),
     (_is_handled_builtin, _make("builtins.BuiltinVariable"), "id"),
+    (lambda v: callable(v) and getattr(v, "_dynamo_marked_constant", False) is True, _assumed_constant, "id"),
     (lambda v: isinstance(v, functools._lru_cache_wrapper) and isinstance(getattr(v, "__wrapped__", None),
                                                                           types.FunctionType),
      _lru_cached, "id"),
     (lambda v: isinstance(v, types.BuiltinMethodType) and isinstance(getattr(v, "__self__", None), torch.Tensor),
      _tensor_method, None),
     (_is_compiled_function, _make("functions.CompiledWrapperVariable"), "id"),
-    (lambda v: callable(v) and getattr(v, "_dynamo_marked_constant", False) is True, _assumed_constant, "id"),
     (_is_checkpoint, _make("functions.CheckpointVariable"), "id"),
     (_marked("_graphjit_disable"), _make("functions.DisabledFunctionVariable"), "id"),
     (_marked("_graphjit_allow_in_graph"), _make("torchvars.TorchOpVariable"), "id"),

@@ -719,6 +719,8 @@ class BuiltinVariable(Variable):
     def getattr(self, tx, name):
         if self.fn is dict and name == "fromkeys":
             return _DictFromKeys()
+        if name == "__getitem__" and isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__"):
+            return _GenericAlias(self.fn)          # `list[int]` in an annotation evaluated at def time
         return super().getattr(tx, name)
 
     def _call_getter(self, tx, args):
@@ -741,6 +743,19 @@ class BuiltinVariable(Variable):
 
     def __repr__(self):
         return f"Builtin({self.name()})"
+
+
+class _GenericAlias(Variable):
+    """cls[args] of a builtin class (list[Any], dict[str, int]): the typing alias, built now from constants."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def call(self, tx, args, kwargs):
+        from .builder import wrap_constant_result
+        if kwargs or len(args) != 1 or not args[0].is_constant():
+            unsupported(f"{self.cls.__name__}[...] of values that are not constants")
+        return wrap_constant_result(tx, self.cls[args[0].as_python_constant()])
 
 
 class _DictFromKeys(Variable):

@@ -4,6 +4,7 @@ import functools
 import logging
 import os
 import dataclasses
+import sys
 import types
 import weakref
 
@@ -1122,6 +1123,57 @@ def inspect_static(cls, name):
     import inspect
     attr = inspect.getattr_static(cls, name, None)
     return attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
+
+
+class SysModulesVariable(Variable):
+    """sys.modules: membership and lookups of constant names, each guarded on its own (`'json' in
+    sys.modules`, the module's identity), not the whole dict: modules imported while a graph compiles
+    would change its keys between the trace and the entry's first call. Anything else breaks."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def python_type(self):
+        return dict
+
+    def method___contains__(self, tx, key):
+        name = key.as_python_constant() if key.is_constant() else None
+        if not isinstance(name, str):
+            unsupported("`in sys.modules` with a name that is not a constant string")
+        present = name in sys.modules
+        tx.guards.add(3, f"({name!r} in {{0}}) is {present}", f"{name!r} {'in' if present else 'not in'} "
+                      "sys.modules", (self.source,))
+        return ConstantVariable(present)
+
+    def getitem(self, tx, key):
+        from .builder import wrap
+        if not self.method___contains__(tx, key).value:
+            raise UserError(KeyError(key.as_python_constant()))
+        name = key.as_python_constant()
+        return wrap(tx, sys.modules[name], ItemSource(self.source, name))
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__contains__" and len(args) == 1 and not kwargs:
+            return self.method___contains__(tx, args[0])
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            return self.getitem(tx, args[0])
+        if name == "get" and 1 <= len(args) <= 2 and not kwargs:
+            if self.method___contains__(tx, args[0]).value:
+                return self.getitem(tx, args[0])
+            return args[1] if len(args) == 2 else ConstantVariable(None)
+        unsupported(f"sys.modules.{name}()")
+
+    def getattr(self, tx, name):
+        from .base import MethodOf
+        if name in ("get", "__contains__", "__getitem__"):
+            return MethodOf(self, name)
+        unsupported(f"sys.modules.{name}")
+
+    def reconstruct(self, cg):
+        return self.source.expr()
+
+    def __repr__(self):
+        return "sys.modules"
 
 
 class PythonModuleVariable(Variable):
