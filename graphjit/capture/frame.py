@@ -24,7 +24,7 @@ from . import dynamic
 from .dynamic import DynamicPolicy
 from .guards import TENSOR as TENSOR_GUARD_COST
 from .interpreter import Tracer, BreakPoint
-from .intercept import Interceptor, intercepting_function
+from .intercept import Interceptor, intercepting_function, rebound
 from .sources import AttrSource, ItemSource
 from .variables.base import BINARY_OPS
 
@@ -199,10 +199,7 @@ class CompiledFunction:
     def call_in(self, closure, *args, **kwargs):
         """Call with `closure`'s cells instead of the function's own: a resume function is made once per
         break and serves every closure of its `def`, each entry passing the cells of its own call."""
-        fn = self._graphjit_compiled_fn
-        if closure is not fn.__closure__:
-            fn = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
-        return self._dispatch(fn, closure, args, kwargs)
+        return self._dispatch(rebound(self._graphjit_compiled_fn, closure), closure, args, kwargs)
 
     def _dispatch(self, fn, closure, args, kwargs):
         defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
@@ -583,8 +580,7 @@ def eager_function(fn, closure, options):
     except Exception as e:   # a graphjit bug must not break the user's program: run the original
         logs.log("graph_breaks", f"graphjit internal error rewriting {fn.__code__.co_qualname} to intercept "
                                  f"its calls: {type(e).__name__}: {e}")
-        return fn if fn.__closure__ is closure else types.FunctionType(
-            fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+        return rebound(fn, closure)
 
 
 def intercepted(fn, options):

@@ -32,6 +32,7 @@ _CACHE = {}          # (code, interceptor) -> rewritten code
 
 _COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
+
 class Interceptor:
     """`interceptor[fn]` -> what a call to fn from an eagerly run frame of `code` runs (see
     `frame.intercepted`). A call of the frame's own function (recursion) runs it as it is: each compiled
@@ -40,7 +41,7 @@ class Interceptor:
 
     __slots__ = ("resolve", "code")
 
-    def __init__(self, resolve, code=None):
+    def __init__(self, resolve, code):
         self.resolve = resolve
         self.code = code
 
@@ -62,8 +63,15 @@ def intercepting_code(code, interceptor):
 def intercepting_function(fn, closure, interceptor):
     """A function running fn's code with calls intercepted, bound to `closure` (the cells of the call
     being served: one code object's cache serves every closure of its `def`)."""
-    code = intercepting_code(fn.__code__, interceptor)
-    out = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+    return rebound(fn, closure, intercepting_code(fn.__code__, interceptor))
+
+
+def rebound(fn, closure, code=None):
+    """fn with another closure's cells (and, if given, another code object): its globals, name,
+    qualname and defaults otherwise."""
+    if closure is fn.__closure__ and code is None:
+        return fn
+    out = types.FunctionType(code or fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
     out.__kwdefaults__ = fn.__kwdefaults__
     out.__qualname__ = fn.__qualname__
     return out

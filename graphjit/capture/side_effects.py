@@ -121,6 +121,10 @@ class SideEffects:
             guards.add_equals(AttrSource(obj_var.source, name), before)
             del self.attr_stores[key]
 
+    def recorded(self):
+        """A count of what has been recorded so far: it changes with every new effect."""
+        return self._events, len(self.deferred_calls)
+
     def only_deferred_calls(self):
         return not (self.attr_stores or self.global_stores or self.cell_stores or self.mutated)
 

@@ -218,7 +218,6 @@ class UserFunctionVariable(BaseFunctionVariable):
         return f"Function({self.fn.__qualname__})"
 
 
-
 class LruCachedFunctionVariable(UserFunctionVariable):
     """The function under a functools.lru_cache wrapper, traced in its place. Eager runs its body only on
     a cache miss, so a call that records an effect outside itself (a store into a global, an outside
@@ -234,13 +233,13 @@ class LruCachedFunctionVariable(UserFunctionVariable):
         return self.wrapper_source.expr() if self.wrapper_source is not None else cg.obj(self.wrapper)
 
     def call(self, tx, args, kwargs):
-        effects = tx.side_effects
-        before = (effects._events, len(effects.deferred_calls))
+        before = tx.side_effects.recorded()
         result = super().call(tx, args, kwargs)
-        if (effects._events, len(effects.deferred_calls)) != before:
+        if tx.side_effects.recorded() != before:
             unsupported(f"{self.fn.__qualname__} is lru_cache'd and has effects outside itself, which run "
                         "only on a cache miss")
         return result
+
 
 class NestedFunctionVariable(BaseFunctionVariable):
     """A function made by MAKE_FUNCTION during the trace (closures, lambdas, inner defs)."""

@@ -1070,13 +1070,15 @@ def _impure_autograd_function(cls):
     """Why `cls`'s forward (and setup_context) may do more than compute tensors from its arguments, or
     None: it stores globals, closure cells or attributes of anything but its first parameter (ctx), or
     names a call with effects."""
+    import inspect
     from ..bytecode import read
     for name in ("forward", "setup_context"):
-        fn = inspect_static(cls, name)
+        fn = _class_lookup(cls, name)
+        fn = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
         code = getattr(fn, "__code__", None)
         if code is None:
             continue
-        if code.co_flags & 0x20:      # a generator
+        if code.co_flags & inspect.CO_GENERATOR:
             return "is a generator"
         first = code.co_varnames[0] if code.co_argcount else None
         previous = None
@@ -1117,12 +1119,6 @@ def _is_stateless(value):
     return isinstance(value, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
                               int, float, bool, str, bytes, type(None), torch.dtype, torch.device)) or \
         callable(value) and type(value).__module__.split(".")[0] == "torch"
-
-
-def inspect_static(cls, name):
-    import inspect
-    attr = inspect.getattr_static(cls, name, None)
-    return attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
 
 
 class SysModulesVariable(Variable):
