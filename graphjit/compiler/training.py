@@ -151,8 +151,9 @@ def _partition(joint, joint_inputs, **kwargs):
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch.utils.checkpoint import CheckpointPolicy
     _materialize_constants(joint)
-    backward_reads = _read_by_backward(joint.graph)
-    _save_compared_operands(joint.graph, backward_reads)
+    tangent_dependent = _tangent_dependent(joint.graph)
+    backward_reads = _read_by_backward(joint.graph, tangent_dependent)
+    _save_compared_operands(joint.graph, backward_reads, tangent_dependent)
     for node in joint.graph.nodes:
         if node.op == "call_function" and _op_name(node) in _NORMALIZATIONS and "recompute" not in node.meta \
                 and node in backward_reads and not any(user.op == "output" for user in node.users):
@@ -167,14 +168,13 @@ def _partition(joint, joint_inputs, **kwargs):
 _EXACT_COMPARISONS = {"eq", "ne"}
 
 
-def _save_compared_operands(graph, backward_reads):
+def _save_compared_operands(graph, backward_reads, tangent_dependent):
     """The forward values the backward compares for equality are saved, never recomputed. min/max's
     gradient goes to the elements equal to the result (`x == amin(x)`, divided by their count): x
     recomputed in the backward by a kernel of another loop shape can differ from the forward's in the last
     bit (a vectorized libm lane against a scalar tail), and then no element equals the saved result and the
     count is 0 (a NaN gradient where eager has none)."""
     from torch.utils.checkpoint import CheckpointPolicy
-    tangent_dependent = _tangent_dependent(graph)
     for node in graph.nodes:
         if node.op == "call_function" and _op_name(node) in _EXACT_COMPARISONS and node in backward_reads:
             for operand in node.all_input_nodes:
@@ -213,10 +213,9 @@ def _tangent_dependent(graph):
     return tangents
 
 
-def _read_by_backward(graph):
+def _read_by_backward(graph, tangents):
     """The nodes of a joint graph that the backward reads, directly or through what it computes from them:
-    those with a descendant that depends on a tangent (the gradient coming into the backward)."""
-    tangents = _tangent_dependent(graph)
+    those with a descendant in `tangents` (`_tangent_dependent(graph)`)."""
     read = set()
     for node in reversed(graph.nodes):
         if node.op != "output" and (node in tangents or any(user in read for user in node.users)):
