@@ -1740,12 +1740,15 @@ def argmin(x, dim=None, keepdim=False):
 def _arg_reduce(x, dim, keepdim, kind):
     """argmax/argmin as two reductions: the extreme (NaN if any, as eager), then the smallest index whose
     value equals it (or is NaN when it is): eager's first-occurrence rule. Both compare x as its dtype
-    holds it (_as_stored): the extreme is stored in that dtype, while a lazy 16-bit x computes in float32."""
+    holds it (_as_stored): the extreme is stored in that dtype, while a lazy 16-bit x computes in float32.
+    An x with transcendental ops is stored first (_read_in_passes): recomputed in the second loop by
+    another vector width than in the first, no element might equal the extreme, and the index would be
+    the sentinel, out of range."""
     if x.dtype == torch.bool or not x.sizes:
         raise NotLowered("argmax/argmin of a bool or 0-d tensor")
     if dim is None:                 # over every element, in row-major order
         x, dim = view_reshape(x, [product(x.sizes)]), 0
-    x = _as_stored(x)
+    x = _as_stored(_read_in_passes(x, 2))
     dim = dim % len(x.sizes)
     extreme = reduce(x, [dim], kind, x.dtype, True)
     x_loader, extreme_loader = x.make_loader(), extreme.make_loader()
@@ -2041,7 +2044,7 @@ def _read_in_passes(x, passes):
     the output): computed into a buffer first where the scheduler's policy would store a value with that
     many readers. Recomputed, a value with transcendental ops can differ in the last bit between a
     vectorized loop (glibc's vector math) and a scalar one, and softmax's x - max(x) is then not exactly 0
-    at the maximum."""
+    at the maximum (argmax's equality with the maximum then finds no element)."""
     if isinstance(x, Pointwise) and scheduler.realize_reason(x, passes):
         return realize(x, current_graph())
     return x

@@ -43,23 +43,32 @@ def wants_aot(gm, example_inputs):
     return needs_autograd(example_inputs) or changes_state(gm) is not None
 
 
-def compile_training(gm, example_inputs, compile_fn):
+def compile_training(gm, example_inputs, compile_fn, unreached=True):
     """A callable with gm.forward's signature that runs the compiled forward inside an autograd Function
     whose backward runs the compiled backward. compile_fn(graph, example_inputs) compiles one half (its
-    inputs are fake tensors; each half is compiled with grad mode off)."""
+    inputs are fake tensors; each half is compiled with grad mode off). unreached=False leaves outputs the
+    loss does not reach to AOTAutograd's zero gradients (_AbsentGradients: by default their backward does
+    not run, as in eager)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     from .decompose import decomposition_table
     name = (gm.meta.get("graphjit") or {}).get("name", "graph")
     halves = []
 
+    def compile_half(which, graph, inputs):
+        with torch.no_grad():
+            compiled = compile_fn(graph, inputs)
+        halves.append(Half(which, graph, compiled))
+        return _boxed(compiled)
+    absent = _AbsentGradients(name, compile_half, unreached)
+
     def half(which):
         def compiler(graph, inputs):
             logs.log("graph", lambda: f"{name}: {which} graph from AOTAutograd:\n{graph.code}")
             graph.meta["graphjit"] = {"name": f"{name} ({which})", "boxed": True, "autograd": True}
-            with torch.no_grad():
-                compiled = compile_fn(graph, inputs)
-            halves.append(Half(which, graph, compiled))
-            return _boxed(compiled)
+            if which == "backward" and absent.enabled:
+                return _BackwardOfPresent(graph, inputs, absent)     # compiled at its first call
+            compiled = compile_half(which, graph, inputs)
+            return _ForwardRecording(compiled, absent) if which == "forward" and absent.enabled else compiled
         return compiler
 
     if _writes_through_overlap(gm):
@@ -77,11 +86,12 @@ def compile_training(gm, example_inputs, compile_fn):
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place and two of its inputs "
                            f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
         return gm.forward
+    traced, detached = _detach_after(gm)
     try:
         with _quiet_meta_failures():
-            run = aot_module_simplified(gm, example_inputs, fw_compiler=half("forward"),
+            run = aot_module_simplified(traced, example_inputs, fw_compiler=half("forward"),
                                         bw_compiler=half("backward"), inference_compiler=half("inference"),
-                                        partition_fn=_partition, decompositions=decomposition_table(),
+                                        partition_fn=absent.partition, decompositions=decomposition_table(),
                                         keep_inference_input_mutations=True)
     except ZeroDivisionError as e:
         # torch's decomposition of an op AOTAutograd traces (its fake-tensor meta too) divides by a count of
@@ -105,6 +115,10 @@ def compile_training(gm, example_inputs, compile_fn):
                            f"{str(e).splitlines()[0]}")
         return gm.forward
     run.graphjit_halves = halves     # the halves compiled so far (the backward at the first backward)
+    if absent.enabled:
+        run = _UndefinedGradsKept(run, absent, halves)
+    if detached:
+        run = _Detaching(run, detached, halves)
     groups = _output_groups(gm)
     if len({g for g in groups if g is not None}) > 1:
         run = _SeparateOutputs(run, groups, halves)
@@ -334,6 +348,69 @@ def _output_groups(gm):
     return groups
 
 
+def _is_detach(node):
+    if node.op == "call_method":
+        return node.target == "detach"
+    return node.op == "call_function" and (node.target in (torch.detach, torch.Tensor.detach) or (
+        node.target is getattr and len(node.args) == 2 and node.args[1] == "data"))
+
+
+def _detach_after(gm):
+    """(the graph AOTAutograd traces, the positions of the outputs to detach after it). An output that is
+    a detached view of a view (`h.narrow(0, 1, 2).detach()`) beside another view of the same tensor
+    comes back from AOTAutograd's replay of output views wrong (the views applied twice: a wrong size, a
+    failed check, or a read out of bounds on every torch we support); such an output is traced as the
+    view without the detach, and detached after the call."""
+    graph = None
+    (out,) = [n for n in gm.graph.nodes if n.op == "output"]
+    leaves = out.args[0] if isinstance(out.args[0], (tuple, list)) else None
+    positions = []
+    for k, leaf in enumerate(leaves or ()):
+        chain, node = [], leaf
+        while isinstance(node, torch.fx.Node) and (_is_detach(node) or (
+                node.op in ("call_method", "call_function") and _call_name(node) in _VIEWS)) and \
+                node.args and isinstance(node.args[0], torch.fx.Node):
+            chain.append(node)
+            node = node.args[0]
+        if not any(_is_detach(n) for n in chain) or all(_is_detach(n) for n in chain):
+            continue
+        if graph is None:
+            graph = torch.fx.Graph()
+            env = {}
+            graph.graph_copy(gm.graph, env)     # everything but the output node
+            copied_leaves = [env[l] if isinstance(l, torch.fx.Node) else l for l in leaves]
+        value = env[node]
+        for step in reversed(chain):
+            if not _is_detach(step):
+                value = graph.create_node(step.op, step.target, (value, *[torch.fx.node.map_arg(a, env.__getitem__)
+                                                                          for a in step.args[1:]]),
+                                          torch.fx.node.map_arg(step.kwargs, env.__getitem__))
+                value.meta = dict(step.meta)
+        copied_leaves[k] = value
+        positions.append(k)
+    if graph is None:
+        return gm, []
+    graph.output(type(leaves)(copied_leaves))
+    traced = torch.fx.GraphModule(gm, graph)
+    traced.meta.update(gm.meta)
+    return traced, positions
+
+
+class _Detaching:
+    """A compiled training graph whose outputs at `positions` are detached after the call (_detach_after)."""
+
+    def __init__(self, compiled, positions, halves):
+        self.compiled, self.positions, self.graphjit_halves = compiled, positions, halves
+
+    def __call__(self, *args):
+        out = self.compiled(*args)
+        values = list(out)
+        for k in self.positions:
+            if isinstance(values[k], torch.Tensor):
+                values[k] = values[k].detach()
+        return type(out)(values)
+
+
 class _SeparateOutputs:
     """A compiled training graph whose outputs are in more than one traced storage: AOTAutograd's
     common-subexpression elimination merges identical computations (`x.msort()` and `x.sort(0).values`), so
@@ -377,6 +454,213 @@ class _CheckingAliases:
         if _shared_memory(args):
             return self.captured(*args)
         return self.compiled(*args)
+
+
+# Gradients of outputs the loss does not reach. Autograd gives such an output no gradient (None), and eager
+# then runs none of the backward from it: an input that reaches the loss only through such outputs keeps
+# .grad None (an optimizer skips it), and a partial derivative that is inf or NaN there (exp(1000)) never
+# meets a zero. AOTAutograd's autograd node fills the missing gradient with zeros by default, so its
+# backward computed 0 * inf = NaN into the gradients of the inputs and zeros for the unreached ones.
+# Here the node passes None through, and the backward is compiled once per set of missing gradients with
+# them as symbolic zeros (_without_tangents).
+
+class _AbsentGradients:
+    """One training graph's handling of missing output gradients: enabled where each tangent (an output's
+    incoming gradient) has static sizes, so that a zero tensor can stand in for one where the specialized
+    backward must still read it."""
+
+    # the specialized backwards one graph keeps; past that, a missing gradient is filled with zeros
+    LIMIT = 8
+
+    def __init__(self, name, compile_half, allowed=True):
+        # compile_half(which, graph, inputs): the boxed compiled half, noted among the graph's halves
+        self.name, self.compile_half, self.allowed = name, compile_half, allowed
+        self.enabled, self.produced = False, None
+
+    def partition(self, joint, joint_inputs, **kwargs):
+        tangents = [n for n in joint.graph.nodes if n.op == "placeholder" and n.name.startswith("tangents")]
+        self.enabled = self.allowed and bool(tangents) and all(_static(n.meta.get("val")) for n in tangents)
+        return _partition(joint, joint_inputs, **kwargs)
+
+
+def _static(value):
+    return isinstance(value, torch.Tensor) and all(isinstance(d, int) for d in (*value.shape, *value.stride()))
+
+
+class _ForwardRecording:
+    """The compiled forward half (boxed), noting the tensors it returns: _UndefinedGradsKept finds this
+    call's autograd node as the grad_fn of a user output that is one of them."""
+    _boxed_call = True
+
+    def __init__(self, compiled, absent):
+        self.compiled, self.absent = compiled, absent
+
+    def __call__(self, args):
+        out = self.compiled(args)
+        self.absent.produced = out
+        return out
+
+
+class _UndefinedGradsKept:
+    """A compiled training graph whose autograd node hands its backward None, not zeros, for the
+    gradient of an output the loss does not reach (_BackwardOfPresent compiles the backward without it)."""
+
+    def __init__(self, compiled, absent, halves):
+        self.compiled, self.absent, self.graphjit_halves = compiled, absent, halves
+
+    def __call__(self, *args):
+        self.absent.produced = None
+        out = self.compiled(*args)
+        produced, self.absent.produced = self.absent.produced, None
+        if produced is None:
+            return out
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            node = t.grad_fn if isinstance(t, torch.Tensor) else None
+            # the grad_fn of an output the forward made (never of an input passed through, whose node is
+            # another graph's)
+            if node is not None and type(node).__name__ == "CompiledFunctionBackward" and \
+                    any(t is p for p in produced):
+                node.set_materialize_grads(False)
+                break
+        return out
+
+
+class _BackwardOfPresent:
+    """The backward half (boxed), compiled at its first call for the tangents that call has: whole where
+    none is None, else specialized to the missing ones (_without_tangents), each set compiled once."""
+    _boxed_call = True
+
+    def __init__(self, graph, inputs, absent):
+        self.graph, self.inputs, self.absent = graph, list(inputs), absent
+        self.placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+        self.tangents = [i for i, n in enumerate(self.placeholders) if n.name.startswith("tangents")]
+        self.variants = {}
+
+    def __call__(self, args):
+        missing = tuple(i for i in self.tangents if args[i] is None)
+        run = self.variants.get(missing)
+        if run is None:
+            run = self.variants[missing] = self._compile(missing)
+        return run(args)
+
+    def _compile(self, missing):
+        if not missing:
+            return self.absent.compile_half("backward", self.graph, self.inputs)
+        name = f"{self.absent.name} (backward)"
+        if len(self.variants) >= self.absent.LIMIT:
+            logs.log("fusion", f"{name}: {self.absent.LIMIT} sets of missing output gradients compiled; "
+                               f"others are filled with zeros")
+            return self._filled(missing)
+        try:
+            gm, kept = _without_tangents(self.graph, missing)
+        except _NoZeroFor as e:
+            logs.log("fusion", f"{name}: missing output gradients filled with zeros: {e}")
+            return self._filled(missing)
+        gm.meta["graphjit"] = dict(self.graph.meta.get("graphjit") or {}, name=f"{name}, {len(missing)} of "
+                                   f"{len(self.tangents)} output gradients missing")
+        logs.log("graph", lambda: f"{name} without output gradients {missing}:\n{gm.code}")
+        compiled = self.absent.compile_half("backward", gm, [self.inputs[i] for i in kept])
+
+        def run(args):
+            values = [args[i] for i in kept]
+            args.clear()
+            return compiled(values)
+        return run
+
+    def _filled(self, missing):
+        def run(args):
+            for i in missing:
+                val = self.placeholders[i].meta["val"]     # static sizes (_AbsentGradients.enabled)
+                args[i] = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device=val.device).zero_()
+            whole = self.variants.get(())
+            if whole is None:
+                whole = self.variants[()] = self._compile(())
+            return whole(args)
+        return run
+
+
+class _NoZeroFor(Exception):
+    """_without_tangents needs a zero tensor for a value whose sizes it does not know."""
+
+
+def _without_tangents(gm, missing):
+    """(gm without the placeholders at positions `missing`, the positions it keeps). The missing tangents
+    are symbolic zeros: an add of such a zero and another value is that value (a gradient is linear in
+    the tangents, so a tangent-independent term beside it is a contribution of its own, sgn's constant
+    zero gradient), a node whose tangent-dependent operands are all such zeros is itself one (eager never
+    computes it), and any other node mixing a zero with a gradient reads a zero tensor of its sizes (as
+    eager's nodes fill one in); an output that is a symbolic zero is None (the input gets no gradient),
+    or zeros where a tangent present is one the graph never reads."""
+    from torch.fx.node import map_arg
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    absent = {placeholders[i] for i in missing}
+    # a tangent the backward never reads is an output whose gradient is zero wherever it flows (sgn's):
+    # which inputs it reaches is not in the graph, so where one is present, a gradient made only of
+    # symbolic zeros stays a zero tensor (eager's, for the inputs that output reaches)
+    unread = any(n.name.startswith("tangents") and n not in absent and not n.users for n in placeholders)
+    graph = torch.fx.Graph()
+    env, zero, dependent = {}, set(), set()
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            if node.name.startswith("tangents"):
+                dependent.add(node)
+            if node in absent:
+                zero.add(node)
+            else:
+                env[node] = graph.node_copy(node, env.__getitem__)
+            continue
+        if node.op == "output":
+            for n in node.all_input_nodes:
+                if n in zero and n not in env and unread:
+                    env[n] = _zeros_node(graph, n)
+            graph.output(map_arg(node.args[0], lambda n: None if n in zero and n not in env else env[n]))
+            continue
+        operands = node.all_input_nodes
+        if any(a in dependent for a in operands):
+            dependent.add(node)
+        unmade = [a for a in operands if a in zero and a not in env]
+        if not unmade:
+            env[node] = graph.node_copy(node, env.__getitem__)
+        elif (other := _gradient_passed(node, zero)) is not None:
+            env[node] = env[other]
+        elif not any(a in dependent and a not in zero for a in operands):
+            zero.add(node)
+        else:
+            for a in unmade:
+                env[a] = _zeros_node(graph, a)
+            env[node] = graph.node_copy(node, env.__getitem__)
+    graph.lint()
+    out = torch.fx.GraphModule(gm, graph)
+    return out, [i for i, n in enumerate(placeholders) if n not in absent]
+
+
+def _gradient_passed(node, zero):
+    """The operand an add of a symbolic zero and another value, or a sub of a symbolic zero from it, comes
+    to (where it has the result's sizes and dtype); None otherwise."""
+    aten = torch.ops.aten
+    if node.target not in (aten.add.Tensor, aten.sub.Tensor) or len(node.args) != 2 or \
+            node.kwargs.get("alpha", 1) != 1:
+        return None
+    a, b = node.args
+    other = a if b in zero else b if a in zero and node.target is aten.add.Tensor else None
+    if not isinstance(other, torch.fx.Node) or other in zero:
+        return None
+    mine, theirs = node.meta.get("val"), other.meta.get("val")
+    if not (isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor)) or \
+            mine.dtype != theirs.dtype or not _static(mine) or tuple(mine.shape) != tuple(theirs.shape):
+        return None
+    return other
+
+
+def _zeros_node(graph, node):
+    """A node of `graph` making a zero tensor of node's sizes, dtype and device."""
+    val = node.meta.get("val")
+    if not _static(val):
+        raise _NoZeroFor(f"{node.name} ({type(val).__name__}) is read beside a gradient")
+    zeros = graph.call_function(torch.ops.aten.zeros.default, (list(val.shape),),
+                                {"dtype": val.dtype, "device": val.device})
+    zeros.meta["val"] = val
+    return zeros
 
 
 class Half:

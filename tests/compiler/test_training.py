@@ -709,3 +709,38 @@ def test_a_backward_zero_tensor_is_a_constant():
         for i, (got, t) in enumerate(zip(grads, inputs)):
             assert_same(got, t.grad, where=f"grad {i}")
     assert not counter.ran_as_captured()
+
+
+_VIEWED_PARTS = {
+    "tensor_split": lambda h: h.tensor_split((1,), -1)[1],
+    "split": lambda h: h.split([1, 2], -1)[1],
+    "chunk": lambda h: h.chunk(2, -1)[1],
+    "unbind": lambda h: h.view(3, 1).unbind(0)[1],
+    "narrow": lambda h: h.narrow(-1, 1, 2),
+}
+
+
+@pytest.mark.parametrize("view", list(_VIEWED_PARTS))
+@pytest.mark.parametrize("detach", ["method", "function", "data", "after_view"])
+def test_a_detached_view_beside_another_view_of_it(view, detach):
+    """AOTAutograd replays the views of an output that detaches a view of an intermediate wrongly when
+    another output views it too (a wrong size, a failed check, or a read out of bounds: torch.compile
+    crashes); the detach is applied after the compiled call."""
+    part = _VIEWED_PARTS[view]
+    detached = {"method": lambda v: v.detach(), "function": torch.detach, "data": lambda v: v.data,
+                "after_view": lambda v: v.detach().view(-1)}[detach]
+
+    def f(x):
+        v = part(x * 2)
+        return detached(v), v.view(-1), x.sin()
+
+    compiled = graphjit.compile(f, backend=CompileCounter("graphjit"))
+    for call in range(2):
+        x = torch.randn(3, requires_grad=True, generator=torch.Generator().manual_seed(call))
+        want, got = f(x), compiled(x)
+        assert_same(got, want)
+        assert not got[0].requires_grad and got[1].requires_grad
+        assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
+        g_want = torch.autograd.grad(want[1].sum() + want[2].sum(), x)
+        g_got = torch.autograd.grad(got[1].sum() + got[2].sum(), x)
+        torch.testing.assert_close(g_got, g_want)

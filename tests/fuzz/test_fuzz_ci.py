@@ -160,6 +160,13 @@ FOUND = {
                                "var's backward), written in place after the graph: autograd's version check "
                                "fails for the loss on another output, which eager's separate nodes never "
                                "check (Inductor through the same capture fails alike)",
+    ("tensor", 13001325): "argmax of a log_softmax beside an isfinite of its input: the max pass recomputed "
+                          "the log in one loop, the index pass in another of a different vector width, no "
+                          "element equalled the max and the index was 4 of 4 (now stored before the passes)",
+    ("grad-tensor", 13400122): "a detached view of a view of an intermediate beside another view of it: "
+                               "AOTAutograd's replay of output views applied the view twice (a wrong size; "
+                               "chunk read out of bounds: a segfault, torch.compile too); now detached after "
+                               "the compiled call",
     ("grad-tensor", 4700416): "bfloat16 rsqrt one ulp from eager's (which rounds sqrt, then 1/x), cubed by "
                               "its gradient (triage: gradient rounding replay)",
 }
