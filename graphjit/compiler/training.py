@@ -585,12 +585,12 @@ class _NoZeroFor(Exception):
 
 def _without_tangents(gm, missing):
     """(gm without the placeholders at positions `missing`, the positions it keeps). The missing tangents
-    are symbolic zeros: an add of such a zero and another value is that value (a gradient is linear in
-    the tangents, so a tangent-independent term beside it is a contribution of its own, sgn's constant
-    zero gradient), a node whose tangent-dependent operands are all such zeros is itself one (eager never
-    computes it), and any other node mixing a zero with a gradient reads a zero tensor of its sizes (as
-    eager's nodes fill one in); an output that is a symbolic zero is None (the input gets no gradient),
-    or zeros where a tangent present is one the graph never reads."""
+    are symbolic zeros: a node whose tangent-dependent operands are all such zeros is itself one (eager
+    never computes it; so is `exp(log(g) + x)`, logcumsumexp's gradient, which is not linear node by
+    node), an add or sub of such a zero and a gradient is that gradient, and any other node mixing a zero
+    with a gradient reads a zero tensor of its sizes (as eager's nodes fill one in); an output that is a
+    symbolic zero is None (the input gets no gradient), or zeros where a tangent present is one the graph
+    never reads."""
     from torch.fx.node import map_arg
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     absent = {placeholders[i] for i in missing}
@@ -621,10 +621,10 @@ def _without_tangents(gm, missing):
         unmade = [a for a in operands if a in zero and a not in env]
         if not unmade:
             env[node] = graph.node_copy(node, env.__getitem__)
-        elif (other := _gradient_passed(node, zero)) is not None:
-            env[node] = env[other]
         elif not any(a in dependent and a not in zero for a in operands):
             zero.add(node)
+        elif (other := _gradient_passed(node, zero)) is not None:
+            env[node] = env[other]
         else:
             for a in unmade:
                 env[a] = _zeros_node(graph, a)
@@ -635,8 +635,8 @@ def _without_tangents(gm, missing):
 
 
 def _gradient_passed(node, zero):
-    """The operand an add of a symbolic zero and another value, or a sub of a symbolic zero from it, comes
-    to (where it has the result's sizes and dtype); None otherwise."""
+    """The operand an add of a symbolic zero and a gradient, or a sub of a symbolic zero from one, comes to
+    (where it has the result's sizes and dtype); None otherwise."""
     aten = torch.ops.aten
     if node.target not in (aten.add.Tensor, aten.sub.Tensor) or len(node.args) != 2 or \
             node.kwargs.get("alpha", 1) != 1:

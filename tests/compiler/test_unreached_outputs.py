@@ -196,3 +196,15 @@ def test_an_output_of_zero_derivative_reached_alone():
     counter = _run_both(sgn_beside_exp, lambda: [torch.randn(5, requires_grad=True)],
                         lambda outs, call: outs[:1])
     assert counter.frame_count == 1
+
+
+def logcumsumexp_beside(x, y):
+    return x.logcumsumexp(0), y * 2
+
+
+def test_an_unreached_gradient_that_is_not_linear_node_by_node():
+    # logcumsumexp's gradient takes the log of the incoming gradient's positive and negative parts, adds
+    # x and exponentiates: none of it runs when its output is unreached (x.grad stays None)
+    def make():
+        return [torch.tensor([1.0, float("inf"), -2.0, 3.0], requires_grad=True), torch.randn(3, requires_grad=True)]
+    _run_both(logcumsumexp_beside, make, lambda outs, call: [outs[1]] if call % 2 == 0 else [outs[0]], calls=4)

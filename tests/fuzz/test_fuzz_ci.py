@@ -167,6 +167,10 @@ FOUND = {
                                "AOTAutograd's replay of output views applied the view twice (a wrong size; "
                                "chunk read out of bounds: a segfault, torch.compile too); now detached after "
                                "the compiled call",
+    ("grad-tensor", 13500172): "softmin of a norm, its output alone reached: logcumsumexp's gradient, not linear "
+                               "node by node (exp of log of the gradient plus x), was taken for a gradient plus "
+                               "x where its output's gradient was missing: a NaN-bearing gradient where eager "
+                               "has None",
     ("grad-tensor", 4700416): "bfloat16 rsqrt one ulp from eager's (which rounds sqrt, then 1/x), cubed by "
                               "its gradient (triage: gradient rounding replay)",
 }
