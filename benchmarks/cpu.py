@@ -1,8 +1,10 @@
 """CPU inference, side by side in one process: eager vs torch.compile (Inductor's C++ backend) vs
-graphjit.compile(backend="graphjit"). Median ms per call, speedup over eager, and cold compile seconds
-(first call, with fresh kernel caches for both compilers). Prints a markdown table.
+graphjit.compile(backend="graphjit") (and, with --engines, graphjit.compile(backend="onnxrt"): ONNX
+Runtime). Median ms per call, speedup over eager, and cold compile seconds (first call, with fresh kernel
+and ONNX caches for every compiler). Prints a markdown table.
 
     ./dev python 3.11 benchmarks/cpu.py [--runs 50] [--only gpt2,mlp] [--threads 1 --clock cpu]
+    ./dev python 3.11 benchmarks/cpu.py --engines inductor,graphjit,onnxrt    # onnxruntime, onnxscript installed
 
 On a machine shared with other work, wall-clock medians of multi-threaded runs measure the scheduler;
 `--threads 1 --clock cpu` measures the work itself.
@@ -108,7 +110,12 @@ def main():
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: the calling thread's CPU time, robust on a shared machine; only with --threads 1 "
                              "(then every op and kernel runs on the calling thread)")
+    parser.add_argument("--engines", default="inductor,graphjit",
+                        help=f"comma-separated compilers beside eager, of: {', '.join(ENGINES)}")
     args = parser.parse_args()
+    engines = [e for e in args.engines.split(",") if e]
+    if any(e not in ENGINES for e in engines):
+        parser.error(f"--engines takes {', '.join(ENGINES)}")
     global CLOCK
     if args.clock == "cpu" and args.threads != 1:
         parser.error("--clock cpu measures the calling thread only: use it with --threads 1")
@@ -121,22 +128,34 @@ def main():
           f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}, "
           f"float32 inference (no_grad), median {args.clock} time of {args.runs} calls")
     print()
-    print("| workload | eager ms | Inductor ms (speedup) | graphjit ms (speedup) | Inductor cold s | graphjit cold s |")
-    print("|---|---|---|---|---|---|")
+    titles = [ENGINES[e][0] for e in engines]
+    print("| workload | eager ms | " + " | ".join(f"{t} ms (speedup)" for t in titles) + " | " +
+          " | ".join(f"{t} cold s" for t in titles) + " |")
+    print("|---|---|" + "---|" * (2 * len(engines)))
     for key, (title, model, inputs) in workloads().items():
         if chosen and key not in chosen:
             continue
+        timed, colds = [], []
         with torch.no_grad():
             expected = model(*inputs)
             eager = median_ms(model, inputs, args.runs)
-            inductor, inductor_cold = cold_compile(lambda: torch.compile(model, backend="inductor"), inputs)
-            check(f"{key} inductor", inductor(*inputs), expected)
-            inductor_ms = median_ms(inductor, inputs, args.runs)
-            ours, ours_cold = cold_compile(lambda: graphjit.compile(model, backend="graphjit"), inputs)
-            check(f"{key} graphjit", ours(*inputs), expected)
-            ours_ms = median_ms(ours, inputs, args.runs)
-        print(f"| {title} | {eager:.3f} | {inductor_ms:.3f} ({eager / inductor_ms:.2f}x) | "
-              f"{ours_ms:.3f} ({eager / ours_ms:.2f}x) | {inductor_cold:.1f} | {ours_cold:.1f} |", flush=True)
+            for engine in engines:
+                compiled, cold = cold_compile(lambda: ENGINES[engine][1](model, args.threads), inputs)
+                check(f"{key} {engine}", compiled(*inputs), expected)
+                ms = median_ms(compiled, inputs, args.runs)
+                timed.append(f"{ms:.3f} ({eager / ms:.2f}x)")
+                colds.append(f"{cold:.1f}")
+        print(f"| {title} | {eager:.3f} | " + " | ".join(timed) + " | " + " | ".join(colds) + " |", flush=True)
+
+
+# compiler: (column title, model -> compiled model)
+# compiler: (column title, (model, --threads) -> compiled model); ORT's own thread pool as torch's
+ENGINES = {
+    "inductor": ("Inductor", lambda model, threads: torch.compile(model, backend="inductor")),
+    "graphjit": ("graphjit", lambda model, threads: graphjit.compile(model, backend="graphjit")),
+    "onnxrt": ("graphjit onnxrt", lambda model, threads: graphjit.compile(
+        model, backend="onnxrt", options={"intra_op_num_threads": threads} if threads else None)),
+}
 
 
 if __name__ == "__main__":

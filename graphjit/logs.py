@@ -7,7 +7,7 @@ import sys
 from . import config
 
 ARTIFACTS = ("graph_breaks", "recompiles", "dynamic", "guards", "bytecode", "graph", "output_code", "fusion", "cudagraphs",
-             "autotune")
+             "autotune", "onnxrt")
 
 
 def enabled_set():

@@ -19,8 +19,8 @@ _BACKENDS = {}
 def register_backend(name, takes_mode=False, takes_symbols=False, takes_options=None):
     """takes_symbols: the backend compiles a graph with symbolic sizes for all sizes at once; one that
     doesn't gets the graph once per distinct set of sizes (backends/dynamic.py). takes_options: the backend
-    takes compile(options=...) as its `options` argument: "config" (graphjit.config knobs, check_options)
-    or "any"."""
+    takes compile(options=...) as its `options` argument: "config" (graphjit.config knobs, check_options),
+    "any", or a function checking them (returning them checked, a ValueError otherwise)."""
     def register(fn):
         fn.graphjit_takes_mode = takes_mode
         fn.graphjit_takes_symbols = takes_symbols
@@ -66,8 +66,10 @@ def check_options(backend, options):
     fn = _BACKENDS.get(backend, backend) if isinstance(backend, str) else backend
     takes = getattr(fn, "graphjit_takes_options", None)
     if takes is None:
-        raise ValueError(f"graphjit.compile: options= is for the 'graphjit' and 'inductor' backends; "
+        raise ValueError(f"graphjit.compile: options= is for the 'graphjit', 'inductor' and 'onnxrt' backends; "
                          f"backend {getattr(fn, '__name__', fn)!r} takes none")
+    if callable(takes):
+        return takes(options)
     if takes != "config":
         return dict(options)
     known = {name: knob for name, knob in config.KNOBS.items() if knob.codegen}
@@ -168,6 +170,21 @@ def aot_eager(gm, example_inputs):
     traced = make_fx(gm, decomposition_table=core_aten_decompositions(), tracing_mode="fake")(*example_inputs)
     logs.log("graph", f"aot_eager graph:\n{traced.print_readable(print_output=False)}")
     return traced.forward
+
+
+def _check_onnxrt_options(options):
+    from .onnxrt import check_options
+    return check_options(options)
+
+
+@register_backend("onnxrt", takes_symbols=True, takes_options=_check_onnxrt_options)
+def onnxrt(gm, example_inputs, options=None):
+    """ONNX Runtime: the graph exported by torch.onnx (its dynamo path) and run in an InferenceSession,
+    dynamic dims as dynamic axes (backends/onnxrt.py). Inference only: a graph needing gradients runs as
+    captured. options: providers, graph_optimization_level, intra_op_num_threads, inter_op_num_threads,
+    optimized_model_path, cache."""
+    from .onnxrt import compile_onnxrt
+    return compile_onnxrt(gm, example_inputs, options)
 
 
 @register_backend("inductor", takes_symbols=True, takes_options="any")

@@ -1,0 +1,267 @@
+"""backend="onnxrt" (graphjit/backends/onnxrt.py) against eager: an MLP, a conv net with BatchNorm, GPT-2
+and BERT from small configs, plain functions, each at two input sizes (one session where the size is a
+dynamic dim); graphs it cannot take (gradients, writes into inputs, ops the exporter refuses) run as
+captured with eager's results; the disk cache of exported models; options checked at compile()."""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.backends import onnxrt
+from graphjit.testing import CompileCounter
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+TOL = dict(atol=2e-5, rtol=1e-4)
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch, tmp_path):
+    monkeypatch.setattr(graphjit.config, "cache_dir", str(tmp_path))
+    graphjit.reset()
+
+
+def sessions():
+    return onnxrt.sessions_made
+
+
+def run_sizes(model, make, sizes, dynamic=True, **tol):
+    """model compiled with onnxrt, called under no_grad at each size; returns the sessions it made."""
+    before = sessions()
+    compiled = graphjit.compile(model, backend="onnxrt", dynamic=dynamic)
+    with torch.no_grad():
+        for size in sizes:
+            args = make(size)
+            torch.testing.assert_close(compiled(*args), model(*args), **(tol or TOL))
+    return sessions() - before
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(16, 32), nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.l2(F.gelu(self.l1(x))).softmax(-1)
+
+
+def test_mlp_two_batch_sizes_one_session():
+    torch.manual_seed(0)
+    assert run_sizes(MLP().eval(), lambda b: [torch.randn(b, 16)], [8, 3]) == 1
+
+
+def test_mlp_static_sizes_a_session_per_size():
+    torch.manual_seed(0)
+    assert run_sizes(MLP().eval(), lambda b: [torch.randn(b, 16)], [8, 3], dynamic=False) == 2
+
+
+class ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
+        return self.head(y.mean((2, 3)))
+
+
+def test_conv_batchnorm_two_batch_sizes():
+    torch.manual_seed(0)
+    model = ConvBN()
+    model.bn.running_mean.uniform_(-1, 1)
+    model.bn.running_var.uniform_(0.5, 2)
+    assert run_sizes(model.eval(), lambda b: [torch.randn(b, 3, 12, 12)], [4, 2]) == 1
+
+
+def test_weights_changed_after_compiling_are_read():
+    # parameters are inputs of the ONNX model, not folded into it
+    torch.manual_seed(0)
+    model = MLP().eval()
+    compiled = graphjit.compile(model, backend="onnxrt")
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        compiled(x)
+        model.l1.weight.mul_(2)
+        torch.testing.assert_close(compiled(x), model(x), **TOL)
+
+
+def plain(x, y):
+    return torch.tanh(x @ y) * 2 + x.sum(-1, keepdim=True)
+
+
+def test_plain_function_two_sizes():
+    assert run_sizes(plain, lambda n: [torch.randn(n, 6), torch.randn(6, n)], [5, 7]) == 1
+
+
+def _hf(config_name, **kwargs):
+    transformers = pytest.importorskip("transformers")
+    config = getattr(transformers, config_name)(**kwargs)
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "resid_pdrop", "embd_pdrop", "attn_pdrop"):
+        if hasattr(config, key):
+            setattr(config, key, 0.0)
+    return config
+
+
+def test_gpt2_two_sequence_lengths():
+    import transformers
+    torch.manual_seed(0)
+    config = _hf("GPT2Config", n_layer=2, n_embd=32, n_head=4, vocab_size=100, n_positions=64, use_cache=False)
+    model = transformers.GPT2LMHeadModel(config).eval()
+
+    class Logits(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(input_ids=ids).logits
+
+    made = run_sizes(Logits(), lambda n: [torch.randint(0, 100, (2, n))], [9, 13], atol=1e-4, rtol=1e-4)
+    assert made == 1
+
+
+def test_bert_two_sequence_lengths():
+    import transformers
+    torch.manual_seed(0)
+    config = _hf("BertConfig", num_hidden_layers=2, hidden_size=32, num_attention_heads=4, intermediate_size=64,
+                 vocab_size=100, max_position_embeddings=64)
+    model = transformers.BertModel(config).eval()
+
+    class Hidden(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, mask):
+            return self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    def make(n):
+        mask = torch.ones(2, n, dtype=torch.long)
+        mask[1, -3:] = 0
+        return [torch.randint(0, 100, (2, n)), mask]
+    made = run_sizes(Hidden(), make, [9, 13], atol=1e-4, rtol=1e-4)
+    assert made == 1
+
+
+def test_a_graph_needing_gradients_runs_as_captured():
+    torch.manual_seed(0)
+    model = MLP()
+    before = sessions()
+    compiled = graphjit.compile(model, backend="onnxrt")
+    x = torch.randn(4, 16)
+    out = compiled(x)
+    assert out.requires_grad
+    out.sum().backward()
+    assert model.l1.weight.grad is not None and sessions() == before
+
+
+def write_into(x, y):
+    x.add_(1)
+    return x * y
+
+
+def test_a_graph_writing_into_an_input_runs_as_captured():
+    before = sessions()
+    compiled = graphjit.compile(write_into, backend="onnxrt")
+    a, b = torch.ones(3), torch.ones(3)
+    out = compiled(a, b)
+    assert torch.equal(a, torch.full((3,), 2.0)) and torch.equal(out, a) and sessions() == before
+
+
+def returns_a_view(x):
+    return x[1:], x * 2
+
+
+def test_an_output_viewing_an_input_runs_as_captured():
+    compiled = graphjit.compile(returns_a_view, backend="onnxrt")
+    x = torch.randn(4)
+    view, _ = compiled(x)
+    view.fill_(7)
+    assert (x[1:] == 7).all()
+
+
+def unsupported_op(x):
+    return torch.special.zeta(x, torch.full_like(x, 2.0)) + 1
+
+
+def test_an_op_the_exporter_refuses_warns_and_gives_eagers_result():
+    compiled = graphjit.compile(unsupported_op, backend="onnxrt")
+    x = torch.rand(5) + 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compiled(x)
+    torch.testing.assert_close(out, unsupported_op(x))
+    assert any("onnxrt" in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+def test_the_exported_model_is_read_back_from_the_disk_cache(tmp_path):
+    torch.manual_seed(0)
+    model, x = MLP().eval(), torch.randn(4, 16)
+    with torch.no_grad():
+        graphjit.compile(model, backend="onnxrt")(x)
+        files = list((tmp_path / "onnx").glob("*.onnx"))
+        assert len(files) == 1
+        graphjit.reset()
+        exported = []
+        real = onnxrt._export
+        onnxrt._export = lambda *a: exported.append(1) or real(*a)
+        try:
+            torch.testing.assert_close(graphjit.compile(model, backend="onnxrt")(x), model(x), **TOL)
+            assert not exported
+            files[0].write_bytes(b"not a model")        # a corrupted file is exported again
+            graphjit.reset()
+            torch.testing.assert_close(graphjit.compile(model, backend="onnxrt")(x), model(x), **TOL)
+            assert exported == [1]
+        finally:
+            onnxrt._export = real
+
+
+def test_options_are_checked_at_compile():
+    with pytest.raises(ValueError, match="unknown option 'thread'"):
+        graphjit.compile(plain, backend="onnxrt", options={"thread": 2})
+    with pytest.raises(ValueError, match="graph_optimization_level"):
+        graphjit.compile(plain, backend="onnxrt", options={"graph_optimization_level": "max"})
+
+
+def test_options_reach_the_session(tmp_path):
+    path = tmp_path / "optimized.onnx"
+    compiled = graphjit.compile(plain, backend="onnxrt", options={
+        "intra_op_num_threads": 1, "graph_optimization_level": "basic", "optimized_model_path": str(path),
+        "cache": False})
+    x, y = torch.randn(3, 6), torch.randn(6, 3)
+    torch.testing.assert_close(compiled(x, y), plain(x, y), **TOL)
+    assert path.exists() and not (tmp_path / "onnx").exists()
+
+
+def test_a_missing_provider_warns_and_runs_as_captured():
+    compiled = graphjit.compile(plain, backend="onnxrt", options={"providers": ["NoSuchExecutionProvider"]})
+    x, y = torch.randn(3, 6), torch.randn(6, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(compiled(x, y), plain(x, y))
+    assert any("NoSuchExecutionProvider" in str(w.message) for w in caught)
+
+
+def test_graph_breaks_keep_each_graph_in_onnxrt():
+    def f(x):
+        y = torch.relu(x) + 1
+        print("", end="")
+        return y * 3
+    counter = CompileCounter("onnxrt")
+    compiled = graphjit.compile(f, backend=counter)
+    x = torch.randn(4)
+    before = sessions()
+    torch.testing.assert_close(compiled(x), f(x))
+    assert counter.frame_count == 2 and sessions() - before == 2
+
+
+def test_a_sequential_whose_argument_is_named_input():
+    # nn.Sequential.forward(input): the placeholder's node is input_1, the model's input `input`
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).eval()
+    assert run_sizes(model, lambda b: [torch.randn(b, 8)], [4, 6]) == 1
