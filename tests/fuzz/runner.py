@@ -249,7 +249,10 @@ def _triage_gradients(src, calls, res):
         # of compile_training's own handling of them is not taken for torch's
         compiled = graphjit.compile(ns["f"], backend=lambda gm, inputs: compile_training(
             gm, inputs, lambda graph, example_inputs: graph.forward, unreached=False), dynamic=ns.get("DYNAMIC"))
-        with warnings.catch_warnings():
+        # _gradients backpropagates twice (retain_graph): AOTAutograd refuses that for a backward it gave
+        # donated buffers
+        import torch._functorch.config as functorch_config
+        with warnings.catch_warnings(), functorch_config.patch(donated_buffer=False):
             warnings.simplefilter("ignore")
             for variant, seed in calls:
                 args = _requiring_grad(ns["make_inputs"](seed, variant), True)
