@@ -217,12 +217,17 @@ def _materialize_constants(joint):
             setattr(joint, node.target, plain)
 
 
+def _is_tangent(node):
+    """Whether a node of a joint or backward graph is a tangent: the gradient coming into the backward for
+    one forward output (AOTAutograd names these placeholders tangents_<k>)."""
+    return node.op == "placeholder" and node.name.startswith("tangents")
+
+
 def _tangent_dependent(graph):
     """The nodes of a joint graph computed from a tangent (the gradient coming into the backward)."""
     tangents = set()
     for node in graph.nodes:
-        if (node.op == "placeholder" and node.name.startswith("tangents")) or \
-                any(arg in tangents for arg in node.all_input_nodes):
+        if _is_tangent(node) or any(arg in tangents for arg in node.all_input_nodes):
             tangents.add(node)
     return tangents
 
@@ -478,7 +483,7 @@ class _AbsentGradients:
         self.enabled, self.produced = False, None
 
     def partition(self, joint, joint_inputs, **kwargs):
-        tangents = [n for n in joint.graph.nodes if n.op == "placeholder" and n.name.startswith("tangents")]
+        tangents = [n for n in joint.graph.nodes if _is_tangent(n)]
         self.enabled = self.allowed and bool(tangents) and all(_static(n.meta.get("val")) for n in tangents)
         return _partition(joint, joint_inputs, **kwargs)
 
@@ -533,7 +538,7 @@ class _BackwardOfPresent:
     def __init__(self, graph, inputs, absent):
         self.graph, self.inputs, self.absent = graph, list(inputs), absent
         self.placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
-        self.tangents = [i for i, n in enumerate(self.placeholders) if n.name.startswith("tangents")]
+        self.tangents = [i for i, n in enumerate(self.placeholders) if _is_tangent(n)]
         self.variants = {}
 
     def __call__(self, args):
@@ -597,13 +602,12 @@ def _without_tangents(gm, missing):
     # a tangent the backward never reads is an output whose gradient is zero wherever it flows (sgn's):
     # which inputs it reaches is not in the graph, so where one is present, a gradient made only of
     # symbolic zeros stays a zero tensor (eager's, for the inputs that output reaches)
-    unread = any(n.name.startswith("tangents") and n not in absent and not n.users for n in placeholders)
+    unread = any(_is_tangent(n) and n not in absent and not n.users for n in placeholders)
+    dependent = _tangent_dependent(gm.graph)
     graph = torch.fx.Graph()
-    env, zero, dependent = {}, set(), set()
+    env, zero = {}, set()
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            if node.name.startswith("tangents"):
-                dependent.add(node)
             if node in absent:
                 zero.add(node)
             else:
@@ -616,8 +620,6 @@ def _without_tangents(gm, missing):
             graph.output(map_arg(node.args[0], lambda n: None if n in zero and n not in env else env[n]))
             continue
         operands = node.all_input_nodes
-        if any(a in dependent for a in operands):
-            dependent.add(node)
         unmade = [a for a in operands if a in zero and a not in env]
         if not unmade:
             env[node] = graph.node_copy(node, env.__getitem__)
