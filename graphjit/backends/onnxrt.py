@@ -131,14 +131,14 @@ def _check_graph(gm, example_inputs, options):
                 raise Unsupported(f"an input is a {value.layout} tensor")
         elif not isinstance(value, (int, float, bool, torch.SymInt)):
             raise Unsupported(f"an input is a {type(value).__name__}")
-    inputs = {_storage(n) for n in gm.graph.nodes if n.op == "placeholder"} - {None}
+    inputs = {training.traced_storage(n) for n in gm.graph.nodes if n.op == "placeholder"} - {None}
     seen = set()
-    for leaf in _output_leaves(gm):
+    for leaf in training.output_leaves(gm):
         if not isinstance(leaf, torch.fx.Node):
             raise Unsupported(f"an output is the constant {leaf!r}")
         if leaf.op == "placeholder":
             raise Unsupported("it returns one of its inputs (ONNX Runtime's outputs are new tensors)")
-        storage = _storage(leaf)
+        storage = training.traced_storage(leaf)
         if storage in inputs:
             raise Unsupported("an output views an input (ONNX Runtime's outputs are new tensors)")
         if storage is not None and storage in seen:
@@ -155,22 +155,8 @@ _NUMPY_DTYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch
                  torch.uint8, torch.bool}
 
 
-def _storage(node):
-    """Which storage a node's traced value is in (None for a non-tensor or where unknown)."""
-    value = node.meta.get("example_value")
-    if isinstance(value, torch.Tensor):
-        return value.untyped_storage()._cdata
-    return node.meta.get("traced_storage")
-
-
 def _placeholder_values(gm):
     return [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
-
-
-def _output_leaves(gm):
-    (out,) = [n for n in gm.graph.nodes if n.op == "output"]
-    value = out.args[0]
-    return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
 def _dynamic_shapes(gm):
@@ -305,7 +291,8 @@ class Session:
         if None in self.positions:
             raise RuntimeError(f"the exported model's inputs {self.input_names} are not the graph's {placeholders}")
         self.fallback = None
-        leaves = _output_leaves(gm)
+        from ..compiler.training import output_leaves
+        leaves = output_leaves(gm)
         self.tuple_out = isinstance([n for n in gm.graph.nodes if n.op == "output"][0].args[0], (tuple, list))
         if len(session.get_outputs()) != len(leaves):
             raise RuntimeError(f"the exported model has {len(session.get_outputs())} outputs, the graph {len(leaves)}")

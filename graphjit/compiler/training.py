@@ -338,17 +338,31 @@ def _shared_memory(values):
     return False
 
 
+def output_leaves(gm):
+    """The output values of a captured graph (its flat output tuple, or the one value it returns)."""
+    (out,) = [n for n in gm.graph.nodes if n.op == "output"]
+    value = out.args[0]
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def traced_storage(node):
+    """Which storage a node of a captured graph put its value in (an id; None for a non-tensor, a constant
+    or where unknown): its example value's, or, in a per-size copy of a symbolic graph, what that copy
+    kept of it (backends/dynamic._static_copy)."""
+    if not isinstance(node, torch.fx.Node):
+        return None
+    value = node.meta.get("example_value")
+    if isinstance(value, torch.Tensor):
+        return value.untyped_storage()._cdata
+    return node.meta.get("traced_storage")
+
+
 def _output_groups(gm):
     """Per output of the captured graph (a flat tuple): which of its outputs' traced storages it is in (a
     number; None for a non-tensor), so outputs in one group share memory in eager and others do not."""
-    (out,) = [n for n in gm.graph.nodes if n.op == "output"]
-    leaves = out.args[0] if isinstance(out.args[0], (tuple, list)) else (out.args[0],)
     ids, groups = {}, []
-    for leaf in leaves:
-        meta = leaf.meta if isinstance(leaf, torch.fx.Node) else {}
-        value = meta.get("example_value")
-        # a per-size copy of a symbolic graph keeps only the storage (backends/dynamic._static_copy)
-        storage = value.untyped_storage()._cdata if isinstance(value, torch.Tensor) else meta.get("traced_storage")
+    for leaf in output_leaves(gm):
+        storage = traced_storage(leaf)
         groups.append(None if storage is None else ids.setdefault(storage, len(ids)))
     return groups
 
