@@ -135,6 +135,10 @@ class ExplainOutput:
         self.dynamic_inputs = [d for r in records for d in r.dynamic]
 
     def __str__(self):
+        return self.format()
+
+    def format(self, max_guards=None):
+        """The summary as text; at most `max_guards` guards listed (all by default)."""
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
                  f"Op count: {sum(len(o) for o in self.ops_per_graph)}"]
         for i, ops in enumerate(self.ops_per_graph):
@@ -161,7 +165,10 @@ class ExplainOutput:
             lines.append("Dynamic inputs: none (sizes are static on a first compile with dynamic=None; a later "
                          "call with other sizes makes what changed symbolic, see graphjit.mark_dynamic)")
         lines.append(f"Guards ({len(self.guards)}):")
-        lines += [f"  {g}" for g in self.guards]
+        shown = self.guards if max_guards is None else self.guards[:max_guards]
+        lines += [f"  {g}" for g in shown]
+        if len(shown) < len(self.guards):
+            lines.append(f"  ... ({len(self.guards) - len(shown)} more)")
         return "\n".join(lines)
 
     __repr__ = __str__

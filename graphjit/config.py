@@ -75,7 +75,8 @@ cudagraph_sizes_limit = _knob("cudagraph_sizes_limit", int, 16)
 cudagraph_copy_bytes = _knob("cudagraph_copy_bytes", int, 64 << 20)
 
 # The backend used when compile() is given none: graphjit's own compiler (fused C++/OpenMP kernels on the
-# CPU, Triton kernels on NVIDIA GPUs; graphs it can't compile, or that need gradients, run as captured).
+# CPU, Triton kernels on NVIDIA GPUs; a graph that needs gradients compiles its forward and backward through
+# AOTAutograd; a graph the compiler refuses runs as captured).
 # GRAPHJIT_BACKEND=eager runs every captured graph as it is (capture only).
 default_backend = _knob("default_backend", str, "graphjit", env="BACKEND")
 
@@ -93,6 +94,15 @@ logs = _knob("logs", str, "")
 
 # A one-line progress report on stderr for compiles and autotuning longer than 2 s (progress.py); 0: off.
 progress = _knob("progress", int, 1)
+
+# A path: the run writes a compile report there (HTML) and its events beside it (.jsonl) when the process
+# exits (reporting.py; `graphjit.report(path)` opens one for a block). REPORT_PROFILE=1 adds time per kernel.
+report = _knob("report", str, "")
+report_profile = _knob("report_profile", int, 0)
+
+# 1: each kernel call of a generated wrapper runs inside torch.profiler.record_function("graphjit
+# <graph>:<kernel>"), so profilers show time per kernel (a report with profile=True sets it).
+profile_kernels = _knob("profile_kernels", int, 0, codegen=True)
 
 # ---- the compiler: both devices -----------------------------------------------------------------------
 

@@ -145,16 +145,25 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=4, help="sequences per call (default 4)")
     parser.add_argument("--seq", type=int, default=128, help=f"tokens per sequence, at most {MAX_SEQ} (default 128)")
     parser.add_argument("--iters", type=int, default=20, help="timed calls per model and mode (default 20)")
+    parser.add_argument("--report", metavar="PATH", help="also write a compile report of the whole demo: one "
+                        "HTML file (graphs, breaks, recompiles, guards, kernels, compile time per stage) and "
+                        "its events beside it as JSON lines")
     args = parser.parse_args(argv)
     if not (1 <= args.seq <= MAX_SEQ) or args.batch < 1 or args.iters < 1:
         parser.error(f"need 1 <= --seq <= {MAX_SEQ}, --batch >= 1 and --iters >= 1")
     print(f"graphjit {graphjit.__version__}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    demo_tiny_gpt(args)
-    demo_hf_gpt2(args)
+    if args.report:
+        graphjit.report.start(args.report)
+    try:
+        demo_tiny_gpt(args)
+        demo_hf_gpt2(args)
+    finally:
+        if args.report:
+            print(f"\ncompile report written to {graphjit.report.stop()}")
     print(f"\nThe default backend, {graphjit.config.default_backend!r}, is graphjit's own compiler unless "
-          "GRAPHJIT_BACKEND names another:\nfused C++/OpenMP kernels on the CPU, Triton kernels on NVIDIA GPUs, "
-          "inference only (graphs that need\ngradients run as captured). backend='eager' runs the captured graph "
-          "as it is: its speedup comes only\nfrom skipping Python and nn.Module overhead.")
+          "GRAPHJIT_BACKEND names another:\nfused C++/OpenMP kernels on the CPU, Triton kernels on NVIDIA GPUs; "
+          "graphs that need gradients compile\ntheir forward and backward through AOTAutograd. backend='eager' runs "
+          "the captured graph as it is: its\nspeedup comes only from skipping Python and nn.Module overhead.")
 
 if __name__ == "__main__":
     main()

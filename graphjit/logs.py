@@ -4,7 +4,7 @@ Each artifact is a name; `enabled(name)` is cheap, so call sites check it before
 """
 import sys
 
-from . import config
+from . import config, reporting
 
 ARTIFACTS = ("graph_breaks", "recompiles", "dynamic", "guards", "bytecode", "graph", "output_code", "fusion", "cudagraphs",
              "autotune", "onnxrt")
@@ -21,8 +21,21 @@ def enabled(artifact):
     return artifact in enabled_set()
 
 
+def wanted(artifact):
+    """Whether a log of `artifact` is read: printed (enabled) or kept by an open compile report."""
+    return enabled(artifact) or reporting.active()
+
+
 def log(artifact, text):
-    """Print `text` under a header naming the artifact, if that artifact is enabled. `text` may be a
-    function returning the text, for texts that cost time to build (a graph's listing)."""
-    if enabled(artifact):
-        print(f"[graphjit:{artifact}] {text() if callable(text) else text}", file=sys.stderr)
+    """Print `text` under a header naming the artifact, if that artifact is enabled, and keep it in an open
+    compile report (reporting.py). `text` may be a function returning the text, for texts that cost time to
+    build (a graph's listing)."""
+    # a report keeps guards with their translation's event, not twice
+    shown, kept = enabled(artifact), reporting.active() and artifact != "guards"
+    if not (shown or kept):
+        return
+    text = text() if callable(text) else text
+    if shown:
+        print(f"[graphjit:{artifact}] {text}", file=sys.stderr)
+    if kept:
+        reporting.emit("log", artifact=artifact, text=reporting._clip(str(text)))

@@ -25,7 +25,8 @@ class Progress:
         from . import config
         self.enabled = bool(config.progress)
 
-    def update(self, done):
+    def update(self, done, detail=""):
+        """`done` of `total` steps finished; `detail` (the step under way) follows the count."""
         elapsed = time.perf_counter() - self.start
         if not self.enabled or self.ended or elapsed < self.after:
             return
@@ -36,8 +37,11 @@ class Progress:
         width = 30
         filled = int(width * min(done, self.total) / max(self.total, 1))
         line = f"graphjit: {self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} " \
-               f"{elapsed:.1f} s"
-        sys.stderr.write(("\r" if tty else "") + line + ("\n" if last or not tty else ""))
+               f"{elapsed:.1f} s" + (f" {detail}" if detail and not last else "")
+        # on a terminal the line is redrawn in place; padding clears a longer line drawn before it
+        pad = max(0, getattr(self, "_width", 0) - len(line)) if tty else 0
+        self._width = len(line)
+        sys.stderr.write(("\r" if tty else "") + line + " " * pad + ("\n" if last or not tty else ""))
         sys.stderr.flush()
         self.shown = True
         self.ended = last

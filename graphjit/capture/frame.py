@@ -16,7 +16,7 @@ import weakref
 
 import torch
 
-from .. import config, logs
+from .. import config, logs, reporting
 from ..exc import Unsupported
 from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, entry_namespace,
                       graph_call_body, forward_call_body)
@@ -126,16 +126,23 @@ class FrameCache:
             logs.log("recompiles", f"recompiling {self.code.co_qualname} "
                                    f"({self.code.co_filename}:{self.code.co_firstlineno}): "
                                    f"guard failed: {failed[-1]}")
+            if reporting.active():
+                reporting.emit("recompile", function=self.code.co_qualname, file=self.code.co_filename,
+                               line=self.code.co_firstlineno, guard=failed[-1], entries=len(self.entries),
+                               args=reporting.describe_args(args, kwargs))
         if len(self.entries) >= config.recompile_limit:
             self.eager = True
             reason = self.last_failures[-1] if self.last_failures else "unknown"
             dynamic_part = f"; dynamic so far: {self.policy.describe()}" if self.policy is not None else ""
-            warnings.warn(f"graphjit: {self.code.co_qualname} ({self.code.co_filename}:"
-                          f"{self.code.co_firstlineno}) hit the recompile limit "
-                          f"({config.recompile_limit}); its {len(self.entries)} compiled entries keep running "
-                          f"for the inputs they were made for, other calls run eagerly (the functions "
-                          f"and modules they call are still compiled). "
-                          f"The guard that kept failing: {reason}{dynamic_part}", RuntimeWarning, stacklevel=3)
+            message = (f"graphjit: {self.code.co_qualname} ({self.code.co_filename}:"
+                       f"{self.code.co_firstlineno}) hit the recompile limit "
+                       f"({config.recompile_limit}); its {len(self.entries)} compiled entries keep running "
+                       f"for the inputs they were made for, other calls run eagerly (the functions "
+                       f"and modules they call are still compiled). "
+                       f"The guard that kept failing: {reason}{dynamic_part}")
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            reporting.emit("limit", function=self.code.co_qualname, file=self.code.co_filename,
+                           line=self.code.co_firstlineno, message=message)
             return eager_function(fn, closure, options)(*args, **kwargs)
         if self.policy is None:
             self.policy = DynamicPolicy(options.dynamic)
@@ -225,10 +232,14 @@ class CompiledFunction:
 
 
 def translate(fn, options, args, kwargs, defer_logging=True, policy=None):
+    token = reporting.frame_begin()
     try:
-        return _translate(fn, options, args, kwargs, defer_logging, policy)
-    except _RetryWithoutDeferral:
-        return _translate(fn, options, args, kwargs, False, policy)
+        try:
+            return _translate(fn, options, args, kwargs, defer_logging, policy)
+        except _RetryWithoutDeferral:
+            return _translate(fn, options, args, kwargs, False, policy)
+    finally:
+        reporting.frame_end(token)
 
 
 def _translate(fn, options, args, kwargs, defer_logging, policy):
@@ -277,6 +288,7 @@ def _translate(fn, options, args, kwargs, defer_logging, policy):
             _log_break_once(fn, e)
     record.seconds = time.perf_counter() - start
     _record(record)
+    reporting.frame_record(record)
     return entry, reporter
 
 

@@ -32,6 +32,8 @@ class GraphFacts:
     # tolerance of gradients, so a fused op may compute what eager's kernel does in another order (batch
     # norm's batch statistics as reductions); elsewhere such ops keep eager's kernel and its exact rounding
     autograd: bool = False
+    # the graph's name in logs, reports and profiles (the captured function's qualified name)
+    name: str = "graph"
 
     @classmethod
     def of(cls, gm, mode=None):
@@ -39,7 +41,7 @@ class GraphFacts:
         meta = getattr(gm, "meta", {}).get(META_KEY) or {}
         return cls(autotune=modes.lookup(mode).autotune, inputs_guarded=bool(meta.get("inputs_guarded")),
                    static_inputs=tuple(meta.get("static_inputs") or ()), boxed=bool(meta.get("boxed")),
-                   autograd=bool(meta.get("autograd")))
+                   autograd=bool(meta.get("autograd")), name=str(meta.get("name") or "graph"))
 
     def check_inputs(self):
         """Whether the compiled wrapper checks each input's shape and strides per call (config.check_inputs;

@@ -17,7 +17,11 @@ import time
 
 import torch
 
-from .. import logs
+from .. import logs, reporting
+from ..progress import Progress
+
+
+STAGES = ("decompose", "lower", "schedule", "plan", "codegen", "build", "wrapper")
 
 
 @dataclasses.dataclass
@@ -131,34 +135,68 @@ def _where(error):
 
 
 def _compile(gm, concrete_inputs, example_inputs, facts):
+    with reporting.compiling():       # a profiled compile report leaves compile work out of run times
+        return _run_stages(gm, concrete_inputs, example_inputs, facts)
+
+
+def _run_stages(gm, concrete_inputs, example_inputs, facts):
     from . import decompose, lowering, scheduler
     device = device_for(concrete_inputs)
     reason = device.unsupported_reason(gm, example_inputs)
     if reason:
         logs.log("fusion", f"graphjit compiler ({device.name}): running the graph eagerly: {reason}")
+        reporting.emit("refused", name=_name(gm), device=device.name, reason=str(reason))
         return gm.forward
     start = time.perf_counter()
     job = Job(gm, list(example_inputs), facts, concrete_inputs=list(concrete_inputs))
+    # a compile past a second shows its stage on stderr (progress.py: a terminal redraws one line)
+    progress = Progress(f"compiling {facts.name} ({device.name})", total=len(STAGES), after=1.0, start=start)
+
+    def lap(stage):
+        job.lap(stage)
+        done = STAGES.index(stage) + 1
+        progress.update(done, f"next: {STAGES[done]}" if done < len(STAGES) else "")
     unit = device(job)
     job.aten_gm = decompose.decompose(gm, example_inputs, traced_by_aot=facts.autograd)
-    job.lap("decompose")
+    lap("decompose")
     logs.log("graph", lambda: f"graphjit compiler, ATen graph:\n{job.aten_gm.code}")
     job.graph = lowering.lower(job.aten_gm, example_inputs, autograd=facts.autograd)
     job.graph.verify()
-    job.lap("lower")
+    lap("lower")
     logs.log("fusion", lambda: f"loop IR:\n{job.graph}")
     job.items = scheduler.schedule(job.graph)
-    job.lap("schedule")
+    lap("schedule")
     unit.plan()
-    job.lap("plan")
+    lap("plan")
     job.source = unit.codegen()
-    job.lap("codegen")
+    lap("codegen")
     unit.build()
-    job.lap("build")
+    lap("build")
     call = unit.wrapper()
-    job.lap("wrapper")
+    lap("wrapper")
+    progress.finish()
     n_kernels = sum(isinstance(i, scheduler.Kernel) for i in job.items)
     logs.log("fusion", f"compiled in {time.perf_counter() - start:.2f} s: {n_kernels} {device.name} kernels, "
                        f"{len(job.items) - n_kernels} extern calls ({len(job.graph.fallbacks)} fallbacks)")
     call.graph, call.items, call.source, call.timings = job.graph, job.items, job.source, job.timings
+    if reporting.active():
+        _report(gm, device, job, call)
     return call
+
+
+def _name(gm):
+    return gm.meta.get("graphjit", {}).get("name", "graph")
+
+
+def _report(gm, device, job, call):
+    """The compile report's event for one compiled graph (reporting.py)."""
+    from . import scheduler
+    kernels = [{"name": i.name, "text": str(i)} for i in job.items if isinstance(i, scheduler.Kernel)]
+    externs = [{"name": i.name, "op": str(i.op), "reason": str(getattr(i, "reason", ""))}
+               for i in job.items if not isinstance(i, scheduler.Kernel)]
+    reporting.compile_event({"name": _name(gm), "device": device.name, "language": device.name,
+                             "stages": {k: round(v, 6) for k, v in job.timings.items()},
+                             "kernels": kernels, "externs": externs,
+                             "fallbacks": [str(f) for f in getattr(job.graph, "fallbacks", ())],
+                             "source": reporting._clip(job.source),
+                             "wrapper": reporting._clip(getattr(call, "wrapper_source", None))})

@@ -322,7 +322,7 @@ def schedule(graph):
     for kernel in kernels:
         kernel.finish()
     _find_local_buffers(graph, kernels, items)
-    if logs.enabled("fusion"):
+    if logs.wanted("fusion"):
         logs.log("fusion", "schedule:\n" + "\n".join(
             str(i) if isinstance(i, Kernel) else f"{i.name}: extern {i.op} ({i.reason})" for i in items))
     return items

@@ -148,7 +148,7 @@ class WrapperCode:
                 if free[key(name)] and name not in self.fresh:
                     self.reuse[name] = free[key(name)].pop()
             if isinstance(item, Kernel):
-                body += self._kernel_call(item)
+                body += self._profiled(item.name, self._kernel_call(item))
             else:
                 body += self._extern_call(item)
             dead = []
@@ -164,6 +164,15 @@ class WrapperCode:
         body.append("return " + returned)
         self.lines += ["    " + line for line in body]
         return "\n".join(self.lines) + "\n"
+
+    def _profiled(self, name, lines):
+        """Lines of one kernel call, inside a profiler range named after the graph and kernel when
+        config.profile_kernels is set (a compile report's profile reads them)."""
+        from ... import config
+        if not config.profile_kernels or not lines:
+            return lines
+        self.globals["_record_function"] = torch.profiler.record_function
+        return [f"with _record_function({f'graphjit {self.facts.name}:{name}'!r}):"] + ["    " + l for l in lines]
 
     def _bind_sizes(self):
         """Lines reading each size symbol off the call's inputs: an int input that is one, or the first
