@@ -5,14 +5,14 @@
 See docs/ARCHITECTURE.md for how it works.
 """
 from . import config
-from .api import compile, explain, reset, disable, allow_in_graph, ExplainOutput
+from .api import compile, compile_regions, explain, reset, disable, allow_in_graph, ExplainOutput
 from .backends.registry import register_backend, list_backends
 from .capture.dynamic import mark_dynamic, maybe_mark_dynamic, mark_static
 from .exc import Unsupported
 from .reporting import report
 
 __version__ = "0.1.0"
-__all__ = ["compile", "explain", "reset", "disable", "allow_in_graph", "register_backend", "list_backends",
+__all__ = ["compile", "compile_regions", "explain", "reset", "disable", "allow_in_graph", "register_backend", "list_backends",
            "Unsupported", "ExplainOutput", "config", "mark_dynamic", "maybe_mark_dynamic", "mark_static", "report"]
 
 from .reporting import start_from_environment as _start_report

@@ -97,6 +97,58 @@ def _compile_module(module, options):
     return wrapper
 
 
+# ---- regional compilation ----
+
+_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)
+
+
+def compile_regions(model, **compile_kwargs):
+    """Regional compilation: compile each repeated block of `model` on its own, in place, and return
+    `model`. A repeated block is a child of a ModuleList, Sequential or ModuleDict whose children (two or
+    more) are all of one class: each such child is replaced in its container by graphjit.compile(child,
+    **compile_kwargs). The compiled child shares the original's parameters and attributes, is an instance
+    of its class, and keeps the state_dict's names; the code outside the blocks runs as it is. Every block
+    of a class shares one cache of compiled entries: blocks that read nothing of their own but parameters
+    run the first block's entry; a block that reads an attribute of its own (its index into a KV cache)
+    gets entries of its own, so the class's entry limit is config.recompile_limit per block, as if each
+    were compiled alone. A model without repeated blocks is compiled whole."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"graphjit.compile_regions expects an nn.Module, got {type(model).__name__}")
+    if isinstance(model, CompiledModule):
+        raise TypeError("graphjit.compile_regions: the model is already compiled as a whole")
+    regions = []
+    _find_regions(model, regions, set())
+    if not regions:
+        return compile(model, **compile_kwargs)
+    compiled = [(container, key, compile(block, **compile_kwargs)) for container, key, block in regions]
+    for container, key, wrapper in compiled:            # all compiled first: nothing is half replaced
+        container._modules[key] = wrapper
+    per_class = {}
+    for _, _, wrapper in compiled:
+        per_class.setdefault(type(wrapper), []).append(wrapper)
+    for cls, wrappers in per_class.items():
+        cache = cls._graphjit_forward._cache
+        cache.limit = max(cache.limit or 0, config.recompile_limit * len(wrappers))
+    return model
+
+
+def _find_regions(module, regions, seen):
+    """(container, key, block) for each repeated block under `module`, outermost first."""
+    if id(module) in seen or isinstance(module, CompiledModule):
+        return
+    seen.add(id(module))
+    children = list(module._modules.items())
+    blocks = [m for _, m in children if m is not None]
+    if isinstance(module, _CONTAINERS) and len(blocks) >= 2 and len({type(m) for m in blocks}) == 1 and \
+            isinstance(type(blocks[0]).forward, types.FunctionType) and \
+            not isinstance(blocks[0], (CompiledModule, *_CONTAINERS)):
+        regions += [(module, key, m) for key, m in children if m is not None]
+        return
+    for _, child in children:
+        if child is not None:
+            _find_regions(child, regions, seen)
+
+
 # ---- the rest of the API ----
 
 def reset():

@@ -109,6 +109,7 @@ class FrameCache:
         self.eager = False         # recompile limit hit: always run the original
         self.last_failures = []
         self.policy = None         # dynamic.DynamicPolicy: what earlier traces saw, which sizes vary
+        self.limit = None          # entries before eager: config.recompile_limit unless set (compile_regions)
 
     def clear(self):
         self.entries.clear()
@@ -130,13 +131,14 @@ class FrameCache:
                 reporting.emit("recompile", function=self.code.co_qualname, file=self.code.co_filename,
                                line=self.code.co_firstlineno, guard=failed[-1], entries=len(self.entries),
                                args=reporting.describe_args(args, kwargs))
-        if len(self.entries) >= config.recompile_limit:
+        limit = self.limit or config.recompile_limit
+        if len(self.entries) >= limit:
             self.eager = True
             reason = self.last_failures[-1] if self.last_failures else "unknown"
             dynamic_part = f"; dynamic so far: {self.policy.describe()}" if self.policy is not None else ""
             message = (f"graphjit: {self.code.co_qualname} ({self.code.co_filename}:"
                        f"{self.code.co_firstlineno}) hit the recompile limit "
-                       f"({config.recompile_limit}); its {len(self.entries)} compiled entries keep running "
+                       f"({limit}); its {len(self.entries)} compiled entries keep running "
                        f"for the inputs they were made for, other calls run eagerly (the functions "
                        f"and modules they call are still compiled). "
                        f"The guard that kept failing: {reason}{dynamic_part}")
