@@ -9,6 +9,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 import time
 import types
 import warnings
@@ -110,17 +111,50 @@ class FrameCache:
         self.last_failures = []
         self.policy = None         # dynamic.DynamicPolicy: what earlier traces saw, which sizes vary
         self.limit = None          # entries before eager: config.recompile_limit unless set (compile_regions)
+        self.generation = 0        # changes whenever entries are added or removed (miss: RETRY)
 
     def clear(self):
+        self.generation += 1
         self.entries.clear()
         self.reporters.clear()
         self.eager = False
         self.last_failures.clear()
         self.policy = None
 
-    def miss(self, fn, closure, options, args, kwargs):
-        if self.eager:
+    def miss(self, fn, closure, options, args, kwargs, generation):
+        """A call no entry served: translate it into a new entry (under the translation lock), or run it
+        eagerly past the recompile limit. `generation` is self.generation when the caller tried the
+        entries: if another thread added one since, RETRY (the caller tries the entries again)."""
+        with TRANSLATION_LOCK:
+            if self.generation != generation:
+                return RETRY
+            entry = self._translate_locked(fn, closure, options, args, kwargs)
+        if entry is None:
             return eager_function(fn, closure, options)(*args, **kwargs)
+        # the fresh entry runs outside the lock: user code may wait on a thread that is translating
+        result = entry(closure, *args, **kwargs)
+        if result is MISS:
+            with TRANSLATION_LOCK:
+                position = next((i for i, e in enumerate(self.entries) if e is entry), None)
+                reporter = self.reporters[position] if position is not None else None
+                failed = reporter(closure, *args, **kwargs) if reporter is not None else "unknown"
+                if config.strict_fresh_guards:
+                    raise AssertionError(f"graphjit: a fresh entry's guards failed on the inputs it was made "
+                                         f"for ({self.code.co_qualname}); guards:\n{failed}")
+                # what the guards check changed while the entry compiled: this call runs eagerly, the next
+                # translates again
+                if position is not None:
+                    del self.entries[position], self.reporters[position]
+                    self.generation += 1
+            logs.log("recompiles", f"{self.code.co_qualname}: a fresh entry's guard failed on its own call "
+                                   f"({failed}); running the call eagerly")
+            return eager_function(fn, closure, options)(*args, **kwargs)
+        return result
+
+    def _translate_locked(self, fn, closure, options, args, kwargs):
+        """A new entry for this call, appended; None when the call runs eagerly (the recompile limit)."""
+        if self.eager:
+            return None
         if self.entries:
             failed = [r(closure, *args, **kwargs) for r in self.reporters]
             self.last_failures = failed
@@ -142,29 +176,25 @@ class FrameCache:
                        f"for the inputs they were made for, other calls run eagerly (the functions "
                        f"and modules they call are still compiled). "
                        f"The guard that kept failing: {reason}{dynamic_part}")
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            warnings.warn(message, RuntimeWarning, stacklevel=5)
             reporting.emit("limit", function=self.code.co_qualname, file=self.code.co_filename,
                            line=self.code.co_firstlineno, message=message)
-            return eager_function(fn, closure, options)(*args, **kwargs)
+            return None
         if self.policy is None:
             self.policy = DynamicPolicy(options.dynamic)
         entry, reporter = translate(fn, options, args, kwargs, policy=self.policy)
         self.entries.append(entry)
         self.reporters.append(reporter)
-        result = entry(closure, *args, **kwargs)
-        if result is MISS:
-            failed = reporter(closure, *args, **kwargs)
-            if config.strict_fresh_guards:
-                raise AssertionError(f"graphjit: a fresh entry's guards failed on the inputs it was made "
-                                     f"for ({self.code.co_qualname}); guards:\n{failed}")
-            # what the guards check changed while the entry compiled: this call runs eagerly, the next
-            # translates again
-            self.entries.pop()
-            self.reporters.pop()
-            logs.log("recompiles", f"{self.code.co_qualname}: a fresh entry's guard failed on its own call "
-                                   f"({failed}); running the call eagerly")
-            return eager_function(fn, closure, options)(*args, **kwargs)
-        return result
+        self.generation += 1
+        return entry
+
+
+# One translation at a time, in all threads: concurrent first calls of a function compile it once (the
+# others wait, then find its entry), and capture's and torch's tracing state is never shared by two
+# translations. Re-entrant: a translation may call into code that misses in the same thread. Entries run
+# outside it.
+TRANSLATION_LOCK = threading.RLock()
+RETRY = object()    # miss(): another thread added an entry since the caller tried them
 
 
 _CACHES = {}   # (code, options key) -> FrameCache
@@ -212,15 +242,20 @@ class CompiledFunction:
 
     def _dispatch(self, fn, closure, args, kwargs):
         defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
-        for entry in self._cache.entries:
-            # an entry binds missing arguments from the defaults it was made with: those of another
-            # function with this code, or replaced since (`f.__defaults__ = ...`), are not this call's
-            if entry.__defaults__ is not defaults or entry.__kwdefaults__ is not kwdefaults:
-                continue
-            result = entry(closure, *args, **kwargs)
-            if result is not MISS:
+        cache = self._cache
+        while True:
+            generation = cache.generation
+            for entry in cache.entries:
+                # an entry binds missing arguments from the defaults it was made with: those of another
+                # function with this code, or replaced since (`f.__defaults__ = ...`), are not this call's
+                if entry.__defaults__ is not defaults or entry.__kwdefaults__ is not kwdefaults:
+                    continue
+                result = entry(closure, *args, **kwargs)
+                if result is not MISS:
+                    return result
+            result = cache.miss(fn, closure, self._options, args, kwargs, generation)
+            if result is not RETRY:
                 return result
-        return self._cache.miss(fn, closure, self._options, args, kwargs)
 
     def __get__(self, obj, objtype=None):
         if obj is None:
