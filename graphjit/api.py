@@ -109,9 +109,11 @@ def compile_regions(model, **compile_kwargs):
     **compile_kwargs). The compiled child shares the original's parameters and attributes, is an instance
     of its class, and keeps the state_dict's names; the code outside the blocks runs as it is. Every block
     of a class shares one cache of compiled entries: blocks that read nothing of their own but parameters
-    run the first block's entry; a block that reads an attribute of its own (its index into a KV cache)
-    gets entries of its own, so the class's entry limit is config.recompile_limit per block, as if each
-    were compiled alone. A model without repeated blocks is compiled whole."""
+    run the first block's entry; an int attribute that differs between blocks (`layer_idx`) becomes
+    symbolic, and a list read at it (a KV cache's layers) is read at that index on each call, so one entry
+    serves them all. A block whose own attribute is read otherwise by value gets entries of its own, so the
+    class's entry limit is config.recompile_limit per block, as if each were compiled alone. A model
+    without repeated blocks is compiled whole."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"graphjit.compile_regions expects an nn.Module, got {type(model).__name__}")
     if isinstance(model, CompiledModule):

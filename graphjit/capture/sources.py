@@ -103,6 +103,20 @@ class ItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class IndexedItemSource(Source):
+    """base[index] where the index is itself read from a source: a list item read at a symbolic int (a
+    block's `layer_idx` into a KV cache's list of layers), so one entry serves every index its guards admit."""
+    base: Source
+    index: Source
+
+    def expr_on(self, base_text):
+        return f"{base_text}[{self.index.expr()}]"
+
+    def depth(self):
+        return max(self.base.depth(), self.index.depth()) + 1
+
+
+@dataclasses.dataclass(frozen=True)
 class DictItemSource(Source):
     """dict.__getitem__(base, key): an item of a dict subclass, bypassing its own __getitem__."""
     base: Source

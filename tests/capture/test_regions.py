@@ -161,4 +161,72 @@ def test_hf_llama_layers_with_a_kv_cache():
             assert torch.equal(got, want)
             out = model(ids, use_cache=True)
             torch.testing.assert_close(out.logits, eager(ids, use_cache=True).logits, rtol=1e-5, atol=1e-5)
-    assert counter.frame_count > 0
+    # every layer reads its cache layer at its own layer_idx: the entries serve all layers (a static first
+    # entry, then symbolic ones: prefill and decode), not one set per layer
+    assert 0 < counter.frame_count <= 6
+
+
+class Slot:
+    def __init__(self, scale, start=0.0):
+        self.scale = scale                    # a float: guarded by value, the same in every slot here
+        self.state = torch.full((4,), float(start))
+
+
+class OtherSlot(Slot):
+    def __init__(self, scale):
+        super().__init__(scale)
+        self.state = torch.ones(4)
+
+
+class SlotBlock(torch.nn.Module):
+    """Reads and updates the slot of a list at its own index, as a transformers attention layer does with
+    its KV cache's layers."""
+
+    def __init__(self, i):
+        super().__init__()
+        self.idx = i
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x, slots):
+        slot = slots[self.idx]
+        if isinstance(slot, OtherSlot):
+            x = x - 1
+        slot.state = slot.state + self.fc(x) * slot.scale
+        return x + slot.state
+
+
+def run_blocks(blocks, x, slots):
+    for block in blocks:
+        x = block(x, slots)
+    return x
+
+
+def test_an_item_read_at_a_blocks_own_index_shares_the_entry():
+    torch.manual_seed(0)
+    n = 12
+    blocks = torch.nn.ModuleList([SlotBlock(i) for i in range(n)])
+    eager = copy.deepcopy(blocks)
+    counter = CompileCounter()
+    holder = torch.nn.Module()
+    holder.layers = blocks
+    graphjit.compile_regions(holder, backend=counter)
+    got_slots = [Slot(0.5, i) for i in range(n)]
+    want_slots = [Slot(0.5, i) for i in range(n)]
+    with torch.no_grad():
+        for call in range(3):
+            x = torch.randn(4)
+            torch.testing.assert_close(run_blocks(blocks, x, got_slots), run_blocks(eager, x, want_slots))
+            for a, b in zip(got_slots, want_slots):
+                torch.testing.assert_close(a.state, b.state)
+        assert counter.frame_count <= 2          # block 0 static, then one entry for every other index
+        # another kind of slot at one index: that index's guards fail, the others keep their entry
+        got_slots[5], want_slots[5] = OtherSlot(2.0), OtherSlot(2.0)
+        x = torch.randn(4)
+        torch.testing.assert_close(run_blocks(blocks, x, got_slots), run_blocks(eager, x, want_slots))
+        for a, b in zip(got_slots, want_slots):
+            torch.testing.assert_close(a.state, b.state)
+        # a shorter list: eager's IndexError
+        with pytest.raises(IndexError):
+            run_blocks(eager, x, want_slots[:3])
+        with pytest.raises(IndexError):
+            run_blocks(blocks, x, got_slots[:3])

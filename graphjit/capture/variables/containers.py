@@ -376,6 +376,37 @@ class OutsideListVariable(ListVariable):
     def new(self, items):
         return ListVariable(items)
 
+    def getitem(self, tx, index):
+        item = self._item_at_symbol(tx, index)
+        return item if item is not None else super().getitem(tx, index)
+
+    def _item_at_symbol(self, tx, index):
+        """The item at a symbolic int read from a source (an input int the dynamic policy made symbolic),
+        read through `list[<the index's source>]` and guarded there, with the index guarded in range: the
+        entry serves every index, not only this one. None where that does not apply: the list changed in
+        the frame, or the index is an expression, not an input."""
+        from .symbolic import SymNodeVariable
+        from ..sources import IndexedItemSource
+        if self.realized or self.appended or not isinstance(index, SymNodeVariable) or index.source is None \
+                or not isinstance(index.sym, torch.SymInt) or not getattr(index.sym.node.expr, "is_Symbol", False):
+            return None
+        at = index.sym.node.hint
+        n = len(self._value)
+        if not isinstance(at, int) or not 0 <= at < n:
+            return None
+        # the ShapeEnv guards the index's range; the length is guarded as len() would
+        if not (bool(index.sym >= 0) and bool(index.sym < n)):
+            return None
+        tx.guards.add_len(self.source, n)
+        from .builder import wrap
+        return wrap(tx, self._value[at], IndexedItemSource(self.source, index.source))
+
+    def method___len__(self, tx):
+        if self.realized:
+            return super().method___len__(tx)
+        tx.guards.add_len(self.source, len(self._value))       # the length, not every item
+        return ConstantVariable(len(self._value) + len(self.appended))
+
     def method_append(self, tx, value):
         if self.realized:
             return super().method_append(tx, value)
