@@ -151,6 +151,22 @@ def _find_regions(module, regions, seen):
             _find_regions(child, regions, seen)
 
 
+# ---- compiled-graph artifacts ----
+
+def save_cache_artifacts(path):
+    """Write the compiled-graph cache (CPU graphs: kernels' C++ source, wrappers, as JSON) into one file,
+    for machines that run the same models to load with load_cache_artifacts; returns the number of graphs."""
+    from .compiler.runtime import graph_cache
+    return graph_cache.save_artifacts(path)
+
+
+def load_cache_artifacts(path):
+    """Add the graphs of a file from save_cache_artifacts to this machine's cache: the models they came from
+    then load them instead of compiling (after capture, which still runs). Returns the number added."""
+    from .compiler.runtime import graph_cache
+    return graph_cache.load_artifacts(path)
+
+
 # ---- the rest of the API ----
 
 def reset():

@@ -95,7 +95,7 @@ def compile_and_time(model, x, logits, iters, backend=None):
         out = compiled(x)
         cold = time.perf_counter() - start
         diff = (logits(out) - logits(model(x))).abs().max().item()
-    kernels = sum(hasattr(item, "groups") for fn in recorded for item in getattr(fn, "items", ()))
+    kernels = sum(getattr(fn, "kernel_count", 0) for fn in recorded)
     built = f"{kernels} fused kernels" if name == "graphjit" else "no kernels of its own"
     print(f"\n  backend {name!r}{' (the default)' if backend is None else ''}: first call {cold:.2f} s "
           f"(capture and compile), {len(recorded)} graph(s), {built}")

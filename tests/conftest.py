@@ -3,6 +3,7 @@ test matrix but ONE_PYTHON; each test starts from a clean graphjit.
 
 Markers (`gpu`, `slow`, `one_python`) are declared in pyproject.toml under [tool.pytest.ini_options].
 """
+import os
 import sys
 
 import pytest
@@ -62,4 +63,8 @@ def _fresh_graphjit():
         reset()
         # a fresh entry whose guards fail on its own call is a bug the suite must see, not an eager call
         module.config.strict_fresh_guards = True
+        # tests read what a compile made (kernels, schedules): every graph compiles, none comes from the
+        # on-disk cache of an earlier run (tests/compiler/test_graph_cache.py turns it on in a folder of its
+        # own; GRAPHJIT_TEST_GRAPH_CACHE=1 runs the suite with it)
+        module.config.graph_cache = int(bool(os.environ.get("GRAPHJIT_TEST_GRAPH_CACHE")))
     yield

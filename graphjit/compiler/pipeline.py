@@ -141,6 +141,7 @@ def _compile(gm, concrete_inputs, example_inputs, facts):
 
 def _run_stages(gm, concrete_inputs, example_inputs, facts):
     from . import decompose, lowering, scheduler
+    from .runtime import graph_cache
     device = device_for(concrete_inputs)
     reason = device.unsupported_reason(gm, example_inputs)
     if reason:
@@ -148,6 +149,19 @@ def _run_stages(gm, concrete_inputs, example_inputs, facts):
         reporting.emit("refused", name=_name(gm), device=device.name, reason=str(reason))
         return gm.forward
     start = time.perf_counter()
+    # the on-disk cache of compiled graphs: a graph compiled by an earlier process is loaded, not compiled
+    cache_key = graph_cache.key_for(device, gm, concrete_inputs, example_inputs, facts)
+    if cache_key is not None:
+        call = graph_cache.load(cache_key, gm, facts)
+        if call is not None:
+            logs.log("fusion", f"graph {facts.name} loaded from the compiled-graph cache "
+                               f"({time.perf_counter() - start:.3f} s: {call.kernel_count} kernels)")
+            if reporting.active():
+                reporting.compile_event({"name": _name(gm), "device": device.name, "language": device.name,
+                                         "stages": dict(call.timings), "kernels": call.kernels, "externs": [],
+                                         "source": reporting._clip(call.source), "cached": True,
+                                         "wrapper": reporting._clip(call.wrapper_source)})
+            return call
     job = Job(gm, list(example_inputs), facts, concrete_inputs=list(concrete_inputs))
     # a compile past a second shows its stage on stderr (progress.py: a terminal redraws one line)
     progress = Progress(f"compiling {facts.name} ({device.name})", total=len(STAGES), after=1.0, start=start)
@@ -179,6 +193,9 @@ def _run_stages(gm, concrete_inputs, example_inputs, facts):
     logs.log("fusion", f"compiled in {time.perf_counter() - start:.2f} s: {n_kernels} {device.name} kernels, "
                        f"{len(job.items) - n_kernels} extern calls ({len(job.graph.fallbacks)} fallbacks)")
     call.graph, call.items, call.source, call.timings = job.graph, job.items, job.source, job.timings
+    call.kernel_count = n_kernels
+    if cache_key is not None:
+        graph_cache.store(cache_key, job, unit, call)
     if reporting.active():
         _report(gm, device, job, call)
     return call

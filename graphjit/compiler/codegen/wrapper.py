@@ -49,6 +49,7 @@ class WrapperCode:
         # take a dead buffer's memory (allocated earlier than the item order says), names never bound
         self.fused_away, self.fresh, self.unbound = set(), set(), set()
         self._constants = {}
+        self.op_names = {}          # bound name -> the OpOverload it calls (runtime/graph_cache.py records it)
 
     def bind(self, value, prefix="_c"):
         """A global name for value in the generated module."""
@@ -239,6 +240,7 @@ class WrapperCode:
 
     def _extern_call(self, kernel):
         op = self.bind(getattr(kernel.op, "_op", kernel.op), "_op")
+        self.op_names[op] = kernel.op
         args = [self.arg(a) for a in kernel.args]
         args += [f"{k}={self.arg(v)}" for k, v in kernel.kwargs.items()]
         call = f"{op}({', '.join(args)})"
@@ -514,7 +516,9 @@ def build(graph, items, signatures, lib, eager, facts, eager_if_grad):
         code.globals[name] = fn
     namespace = dict(code.globals)
     run_source(source, "graphjit wrapper", namespace)
-    return source, namespace["call"]
+    call = namespace["call"]
+    call.wrapper_code = code            # its globals and ops: what runtime/graph_cache.py stores
+    return source, call
 
 
 def run_source(source, kind, namespace):

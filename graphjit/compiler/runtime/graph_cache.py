@@ -1,0 +1,447 @@
+"""On-disk cache of compiled graphs (the C++ device): a graph captured again in a later process (a restarted
+server, the next job) skips decompose, lower, schedule and codegen, and loads what they made.
+
+    key = key_for(device, gm, concrete_inputs, example_inputs, facts)   # None: not cacheable
+    call = load(key, gm, facts)                                         # None: not there, or unusable
+    store(key, job, unit, call)                                         # after a compile
+
+The key hashes everything the generated code depends on: the captured graph's code, each input's size,
+strides, offset, dtype, device and requires_grad, which inputs share memory, the content of its tensor
+constants, the graph facts, the versions of graphjit (and a hash of its source), torch and Python,
+config.codegen_key(), the C++ compiler, its flags and the CPU, and the process state the compiler reads
+(default dtype, threads). A
+graph is not cached where a part of that cannot be keyed: size symbols, a call of a function from outside
+torch (its code could change between processes), a submodule, a constant too large to keep.
+
+An entry is one JSON file, `cache_dir/graphs/<key>.json`, holding the kernels' C++ source (its library is
+runtime/cpp_build.py's, cached by its own key), the wrapper's Python source, and a recipe for each global
+the wrapper names (an op by its qualified name, a dtype, a small constant's bytes ...), with a SHA-256 of
+the rest. No pickle: nothing read back is unpickled. It is written under a temporary name and renamed into
+place (readers never see half a file; two processes writing one entry both write a whole one). A file that
+does not parse, whose digest, format or key differs, or whose recipes do not rebuild is reported with one
+warning, removed, and the graph compiled again. The folder is created private to the user (0700).
+"""
+import base64
+import ctypes
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+import torch
+from torch.utils import _pytree as pytree
+
+from ... import config, logs
+
+FORMAT = 1
+CONSTANT_BYTES = 1 << 20      # tensor constants larger than this are not kept in an entry
+
+
+class NotCacheable(Exception):
+    """What keeps a graph out of the cache (logged under GRAPHJIT_LOGS=fusion)."""
+
+
+def key_for(device, gm, concrete_inputs, example_inputs, facts):
+    """The graph's cache key, or None where it is not cached (config.graph_cache off, another device, or
+    something NotCacheable)."""
+    if not config.graph_cache or device.name != "C++":
+        return None
+    try:
+        return _key(gm, concrete_inputs, example_inputs, facts)
+    except NotCacheable as e:
+        logs.log("fusion", f"graph {facts.name} is not cached on disk: {e}")
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _source_fingerprint():
+    """A hash of graphjit's own source: a compiler changed in any way (a fix, a checkout of another commit)
+    makes new keys, so no entry made by other code is ever loaded. Read once per process (a few ms)."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    digest = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(package)):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(".py"):
+                digest.update(os.path.relpath(os.path.join(folder, name), package).encode())
+                with open(os.path.join(folder, name), "rb") as f:
+                    digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
+_TORCH_MODULES = ("torch", "_operator", "operator", "math", "builtins", "_functools", "functools")
+
+
+def _key(gm, concrete_inputs, example_inputs, facts):
+    from .cpp_build import _cpu_id, compiler_id
+    import graphjit
+    parts = [f"format {FORMAT}", graphjit.__version__, _source_fingerprint(), torch.__version__,
+             sys.version.split()[0],
+             config.codegen_key(), compiler_id()[1], " ".join(config.cxx_flags), _cpu_id(),
+             str(torch.get_default_dtype()), str(torch.get_num_threads()),
+             torch.get_float32_matmul_precision(), str(torch.are_deterministic_algorithms_enabled()),
+             repr(dataclasses.replace(facts, name=""))]
+    for value in example_inputs:
+        parts.append(_input_part(value))
+    storages = {}
+    for value in concrete_inputs:        # which inputs share memory (real tensors, or AOT's fake ones)
+        if isinstance(value, torch.Tensor):
+            storage = value.untyped_storage()._cdata
+            parts.append(f"storage {storages.setdefault(storage, len(storages))}")
+        else:
+            parts.append("storage -")
+    parts.append(gm.code)
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            raise NotCacheable(f"the graph calls a submodule ({node.target})")
+        if node.op == "call_function" and not isinstance(node.target, torch._ops.OpOverload):
+            module = getattr(node.target, "__module__", None) or ""
+            if not module.split(".")[0] in _TORCH_MODULES:
+                raise NotCacheable(f"the graph calls {getattr(node.target, '__qualname__', node.target)} of "
+                                   f"{module or 'no module'}, whose code may change")
+        if node.op == "get_attr":
+            parts.append(f"{node.target}: {_constant_part(_attr(gm, node.target), node.target)}")
+        for leaf in pytree.tree_leaves((node.args, node.kwargs)):
+            if not isinstance(leaf, _PRINTED_EXACTLY):      # the code names it; its value would not be keyed
+                raise NotCacheable(f"an argument of type {type(leaf).__name__} ({node.format_node()})")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+
+
+# node arguments whose value the graph's printed code spells out in full
+_PRINTED_EXACTLY = (torch.fx.Node, type(None), bool, int, float, complex, str, torch.dtype, torch.device,
+                    torch.layout, torch.memory_format, slice, type(Ellipsis), torch.Size)
+
+
+def _input_part(value):
+    if isinstance(value, torch.Tensor):
+        sizes = (*value.shape, *value.stride(), value.storage_offset())
+        if any(isinstance(s, torch.SymInt) for s in sizes):
+            raise NotCacheable("the graph has size symbols")
+        return (f"tensor {tuple(value.shape)} {value.stride()} {value.storage_offset()} {value.dtype} "
+                f"{value.device} {value.requires_grad} {value.layout}")
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise NotCacheable("the graph has size symbols")
+    if value is None or isinstance(value, (bool, int, float)):
+        return f"value {value!r}"
+    raise NotCacheable(f"an input of type {type(value).__name__}")
+
+
+def _attr(gm, target):
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _constant_part(value, target):
+    if not isinstance(value, torch.Tensor):
+        raise NotCacheable(f"the graph reads {target}, a {type(value).__name__}")
+    return f"{tuple(value.shape)} {value.stride()} {value.dtype} {value.device} {_digest(value)}"
+
+
+def _tensor_bytes(t):
+    if t.device.type != "cpu" or t.is_sparse or t.numel() * t.element_size() > CONSTANT_BYTES * 64:
+        raise NotCacheable("a tensor constant that is not a dense CPU tensor of modest size")
+    t = t.detach().contiguous()
+    n = t.numel() * t.element_size()
+    return ctypes.string_at(t.data_ptr(), n) if n else b""
+
+
+def _digest(t):
+    return hashlib.sha256(_tensor_bytes(t)).hexdigest()
+
+
+# ---- entries ----
+
+def _path(key):
+    return os.path.join(config.cache_dir, "graphs", f"{key}.json")
+
+
+def _helpers():
+    """Globals of generated wrappers that are fixed functions and modules, by the names they are bound to."""
+    from ..codegen import cpp, wrapper
+    helpers = {"empty_strided": torch.empty_strided, "reinterpret": wrapper._reinterpret, "torch": torch,
+               "math": math, "grad_enabled": torch.is_grad_enabled, "kernel_error": cpp.kernel_error,
+               "as_traced": wrapper._as_traced, "_unflatten": pytree.tree_unflatten,
+               "_record_function": torch.profiler.record_function}
+    helpers.update({f"empty_{device}": fn for device, fn in wrapper._FAST_EMPTY.items()})
+    return helpers
+
+
+def store(key, job, unit, call):
+    """Write the entry of a graph compiled under `key` (nothing where a global has no recipe)."""
+    code = getattr(call, "wrapper_code", None)
+    if code is None:
+        return
+    try:
+        helpers = _helpers()
+        kernels = set(unit.signatures or ())
+        constants = {id(_attr(job.gm, n.target)): n.target for n in job.gm.graph.nodes if n.op == "get_attr"}
+        recipes = {}
+        for name, value in code.globals.items():
+            if name in kernels:
+                continue
+            if name == "eager":
+                recipes[name] = ["eager"]
+            elif name in code.op_names:
+                recipes[name] = ["op_fn", _op_name(code.op_names[name])]
+            elif name in helpers and helpers[name] is value:
+                recipes[name] = ["helper", name]
+            else:
+                recipes[name] = _recipe(value, constants)
+    except NotCacheable as e:
+        logs.log("fusion", f"graph {job.facts.name} is not cached on disk: {e}")
+        return
+    from .. import scheduler
+    body = {"format": FORMAT, "key": key, "kernel_source": job.source if unit.signatures else "",
+            "signatures": {n: [len(s.args), len(s.sizes)] for n, s in (unit.signatures or {}).items()},
+            "wrapper_source": call.wrapper_source, "globals": recipes,
+            "kernels": [{"name": i.name, "text": str(i)} for i in job.items if isinstance(i, scheduler.Kernel)],
+            "externs": sum(not isinstance(i, scheduler.Kernel) for i in job.items)}
+    text = json.dumps({"digest": _body_digest(body), "body": body})
+    path = _path(key)
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:        # a read-only or full disk costs the next process a compile, nothing more
+        logs.log("fusion", f"could not write the compiled-graph cache entry {path}: {e}")
+
+
+def _body_digest(body):
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _op_name(op):
+    if not isinstance(op, torch._ops.OpOverload):
+        raise NotCacheable(f"an extern call of {op!r}, not an ATen op")
+    return op.name()
+
+
+def _op(name):
+    namespace, rest = name.split("::")
+    packet, _, overload = rest.partition(".")
+    return getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
+
+
+def _recipe(value, constants):
+    from ..codegen.wrapper import DisjointInputs
+    if value is None or isinstance(value, (bool, int, str)):
+        return ["value", value]
+    if isinstance(value, float):
+        return ["float", repr(value)]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return ["tuple", [_recipe(v, constants) for v in value]]
+    if isinstance(value, torch.dtype):
+        return ["dtype", str(value).replace("torch.", "")]
+    if isinstance(value, torch.device):
+        return ["device", str(value)]
+    if isinstance(value, torch.memory_format):
+        return ["memory_format", str(value).replace("torch.", "")]
+    if isinstance(value, torch.layout):
+        return ["layout", str(value).replace("torch.", "")]
+    if isinstance(value, torch._ops.OpOverload):
+        return ["op", value.name()]
+    if isinstance(value, pytree.TreeSpec):
+        try:
+            return ["spec", pytree.treespec_dumps(value)]
+        except Exception as e:   # noqa: BLE001 -- a node type pytree can't serialize
+            raise NotCacheable(f"an output structure pytree can't serialize ({e})") from None
+    if isinstance(value, DisjointInputs):
+        return ["disjoint", [list(value.written), list(value.moving), list(value.fixed)]]
+    if isinstance(value, torch.Tensor):
+        if id(value) in constants:
+            return ["attr", constants[id(value)]]
+        if value.numel() * value.element_size() > CONSTANT_BYTES:
+            raise NotCacheable(f"a tensor constant of {value.numel() * value.element_size()} bytes")
+        if value.storage_offset() or not value.is_contiguous() or value.requires_grad:
+            raise NotCacheable("a tensor constant that is a view")
+        return ["tensor", str(value.dtype).replace("torch.", ""), list(value.shape),
+                base64.b64encode(_tensor_bytes(value)).decode()]
+    raise NotCacheable(f"a wrapper global of type {type(value).__name__}")
+
+
+def _rebuild(recipe, gm):
+    from ..codegen.wrapper import DisjointInputs
+    kind, *args = recipe
+    if kind == "value":
+        return args[0]
+    if kind == "float":
+        return float(args[0])
+    if kind == "tuple":
+        return tuple(_rebuild(r, gm) for r in args[0])
+    if kind in ("dtype", "memory_format", "layout"):
+        value = getattr(torch, args[0])
+        expected = {"dtype": torch.dtype, "memory_format": torch.memory_format, "layout": torch.layout}[kind]
+        if not isinstance(value, expected):
+            raise ValueError(f"torch.{args[0]} is not a {kind}")
+        return value
+    if kind == "device":
+        return torch.device(args[0])
+    if kind == "op":
+        return _op(args[0])
+    if kind == "op_fn":
+        op = _op(args[0])
+        return getattr(op, "_op", op)
+    if kind == "spec":
+        return pytree.treespec_loads(args[0])
+    if kind == "disjoint":
+        return DisjointInputs(*args[0])
+    if kind == "attr":
+        value = _attr(gm, args[0])
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"{args[0]} is not a tensor")
+        return value
+    if kind == "tensor":
+        dtype, shape, data = getattr(torch, args[0]), args[1], base64.b64decode(args[2], validate=True)
+        flat = torch.empty(math.prod(shape), dtype=dtype)
+        if len(data) != flat.numel() * flat.element_size():
+            raise ValueError("a constant's bytes do not match its size")
+        if data:
+            ctypes.memmove(flat.data_ptr(), data, len(data))
+        return flat.reshape(shape)
+    raise ValueError(f"unknown recipe {kind!r}")
+
+
+def load(key, gm, facts):
+    """The compiled callable of the entry under `key`, or None (not there; unusable: warned and removed)."""
+    path = _path(key)
+    if not os.path.exists(path):
+        return None
+    start = time.perf_counter()
+    try:
+        with open(path, encoding="utf-8") as f:
+            stored = json.load(f)
+        body = stored["body"]
+        if stored["digest"] != _body_digest(body):
+            raise ValueError("its digest does not match its content (truncated or altered)")
+        if body["format"] != FORMAT or body["key"] != key:
+            raise ValueError(f"it is of format {body.get('format')} for key {body.get('key')}")
+        call = _instantiate(body, gm, facts)
+    except Exception as e:   # noqa: BLE001 -- any fault of the file: compile again
+        warnings.warn(f"graphjit: the compiled-graph cache entry {path} is unusable ({type(e).__name__}: {e}); "
+                      f"it is removed and the graph compiled again", RuntimeWarning)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return None
+    call.timings = {"cache load": time.perf_counter() - start}
+    return call
+
+
+def _instantiate(body, gm, facts):
+    from ..codegen.wrapper import run_source
+    from .cpp_build import load as load_library
+    namespace = {name: (gm.forward if recipe == ["eager"] else
+                        _helpers()[recipe[1]] if recipe[0] == "helper" else _rebuild(recipe, gm))
+                 for name, recipe in body["globals"].items()}
+    if body["signatures"]:
+        lib = load_library(body["kernel_source"])
+        for name, (n_args, n_sizes) in body["signatures"].items():
+            fn = getattr(lib, name)
+            fn.argtypes = [ctypes.c_void_p] * n_args + [ctypes.c_int64] * n_sizes
+            fn.restype = ctypes.c_int
+            namespace[name] = fn
+    run_source(body["wrapper_source"], "graphjit wrapper", namespace)
+    call = namespace["call"]
+    call.wrapper_source = body["wrapper_source"]
+    call.source = body["kernel_source"]
+    call._boxed_call = facts.boxed
+    call.items, call.graph = [], None
+    call.kernels = body["kernels"]
+    call.kernel_count = len(body["kernels"])
+    call.extern_count = body["externs"]
+    call.cached = True
+    return call
+
+
+# ---- artifacts: the cache's entries in one file, from a build machine to the machines that serve ----
+
+ARTIFACTS_FORMAT = 1
+
+
+def _environment():
+    """What the keys of this process's entries depend on besides the graphs: a file made elsewhere is only
+    of use where this matches."""
+    from .cpp_build import _cpu_id, compiler_id
+    import graphjit
+    return {"graphjit": graphjit.__version__, "torch": torch.__version__, "python": sys.version.split()[0],
+            "cxx": compiler_id()[1], "cpu": _cpu_id(), "codegen": config.codegen_key()}
+
+
+def _valid_key(key):
+    return isinstance(key, str) and len(key) == 40 and all(c in "0123456789abcdef" for c in key)
+
+
+def save_artifacts(path):
+    """Write every usable entry of the compiled-graph cache into one JSON file at `path` (atomically);
+    returns how many."""
+    folder = os.path.join(config.cache_dir, "graphs")
+    entries = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        key = name[:-5]
+        if not name.endswith(".json") or not _valid_key(key):
+            continue
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                stored = json.load(f)
+            if stored["digest"] == _body_digest(stored["body"]) and stored["body"]["key"] == key:
+                entries.append(stored)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue                        # a damaged entry stays behind (load() rebuilds it)
+    document = {"graphjit_artifacts": ARTIFACTS_FORMAT, "environment": _environment(), "entries": entries}
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".graphjit-artifacts.", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(document, f)
+    os.replace(tmp, path)
+    return len(entries)
+
+
+def load_artifacts(path):
+    """Put the entries of a file written by save_artifacts into this machine's cache; returns how many.
+    Each entry is checked (digest, format, key) as load() checks it; a file made under other versions, C++
+    compiler or CPU is loaded with a warning saying its graphs compile again here (their keys differ)."""
+    with open(os.fspath(path), encoding="utf-8") as f:
+        try:
+            document = json.load(f)
+        except ValueError as e:
+            raise ValueError(f"graphjit.load_cache_artifacts: {path} is not an artifacts file ({e})") from None
+    if not isinstance(document, dict) or document.get("graphjit_artifacts") != ARTIFACTS_FORMAT or \
+            not isinstance(document.get("entries"), list):
+        raise ValueError(f"graphjit.load_cache_artifacts: {path} is not a graphjit artifacts file of format "
+                         f"{ARTIFACTS_FORMAT}")
+    here, there = _environment(), document.get("environment") or {}
+    differ = [k for k in here if there.get(k) != here[k]]
+    if differ:
+        warnings.warn(f"graphjit: the artifacts in {path} were made with another {', '.join(differ)} "
+                      f"({'; '.join(f'{k}: {there.get(k)!r} there, {here[k]!r} here' for k in differ)}): "
+                      f"their graphs compile again here", RuntimeWarning)
+    folder = os.path.join(config.cache_dir, "graphs")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    written = 0
+    for stored in document["entries"]:
+        try:
+            body = stored["body"]
+            key = body["key"]
+            if stored["digest"] != _body_digest(body) or body["format"] != FORMAT or not _valid_key(key):
+                raise ValueError("digest, format or key")
+        except (KeyError, TypeError, ValueError) as e:
+            warnings.warn(f"graphjit: an entry of {path} is damaged ({e}); it is skipped", RuntimeWarning)
+            continue
+        fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(stored, f)
+        os.replace(tmp, os.path.join(folder, f"{key}.json"))
+        written += 1
+    return written

@@ -1,0 +1,271 @@
+"""The on-disk cache of compiled graphs (compiler/runtime/graph_cache.py): a graph compiled once is loaded,
+not compiled, after graphjit.reset() and in a fresh process, with results equal to eager's; truncated,
+corrupted, altered and foreign files are warned about, removed and rebuilt; graphs whose code could change
+are not cached; the folder is private to the user."""
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import graphjit
+from graphjit.backends.registry import lookup_backend
+from graphjit.compiler.runtime import graph_cache
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(graphjit.config, "cache_dir", str(tmp_path / "kernels"))
+    monkeypatch.setattr(graphjit.config, "graph_cache", 1)
+    return tmp_path / "kernels" / "graphs"
+
+
+def compiled_with_record(fn, **kwargs):
+    made = []
+
+    def recording(gm, example_inputs):
+        out = lookup_backend("graphjit")(gm, example_inputs)
+        made.append(out)
+        return out
+    return graphjit.compile(fn, backend=recording, **kwargs), made
+
+
+def entries(folder):
+    return sorted(p for p in folder.glob("*.json")) if folder.exists() else []
+
+
+def pointwise(x, y):
+    return (x.sin() * y + 1).relu().sum(-1), x.T @ y
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.register_buffer("scale", torch.linspace(0.5, 2.0, 8))
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x)) * self.scale
+        return {"out": h.softmax(-1), "norm": h.norm(dim=-1)}
+
+
+def writes_input(x, y):
+    x.mul_(2)
+    return x + y
+
+
+def run_twice(make_fn, make_args, calls=3):
+    """Compile, reset, compile again: the second compile must load every graph from the cache; each call's
+    results (and mutated arguments) equal eager's."""
+    for attempt in range(2):
+        graphjit.reset()
+        fn = make_fn()
+        compiled, made = compiled_with_record(fn)
+        for call in range(calls):
+            torch.manual_seed(call)
+            args = make_args()
+            eager_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            got, want = compiled(*args), fn(*eager_args)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+            for a, b in zip(args, eager_args):
+                torch.testing.assert_close(a, b)
+        assert made, "the backend compiled nothing"
+        cached = [getattr(m, "cached", False) for m in made]
+        assert all(cached) if attempt else not any(cached), (attempt, cached)
+    return made
+
+
+def test_functions_load_from_the_cache_after_reset(cache):
+    run_twice(lambda: pointwise, lambda: (torch.randn(6, 5), torch.randn(6, 5)))
+    assert len(entries(cache)) == 1
+    run_twice(lambda: writes_input, lambda: (torch.randn(4, 4), torch.randn(4, 4)))
+
+
+def test_a_module_with_parameters_and_a_buffer_loads_from_the_cache(cache):
+    torch.manual_seed(0)
+    net = Net()
+    with torch.no_grad():
+        made = run_twice(lambda: net, lambda: (torch.randn(3, 8),))
+    assert made[0].kernel_count > 0
+
+
+def test_training_halves_load_from_the_cache(cache, monkeypatch, capsys):
+    monkeypatch.setattr(graphjit.config, "logs", "fusion")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    x = torch.randn(4, 8)
+    grads = []
+    for attempt in range(2):
+        graphjit.reset()
+        compiled, made = compiled_with_record(net)
+        net.zero_grad()
+        compiled(x).square().sum().backward()
+        grads.append([p.grad.clone() for p in net.parameters()])
+        loaded = capsys.readouterr().err.count("loaded from the compiled-graph cache")
+        assert loaded == (2 if attempt else 0)
+    net.zero_grad()
+    net(x).square().sum().backward()
+    for got in grads:
+        for g, p in zip(got, net.parameters()):
+            torch.testing.assert_close(g, p.grad, rtol=1e-5, atol=1e-6)
+    assert len(entries(cache)) == 2              # the forward and the backward half
+
+
+def test_a_fresh_process_loads_the_graph(tmp_path):
+    script = tmp_path / "warm.py"
+    script.write_text(textwrap.dedent("""
+        import torch, graphjit
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.LayerNorm(16)).eval()
+        x = torch.randn(4, 16)
+        with torch.no_grad():
+            got, want = graphjit.compile(model)(x), model(x)
+        print("equal", torch.allclose(got, want, rtol=1e-5, atol=1e-5))
+    """))
+    env = dict(os.environ, PYTHONPATH=ROOT, GRAPHJIT_CACHE_DIR=str(tmp_path / "c"), GRAPHJIT_LOGS="fusion")
+    runs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+            for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0 and "equal True" in run.stdout, run.stderr[-2000:]
+    assert "loaded from the compiled-graph cache" not in runs[0].stderr
+    assert "loaded from the compiled-graph cache" in runs[1].stderr
+
+
+def test_the_folder_is_private(cache):
+    run_twice(lambda: pointwise, lambda: (torch.randn(3, 3), torch.randn(3, 3)), calls=1)
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+
+
+def _damage_truncate(path):
+    path.write_text(path.read_text()[:200])
+
+
+def _damage_garbage(path):
+    path.write_bytes(b"\x00\xffnot json at all")
+
+
+def _damage_alter(path):                      # the wrapper changed, the digest not
+    stored = json.loads(path.read_text())
+    stored["body"]["wrapper_source"] = stored["body"]["wrapper_source"].replace("return", "return 0 and", 1)
+    path.write_text(json.dumps(stored))
+
+
+def _damage_foreign(path):                    # another format, with a digest that matches it
+    stored = json.loads(path.read_text())
+    stored["body"]["format"] = 999
+    stored["digest"] = graph_cache._body_digest(stored["body"])
+    path.write_text(json.dumps(stored))
+
+
+def _damage_bad_recipe(path):                 # a recipe that names an op torch does not have
+    stored = json.loads(path.read_text())
+    name = next(n for n, r in stored["body"]["globals"].items() if r[0] in ("op_fn", "dtype"))
+    stored["body"]["globals"][name] = ["op_fn", "aten::no_such_op.default"]
+    stored["digest"] = graph_cache._body_digest(stored["body"])
+    path.write_text(json.dumps(stored))
+
+
+@pytest.mark.parametrize("damage", [_damage_truncate, _damage_garbage, _damage_alter, _damage_foreign,
+                                    _damage_bad_recipe])
+def test_a_damaged_entry_is_warned_about_removed_and_rebuilt(cache, damage):
+    args = (torch.randn(6, 5), torch.randn(6, 5))
+    compiled, _ = compiled_with_record(pointwise)
+    compiled(*args)
+    (path,) = entries(cache)
+    damage(path)
+    graphjit.reset()
+    compiled, made = compiled_with_record(pointwise)
+    with pytest.warns(RuntimeWarning, match="compiled-graph cache entry .* is unusable"):
+        got = compiled(*args)
+    torch.testing.assert_close(got, pointwise(*args))
+    assert not getattr(made[0], "cached", False)
+    (rebuilt,) = entries(cache)                # written again, whole
+    assert json.loads(rebuilt.read_text())["body"]["format"] == graph_cache.FORMAT
+    graphjit.reset()
+    compiled, made = compiled_with_record(pointwise)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(compiled(*args), pointwise(*args))
+    assert made[0].cached
+
+
+@graphjit.allow_in_graph
+def user_op(x):
+    return x * 3
+
+
+def test_graphs_whose_code_could_change_are_not_cached(cache):
+    compiled, _ = compiled_with_record(lambda x: user_op(x.sin()) + 1)
+    compiled(torch.randn(4))
+    compiled, _ = compiled_with_record(lambda x: x.cos() * 2, dynamic=True)
+    compiled(torch.randn(4))
+    compiled(torch.randn(5))
+    assert entries(cache) == []
+
+
+def test_inputs_of_other_layouts_get_their_own_entry(cache):
+    def f(x):
+        return x.exp() + 1
+    x = torch.randn(4, 6)
+    for arg in (x, x.T.contiguous().T):               # same shape, transposed strides
+        graphjit.reset()
+        compiled, _ = compiled_with_record(f, dynamic=False)
+        torch.testing.assert_close(compiled(arg), f(arg))
+    assert len(entries(cache)) == 2
+
+
+def test_off_writes_nothing(cache, monkeypatch):
+    monkeypatch.setattr(graphjit.config, "graph_cache", 0)
+    compiled, _ = compiled_with_record(pointwise)
+    compiled(torch.randn(3, 3), torch.randn(3, 3))
+    assert entries(cache) == []
+
+
+def test_artifacts_round_trip_to_another_cache(cache, tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    net = Net()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        want = net(x)
+        compiled, _ = compiled_with_record(net)
+        compiled(x)
+        bundle = tmp_path / "artifacts.json"
+        assert graphjit.save_cache_artifacts(bundle) == 1
+        # the serving machine: an empty cache, filled from the file
+        monkeypatch.setattr(graphjit.config, "cache_dir", str(tmp_path / "serving"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert graphjit.load_cache_artifacts(bundle) == 1
+        graphjit.reset()
+        compiled, made = compiled_with_record(net)
+        torch.testing.assert_close(compiled(x), want, rtol=1e-5, atol=1e-5)
+    assert made[0].cached
+
+
+def test_artifacts_from_elsewhere_and_damaged_ones(cache, tmp_path):
+    compiled, _ = compiled_with_record(pointwise)
+    compiled(torch.randn(3, 3), torch.randn(3, 3))
+    bundle = tmp_path / "a.json"
+    graphjit.save_cache_artifacts(bundle)
+    document = json.loads(bundle.read_text())
+    document["environment"]["torch"] = "1.0"
+    document["entries"].append({"digest": "0", "body": {"key": "../../evil", "format": 1}})
+    bundle.write_text(json.dumps(document))
+    with pytest.warns(RuntimeWarning) as caught:
+        assert graphjit.load_cache_artifacts(bundle) == 1
+    messages = " ".join(str(w.message) for w in caught)
+    assert "made with another torch" in messages and "compile again here" in messages and "damaged" in messages
+    assert not (tmp_path / "evil.json").exists()
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not an artifacts file"):
+        graphjit.load_cache_artifacts(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text(json.dumps({"something": 1}))
+    with pytest.raises(ValueError, match="not a graphjit artifacts file"):
+        graphjit.load_cache_artifacts(tmp_path / "other.json")
