@@ -54,7 +54,7 @@ def key_for(device, gm, concrete_inputs, example_inputs, facts):
         return None
     try:
         return _key(gm, concrete_inputs, example_inputs, facts)
-    except NotCacheable as e:
+    except Exception as e:   # noqa: BLE001 -- NotCacheable, or a graph the key can't read: compile it
         logs.log("fusion", f"graph {facts.name} is not cached on disk: {e}")
         return None
 
@@ -195,7 +195,7 @@ def store(key, job, unit, call):
                 recipes[name] = ["helper", name]
             else:
                 recipes[name] = _recipe(value, constants)
-    except NotCacheable as e:
+    except Exception as e:   # noqa: BLE001 -- NotCacheable, or a global no recipe reads: not stored
         logs.log("fusion", f"graph {job.facts.name} is not cached on disk: {e}")
         return
     from .. import scheduler
