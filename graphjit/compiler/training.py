@@ -604,9 +604,10 @@ class _NoZeroFor(Exception):
 
 def _without_tangents(gm, missing):
     """(gm without the placeholders at positions `missing`, the positions it keeps). The missing tangents
-    are symbolic zeros: a node whose tangent-dependent operands are all such zeros is itself one (eager
+    are symbolic zeros: an add or sub of such a zero and a gradient (or a zero tensor a formula made:
+    `_makes_zeros`) is that operand, a node whose tangent-dependent operands are all such zeros is itself one (eager
     never computes it; so is `exp(log(g) + x)`, logcumsumexp's gradient, which is not linear node by
-    node), an add or sub of such a zero and a gradient is that gradient, and any other node mixing a zero
+    node), and any other node mixing a zero
     with a gradient reads a zero tensor of its sizes (as eager's nodes fill one in); an output that is a
     symbolic zero is None (the input gets no gradient), or zeros where a tangent present is one the graph
     never reads."""
@@ -637,10 +638,13 @@ def _without_tangents(gm, missing):
         unmade = [a for a in operands if a in zero and a not in env]
         if not unmade:
             env[node] = graph.node_copy(node, env.__getitem__)
+        elif (other := _gradient_passed(node, zero)) is not None and other in env and \
+                (other in dependent or _makes_zeros(other)):
+            # a zero added to a gradient, or to a zero tensor a present output's backward formula made
+            # (copysign's for its `other`: eager's input gets that tensor, not None)
+            env[node] = env[other]
         elif not any(a in dependent and a not in zero for a in operands):
             zero.add(node)
-        elif (other := _gradient_passed(node, zero)) is not None:
-            env[node] = env[other]
         else:
             for a in unmade:
                 env[a] = _zeros_node(graph, a)
@@ -648,6 +652,18 @@ def _without_tangents(gm, missing):
     graph.lint()
     out = torch.fx.GraphModule(gm, graph)
     return out, [i for i, n in enumerate(placeholders) if n not in absent]
+
+
+def _makes_zeros(node):
+    """Whether a node of a backward graph makes a tensor of zeros (a formula's gradient for an operand it
+    does not depend on: copysign's `other`, a comparison's operands)."""
+    aten = torch.ops.aten
+    if node.target in (aten.zeros_like.default, aten.zeros.default, aten.new_zeros.default):
+        return True
+    if node.target in (aten.full.default, aten.full_like.default, aten.new_full.default):
+        value = node.args[1] if len(node.args) > 1 else node.kwargs.get("fill_value")
+        return isinstance(value, (int, float)) and value == 0
+    return False
 
 
 def _gradient_passed(node, zero):

@@ -208,3 +208,14 @@ def test_an_unreached_gradient_that_is_not_linear_node_by_node():
     def make():
         return [torch.tensor([1.0, float("inf"), -2.0, 3.0], requires_grad=True), torch.randn(3, requires_grad=True)]
     _run_both(logcumsumexp_beside, make, lambda outs, call: [outs[1]] if call % 2 == 0 else [outs[0]], calls=4)
+
+
+def copysign_beside_softmin(x, y):
+    return F.softmin(y * 2, 0), torch.copysign(x, y)
+
+
+def test_a_zero_gradient_a_reached_output_makes_is_kept():
+    # the loss reaches copysign only: eager's y.grad is copysign's zero gradient for `other`, a tensor
+    # (y's path through the unreached softmin adds nothing), not None
+    _run_both(copysign_beside_softmin, lambda: [torch.randn(5, requires_grad=True),
+                                                torch.randn(5, requires_grad=True)], lambda outs, call: outs[1:])
