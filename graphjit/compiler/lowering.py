@@ -905,7 +905,7 @@ def _register_table():
             lambda x, name=name: make_pointwise(getattr(ops, name), x, dtype=torch.bool, compute_dtype=x.dtype))
     for packet, name in BINARY.items():
         register(*overloads(packet))(
-            lambda a, b, name=name: make_pointwise(getattr(ops, name), a, b, dtype=out_meta().dtype))
+            lambda a, b, name=name: _binary(getattr(ops, name), a, b, scalar_in_float=name == "mul"))
     for packet, name in COMPARISONS.items():
         register(*overloads(packet))(lambda a, b, name=name: compare(name, a, b))
 
@@ -950,10 +950,20 @@ def _add_operands(a, b, alpha):
 
 @register(*overloads(aten.div, ("Tensor", "Scalar", "Tensor_mode", "Scalar_mode")))
 def div(a, b, rounding_mode=None):
+    fn = {None: ops.truediv, "floor": ops.floordiv, "trunc": ops.truncdiv}[rounding_mode]
+    return _binary(fn, a, b, scalar_in_float=True)
+
+
+def _binary(fn, a, b, scalar_in_float=False):
+    """fn(a, b) in the result's dtype. With scalar_in_float (mul, div), a 16-bit result on the CPU and b a
+    0-d tensor of another dtype: eager's kernel reads b as a float32 from its own dtype, not rounded to
+    the 16-bit dtype first (x * torch.tensor(0.7312, dtype=float64) multiplies by 0.7312 in float32, by
+    0.73046875 once rounded to bfloat16), and computes in float32; only for b (b * x rounds b)."""
     dtype = out_meta().dtype
-    if rounding_mode is None:
-        return make_pointwise(ops.truediv, a, b, dtype=dtype)
-    fn = {"floor": ops.floordiv, "trunc": ops.truncdiv}[rounding_mode]
+    if scalar_in_float and dtype in (torch.bfloat16, torch.float16) and is_value(b) and not b.sizes and \
+            b.dtype != dtype and b.device.type == "cpu" and out_meta().device.type == "cpu":
+        a = cast(a, dtype) if is_value(a) and a.dtype != dtype else held(a, dtype)
+        return make_pointwise(fn, a, b, dtype=dtype, compute_dtype=torch.float32)
     return make_pointwise(fn, a, b, dtype=dtype)
 
 

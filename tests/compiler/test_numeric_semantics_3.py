@@ -154,3 +154,21 @@ def test_layer_norm_of_a_row_starting_far_from_the_rest(backend):
         x[0, 0] = -3e38
         return [x, torch.randn(3, 5, generator=g)]
     check_calls(fn, inputs, backend, atol=1e-6, rtol=1e-5)
+
+
+def _times_scalar(x, s):
+    return x * s, x / s, torch.div(x, s, rounding_mode="trunc"), torch.div(x, s, rounding_mode="floor"), \
+        s * x, s / x, x + s
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("scalar_dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_a_0d_tensor_of_another_dtype_as_the_second_operand(backend, dtype, scalar_dtype):
+    """A 16-bit tensor times or divided by a 0-d tensor of another dtype: eager's CPU kernel reads the 0-d
+    operand as a float32, unrounded, when it is the second one (x * s), and rounds it to the 16-bit dtype
+    when it is the first (s * x) or added. Rounded the other way, a fifth of the products differed."""
+    def make(call):
+        g = torch.Generator().manual_seed(call)
+        return [(torch.randn(3000, generator=g) * 30).to(dtype),
+                torch.tensor(0.7312345678901234 + call / 7, dtype=scalar_dtype)]
+    check_calls(_times_scalar, make, backend)

@@ -181,9 +181,9 @@ FOUND = {
     ("grad-tensor", 14200762): "copysign's zero gradient for `other` beside an unreached softmin of the same "
                                "input: the zero tensor the reached output's formula made was taken for a "
                                "symbolic zero, so the input got None where eager's gets zeros",
-    ("grad-tensor", 14200053): "div(rounding_mode='trunc') of a bfloat16 tensor by a 0-d float64 tensor: 4 of "
-                               "169 quotients 1 off eager's at integer boundaries (our kernel divides in other "
-                               "precision than eager's CPU kernel; open, not triaged further)",
+    ("grad-tensor", 14200053): "div(rounding_mode='trunc') of a bfloat16 tensor by a 0-d float64 tensor: the "
+                               "divisor was rounded to bfloat16, eager's CPU kernel reads a second 0-d operand "
+                               "as an unrounded float32 (mul and div alike; 4 of 169 quotients 1 off)",
     ("grad-tensor", 14200276): "median of a triu of an index_fill with NaN, beside a gelu of the same elu: NaN "
                                "in gradients where eager's are finite (aot_eager agrees with eager; open)",
     ("grad-tensor", 14200674): "x ** x.min(): the exponent's NaN gradient (log of negative x) reaches every "
@@ -192,8 +192,8 @@ FOUND = {
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {key: FOUND[key] for key in [("grad-tensor", 12700945), ("grad-tensor", 13801144),
-                                           ("grad-tensor", 13801457), ("grad-tensor", 14200053),
-                                           ("grad-tensor", 14200276), ("grad-tensor", 14200674)]}
+                                           ("grad-tensor", 13801457), ("grad-tensor", 14200276),
+                                           ("grad-tensor", 14200674)]}
 
 
 def _plus_found(mode, seeds):
