@@ -136,6 +136,7 @@ def decomposition_table():
     table.update(EAGER_SCALARS)
     table.update(EAGER_DTYPES)
     table[aten.logit.default] = _logit_as_cpu_kernel(table[aten.logit.default])
+    table[aten.elu_backward.default] = _elu_backward_as_cpu_kernel(table[aten.elu_backward.default])
     table.update({op: _converting_alpha(table[op]) for op in EAGER_ALPHAS})
     for op, layout in EAGER_LAYOUTS.items():
         table[op] = _in_eager_layout(op, layout, table.get(op))
@@ -188,6 +189,23 @@ def _frac(x):
     if not x.is_floating_point():
         return NotImplemented
     return x - torch.trunc(x)
+
+
+def _elu_backward_as_cpu_kernel(core):
+    """elu's gradient as eager's vectorized CPU kernel computes it: the positive branch where x > 0, the
+    exponential one elsewhere, so a NaN x takes the exponential branch and its gradient is NaN. torch's
+    decomposition (eager's CUDA kernel, and the CPU kernel's scalar tail) tests x <= 0, so on the CPU a NaN
+    x took the positive branch and a zero gradient stayed 0 where eager's is NaN."""
+    def decomposition(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+        if self_or_result.device.type != "cpu":
+            return core(grad_output, alpha, scale, input_scale, is_result, self_or_result)
+        negcoef, poscoef, negiptcoef = alpha * scale, scale, input_scale
+        if is_result:
+            negative = grad_output * negiptcoef * (self_or_result + negcoef)
+        else:
+            negative = grad_output * negiptcoef * negcoef * torch.exp(self_or_result * negiptcoef)
+        return torch.where(self_or_result > 0, grad_output * poscoef, negative)
+    return decomposition
 
 
 POINTWISE_FORMS = {aten.nll_loss_backward.default: _nll_loss_backward,

@@ -165,6 +165,7 @@ def _partition(joint, joint_inputs, **kwargs):
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch.utils.checkpoint import CheckpointPolicy
     _materialize_constants(joint)
+    _distribute_by_mask(joint.graph)
     tangent_dependent = _tangent_dependent(joint.graph)
     backward_reads = _read_by_backward(joint.graph, tangent_dependent)
     _save_compared_operands(joint.graph, backward_reads, tangent_dependent)
@@ -195,6 +196,57 @@ def _save_compared_operands(graph, backward_reads, tangent_dependent):
                 if operand.op == "call_function" and operand not in tangent_dependent and \
                         operand.meta.get("recompute") is None:
                     operand.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+
+
+def _unaliased(node):
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and _op_name(node) == "alias":
+        node = node.args[0]
+    return node
+
+
+def _equal_or_both_nan(node):
+    """Whether node is `(x == v) | (isnan(x) & isnan(v))`: the elements a full min, max or median hands its
+    gradient to (autograd's evenly_distribute_backward)."""
+    if not (isinstance(node, torch.fx.Node) and node.op == "call_function" and _op_name(node) == "logical_or"):
+        return False
+    eq, both_nan = node.args[:2]
+    if not all(isinstance(n, torch.fx.Node) and n.op == "call_function" for n in (eq, both_nan)) or \
+            _op_name(eq) != "eq" or _op_name(both_nan) != "logical_and":
+        return False
+    nans = both_nan.args[:2]
+    if not all(isinstance(n, torch.fx.Node) and n.op == "call_function" and _op_name(n) == "isnan" for n in nans):
+        return False
+    return {_unaliased(a) for a in eq.args[:2]} == {_unaliased(n.args[0]) for n in nans}
+
+
+def _distribute_by_mask(graph):
+    """min(), max() and median() of a whole CPU tensor pass their gradient to the elements equal to the
+    result, divided by their count. autograd's formula, traced, multiplies the gradient by the mask, so a
+    NaN or infinite gradient (x ** x.min() with a negative x: log(x) is NaN) reaches every element (0 * NaN);
+    eager's CPU kernel fills the masked elements into zeros, so the others stay 0. The product of such a
+    mask and a quotient by its count is made `where(mask, quotient, 0)`. On CUDA eager multiplies too, so
+    CUDA graphs keep the product."""
+    for node in list(graph.nodes):
+        if node.op != "call_function" or _op_name(node) != "mul" or len(node.args) != 2 or node.kwargs:
+            continue
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
+            continue
+        for mask, share in (node.args, node.args[::-1]):
+            if _equal_or_both_nan(mask) and isinstance(share, torch.fx.Node) and share.op == "call_function" \
+                    and _op_name(share) == "div" and isinstance(share.args[1], torch.fx.Node) \
+                    and _op_name(share.args[1]) == "sum" and share.args[1].args[0] is mask:
+                break
+        else:
+            continue
+        with graph.inserting_before(node):
+            zero = graph.call_function(torch.ops.aten.scalar_tensor.default, (0.0,),
+                                       {"dtype": value.dtype, "device": value.device})
+            zero.meta["val"] = value.new_zeros(())
+            chosen = graph.call_function(torch.ops.aten.where.self, (mask, share, zero))
+            chosen.meta.update(node.meta)
+        node.replace_all_uses_with(chosen)
+        graph.erase_node(node)
 
 
 def _materialize_constants(joint):

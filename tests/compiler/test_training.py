@@ -744,3 +744,49 @@ def test_a_detached_view_beside_another_view_of_it(view, detach):
         g_want = torch.autograd.grad(want[1].sum() + want[2].sum(), x)
         g_got = torch.autograd.grad(got[1].sum() + got[2].sum(), x)
         torch.testing.assert_close(g_got, g_want)
+
+
+def _gradients_of(fn, x, weights):
+    x = x.detach().clone().requires_grad_()
+    outs = fn(x)
+    loss = sum((out * w).sum() for out, w in zip(outs, weights))
+    return torch.autograd.grad(loss, x)[0]
+
+
+@pytest.mark.parametrize("reduction", ["min", "max", "median"])
+def test_a_whole_reduction_passes_a_nan_gradient_only_to_its_chosen_elements(reduction):
+    """x ** x.min() with a negative x: the exponent's gradient is NaN (log of a negative number). Eager's
+    CPU kernel fills min's gradient into the elements equal to the min, so the others keep theirs; the traced
+    formula multiplied the NaN by the 0/1 mask and every element of x got NaN (grad fuzz 14200674)."""
+    def f(x):
+        chosen = getattr(x, reduction)()
+        return x ** chosen, chosen * 3
+
+    compiled = graphjit.compile(f, backend=CompileCounter("graphjit"))
+    for call in range(3):
+        g = torch.Generator().manual_seed(call)
+        x = torch.randn(4, 5, generator=g)
+        weights = [torch.randn(4, 5, generator=g), torch.randn((), generator=g)]
+        want, got = _gradients_of(f, x, weights), _gradients_of(compiled, x, weights)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert want.isfinite().any()
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_elu_gradient_at_a_nan_input(alpha):
+    """eager's vectorized CPU kernel of elu's gradient takes the exponential branch for x not > 0, so a NaN x
+    gets a NaN gradient even where the incoming gradient is 0 (an index_fill over it); torch's decomposition
+    tested x <= 0 and gave 0 there (grad fuzz 14200276)."""
+    def f(x):
+        y = F.elu(x, alpha)
+        return (y.index_fill(1, torch.tensor([0, 2]), 0.5) * 2,)
+
+    compiled = graphjit.compile(f, backend=CompileCounter("graphjit"))
+    for call in range(2):
+        g = torch.Generator().manual_seed(call)
+        x = torch.randn(4, 8, generator=g)
+        x[1, 2] = x[3, 5] = float("nan")
+        weights = [torch.randn(4, 8, generator=g)]
+        want, got = _gradients_of(f, x, weights), _gradients_of(compiled, x, weights)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert got[1, 2].isnan()

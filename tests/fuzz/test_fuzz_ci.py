@@ -184,16 +184,18 @@ FOUND = {
     ("grad-tensor", 14200053): "div(rounding_mode='trunc') of a bfloat16 tensor by a 0-d float64 tensor: the "
                                "divisor was rounded to bfloat16, eager's CPU kernel reads a second 0-d operand "
                                "as an unrounded float32 (mul and div alike; 4 of 169 quotients 1 off)",
-    ("grad-tensor", 14200276): "median of a triu of an index_fill with NaN, beside a gelu of the same elu: NaN "
-                               "in gradients where eager's are finite (aot_eager agrees with eager; open)",
-    ("grad-tensor", 14200674): "x ** x.min(): the exponent's NaN gradient (log of negative x) reaches every "
+    ("grad-tensor", 14200276): "median of a triu of an index_fill of elu(x), x with a NaN: eager's vectorized CPU "
+                               "kernel of elu's gradient takes the exponential branch for a NaN x (NaN times the "
+                               "zero the index_fill passes), torch's decomposition the positive one (0); now as "
+                               "eager's CPU kernel",
+    ("grad-tensor", 14200674): "x ** x.min(): the exponent's NaN gradient (log of negative x) reached every "
                                "element of x through min's backward, eager's only the argmin (its CPU kernel "
-                               "masked_fills; the traced formula multiplies by the mask; open)",
+                               "masked_fills; the traced formula multiplies by the mask); now where(mask, ...) "
+                               "on the CPU",
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {key: FOUND[key] for key in [("grad-tensor", 12700945), ("grad-tensor", 13801144),
-                                           ("grad-tensor", 13801457), ("grad-tensor", 14200276),
-                                           ("grad-tensor", 14200674)]}
+                                           ("grad-tensor", 13801457)]}
 
 
 def _plus_found(mode, seeds):
