@@ -20,13 +20,18 @@ InferenceSession.
 - **What runs as captured** (logged under GRAPHJIT_LOGS=onnxrt, the graph otherwise unchanged): a graph
   needing gradients (ORT runs inference), a graph writing into its inputs or returning a view of one (ORT
   returns new tensors), inputs on a device without an ORT provider here (CUDA needs onnxruntime-gpu), and
-  a graph the exporter or ORT refuses (one warning naming the error). A session run that fails (an input it
-  does not take) warns once and runs the graph as captured from then on.
+  a graph the exporter or ORT refuses for another reason than an op (one warning naming the error). A
+  session run that fails (an input it does not take) warns once and runs the graph as captured from then on.
+- **Partial support.** Where the export fails on ops ONNX has no function for, the graph is split
+  (_partitioned): those ops run in PyTorch, the parts around them in sessions of their own, with one
+  warning naming the ops and the partition under GRAPHJIT_LOGS=onnxrt.
 
 Options (compile(options=...)): providers (ORT provider names, default CPUExecutionProvider),
 graph_optimization_level ("disable", "basic", "extended", "all"; default "all"), intra_op_num_threads,
 inter_op_num_threads, optimized_model_path (where ORT writes the model it optimized), cache (bool).
 """
+import contextlib
+import functools
 import hashlib
 import os
 import threading
@@ -71,9 +76,10 @@ def _runtime():
     return onnxruntime
 
 
-def compile_onnxrt(gm, example_inputs, options=None):
+def compile_onnxrt(gm, example_inputs, options=None, partition=True):
     """The callable running gm in an ONNX Runtime session, or gm.forward where the graph runs as captured
-    (the reason logged; a warning where the exporter or ORT refused it)."""
+    (the reason logged; a warning where the exporter or ORT refused it). Where the export fails and
+    `partition`, the ops ONNX has no function for run in PyTorch and the rest in sessions (_partitioned)."""
     from .dynamic import PerSize, symbolic_inputs
     options = check_options(options)
     name = (gm.meta.get("graphjit") or {}).get("name", "graph")
@@ -103,7 +109,11 @@ def compile_onnxrt(gm, example_inputs, options=None):
     except Exception as e:  # noqa: BLE001 - the exporter's and ORT's errors are many; the graph still runs
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         if dynamic:
-            return per_size(f"the export with dynamic axes failed ({type(e).__name__}: {first})")
+            parts = _partitioned(gm, example_inputs, options, name, dynamic=True) if partition else None
+            return parts or per_size(f"the export with dynamic axes failed ({type(e).__name__}: {first})")
+        parts = _partitioned(gm, example_inputs, options, name) if partition else None
+        if parts is not None:
+            return parts
         warnings.warn(f"graphjit: backend 'onnxrt' could not take graph {name} ({type(e).__name__}: {first}); "
                       f"it runs as captured", RuntimeWarning, stacklevel=2)
         return gm.forward
@@ -221,25 +231,30 @@ def _exported(gm, example_inputs, options, name, fresh=False):
     return data, sorted(dims), False
 
 
-def _export(gm, example_inputs, dynamic_shapes):
-    """gm exported by torch.onnx (its dynamo path), as the serialized model."""
+@contextlib.contextmanager
+def _quiet():
+    """The exporter's logs below errors and its warnings ignored, outside the tracing context capture's
+    symbolic graphs are handed over in (torch.export traces with a fake mode of its own)."""
     import logging
-    args = tuple(example_inputs)
-    quiet = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript")]
+    from torch._guards import tracing
+    quiet = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "onnxscript", "onnx_ir")]
     levels = [q.level for q in quiet]
     for q in quiet:
         q.setLevel(logging.ERROR)
-    from torch._guards import tracing
     try:
-        # outside the tracing context capture's symbolic graphs are handed over in: torch.export traces
-        # with a fake mode of its own
         with warnings.catch_warnings(), tracing(None):
             warnings.simplefilter("ignore")
-            program = torch.onnx.export(gm, args, dynamo=True, dynamic_shapes=dynamic_shapes, verbose=False,
-                                        report=False)
+            yield
     finally:
         for q, level in zip(quiet, levels):
             q.setLevel(level)
+
+
+def _export(gm, example_inputs, dynamic_shapes):
+    """gm exported by torch.onnx (its dynamo path), as the serialized model."""
+    with _quiet():
+        program = torch.onnx.export(gm, tuple(example_inputs), dynamo=True, dynamic_shapes=dynamic_shapes,
+                                    verbose=False, report=False)
     return program.model_proto.SerializeToString()
 
 
@@ -320,3 +335,151 @@ class Session:
             return self.fallback(*args)
         outs = [torch.from_numpy(r) if r.flags.writeable else torch.from_numpy(r.copy()) for r in results]
         return tuple(outs) if self.tuple_out else outs[0]
+
+
+# Partial support: a graph with ops ONNX has no function for is exported in parts.
+#
+# The graph is exported by torch.export and decomposed as torch.onnx decomposes it (its ONNX-friendly
+# table: ops with an ONNX function stay whole), so that each node is an ATen op the exporter would
+# translate; the nodes whose op has no function in the exporter's registry run in PyTorch, and each
+# maximal connected set of the others (torch's CapabilityBasedPartitioner) is a graph of its own, compiled
+# by compile_onnxrt as a whole graph is (its own session and disk cache entry; a part that still fails runs
+# as captured). A graph with dynamic dims is exported with them, so its parts' sessions take new sizes;
+# where that fails, the graph is taken one set of sizes at a time (backends/dynamic.PerSize).
+
+
+@functools.cache
+def _exporter_tables():
+    """(the exporter's registry of ONNX functions, its decomposition table), or None where this torch's
+    exporter does not have them where this module looks (its internals move between releases)."""
+    try:
+        from torch.onnx._internal.exporter import _decomp, _registration
+        with _quiet():
+            registry = _registration.ONNXRegistry.from_torchlib()
+        table = _decomp.create_onnx_friendly_decomposition_table(set(_decomp.get_onnx_implemented_overloads(registry)))
+        return registry, table
+    except Exception:  # noqa: BLE001 - any of these internals missing or changed: no partition
+        return None
+
+
+def _aten_graph(gm, example_inputs, table, dynamic_shapes):
+    """gm as a flat graph of ATen ops (torch.export, then the exporter's decompositions): a GraphModule
+    taking gm's inputs in order and returning the tuple of its output leaves."""
+    with _quiet():
+        program = torch.export.export(gm, tuple(example_inputs), dynamic_shapes=dynamic_shapes,
+                                      strict=False).run_decompositions(table)
+        module = program.module()
+    graph = torch.fx.Graph()
+    values = {}
+    for node in module.graph.nodes:
+        if node.op == "call_module" and not node.users:    # the input checks torch.export adds (_guards_fn)
+            continue
+        if node.op == "output":
+            graph.output(tuple(values[leaf] if isinstance(leaf, torch.fx.Node) else leaf
+                               for leaf in torch.fx.node.map_arg(node.args[0], lambda n: n)))
+        else:
+            values[node] = graph.node_copy(node, lambda n: values[n])
+    flat = torch.fx.GraphModule(module, graph)
+    flat.recompile()
+    return flat
+
+
+class _OnnxSupport:
+    """Which nodes of an ATen graph the exporter translates: an op with a function in its registry, a
+    getitem of such a node, and the rest of Python's operators (sizes)."""
+
+    def __init__(self, registry):
+        self.registry = registry
+
+    def is_node_supported(self, submodules, node):
+        import operator
+        if node.op != "call_function":
+            return False
+        if node.target is operator.getitem:
+            source = node.args[0]
+            return not isinstance(source, torch.fx.Node) or self.is_node_supported(submodules, source)
+        if isinstance(node.target, torch._ops.OpOverload):
+            return bool(self.registry.is_registered(node.target))
+        return not isinstance(node.target, torch._ops.HigherOrderOperator)
+
+
+class _Part(torch.nn.Module):
+    """A compiled part of a partitioned graph, as the submodule its call_module node calls."""
+
+    def __init__(self, run):
+        super().__init__()
+        self.run = run
+
+    def forward(self, *args):
+        return self.run(*args)
+
+
+class Partitioned:
+    """A graph run in parts: `graph` calls each part's session (a _Part submodule) and runs the other ops in
+    PyTorch; it returns what gm returns (one value, or a tuple)."""
+
+    def __init__(self, graph, tuple_out, parts, eager_ops):
+        self.graph, self.tuple_out, self.parts, self.eager_ops = graph, tuple_out, parts, eager_ops
+
+    def __call__(self, *args):
+        outs = self.graph(*args)
+        return tuple(outs) if self.tuple_out else outs[0]
+
+
+def _partitioned(gm, example_inputs, options, name, dynamic=False):
+    """gm run in parts (a Partitioned), or None where it cannot be: no exporter tables, an export to ATen
+    that fails, every op supported (the failure was not an op's), or no op supported. With `dynamic`, gm's
+    size symbols are dynamic in the ATen graph and so in each part's session (a part whose sizes are not
+    one symbol each takes one session per set of sizes)."""
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    tables = _exporter_tables()
+    if tables is None or any(not isinstance(v, torch.Tensor) for v in example_inputs):
+        return None
+    registry, table = tables
+    try:
+        flat = _aten_graph(gm, example_inputs, table, _dynamic_shapes(gm)[0] if dynamic else None)
+    except Exception as e:  # noqa: BLE001 - torch.export's refusals are many
+        logs.log("onnxrt", f"{name}: no partition: torch.export failed ({type(e).__name__}: {str(e)[:200]})")
+        return None
+    support = _OnnxSupport(registry)
+    computing = [n for n in flat.graph.nodes if n.op == "call_function"]
+    eager_ops = sorted({str(n.target) for n in computing if not support.is_node_supported(None, n)})
+    if not eager_ops or len(eager_ops) == len({str(n.target) for n in computing}):
+        return None
+    fused = CapabilityBasedPartitioner(flat, support, allows_single_node_partition=True).partition_and_fuse()
+    calls = [n for n in fused.graph.nodes if n.op == "call_module"]
+    inputs = _part_inputs(fused, example_inputs, {n.target for n in calls})
+    parts = []
+    for node in calls:
+        sub = getattr(fused, node.target)
+        for sub_node in sub.graph.nodes:
+            if "val" in sub_node.meta:
+                sub_node.meta["example_value"] = sub_node.meta["val"]
+        sub.meta["graphjit"] = {"name": f"{name}.{node.target}"}
+        run = compile_onnxrt(sub, inputs[node.target], options, partition=False)
+        parts.append((node.target, isinstance(run, Session)))
+        setattr(fused, node.target, _Part(run))
+    in_sessions = sum(ok for _, ok in parts)
+    warnings.warn(f"graphjit: backend 'onnxrt': graph {name} has ops ONNX Runtime cannot take "
+                  f"({', '.join(eager_ops)}): they run in PyTorch, {in_sessions} of the {len(parts)} parts "
+                  f"around them in ONNX Runtime", RuntimeWarning, stacklevel=3)
+    logs.log("onnxrt", f"{name}: partitioned: {len(parts)} parts "
+                       f"({', '.join(f'{t}: ' + ('session' if ok else 'as captured') for t, ok in parts)}), "
+                       f"in PyTorch: {', '.join(eager_ops)}\n{fused.code}")
+    out = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    return Partitioned(fused, isinstance(out, (tuple, list)), parts, eager_ops)
+
+
+def _part_inputs(fused, example_inputs, targets):
+    """{part name: the values its call receives}, from a run of the fused graph on the example inputs (parts
+    still the partitioner's submodules, run by PyTorch)."""
+    seen = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def call_module(self, target, args, kwargs):
+            if target in targets:
+                seen[target] = list(args)
+            return super().call_module(target, args, kwargs)
+    with torch.no_grad():
+        Recorder(fused).run(*example_inputs)
+    return seen

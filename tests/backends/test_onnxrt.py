@@ -189,14 +189,70 @@ def unsupported_op(x):
     return torch.special.zeta(x, torch.full_like(x, 2.0)) + 1
 
 
-def test_an_op_the_exporter_refuses_warns_and_gives_eagers_result():
-    compiled = graphjit.compile(unsupported_op, backend="onnxrt")
-    x = torch.rand(5) + 2
+def only_an_unsupported_op(x, q):
+    return torch.special.zeta(x, q)
+
+
+def test_a_graph_of_only_ops_the_exporter_refuses_warns_and_gives_eagers_result():
+    compiled = graphjit.compile(only_an_unsupported_op, backend="onnxrt")
+    x, q = torch.rand(5) + 2, torch.full((5,), 2.0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = compiled(x)
-    torch.testing.assert_close(out, unsupported_op(x))
-    assert any("onnxrt" in str(w.message) for w in caught), [str(w.message) for w in caught]
+        out = compiled(x, q)
+    torch.testing.assert_close(out, only_an_unsupported_op(x, q))
+    assert any("runs as captured" in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+def zeta_between(x, w):
+    y = torch.relu(x @ w) * 2
+    z = torch.special.zeta(y + 2, torch.full_like(y, 2.0))
+    return (z.softmax(-1) + y).sum(-1), y
+
+
+class ZetaBetween(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(8, 8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.l2(torch.special.zeta(F.gelu(self.l1(x)).abs() + 2, torch.full_like(x, 3.0)))
+
+
+@pytest.mark.parametrize("case", ["function", "module"])
+def test_ops_the_exporter_refuses_run_in_pytorch_and_the_parts_around_them_in_sessions(case):
+    """A graph with an op ONNX has no function for (zeta) is partitioned: zeta runs in PyTorch, the parts
+    before and after it in a session each; one warning names the op; results equal eager's over calls with
+    fresh inputs, and no session is made after the first call."""
+    torch.manual_seed(0)
+    fn = zeta_between if case == "function" else ZetaBetween().eval()
+    w = torch.randn(8, 8)
+    args = (lambda: (torch.randn(4, 8), w)) if case == "function" else (lambda: (torch.randn(4, 8),))
+    compiled = graphjit.compile(fn, backend="onnxrt", dynamic=False)
+    before = sessions()
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in range(3):
+            a = args()
+            torch.testing.assert_close(compiled(*a), fn(*a), **TOL)
+            if call == 0:
+                made = sessions() - before
+    assert made == 2 and sessions() - before == 2
+    named = [str(w.message) for w in caught if "zeta" in str(w.message)]
+    assert len(named) == 1 and "run in PyTorch" in named[0], [str(w.message) for w in caught]
+
+
+def test_the_parts_of_a_graph_with_dynamic_dims_take_new_sizes_in_their_sessions():
+    """The partition of a graph with dynamic dims keeps them dynamic: the parts' two sessions run every
+    batch size; results equal eager's at each size."""
+    compiled = graphjit.compile(zeta_between, backend="onnxrt", dynamic=True)
+    w = torch.randn(8, 8)
+    before = sessions()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for batch in (4, 6, 5, 4):
+            x = torch.randn(batch, 8)
+            torch.testing.assert_close(compiled(x, w), zeta_between(x, w), **TOL)
+    assert sessions() - before == 2
 
 
 def test_the_exported_model_is_read_back_from_the_disk_cache(tmp_path):
