@@ -1,6 +1,7 @@
 """The benchmark scripts that have a CPU mode still run (they are not part of the suite's claims, but a
 script that rotted would be found only on the next GPU session): cold_compile.py --smoke (tiny GPT-2,
-Triton's interpreter) and triton_compile.py (a zoo model's kernels compiled for an sm_90 target)."""
+Triton's interpreter), triton_compile.py (a zoo model's kernels compiled for an sm_90 target) and
+warm_start.py --smoke (graphjit's cold and warm processes, a tiny GPT-2 on the CPU)."""
 import os
 import re
 import subprocess
@@ -41,3 +42,11 @@ def test_triton_compile_for_sm90(tmp_path):
         pytest.skip(f"no NVIDIA backend in this Triton ({e})")
     out = run(["benchmarks/triton_compile.py", "--model", "resnet", "--threads", "1", "--prelude", "gpu"], tmp_path)
     assert re.search(r"\| resnet \| gpu \| 1 \| \d+ \| \d+\.\d\d \|", out), out[-2000:]
+
+
+@pytest.mark.one_python     # two fresh processes, a tiny GPT-2 on the CPU (~10 s)
+def test_warm_start_smoke(tmp_path):
+    pytest.importorskip("transformers")
+    out = run(["benchmarks/warm_start.py", "--smoke", "--contenders", "graphjit"], tmp_path)
+    row = [line for line in out.splitlines() if line.startswith("| GPT-2")]
+    assert row and re.fullmatch(r"\| GPT-2 [^|]+ \| \d+\.\d\d \| \d+\.\d\d \|", row[0]), out[-2000:]

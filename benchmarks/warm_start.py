@@ -1,0 +1,209 @@
+"""Warm start as a user sees it: the first compiled call of a fresh process, with empty caches (cold) and
+then in another fresh process reusing the first one's cache folders (warm: a restarted server, the next
+job), graphjit against torch.compile, each in processes of its own.
+
+    cold   seconds of the first compiled call (capture + compile + run) in a new process with empty
+           cache folders, after one eager call has done the libraries' lazy initialization
+    warm   the same in a new process given the cold process's cache folders (graphjit's graph cache and
+           kernel builds, Triton's cache; Inductor's FX graph, AOTAutograd and kernel caches)
+
+graphjit's rows also split the first call into capture (before the backend is called), backend (the
+compiler, a graph-cache hit included) and after (the entry's build and the first run).
+
+Workloads: on the CPU, transformers' GPT-2, BERT, ViT and Llama from configs (12, 12, 12 and 8 layers of
+256, random weights, fp32) and a plain-torch ResNet; on CUDA, the bf16 workloads of benchmarks/gpu.py.
+
+    python benchmarks/warm_start.py [--device cpu|cuda] [--only gpt2,bert] [--contenders graphjit,inductor]
+    ./dev python 3.11 benchmarks/warm_start.py --smoke      # one tiny workload, to check the script
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def cpu_workloads(smoke):
+    """key -> (title, make_model, make_inputs) of the CPU workloads (built in the child process)."""
+    import torch
+    layers, width = (2, 32) if smoke else (12, 256)
+
+    def gpt2():
+        import transformers
+        config = transformers.GPT2Config(n_layer=layers, n_embd=width, n_head=4, vocab_size=1000, n_positions=256)
+        return transformers.GPT2LMHeadModel(config).eval()
+
+    def bert():
+        import transformers
+        config = transformers.BertConfig(num_hidden_layers=layers, hidden_size=width, num_attention_heads=4,
+                                         intermediate_size=4 * width, vocab_size=1000)
+        return transformers.BertModel(config).eval()
+
+    def vit():
+        import transformers
+        config = transformers.ViTConfig(num_hidden_layers=layers, hidden_size=width, num_attention_heads=4,
+                                        intermediate_size=4 * width, image_size=64, patch_size=16)
+        return transformers.ViTModel(config).eval()
+
+    def llama():
+        import transformers
+        config = transformers.LlamaConfig(num_hidden_layers=max(2, layers * 2 // 3), hidden_size=width,
+                                          num_attention_heads=4, num_key_value_heads=2, intermediate_size=688,
+                                          vocab_size=1000)
+        return transformers.LlamaForCausalLM(config).eval()
+
+    def resnet():
+        sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+        from plain import ResNet
+        return ResNet(widths=(64, 128, 256, 512), blocks_per_stage=2).eval()
+
+    def ids(batch, seq):
+        return lambda: ((), {"input_ids": torch.randint(0, 1000, (batch, seq), generator=torch.Generator().manual_seed(1))})
+
+    loads = {
+        "gpt2": (f"GPT-2 (transformers), {layers} layers of {width}, batch 1 x 64", gpt2, ids(1, 64)),
+        "bert": (f"BERT (transformers), {layers} layers of {width}, batch 2 x 64", bert, ids(2, 64)),
+        "vit": (f"ViT (transformers), {layers} layers of {width}, batch 2 x 3 x 64 x 64", vit,
+                lambda: ((), {"pixel_values": torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))})),
+        "llama": (f"Llama (transformers), {max(2, layers * 2 // 3)} layers of {width}, batch 1 x 64", llama,
+                  ids(1, 64)),
+        "resnet": ("ResNet, 4 x 2 BasicBlocks, batch 2 x 3 x 112 x 112", resnet,
+                   lambda: ((torch.randn(2, 3, 112, 112, generator=torch.Generator().manual_seed(1)),), {})),
+    }
+    return {"gpt2": loads["gpt2"]} if smoke else loads
+
+
+def cuda_workloads():
+    sys.path.insert(0, HERE)
+    import gpu
+    return {key: (title, make_model, (lambda make=make_inputs: (tuple(make()), {})))
+            for key, (title, make_model, make_inputs, _) in gpu.WORKLOADS.items()}
+
+
+def child(key, contender, device, smoke):
+    """One first call, in this (fresh) process; prints one JSON line."""
+    start = time.perf_counter()
+    import torch
+    import graphjit
+    from graphjit.backends.registry import graphjit_backend
+    loads = cuda_workloads() if device == "cuda" else cpu_workloads(smoke)
+    _, make_model, make_inputs = loads[key]
+    model = make_model()
+    args, kwargs = make_inputs()
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+    row = dict(key=key, contender=contender, import_s=time.perf_counter() - start)
+    with torch.inference_mode():
+        model(*args, **kwargs)                  # libraries' lazy initialization, outside the timing
+        sync()
+        marks = []
+        if contender == "inductor":
+            compiled = torch.compile(model)
+        else:
+            def timed(gm, example_inputs):
+                marks.append(time.perf_counter())
+                fn = graphjit_backend(gm, example_inputs)
+                marks.append(time.perf_counter())
+                return fn
+            compiled = graphjit.compile(model, backend=timed)
+        began = time.perf_counter()
+        compiled(*args, **kwargs)
+        sync()
+        row["first_call_s"] = time.perf_counter() - began
+        if marks:
+            backend = sum(b - a for a, b in zip(marks[::2], marks[1::2]))
+            row.update(capture_s=marks[0] - began, backend_s=backend, graphs=len(marks) // 2,
+                       after_s=row["first_call_s"] - (marks[0] - began) - backend)
+    print("RESULT " + json.dumps(row), flush=True)
+
+
+def measure(key, contender, caches, device, smoke, timeout):
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
+               TRITON_CACHE_DIR=os.path.join(caches, "triton"), GRAPHJIT_CACHE_DIR=os.path.join(caches, "graphjit"))
+    env.pop("GRAPHJIT_GRAPH_CACHE", None)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", key, contender, "--device", device] + \
+        (["--smoke"] if smoke else [])
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return dict(error=f"timed out after {timeout} s")
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    return dict(error=f"exit {done.returncode}: {done.stderr[-1500:]}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--only", default="")
+    parser.add_argument("--contenders", default="graphjit,inductor")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds one process may take")
+    parser.add_argument("--smoke", action="store_true", help="one tiny workload")
+    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "CONTENDER"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(*args.child, args.device, args.smoke)
+    sys.path.insert(0, ROOT)
+    if args.device == "cuda":
+        sys.path.insert(0, HERE)
+        import gpu
+        keys = list(gpu.WORKLOADS)
+        titles = {k: v[0] for k, v in gpu.WORKLOADS.items()}
+    else:
+        loads = cpu_workloads(args.smoke)
+        keys, titles = list(loads), {k: v[0] for k, v in loads.items()}
+    if args.only:
+        keys = [k for k in keys if k in args.only.split(",")]
+    contenders = args.contenders.split(",")
+    rows = {}
+    for key in keys:
+        for contender in contenders:
+            caches = tempfile.mkdtemp(prefix="warm-start-")
+            try:
+                cold = measure(key, contender, caches, args.device, args.smoke, args.timeout)
+                warm = measure(key, contender, caches, args.device, args.smoke, args.timeout)
+            finally:
+                shutil.rmtree(caches, ignore_errors=True)
+            rows[key, contender] = (cold, warm)
+            print(f"{key} {contender}: cold {cold.get('first_call_s', cold.get('error'))}, "
+                  f"warm {warm.get('first_call_s', warm.get('error'))}", file=sys.stderr, flush=True)
+    print(table(keys, titles, contenders, rows))
+
+
+def _s(row, field="first_call_s"):
+    return f"{row[field]:.2f}" if field in row else "error"
+
+
+def table(keys, titles, contenders, rows):
+    lines = ["| workload | " + " | ".join(f"{c} cold s | {c} warm s" for c in contenders) +
+             (" | graphjit warm: capture / backend / after, s | graphjit / inductor warm" if
+              {"graphjit", "inductor"} <= set(contenders) else "") + " |"]
+    lines.append("|---" * (1 + 2 * len(contenders) + (2 if {"graphjit", "inductor"} <= set(contenders) else 0)) + "|")
+    errors = []
+    for key in keys:
+        cells = [titles[key]]
+        for c in contenders:
+            cold, warm = rows[key, c]
+            cells += [_s(cold), _s(warm)]
+            errors += [f"{key} {c} {when}: {row['error']}" for when, row in (("cold", cold), ("warm", warm))
+                       if "error" in row]
+        if {"graphjit", "inductor"} <= set(contenders):
+            warm, other = rows[key, "graphjit"][1], rows[key, "inductor"][1]
+            cells.append(" / ".join(_s(warm, f) for f in ("capture_s", "backend_s", "after_s")))
+            ok = "first_call_s" in warm and "first_call_s" in other
+            cells.append(f"{warm['first_call_s'] / other['first_call_s']:.2f}" if ok else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines + [""] + errors)
+
+
+if __name__ == "__main__":
+    main()
