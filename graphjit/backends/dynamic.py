@@ -20,7 +20,7 @@ def symbolic_inputs(gm):
     out = []
     for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
         value = node.meta.get("example_value")
-        if isinstance(value, torch.SymInt) or (
+        if isinstance(value, (torch.SymInt, torch.SymFloat)) or (
                 isinstance(value, torch.Tensor) and
                 any(isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride()))):
             out.append(i)

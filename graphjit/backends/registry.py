@@ -192,6 +192,11 @@ def inductor(gm, example_inputs, options=None):
     """torch's own TorchInductor: the yardstick we measure graphjit's compiler against. options: entries of
     torch._inductor.config, as torch.compile's options= gives them."""
     from torch._inductor.compile_fx import compile_fx
+    from .dynamic import PerSize, symbolic_inputs
+    if any(isinstance(n.meta.get("example_value"), torch.SymFloat) for n in gm.graph.nodes if n.op == "placeholder"):
+        # Inductor takes floats as tensors that torch.compile's frontend made of them (its restart analysis
+        # asks that frontend to specialize them): a graph with float inputs compiles per set of values
+        return PerSize(lambda g, inputs: compile_fx(g, inputs, config_patches=options), gm, symbolic_inputs(gm))
     return compile_fx(gm, example_inputs, config_patches=options)
 
 

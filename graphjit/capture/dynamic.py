@@ -7,9 +7,10 @@ turns those into guard templates over our sources, checked by the entry with the
 
 Policy (`compile(dynamic=...)`), per frame and per source:
 - None (automatic): the first trace is static; a later trace makes symbolic each tensor dim whose size
-  differs from what an earlier trace of the frame saw at the same source, and each int (argument,
-  attribute, global) whose value differs.
-- True: every dim of every tensor input (not parameters or buffers) and every int input is symbolic.
+  differs from what an earlier trace of the frame saw at the same source, and each int or float
+  (argument, attribute, global, a value a graph break hands to its resume function) whose value differs.
+- True: every dim of every tensor input (not parameters or buffers) and every int and float argument is
+  symbolic.
 - False: nothing is.
 `mark_dynamic(t, dim)` makes a dim symbolic from the first trace (a trace that has to specialize it
 breaks, saying where), `maybe_mark_dynamic` the same but a specialization just guards on the value,
@@ -80,8 +81,9 @@ class DynamicPolicy:
         self.mode = mode
         self.sizes_seen = {}      # source expr -> sizes of the tensor there in the last trace
         self.changed_dims = {}    # source expr -> dims whose size changed between traces
-        self.ints_seen = {}       # source expr -> the int there in the last trace
+        self.ints_seen = {}       # source expr -> the int (or float) there in the last trace
         self.changed_ints = set()
+        self.changed_floats = set()
 
     def tensor_dims(self, source, t, static_input=False):
         """The dims of tensor `t` (read at `source`) this trace makes symbolic."""
@@ -123,10 +125,30 @@ class DynamicPolicy:
         # specialized again by the first size it meets (a weight's)
         return key in self.changed_ints or (self.mode is True and _is_argument(source))
 
+    def float_is_dynamic(self, source, value):
+        """Whether the float `value` read at `source` becomes a symbolic graph input (a SymFloat) in this
+        trace: as an int does (int_is_dynamic), except NaN, which is never a symbol's value (a NaN there
+        is a constant, guarded as one). What the trace does with a SymFloat beyond arithmetic and
+        comparisons (math.sqrt, a format, a branch) specializes it, guarded by the ShapeEnv at its exact
+        value, as a constant float is."""
+        key = source.expr()
+        before = self.ints_seen.get(key)
+        self.ints_seen[key] = value
+        if value != value:
+            return False
+        if before is not None and before != value and before == before and key not in self.changed_floats:
+            self.changed_floats.add(key)
+            if self.mode is None:
+                logs.log("dynamic", f"{key}: the float becomes a symbolic input ({before} then {value})")
+        if self.mode is False:
+            return False
+        return key in self.changed_floats or (self.mode is True and _is_argument(source))
+
     def describe(self):
         """What became dynamic, for logs and the recompile-limit warning."""
         parts = [f"{k} dims {sorted(v)}" for k, v in self.changed_dims.items()]
         parts += [f"int {k}" for k in sorted(self.changed_ints)]
+        parts += [f"float {k}" for k in sorted(self.changed_floats)]
         return ", ".join(parts) or "nothing"
 
 

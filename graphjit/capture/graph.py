@@ -83,6 +83,24 @@ class OutputGraph:
         self._placeholder_by_id[("int", source)] = (node, sym)
         return node, sym
 
+    def add_float_input(self, source, value: float):
+        """A SymFloat graph input for the float read from `source` (a float that changes between calls)."""
+        hit = self._placeholder_by_id.get(("float", source))
+        if hit is not None:
+            return hit
+        index = len(self.symbolic_inputs)
+        from torch.fx.experimental.symbolic_shapes import DimDynamic
+        symbol = self.shape_env.create_unspecified_symbol(value, dynamic.torch_source(index), DimDynamic.DYNAMIC)
+        sym = self.shape_env.create_symfloatnode(symbol, hint=value, source=dynamic.torch_source(index))
+        node = self.graph.placeholder(_node_name(source.expr()))
+        node.meta["example_value"] = sym
+        node.meta["source"] = source
+        self.symbolic_inputs.append((sym, source, None))
+        self.input_sources.append(source)
+        self.example_inputs.append(value)
+        self._placeholder_by_id[("float", source)] = (node, sym)
+        return node, sym
+
     def describe_symbolic(self):
         """One line per input with size symbols: `x: sizes (s0, 4)`, `n: int s1`."""
         out = []
@@ -90,7 +108,7 @@ class OutputGraph:
             if isinstance(value, torch.Tensor):
                 out.append(f"{source.expr()}: sizes ({', '.join(str(s) for s in value.shape)})")
             else:
-                out.append(f"{source.expr()}: int {value}")
+                out.append(f"{source.expr()}: {'float' if isinstance(value, torch.SymFloat) else 'int'} {value}")
         return out
 
     def shape_guards(self):

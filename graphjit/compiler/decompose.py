@@ -217,7 +217,7 @@ POINTWISE_FORMS = {aten.nll_loss_backward.default: _nll_loss_backward,
 def unsupported_reason(gm, example_inputs):
     """Why graphjit's compiler should leave this graph to eager, or None."""
     for value in example_inputs:
-        if isinstance(value, torch.SymInt):       # a size symbol (compiling with symbolic sizes)
+        if isinstance(value, (torch.SymInt, torch.SymFloat)):   # a size symbol, a float that changes
             continue
         if not isinstance(value, torch.Tensor):
             return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"

@@ -145,6 +145,10 @@ class Lowering(torch.fx.Interpreter):
             expr = as_expr(meta)
             self.loops.size_inputs.append((position, expr))
             return expr
+        if isinstance(meta, torch.SymFloat):     # a float that changes between calls: extern calls read it
+            expr = meta.node.expr
+            self.loops.size_inputs.append((position, expr))
+            return SizeFloat(expr)
         if not isinstance(meta, torch.Tensor):
             raise NotLowered(f"graph input {position} is a {type(meta).__name__}")
         buf = InputBuffer(f"arg{position}", Layout.of(meta), position=position)

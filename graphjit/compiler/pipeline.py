@@ -57,10 +57,11 @@ def symbolic_example(gm):
     values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
     env = None
     for v in values:
-        sizes = (v,) if isinstance(v, torch.SymInt) else \
+        sizes = (v,) if isinstance(v, (torch.SymInt, torch.SymFloat)) else \
             (*v.shape, *v.stride()) if isinstance(v, torch.Tensor) else ()
         for s in sizes:
-            if isinstance(s, torch.SymInt) and s.node.shape_env is not None and not s.node.is_constant():
+            if isinstance(s, (torch.SymInt, torch.SymFloat)) and s.node.shape_env is not None and \
+                    not s.node.is_constant():
                 env = s.node.shape_env
     if env is None or any(v is None for v in values):
         return None, None

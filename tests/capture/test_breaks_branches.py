@@ -10,6 +10,8 @@ results with graphs=None.
 PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
 rewriting.
 """
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -366,9 +368,28 @@ def test_same_item_value_does_not_recompile():
     check_break(item_used_as_scale, ones, graphs=2, calls=4)
 
 
+def item_under_a_square_root(x):
+    s = x.abs().sum().item()
+    return x * math.sqrt(s), s
+
+
 def test_recompile_limit_on_changing_item_values_still_correct():
-    """A new .item() value per call recompiles the resume function until the recompile limit, after which
-    it runs eagerly (with a warning): results stay eager's throughout."""
+    """A new .item() value per call that the resume function needs as a number (math.sqrt specializes
+    it) recompiles until the recompile limit, after which it runs eagerly (with a warning): results stay
+    eager's throughout."""
     import graphjit
     with pytest.warns(RuntimeWarning, match="recompile limit"):
-        check_break(item_used_as_scale, lambda: (r(4),), graphs=None, calls=graphjit.config.recompile_limit + 3)
+        check_break(item_under_a_square_root, lambda: (r(4),), graphs=None,
+                    calls=graphjit.config.recompile_limit + 3)
+
+
+def test_changing_item_values_become_a_symbolic_float_of_the_resume_function():
+    """The .item() value a break hands to the resume function changes every call: on the resume
+    function's first recompile it becomes a symbolic float input, and later calls reuse that entry."""
+    import warnings
+    import graphjit
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        counter = check_break(item_used_as_scale, lambda: (r(4),), graphs=None,
+                              calls=graphjit.config.recompile_limit + 3)
+    assert counter.frame_count == 3, counter.frame_count

@@ -106,6 +106,10 @@ def _wrap_uncached(tx, value, source):
         tx.guards.add_type(source, int)
         node, sym = tx.graph.add_int_input(source, value)
         return SymNodeVariable(node, sym, source)
+    if type(value) is float and source is not None and tx.policy.float_is_dynamic(source, value):
+        tx.guards.add_type(source, float)
+        node, sym = tx.graph.add_float_input(source, value)
+        return SymNodeVariable(node, sym, source)
     if type(value) in _CONSTANT_TYPES:
         if source is not None:
             tx.guards.add_equals(source, value)

@@ -1554,7 +1554,7 @@ class TritonDevice:
         from .. import decompose
         devices = set()
         for value in example_inputs:
-            if isinstance(value, torch.SymInt):       # a size symbol (compiling with symbolic sizes)
+            if isinstance(value, (torch.SymInt, torch.SymFloat)):   # a size symbol, a float that changes
                 continue
             if not isinstance(value, torch.Tensor):
                 return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"

@@ -1,0 +1,165 @@
+"""Floats that change between calls: a float argument, attribute, or value a graph break hands to its
+resume function becomes a symbolic graph input (a SymFloat) on its first recompile, as torch.compile's
+automatic dynamic floats do, so a changing scale, temperature or time value does not recompile every call.
+
+Each case runs a sequence of calls, compiled against eager (results, mutated attributes), and asserts the
+graph count: the frontend alone (a counting backend that runs the captured graph), graphjit's compiler,
+aot_eager and Inductor (the last two compile per set of float values behind one captured graph).
+"""
+import math
+import time
+
+import pytest
+import torch
+
+import graphjit
+from graphjit.testing import CompileCounter
+
+
+def run(fn, calls, graphs, backend="eager", dynamic=None):
+    """fn compiled over `calls` (argument tuples, or callables making them), each result equal to eager's;
+    `graphs` captured graphs in all (None: not checked)."""
+    counter = CompileCounter(backend)
+    compiled = graphjit.compile(fn, backend=counter, dynamic=dynamic)
+    for args in calls:
+        args = args() if callable(args) else args
+        want, got = fn(*args), compiled(*args)
+        torch.testing.assert_close(got, want, equal_nan=True)
+    if graphs is not None:
+        assert counter.frame_count == graphs, (counter.frame_count, graphs)
+    return counter
+
+
+def scaled(x, s):
+    return (x * s).relu() + s * 2
+
+
+X = torch.randn(4, 5)
+SCALES = [(X, s) for s in (0.5, 1.5, 2.5, -3.25, 1e-30, 7.0)]
+
+
+@pytest.mark.parametrize("backend", ["eager", "graphjit", "aot_eager"])
+def test_a_changing_float_argument_compiles_twice(backend):
+    run(scaled, SCALES, graphs=2, backend=backend)
+
+
+def test_dynamic_true_makes_a_float_argument_symbolic_from_the_first_call():
+    run(scaled, SCALES, graphs=1, dynamic=True)
+
+
+def test_dynamic_false_compiles_per_value():
+    run(scaled, SCALES[:4], graphs=4, dynamic=False)
+
+
+def test_inductor_runs_a_graph_with_a_float_input_per_value():
+    pytest.importorskip("torch._inductor")
+    run(scaled, SCALES[:3], graphs=2, backend="inductor")
+
+
+def test_nan_and_infinities_are_constants_guarded_as_such():
+    calls = [(X, s) for s in (0.5, 1.5, float("nan"), 2.5, float("inf"), float("nan"), -float("inf"), 3.5)]
+    counter = run(scaled, calls, graphs=None)
+    # 0.5 static, then one symbolic graph for finite floats and the infinities; NaN a constant of its own
+    assert counter.frame_count <= 4, counter.frame_count
+
+
+def branching(x, s):
+    if s > 1.0:
+        return x * s
+    return x - s
+
+
+def test_a_branch_on_a_symbolic_float_guards_the_branch_not_the_value():
+    calls = [(X, s) for s in (2.0, 3.0, 4.0, 0.5, 0.25, 5.0, 0.125)]
+    run(branching, calls, graphs=3)
+
+
+def specialized(x, s):
+    return x * math.sqrt(s) + len(f"{s:.3f}") + torch.tensor(s)
+
+
+def test_a_float_used_where_it_must_be_a_number_specializes_and_stays_right():
+    calls = [(X, s) for s in (2.0, 3.0, 4.0, 3.0)]
+    run(specialized, calls, graphs=None)
+
+
+def made_from_float(x, s):
+    return torch.full((3,), s) + x[0, :3] * (s ** 2) - x[1, :3].clamp(min=-s, max=s) / (s + 1) + int(s)
+
+
+@pytest.mark.parametrize("backend", ["eager", "graphjit"])
+def test_tensors_made_from_a_symbolic_float(backend):
+    run(made_from_float, [(X, s) for s in (0.5, 1.5, 2.5, 3.5)], graphs=2, backend=backend)
+
+
+def test_floats_in_an_argument_list():
+    def f(x, scales):
+        return x * scales[0] + scales[1]
+    run(f, [(X, [0.5, 1.0]), (X, [1.5, 2.0]), (X, [2.5, -1.0]), (X, [0.25, 0.75])], graphs=2)
+
+
+class Decaying(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 5)
+        self.scale = 1.0
+        self.steps = 0
+
+    def forward(self, x):
+        self.scale *= 0.9
+        self.steps += 1
+        return self.lin(x) * self.scale + self.steps
+
+
+@pytest.mark.parametrize("backend", ["eager", "graphjit"])
+def test_a_float_attribute_the_module_updates_every_call(backend):
+    """The frame reads self.scale, multiplies it, and writes it back: after the first recompile the float
+    is symbolic, the new value is a graph output written to the attribute, and no call recompiles."""
+    torch.manual_seed(0)
+    model, reference = Decaying(), Decaying()
+    reference.load_state_dict(model.state_dict())
+    counter = CompileCounter(backend)
+    compiled = graphjit.compile(model, backend=counter)
+    for _ in range(6):
+        torch.testing.assert_close(compiled(X), reference(X))
+        assert model.scale == reference.scale and type(model.scale) is float
+        assert model.steps == reference.steps and type(model.steps) is int
+    assert counter.frame_count == 2, counter.frame_count
+
+
+def timed(x):
+    start = time.perf_counter()
+    y = x.sin()
+    return y * (time.perf_counter() >= start)
+
+
+def test_a_time_value_a_break_hands_on_does_not_recompile_every_call():
+    """perf_counter() is a graph break; the float it returns reaches the resume function as an argument:
+    symbolic after one recompile, so later calls reuse the entries."""
+    counter = run(timed, [(X,)] * 6, graphs=None)
+    assert counter.frame_count <= 4, counter.frame_count
+
+
+def test_a_float_needing_gradients_through_the_compiler():
+    """A graph needing gradients with a symbolic float (AOTAutograd's trace takes it as a scalar input)."""
+    w = torch.randn(5, 5, requires_grad=True)
+
+    def f(x, s):
+        return ((x @ w) * s).tanh().sum()
+    counter = CompileCounter("graphjit")
+    compiled = graphjit.compile(f, backend=counter)
+    for s in (0.5, 1.5, 2.5, 3.5):
+        want = torch.autograd.grad(f(X, s), w)[0]
+        got = torch.autograd.grad(compiled(X, s), w)[0]
+        torch.testing.assert_close(got, want)
+    assert counter.frame_count == 2
+
+
+def test_integer_tensors_times_a_symbolic_float_promote_as_with_a_python_float():
+    """int tensor * float is the default float dtype (a Python scalar), not float64 (a 0-d tensor)."""
+    def f(n, s):
+        return n * s
+    ints = torch.arange(6, dtype=torch.int32)
+    counter = run(f, [(ints, s) for s in (0.5, 1.5, 2.5)], graphs=2, backend="graphjit")
+    assert graphjit.compile(f)(ints, 4.5).dtype == torch.float32
+    assert counter.frame_count == 2
