@@ -110,20 +110,11 @@ class DynamicPolicy:
 
     def int_is_dynamic(self, source, value):
         """Whether the int `value` read at `source` becomes a symbolic graph input in this trace."""
-        key = source.expr()
-        before = self.ints_seen.get(key)
-        self.ints_seen[key] = value
-        if before is not None and before != value and key not in self.changed_ints:
-            self.changed_ints.add(key)
-            if self.mode is None:
-                logs.log("dynamic", f"{key}: the int becomes a symbolic input ({before} then {value})")
-        if self.mode is False:
-            return False
         # dynamic=True: ints the frame is called with (arguments, items of argument containers); an int read
         # from an attribute or a global (a module's normalized_shape, padding, head count) stays a constant
         # until it changes, as torch.compile keeps nn.Module ints static: made symbolic, it would be
         # specialized again by the first size it meets (a weight's)
-        return key in self.changed_ints or (self.mode is True and _is_argument(source))
+        return self._number_is_dynamic(source, value, self.changed_ints, "int")
 
     def float_is_dynamic(self, source, value):
         """Whether the float `value` read at `source` becomes a symbolic graph input (a SymFloat) in this
@@ -131,18 +122,22 @@ class DynamicPolicy:
         is a constant, guarded as one). What the trace does with a SymFloat beyond arithmetic and
         comparisons (math.sqrt, a format, a branch) specializes it, guarded by the ShapeEnv at its exact
         value, as a constant float is."""
+        if value != value:
+            self.ints_seen[source.expr()] = value
+            return False
+        return self._number_is_dynamic(source, value, self.changed_floats, "float")
+
+    def _number_is_dynamic(self, source, value, changed, kind):
         key = source.expr()
         before = self.ints_seen.get(key)
         self.ints_seen[key] = value
-        if value != value:
-            return False
-        if before is not None and before != value and before == before and key not in self.changed_floats:
-            self.changed_floats.add(key)
+        if before is not None and before != value and before == before and key not in changed:
+            changed.add(key)
             if self.mode is None:
-                logs.log("dynamic", f"{key}: the float becomes a symbolic input ({before} then {value})")
+                logs.log("dynamic", f"{key}: the {kind} becomes a symbolic input ({before} then {value})")
         if self.mode is False:
             return False
-        return key in self.changed_floats or (self.mode is True and _is_argument(source))
+        return key in changed or (self.mode is True and _is_argument(source))
 
     def describe(self):
         """What became dynamic, for logs and the recompile-limit warning."""

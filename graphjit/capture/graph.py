@@ -67,38 +67,32 @@ class OutputGraph:
 
     def add_int_input(self, source, value: int):
         """A SymInt graph input for the int read from `source` (an int that changes between calls)."""
-        hit = self._placeholder_by_id.get(("int", source))
-        if hit is not None:
-            return hit
-        index = len(self.symbolic_inputs)
-        from torch.fx.experimental.symbolic_shapes import DimDynamic
-        sym = self.shape_env.create_unspecified_symint_and_symbol(value, dynamic.torch_source(index),
-                                                                  DimDynamic.DYNAMIC)
-        node = self.graph.placeholder(_node_name(source.expr()))
-        node.meta["example_value"] = sym
-        node.meta["source"] = source
-        self.symbolic_inputs.append((sym, source, None))
-        self.input_sources.append(source)
-        self.example_inputs.append(value)
-        self._placeholder_by_id[("int", source)] = (node, sym)
-        return node, sym
+        return self._add_number_input(source, value, lambda symbol, torch_source: symbol)
 
     def add_float_input(self, source, value: float):
         """A SymFloat graph input for the float read from `source` (a float that changes between calls)."""
-        hit = self._placeholder_by_id.get(("float", source))
+        return self._add_number_input(source, value, lambda symbol, torch_source: self.shape_env.create_symfloatnode(
+            symbol, hint=value, source=torch_source))
+
+    def _add_number_input(self, source, value, make_sym):
+        key = (type(value).__name__, source)
+        hit = self._placeholder_by_id.get(key)
         if hit is not None:
             return hit
-        index = len(self.symbolic_inputs)
         from torch.fx.experimental.symbolic_shapes import DimDynamic
-        symbol = self.shape_env.create_unspecified_symbol(value, dynamic.torch_source(index), DimDynamic.DYNAMIC)
-        sym = self.shape_env.create_symfloatnode(symbol, hint=value, source=dynamic.torch_source(index))
+        torch_source = dynamic.torch_source(len(self.symbolic_inputs))
+        if isinstance(value, int):
+            symbol = self.shape_env.create_unspecified_symint_and_symbol(value, torch_source, DimDynamic.DYNAMIC)
+        else:
+            symbol = self.shape_env.create_unspecified_symbol(value, torch_source, DimDynamic.DYNAMIC)
+        sym = make_sym(symbol, torch_source)
         node = self.graph.placeholder(_node_name(source.expr()))
         node.meta["example_value"] = sym
         node.meta["source"] = source
         self.symbolic_inputs.append((sym, source, None))
         self.input_sources.append(source)
         self.example_inputs.append(value)
-        self._placeholder_by_id[("float", source)] = (node, sym)
+        self._placeholder_by_id[key] = (node, sym)
         return node, sym
 
     def describe_symbolic(self):
