@@ -7,6 +7,7 @@
     python -m tests.fuzz --seed 10 --jobs 4 --minutes 60             # 4 processes, seeds 10..13
     python -m tests.fuzz --seed 3 --minutes 10 --dynamic             # compile(dynamic=True)
     python -m tests.fuzz --seed 4 --minutes 10 --grad                # gradients too (training graphs)
+    python -m tests.fuzz --seed 5 --minutes 10 --float-args          # a float argument, a new value per call
 
 Program i of a run has seed `seed * 100000 + i`, so `--seed S --start I --count 1` reruns one of them.
 """
@@ -23,8 +24,9 @@ from .runner import FAILURES, describe
 from .worker import Worker
 
 
-def make(mode, seed, triton, dynamic=False, grad=False):
-    prog = pyprog.generate(seed) if mode == "python" else generator.generate(seed, triton=triton)
+def make(mode, seed, triton, dynamic=False, grad=False, float_args=False):
+    prog = pyprog.generate(seed) if mode == "python" else \
+        generator.generate(seed, triton=triton, float_args=float_args)
     if dynamic:
         prog.dynamic = True
     prog.grad = grad
@@ -45,7 +47,7 @@ def fuzz(args):
         while time.monotonic() < deadline and (args.count is None or i < args.start + args.count):
             seed = args.seed * 100000 + i
             i += 1
-            prog = make(args.mode, seed, args.triton, args.dynamic, args.grad)
+            prog = make(args.mode, seed, args.triton, args.dynamic, args.grad, args.float_args)
             res = run(prog.source())
             counts[res["status"]] += 1
             graphs.update(programs=1, captured=res.get("graphs", 0) > 0, ops=res.get("ops", 0))
@@ -67,7 +69,7 @@ def fuzz_jobs(args):
               str(args.timeout), "--shrink-runs", str(args.shrink_runs)]
     shared += ["--start", str(args.start)] + ["--count", str(args.count)] * (args.count is not None)
     shared += ["--triton"] * args.triton + ["--no-shrink"] * args.no_shrink + ["--dynamic"] * args.dynamic
-    shared += ["--grad"] * args.grad
+    shared += ["--grad"] * args.grad + ["--float-args"] * args.float_args
     procs = []
     for seed in range(args.seed, args.seed + args.jobs):
         log = os.path.join(args.out, f"log_{seed}.txt")
@@ -125,6 +127,8 @@ def parse(argv):
                    "the first call, run on every variant's sizes")
     p.add_argument("--grad", action="store_true", help="floating arguments require grad; gradients compared "
                    "too (graphs go through compiler/training.py)")
+    p.add_argument("--float-args", action="store_true", help="tensor programs also take a Python float, "
+                   "another value each call (a symbolic float input once it has changed)")
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--shrink-runs", type=int, default=60, help="runs one shrink may spend (default 60)")
     p.add_argument("--timeout", type=int, default=None,

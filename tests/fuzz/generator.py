@@ -133,12 +133,19 @@ class Gen:
 
     def alias_input(self):
         """A view of an existing argument as another argument (kept only if valid in every variant)."""
-        src = self.rng.choice([i.name for i in self.prog.inputs if i.kind != "alias"])
+        src = self.rng.choice([i.name for i in self.prog.inputs if i.kind not in ("alias", "scalar")])
         expr = self.rng.choice(["{}", "{}.t()", "{}[1:]", "{}.view(-1)", "{}[0]", "{}[..., ::2]", "{}.unsqueeze(0)"])
         name = self.add_input("alias", (src, expr))
         if not all(isinstance(e.get(name), torch.Tensor) for e in self.envs.values()):
             self.prog.inputs.pop()
             self.rebuild()
+
+    def scalar_input(self):
+        """A Python float argument, another value each call: the op table's scalars use it at times."""
+        self.add_input("scalar", (), "c", self.rng.choice([0, 0, 1]))
+
+    def scalar_inputs(self):
+        return [i.name for i in self.prog.inputs if i.kind == "scalar"]
 
     def random_input(self):
         r = self.rng.choice([0, 1, 1, 2, 2, 2, 3, 3, 4])
@@ -173,20 +180,25 @@ def _sizes(rng):
     return {"A": a, "B": b, "L": dict(a)}
 
 
-def generate(seed, n_stmts=None, triton=False):
-    """A random program, valid in eager for the inputs of every variant (most of the time for others)."""
+def generate(seed, n_stmts=None, triton=False, float_args=False):
+    """A random program, valid in eager for the inputs of every variant (most of the time for others).
+    float_args: the program also takes a Python float, another value each call, that scalar operands and
+    the float_arg ops read (a symbolic graph input once it has changed); off, a seed's program is what it
+    always was."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # eager's own warnings about candidate statements
-        return _generate(seed, n_stmts, triton)
+        return _generate(seed, n_stmts, triton, float_args)
 
 
-def _generate(seed, n_stmts, triton):
+def _generate(seed, n_stmts, triton, float_args=False):
     g = Gen(seed, triton)
     g.prog.sizes = _sizes(g.rng)
     for _ in range(g.rng.choice([1, 2, 2, 3])):
         g.random_input()
     if g.rng.random() < 0.1:
         g.alias_input()
+    if float_args:
+        g.scalar_input()
     while any(v.numel() > MAX_NUMEL for n in g.tensors() for v in g.values(n)):   # too big: start over
         g.prog.inputs.clear()
         g.prog.sizes = _sizes(g.rng)
@@ -196,7 +208,7 @@ def _generate(seed, n_stmts, triton):
         if len(g.prog.stmts) >= target:
             break
         n_inputs = len(g.prog.inputs)
-        stmt = ops.choose(g.rng)(g)
+        stmt = ops.choose(g.rng, float_args)(g)
         if stmt is None or not g.accept(stmt):
             if len(g.prog.inputs) > n_inputs:      # weights made for a candidate not taken
                 del g.prog.inputs[n_inputs:]

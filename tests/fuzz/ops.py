@@ -33,6 +33,10 @@ def broadcastable(x, y):
 
 
 def scalar(g):
+    """A Python number in the program text, or at times the program's float argument (a value per call)."""
+    names = g.scalar_inputs()
+    if names and g.rng.random() < 0.4:
+        return g.rng.choice(names)
     return g.rng.choice(SCALARS)
 
 
@@ -48,6 +52,8 @@ def operand(g, a, pred=None):
 
 def divisor(g, b):
     """b as a divisor: integer tensors clamped to >= 1, zero int scalars replaced."""
+    if b in g.scalar_inputs():
+        return b
     if b[:1] in "xv" and b[1:].isdigit() and not isfloat(g.first(b)) and g.first(b).dtype != torch.bool:
         return f"{b}.clamp(min=1)"
     return "2" if b in ("0", "True", "-0.0") else b
@@ -506,6 +512,26 @@ def graph_break(g):
     return g.stmt(code, defs, "break")
 
 
+# Ops reading the program's float argument (a value per call: a symbolic input after the first recompile)
+FLOAT_ARG = ["{a} * {s}", "{a} + {s} * 2", "{a}.add({b}, alpha={s})", "torch.clamp({a}, min=-abs({s}))",
+             "{a}.pow({s})", "F.leaky_relu({a}, {s})", "torch.full_like({a}, {s})", "torch.where({a} > {s}, {a}, {s})",
+             "{a} / ({s} - 0.25)", "{a}.lerp({b}, {s})", "{a}.clamp(max={s}) * ({s} > 0)", "{s} - {a}",
+             "torch.addcmul({a}, {b}, {b}, value={s})", "{a}.masked_fill({a} < 0, {s})", "{a}.fill_({s})"]
+
+
+def float_arg(g):
+    names = g.scalar_inputs()
+    a = g.pick(isfloat)
+    if not names or a is None:
+        return None
+    b = g.pick_like(a, lambda x, y: broadcastable(x, y) and isfloat(y)) or a
+    form = g.rng.choice(FLOAT_ARG)
+    v = g.new()
+    if form.endswith("fill_({s})"):
+        return g.stmt(f"{v} = {a}.clone()\n{v}.fill_({g.rng.choice(names)})", [v], "float_arg")
+    return g.stmt(f"{v} = {form.format(a=a, b=b, s=g.rng.choice(names))}", [v], "float_arg")
+
+
 OPS = {  # name: (weight, make)
     "unary": (10, unary), "binary": (12, binary), "where": (3, where), "ternary": (2, ternary), "cast": (4, cast),
     "type_as": (1, type_as), "reduce": (6, reduce), "softmax": (2, softmax), "scan": (2, scan), "sort": (1, sort),
@@ -513,8 +539,10 @@ OPS = {  # name: (weight, make)
     "pool": (2, pool), "pad": (2, pad), "index": (4, index), "factory": (1, factory), "inplace": (8, inplace),
     "break": (1, graph_break),
 }
+FLOAT_ARG_OPS = {**OPS, "float_arg": (6, float_arg)}    # programs with a float argument (float_args=True)
 
 
-def choose(rng):
-    names = list(OPS)
-    return OPS[rng.choices(names, weights=[OPS[n][0] for n in names])[0]][1]
+def choose(rng, float_args=False):
+    table = FLOAT_ARG_OPS if float_args else OPS
+    names = list(table)
+    return table[rng.choices(names, weights=[table[n][0] for n in names])[0]][1]

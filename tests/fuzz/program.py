@@ -83,11 +83,23 @@ def _mk(shape, kind, seed, layout="c", special=0, perturb=None):
     return as_view(base, shape)
 
 
+def _scalar(seed, special):
+    """A Python float argument: a new value each call (so that it becomes a symbolic input); `special`
+    makes some calls' values odd (NaN, an infinity, -0.0, huge)."""
+    import random
+    rng = random.Random(seed)
+    if special and rng.random() < 0.3:
+        return rng.choice([float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e30, 1e-40])
+    return round(rng.uniform(-3.0, 3.0), rng.choice([1, 2, 4, 7]))
+
+
 def make_inputs(seed, variant="A", perturb=None):
     sizes, made = SIZES[variant], {}
     for name, kind, dims, layouts, special in INPUTS:
         if kind == "alias":     # a view of an earlier argument: two arguments, one storage
             made[name] = eval(dims[1].format(dims[0]), None, made)
+        elif kind == "scalar":  # a Python float
+            made[name] = _scalar(seed * 1000 + int(name[1:]), special)
         else:
             made[name] = _mk(tuple(sizes.get(d, d) for d in dims), kind, seed * 1000 + int(name[1:]),
                              layouts[variant], special, perturb)
@@ -106,10 +118,11 @@ if __name__ == "__main__":      # rerun: python THIS_FILE [backend]   (exit 1 wh
 
 @dataclasses.dataclass
 class Input:
-    """A tensor argument: dims are ints or size symbols (keys of Program.sizes[variant]); kind "alias" is a
-    view of an earlier argument, dims = (its name, an expression with {} for it)."""
+    """An argument: dims are ints or size symbols (keys of Program.sizes[variant]); kind "alias" is a
+    view of an earlier argument, dims = (its name, an expression with {} for it); kind "scalar" is a Python
+    float, another value each call (dims ())."""
     name: str
-    kind: str                  # a key of _KINDS: f fpos h bf d i i32 u8 b; or "alias"
+    kind: str                  # a key of _KINDS: f fpos h bf d i i32 u8 b; or "alias", "scalar"
     dims: tuple
     layouts: dict              # variant -> a key of _LAYOUTS
     special: int = 0           # how many odd values (NaN, inf, -0.0, huge; int extremes)

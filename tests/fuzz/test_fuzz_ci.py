@@ -213,6 +213,9 @@ TRITON_RANDOM_SEEDS = range(30)
 # their own, so these are other programs than the static runs')
 DYNAMIC_TENSOR_SEEDS = _plus_found("dynamic-tensor", range(5000, 5020))
 DYNAMIC_PYTHON_SEEDS = _plus_found("dynamic-python", range(5000, 5030))
+# programs that also take a Python float, another value each call: a symbolic float input from the first
+# recompile on (generator.generate(float_args=True))
+FLOAT_ARG_SEEDS = _plus_found("float-tensor", range(6000, 6024))
 # floating arguments require grad and gradients are compared too (training graphs: compiler/training.py)
 GRAD_TENSOR_SEEDS = _plus_found("grad-tensor", range(4000000, 4000020))
 
@@ -294,3 +297,8 @@ def test_dynamic_python_program(seed, worker, tmp_path):
 @pytest.mark.parametrize("seed", _seeds("grad-tensor", GRAD_TENSOR_SEEDS))
 def test_grad_tensor_program(seed, worker, tmp_path):
     _check(("grad-tensor", seed), _with(generator.generate(seed), grad=True), "graphjit", worker, tmp_path)
+
+
+@pytest.mark.parametrize("seed", _seeds("float-tensor", FLOAT_ARG_SEEDS))
+def test_float_argument_program(seed, worker, tmp_path):
+    _check(("float-tensor", seed), generator.generate(seed, float_args=True), "graphjit", worker, tmp_path)
