@@ -2,8 +2,10 @@
 then in another fresh process reusing the first one's cache folders (warm: a restarted server, the next
 job), graphjit against torch.compile, each in processes of its own.
 
-    cold   seconds of the first compiled call (capture + compile + run) in a new process with empty
-           cache folders, after one eager call has done the libraries' lazy initialization
+    cold   seconds of compile(model) and its first call (capture + compile + run) in a new process with
+           empty cache folders, after one eager call has done the libraries' lazy initialization (the
+           first fake tensor mode of a process imports torch._dynamo, about 1.4 s here unless transformers
+           imported it already: torch.compile() pays that import, graphjit's first call does)
     warm   the same in a new process given the cold process's cache folders (graphjit's graph cache and
            kernel builds, Triton's cache; Inductor's FX graph, AOTAutograd and kernel caches)
 
@@ -105,6 +107,7 @@ def child(key, contender, device, smoke):
         model(*args, **kwargs)                  # libraries' lazy initialization, outside the timing
         sync()
         marks = []
+        began = time.perf_counter()
         if contender == "inductor":
             compiled = torch.compile(model)
         else:
@@ -114,7 +117,6 @@ def child(key, contender, device, smoke):
                 marks.append(time.perf_counter())
                 return fn
             compiled = graphjit.compile(model, backend=timed)
-        began = time.perf_counter()
         compiled(*args, **kwargs)
         sync()
         row["first_call_s"] = time.perf_counter() - began
