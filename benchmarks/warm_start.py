@@ -131,6 +131,9 @@ def measure(key, contender, caches, device, smoke, timeout):
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
                TRITON_CACHE_DIR=os.path.join(caches, "triton"), GRAPHJIT_CACHE_DIR=os.path.join(caches, "graphjit"))
     env.pop("GRAPHJIT_GRAPH_CACHE", None)
+    # bytecode written and read as in an installed package (a development shell may turn it off, and every
+    # process would then compile graphjit's modules from source: 0.15 s of each first call)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", key, contender, "--device", device] + \
         (["--smoke"] if smoke else [])
     try:

@@ -14,8 +14,13 @@ import dataclasses
 @dataclasses.dataclass(frozen=True)
 class Source:
     def expr(self) -> str:
-        base = getattr(self, "base", None)
-        return self.expr_on(base.expr()) if base is not None else self.leaf_expr()
+        """The Python expression reading this source (computed once: sources are immutable)."""
+        cached = self.__dict__.get("_expr")
+        if cached is None:
+            base = getattr(self, "base", None)
+            cached = self.expr_on(base.expr()) if base is not None else self.leaf_expr()
+            object.__setattr__(self, "_expr", cached)
+        return cached
 
     def expr_on(self, base_text: str) -> str:
         """This source's expression with its base's value available as `base_text`."""
@@ -138,6 +143,25 @@ class TypeSource(Source):
 
     def depth(self):
         return self.base.depth() + 1
+
+
+def _hash_once(cls):
+    """cls's dataclass hash, computed once per source: a source's hash walks its whole chain of bases, and
+    capture hashes sources in every guard and placeholder lookup."""
+    fields_hash = cls.__hash__
+
+    def __hash__(self):
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = fields_hash(self)
+            object.__setattr__(self, "_hash", cached)
+        return cached
+    cls.__hash__ = __hash__
+
+
+for _cls in (LocalSource, GlobalSource, ClosureSource, AttrSource, ItemSource, IndexedItemSource, DictItemSource,
+             TypeSource):
+    _hash_once(_cls)
 
 
 _LITERALS = (str, int, float, bool, type(None), bytes)
