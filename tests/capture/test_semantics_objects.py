@@ -972,3 +972,65 @@ def test_class_attributes_read_through_new_objects_guarded():
         Limits.LIMIT, Limits.clamp = saved
         if "extra" in Limits.__dict__:
             del Limits.extra
+
+
+class ComputedConfig:
+    """As transformers' configs: a Python __getattribute__, and properties that build a new list or dict on
+    every read (JambaConfig.layer_types)."""
+
+    def __init__(self):
+        self.kinds = 2
+
+    def __getattribute__(self, name):
+        return super().__getattribute__(name)
+
+    @property
+    def layer_types(self):
+        return ["mamba", "attention"][:self.kinds]
+
+    @property
+    def sizes(self):
+        return {"a": 1, "b": self.kinds}
+
+    @property
+    def weights(self):
+        return [torch.ones(2) * self.kinds]
+
+
+def _computed_lists(x, cfg):
+    a = cfg.layer_types
+    b = cfg.layer_types
+    a.append("x")
+    d = cfg.sizes
+    d["c"] = 3
+    return x + len(a) + len(b) + sum(d.values()), a, b, a is b, d
+
+
+def test_a_property_computing_a_new_list_through_getattribute_is_a_fresh_object_each_read():
+    """Each read of such a property is a new list: the compiled frame mutates and returns its own copies,
+    and a fresh entry's guards pass on its own call (they compared one read to another: every call missed)."""
+    check(_computed_lists, lambda: (r(3), ComputedConfig()), graphs=1)
+
+
+def test_the_computed_list_changing_recompiles():
+    def fewer():
+        ComputedConfig.__init__ = lambda self: setattr(self, "kinds", 1)
+    saved = ComputedConfig.__init__
+    try:
+        check_steps(_computed_lists, [Step(lambda: (r(3), ComputedConfig()), graphs=1),
+                                      Step(lambda: (r(3), ComputedConfig()), before=fewer, graphs=2)])
+    finally:
+        ComputedConfig.__init__ = saved
+
+
+def _computed_tensors(x, cfg):
+    w = cfg.weights
+    w.append(x)
+    return sum(w), len(w)
+
+
+def test_a_property_computing_a_new_list_of_tensors_breaks_with_its_reason():
+    import graphjit
+    with pytest.raises(Unsupported, match="computed on every read"):
+        graphjit.compile(_computed_tensors, backend="eager", fullgraph=True)(r(2), ComputedConfig())
+    check(_computed_tensors, lambda: (r(2), ComputedConfig()), graphs=None)

@@ -494,6 +494,9 @@ class UserObjectVariable(ObjectLikeVariable):
                 tx.guards.note_attribute(self.source, self.value, name, _MISSING)
                 raise AttributeMissing(str(e))
             tx.guards.note_attribute(self.source, self.value, name, value)
+            if type(value) in (list, dict, set) and _is_data_descriptor(_class_lookup(self.cls, name)) and \
+                    name not in _instance_dict(self.value):
+                return _computed_container(tx, AttrSource(self.source, name), value)
             return wrap(tx, value, AttrSource(self.source, name))
         d = _instance_dict(self.value)
         descriptor = _class_lookup(self.cls, name)
@@ -802,6 +805,21 @@ def _descriptor_var(tx, descriptor):
     from ..sources import ObjectSource
     tx.keepalive.append(descriptor)
     return wrap(tx, descriptor, ObjectSource(descriptor))
+
+
+def _computed_container(tx, source, value):
+    """A list, dict or set that a property computes on each read (JambaConfig.layer_types builds a new list),
+    read through a Python __getattribute__: not an object stored at `source`, so the frame gets a copy of its
+    own (its mutations and identity are those of a fresh object, as in Python), and the entry guards that a
+    read there gives an equal container. Only containers of constants: others break the graph."""
+    from .builder import wrap
+    items = list(value.items()) if isinstance(value, dict) else list(value)
+    leaves = [leaf for item in items for leaf in (item if isinstance(value, dict) else (item,))]
+    if not all(type(leaf) in (str, int, float, bool, type(None)) for leaf in leaves):
+        unsupported(f"{source.expr()} is computed on every read (a new {type(value).__name__} of non-constant "
+                    f"items each time, through a Python __getattribute__)")
+    tx.guards.add_equals(source, value)
+    return wrap(tx, type(value)(value) if not isinstance(value, dict) else dict(value), None)
 
 
 def _is_data_descriptor(attr):
