@@ -17,10 +17,10 @@ transformers models come from Config objects: 2 layers, hidden size 32, 4 heads,
     from tests.models.zoo import ZOO, missing, build
 
 WIDE[name] (same Specs, at the end of this file) widens the zoo toward every architecture transformers builds
-from a small config: mixture-of-experts, state-space, more decoders, encoders, encoder-decoders, vision, audio
-and multimodal models. FULL = ZOO + WIDE. tests/models/test_zoo.py runs ZOO and the few entries of WIDE_SAMPLE
-by default, every entry of WIDE with GRAPHJIT_FULL_ZOO=1 (selected() gives the names); other readers of ZOO
-(the compiler's and the GPU's zoo tests, benchmarks/capture.py) don't see WIDE.
+from a small config: mixture-of-experts, state-space, more decoders, encoders, encoder-decoders, vision, audio,
+multimodal and time-series models. FULL = ZOO + WIDE. tests/models/test_zoo.py runs ZOO and the few entries of
+WIDE_SAMPLE by default, every entry of WIDE with GRAPHJIT_FULL_ZOO=1 (selected() gives the names); other readers
+of ZOO (the compiler's and the GPU's zoo tests, benchmarks/capture.py) don't see WIDE.
 """
 import dataclasses
 import importlib
@@ -438,10 +438,11 @@ ZOO = {
 # --------------------------------------------------------------------------------------------- the wider zoo
 #
 # More transformers architectures, one entry per family or code path not in ZOO above (mixture-of-experts,
-# state-space, more decoders, encoders, encoder-decoders, vision, audio, multimodal). They are not in ZOO:
-# the compiler's and the GPU's zoo tests (tests/compiler/test_zoo_compiled.py, tests/cuda/test_zoo_modes.py)
-# and benchmarks/capture.py iterate ZOO, and these would multiply their time. FULL holds both tables;
-# tests/models/test_zoo.py runs ZOO and WIDE_SAMPLE by default, all of WIDE with GRAPHJIT_FULL_ZOO=1.
+# state-space, more decoders, encoders, encoder-decoders, vision, audio, multimodal, time series). They are
+# not in ZOO: the compiler's and the GPU's zoo tests (tests/compiler/test_zoo_compiled.py,
+# tests/cuda/test_zoo_modes.py) and benchmarks/capture.py iterate ZOO, and these would multiply their time.
+# FULL holds both tables; tests/models/test_zoo.py runs ZOO and WIDE_SAMPLE by default, all of WIDE with
+# GRAPHJIT_FULL_ZOO=1.
 
 def _decoder(config_name, **kwargs):
     """A decoder-only config: 2 layers, hidden 32, 4 heads, vocabulary 99, ids 0/1/2 for pad/bos/eos."""
@@ -618,12 +619,228 @@ def mamba_inputs():
     return {"input_ids": token_ids()}
 
 
+# ---- more of the wider zoo: decoders, encoders, encoder-decoders, vision, audio, multimodal, time series
+
+gemma3_config = _llama_like("Gemma3TextConfig", head_dim=8, query_pre_attn_scalar=8, sliding_window=8,
+                            layer_types=["sliding_attention", "full_attention"])
+qwen3_moe_config = _llama_like("Qwen3MoeConfig", head_dim=8, num_experts=4, num_experts_per_tok=2,
+                               moe_intermediate_size=32, norm_topk_prob=True)
+olmo_config = _llama_like("OlmoConfig", clip_qkv=0.5)
+olmoe_config = _llama_like("OlmoeConfig", num_experts=4, num_experts_per_tok=2)
+phimoe_config = _llama_like("PhimoeConfig", num_local_experts=4, num_experts_per_tok=2)
+nemotron_config = _llama_like("NemotronConfig")
+glm_config = _llama_like("GlmConfig", head_dim=8)
+helium_config = _llama_like("HeliumConfig", head_dim=8)
+persimmon_config = _decoder("PersimmonConfig", num_hidden_layers=LAYERS, hidden_size=HIDDEN, num_attention_heads=HEADS,
+                            intermediate_size=FFN, max_position_embeddings=64, qk_layernorm=True)
+
+
+def xglm_config():
+    return _hf("XGLMConfig", vocab_size=VOCAB, num_layers=LAYERS, d_model=HIDDEN, attention_heads=HEADS, ffn_dim=FFN,
+               max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+
+
+mpt_config = _decoder("MptConfig", n_layers=LAYERS, d_model=HIDDEN, n_heads=HEADS, expansion_ratio=2, max_seq_len=64,
+                      attn_config={"alibi": True, "alibi_bias_max": 8, "clip_qkv": 4.0})
+jamba_config = _decoder("JambaConfig", **_LLAMA_SIZES, num_experts=4, num_experts_per_tok=2, expert_layer_period=2,
+                        expert_layer_offset=1, attn_layer_period=2, attn_layer_offset=1, mamba_d_state=8,
+                        mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4)
+falcon_mamba_config = _decoder("FalconMambaConfig", hidden_size=HIDDEN, state_size=8, num_hidden_layers=LAYERS,
+                               expand=2, conv_kernel=4, time_step_rank=4)
+
+xlm_roberta_config = _encoder("XLMRobertaConfig", pad_token_id=1, bos_token_id=0, eos_token_id=2)
+megatron_bert_config = _encoder("MegatronBertConfig")
+roformer_config = _encoder("RoFormerConfig", embedding_size=HIDDEN)
+convbert_config = _encoder("ConvBertConfig", embedding_size=HIDDEN, head_ratio=2, conv_kernel_size=3, num_groups=2)
+squeezebert_config = _encoder("SqueezeBertConfig", embedding_size=HIDDEN, q_groups=2, k_groups=2, v_groups=2,
+                              post_attention_groups=2, intermediate_groups=4, output_groups=4)
+mobilebert_config = _encoder("MobileBertConfig", embedding_size=16, intra_bottleneck_size=16,
+                             num_feedforward_networks=2, normalization_type="no_norm")
+deberta_config = _encoder("DebertaConfig", relative_attention=True, max_relative_positions=16,
+                          pos_att_type=["p2c", "c2p"])
+longformer_config = _encoder("LongformerConfig", pad_token_id=1, attention_window=4, bos_token_id=0, eos_token_id=2,
+                             sep_token_id=2)
+big_bird_config = _encoder("BigBirdConfig", attention_type="block_sparse", block_size=1, num_random_blocks=1)
+rembert_config = _encoder("RemBertConfig", input_embedding_size=16, output_embedding_size=16)
+esm_config = _encoder("EsmConfig", pad_token_id=1, mask_token_id=VOCAB - 1, position_embedding_type="rotary",
+                      token_dropout=True, emb_layer_norm_before=False)
+layoutlm_config = _encoder("LayoutLMConfig", max_2d_position_embeddings=64)
+
+
+def funnel_config():
+    return _hf("FunnelConfig", vocab_size=VOCAB, block_sizes=[1, 1], num_decoder_layers=1, d_model=HIDDEN, n_head=HEADS,
+               d_head=HIDDEN // HEADS, d_inner=FFN, max_position_embeddings=64, pad_token_id=0)
+
+
+def canine_config():
+    return _hf("CanineConfig", num_hidden_layers=LAYERS, hidden_size=HIDDEN, num_attention_heads=HEADS,
+               intermediate_size=FFN, max_position_embeddings=64, downsampling_rate=4, upsampling_kernel_size=4,
+               num_hash_functions=4, num_hash_buckets=64, local_transformer_stride=4, bos_token_id=1, eos_token_id=2)
+
+
+def xlnet_config():
+    return _hf("XLNetConfig", vocab_size=VOCAB, d_model=HIDDEN, n_layer=LAYERS, n_head=HEADS, d_inner=FFN, mem_len=8,
+               pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def layoutlm_inputs():
+    """encoder_inputs plus a box per token: (x0, y0, x1, y1) with x0 <= x1, y0 <= y1, all below 64."""
+    corners = torch.randint(0, 32, (BATCH, SEQ, 2))
+    sizes = torch.randint(0, 32, (BATCH, SEQ, 2))
+    return {**encoder_inputs(token_types=True)(), "bbox": torch.cat([corners, corners + sizes], -1)}
+
+
+def _t5_like(config_name, **kwargs):
+    def config():
+        return _hf(config_name, num_layers=LAYERS, num_decoder_layers=LAYERS, d_model=HIDDEN, d_kv=HIDDEN // HEADS,
+                   d_ff=FFN, num_heads=HEADS, vocab_size=VOCAB, relative_attention_num_buckets=8,
+                   relative_attention_max_distance=16, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+                   **kwargs)
+    return config
+
+
+mt5_config = _t5_like("MT5Config", feed_forward_proj="gated-gelu", tie_word_embeddings=False)
+umt5_config = _t5_like("UMT5Config", feed_forward_proj="gated-gelu")
+switch_transformers_config = _t5_like("SwitchTransformersConfig", num_sparse_encoder_layers=1,
+                                      num_sparse_decoder_layers=1, num_experts=4, expert_capacity=8)
+m2m100_config = _bart_like("M2M100Config", bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+blenderbot_config = _bart_like("BlenderbotConfig", pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                               decoder_start_token_id=1, forced_eos_token_id=None)
+blenderbot_small_config = _bart_like("BlenderbotSmallConfig", pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                     decoder_start_token_id=1, forced_eos_token_id=None)
+plbart_config = _bart_like("PLBartConfig", bos_token_id=0, eos_token_id=2, forced_eos_token_id=None)
+
+
+def led_config():
+    return _hf("LEDConfig", encoder_layers=LAYERS, decoder_layers=LAYERS, d_model=HIDDEN, encoder_attention_heads=HEADS,
+               decoder_attention_heads=HEADS, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN, vocab_size=VOCAB,
+               max_encoder_position_embeddings=64, max_decoder_position_embeddings=64, attention_window=4,
+               pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+
+
+def prophetnet_config():
+    return _hf("ProphetNetConfig", vocab_size=VOCAB, hidden_size=HIDDEN, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN,
+               num_encoder_layers=LAYERS, num_decoder_layers=LAYERS, num_encoder_attention_heads=HEADS,
+               num_decoder_attention_heads=HEADS, max_position_embeddings=64, ngram=2, num_buckets=8,
+               relative_max_distance=16, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def fsmt_config():
+    return _hf("FSMTConfig", langs=["en", "de"], src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, d_model=HIDDEN,
+               encoder_layers=LAYERS, decoder_layers=LAYERS, encoder_attention_heads=HEADS,
+               decoder_attention_heads=HEADS, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN, max_position_embeddings=64,
+               pad_token_id=1, bos_token_id=0, eos_token_id=2, forced_eos_token_id=None)
+
+
+vit_mae_config = _vision("ViTMAEConfig", **_VIT_SIZES, mask_ratio=0.75)
+yolos_config = _vision("YolosConfig", **{**_VIT_SIZES, "image_size": [16, 16]}, num_detection_tokens=5, num_labels=5)
+data2vec_vision_config = _vision("Data2VecVisionConfig", **_VIT_SIZES, use_shared_relative_position_bias=True,
+                                 use_mean_pooling=True, drop_path_rate=0.0)
+swinv2_config = _vision("Swinv2Config", image_size=16, patch_size=2, num_channels=3, embed_dim=16, depths=[2, 1],
+                        num_heads=[2, 2], window_size=4, drop_path_rate=0.0, num_labels=10)
+convnextv2_config = _vision("ConvNextV2Config", num_channels=3, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1],
+                            num_labels=10)
+# width 0.05: every conv 8 channels wide (the divisor), the top conv 1280 * 0.05 = 64 = hidden_dim
+_EFFICIENTNET_SIZES = dict(image_size=32, width_coefficient=0.05, depth_coefficient=0.5, kernel_sizes=[3, 5],
+                           in_channels=[32, 16], out_channels=[16, 24], strides=[1, 2], num_block_repeats=[1, 2],
+                           expand_ratios=[1, 6], hidden_dim=64, drop_connect_rate=0.0)
+efficientnet_config = _vision("EfficientNetConfig", **_EFFICIENTNET_SIZES, num_labels=10)
+regnet_config = _vision("RegNetConfig", num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                        groups_width=4, num_labels=10)
+mobilenet_v2_config = _vision("MobileNetV2Config", num_channels=3, image_size=32, depth_multiplier=0.25,
+                              num_labels=10)
+levit_config = _vision("LevitConfig", image_size=64, num_channels=3, patch_size=16, hidden_sizes=[16, 32, 48],
+                       num_attention_heads=[2, 2, 2], depths=[1, 1, 1], key_dim=[8, 8, 8], mlp_ratio=[2, 2, 2],
+                       attention_ratio=[2, 2, 2], num_labels=10)
+pvt_config = _vision("PvtConfig", image_size=32, num_channels=3, num_encoder_blocks=2, depths=[1, 1],
+                     sequence_reduction_ratios=[2, 1], hidden_sizes=[16, 32], patch_sizes=[4, 2], strides=[4, 2],
+                     num_attention_heads=[1, 2], mlp_ratios=[2, 2], num_labels=10)
+poolformer_config = _vision("PoolFormerConfig", num_channels=3, num_encoder_blocks=2, depths=[1, 1],
+                            hidden_sizes=[8, 16], patch_sizes=[7, 3], strides=[4, 2], padding=[2, 1], num_labels=10)
+bit_config = _vision("BitConfig", num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+                     num_groups=2, global_padding="SAME", layer_type="bottleneck", num_labels=10)
+
+
+def vit_mae_inputs():
+    """An image and the noise whose argsort picks the kept patches (random masking made deterministic)."""
+    return {**image_inputs()(), "noise": torch.rand(BATCH, 16)}
+
+
+hubert_config = _vision("HubertConfig", **_WAV2VEC2_SIZES, feat_extract_norm="layer", do_stable_layer_norm=True)
+wavlm_config = _vision("WavLMConfig", **_WAV2VEC2_SIZES, num_buckets=16, max_bucket_distance=32)
+sew_config = _vision("SEWConfig", **_WAV2VEC2_SIZES, squeeze_factor=2)
+data2vec_audio_config = _vision("Data2VecAudioConfig", **{**_WAV2VEC2_SIZES, "num_conv_pos_embeddings": 5},
+                                conv_pos_kernel_size=5)
+ast_config = _vision("ASTConfig", hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                     intermediate_size=FFN, patch_size=4, frequency_stride=4, time_stride=4, max_length=32,
+                     num_mel_bins=16, num_labels=5)
+
+
+def ast_inputs():
+    return {"input_values": torch.randn(BATCH, 32, 16)}
+
+
+def _two_towers(config_name, text, vision, **kwargs):
+    """A text-and-vision config from the two sub-configs' keyword arguments."""
+    def config():
+        return _hf(config_name, text_config=text, vision_config=vision, **kwargs)
+    return config
+
+
+_TEXT_TOWER = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=LAYERS,
+                   num_attention_heads=HEADS, max_position_embeddings=32, pad_token_id=0, bos_token_id=1,
+                   eos_token_id=2)
+_VISION_TOWER = dict(image_size=16, patch_size=4, num_channels=3, hidden_size=HIDDEN, intermediate_size=FFN,
+                     num_hidden_layers=LAYERS, num_attention_heads=HEADS)
+
+blip_config = _two_towers("BlipConfig", {**_TEXT_TOWER, "sep_token_id": 2}, _VISION_TOWER, projection_dim=16,
+                          image_text_hidden_size=16)
+owlvit_config = _two_towers("OwlViTConfig", {**_TEXT_TOWER, "max_position_embeddings": 16}, _VISION_TOWER,
+                            projection_dim=16)
+groupvit_config = _two_towers("GroupViTConfig", {**_TEXT_TOWER, "pad_token_id": 1},
+                              {**_VISION_TOWER, "num_hidden_layers": 3, "depths": [1, 1, 1],
+                               "num_group_tokens": [4, 2, 0], "num_output_groups": [4, 2, 2]},
+                              projection_dim=16, projection_intermediate_dim=32)
+align_config = _two_towers("AlignConfig", _TEXT_TOWER, _EFFICIENTNET_SIZES, projection_dim=8)   # image embeddings: the last block's 8 channels
+
+
+def text_image_inputs(size=16):
+    return lambda: {**encoder_inputs()(), **image_inputs(size)()}
+
+
+patchtst_config = _vision("PatchTSTConfig", num_input_channels=2, context_length=32, patch_length=8, patch_stride=8,
+                          num_hidden_layers=LAYERS, d_model=HIDDEN, num_attention_heads=HEADS, ffn_dim=FFN)
+informer_config = _vision("InformerConfig", prediction_length=4, context_length=8, lags_sequence=[1, 2, 3],
+                          num_time_features=1, d_model=HIDDEN, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN,
+                          encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_layers=LAYERS,
+                          decoder_layers=LAYERS)
+
+
+def patchtst_inputs():
+    return {"past_values": torch.randn(BATCH, 32, 2)}
+
+
+def informer_inputs():
+    """11 past steps (context 8 plus the largest lag 3) with one time feature, 4 future steps, 2 unobserved."""
+    observed = torch.ones(BATCH, 11)
+    observed[1, :2] = 0
+    return {"past_values": torch.randn(BATCH, 11), "past_time_features": torch.randn(BATCH, 11, 1),
+            "past_observed_mask": observed, "future_values": torch.randn(BATCH, 4),
+            "future_time_features": torch.randn(BATCH, 4, 1)}
+
+
 WIDE = {
     # ---- mixture of experts
     "mixtral": _hf_spec("MixtralForCausalLM", mixtral_config, causal_lm_inputs(),
                         "top-2 of 4 experts: router softmax/topk, tokens sorted by expert into grouped matmuls"),
     "qwen2-moe": _hf_spec("Qwen2MoeForCausalLM", qwen2_moe_config, causal_lm_inputs(),
                           "experts plus a gated shared expert"),
+    "qwen3-moe": _hf_spec("Qwen3MoeForCausalLM", qwen3_moe_config, causal_lm_inputs(),
+                          "top-2 of 4 experts with renormalised top-k weights, q/k RMSNorm"),
+    "olmoe": _hf_spec("OlmoeForCausalLM", olmoe_config, causal_lm_inputs(),
+                      "top-2 of 4 experts without renormalisation, q/k RMSNorm over the whole projection"),
+    "phimoe": _hf_spec("PhimoeForCausalLM", phimoe_config, causal_lm_inputs(),
+                       "sparsemixer routing (masked top-1 twice), LayerNorm"),
     # ---- state-space and recurrent
     "mamba": _hf_spec("MambaForCausalLM", mamba_config, mamba_inputs,
                       "selective scan in plain torch (no CUDA kernels): a Python loop over the sequence"),
@@ -631,6 +848,10 @@ WIDE = {
                        "SSD chunked scan (chunk 8, sequence 12: padded to chunks), gated RMSNorm"),
     "recurrent-gemma": _hf_spec("RecurrentGemmaForCausalLM", recurrent_gemma_config, mamba_inputs,
                                 "RG-LRU recurrent block, conv1d, then local attention"),
+    "falcon-mamba": _hf_spec("FalconMambaForCausalLM", falcon_mamba_config, mamba_inputs,
+                             "Mamba with RMS-normalised B, C and dt inside the selective scan"),
+    "jamba": _hf_spec("JambaForCausalLM", jamba_config, causal_lm_plain_inputs(),
+                      "hybrid: a Mamba layer then an attention layer, experts every other layer"),
     # ---- decoder-only LMs
     "falcon": _hf_spec("FalconForCausalLM", falcon_config, causal_lm_inputs(),
                        "multi-query attention, parallel attention/MLP, rotary"),
@@ -656,6 +877,22 @@ WIDE = {
                            "biased projections, sliding window 8, GELU MLP"),
     "granite": _hf_spec("GraniteForCausalLM", granite_config, causal_lm_inputs(),
                         "embedding/residual/attention multipliers, logits scaling"),
+    "gemma3-text": _hf_spec("Gemma3ForCausalLM", gemma3_config, causal_lm_inputs(),
+                            "sliding and global layers with separate rotary tables, q/k norm, scaled embeddings"),
+    "olmo": _hf_spec("OlmoForCausalLM", olmo_config, causal_lm_inputs(),
+                     "LayerNorm without parameters, q/k/v clamped to clip_qkv"),
+    "persimmon": _hf_spec("PersimmonForCausalLM", persimmon_config, causal_lm_inputs(),
+                          "fused qkv, q/k LayerNorm, partial rotary, squared-ReLU MLP"),
+    "nemotron": _hf_spec("NemotronForCausalLM", nemotron_config, causal_lm_inputs(),
+                         "LayerNorm1P ((1 + weight) LayerNorm), partial rotary, squared-ReLU MLP"),
+    "glm": _hf_spec("GlmForCausalLM", glm_config, causal_lm_inputs(),
+                    "interleaved partial rotary (half the head dim), fused gate_up MLP"),
+    "helium": _hf_spec("HeliumForCausalLM", helium_config, causal_lm_inputs(),
+                       "Llama-style decoder with interleaved rotary"),
+    "xglm": _hf_spec("XGLMForCausalLM", xglm_config, causal_lm_inputs(pad_id=1),
+                     "sinusoidal positions offset past the padding index, scaled embeddings"),
+    "mpt": _hf_spec("MptForCausalLM", mpt_config, causal_lm_plain_inputs(),
+                    "ALiBi bias, fused Wqkv clamped to clip_qkv, no biases"),
     # ---- encoders
     "albert": _hf_spec("AlbertModel", albert_config, encoder_inputs(token_types=True),
                        "factorised embeddings (16 -> 32), one layer's weights shared by both layers"),
@@ -666,6 +903,36 @@ WIDE = {
     "mpnet": _hf_spec("MPNetModel", mpnet_config, encoder_inputs(pad_id=1), "relative position bias buckets"),
     "modernbert": _hf_spec("ModernBertModel", modernbert_config, encoder_inputs(),
                            "rotary, GeGLU, alternating local (window 8) and global attention"),
+    "xlm-roberta": _hf_spec("XLMRobertaModel", xlm_roberta_config, encoder_inputs(pad_id=1),
+                            "RoBERTa's layers under XLM-R's classes, positions from input_ids != padding_idx"),
+    "megatron-bert": _hf_spec("MegatronBertModel", megatron_bert_config, encoder_inputs(token_types=True),
+                              "pre-LayerNorm BERT with a final LayerNorm"),
+    "roformer": _hf_spec("RoFormerModel", roformer_config, encoder_inputs(token_types=True),
+                         "sinusoidal rotary position embedding applied to q and k in a BERT encoder"),
+    "convbert": _hf_spec("ConvBertModel", convbert_config, encoder_inputs(token_types=True),
+                         "span-based dynamic convolution heads beside self-attention (head_ratio 2), grouped FFN"),
+    "squeezebert": _hf_spec("SqueezeBertModel", squeezebert_config, encoder_inputs(token_types=True),
+                            "grouped 1x1 conv1d in place of the linear layers, channels-first layout"),
+    "funnel": _hf_spec("FunnelModel", funnel_config, encoder_inputs(token_types=True),
+                       "sequence mean-pooled between blocks, relative-shift attention, upsampling decoder"),
+    "mobilebert": _hf_spec("MobileBertModel", mobilebert_config, encoder_inputs(token_types=True),
+                           "trigram input embedding, bottlenecks, stacked FFNs, NoNorm"),
+    "deberta": _hf_spec("DebertaModel", deberta_config, encoder_inputs(),
+                        "DeBERTa v1: disentangled attention with linear relative positions, fused in_proj"),
+    "longformer": _hf_spec("LongformerModel", longformer_config, encoder_inputs(pad_id=1),
+                           "sliding-window (4) attention by chunked diagonals, padding to the window"),
+    "big-bird": _hf_spec("BigBirdModel", big_bird_config, encoder_inputs(),
+                         "block-sparse attention (blocks of 1 token): global, sliding and random (eval: fixed) blocks"),
+    "rembert": _hf_spec("RemBertModel", rembert_config, encoder_inputs(token_types=True),
+                        "decoupled input embedding (16) projected to the hidden size"),
+    "esm": _hf_spec("EsmModel", esm_config, encoder_inputs(pad_id=1),
+                    "rotary positions, token dropout rescaling by the observed mask ratio"),
+    "canine": _hf_spec("CanineModel", canine_config, encoder_inputs(),
+                       "hashed character embeddings, local attention, strided conv downsampling and upsampling"),
+    "layoutlm": _hf_spec("LayoutLMModel", layoutlm_config, layoutlm_inputs,
+                         "2-D position embeddings of each token's bounding box"),
+    "xlnet": _hf_spec("XLNetModel", xlnet_config, encoder_inputs(token_types=True),
+                      "relative attention with segment encodings, memories returned"),
     # ---- encoder-decoders
     "mbart": _hf_spec("MBartForConditionalGeneration", mbart_config, seq2seq_inputs(pad_id=1),
                       "pre-norm BART with final layer norms"),
@@ -675,6 +942,27 @@ WIDE = {
                        "sinusoidal positions, final_logits_bias buffer"),
     "longt5": _hf_spec("LongT5ForConditionalGeneration", longt5_config, seq2seq_inputs(pad_id=0),
                        "transient-global encoder attention: blocks of local radius 4, global block sums"),
+    "mt5": _hf_spec("MT5ForConditionalGeneration", mt5_config, seq2seq_inputs(pad_id=0),
+                    "T5 with gated-GELU FFN and an untied lm head"),
+    "umt5": _hf_spec("UMT5ForConditionalGeneration", umt5_config, seq2seq_inputs(pad_id=0),
+                     "T5 with a relative position bias in every layer"),
+    "switch-transformers": _hf_spec("SwitchTransformersForConditionalGeneration", switch_transformers_config,
+                                    seq2seq_inputs(pad_id=0),
+                                    "top-1 routing to 4 experts with capacity 8 (overflowing tokens dropped)"),
+    "led": _hf_spec("LEDForConditionalGeneration", led_config, seq2seq_inputs(pad_id=1),
+                    "Longformer sliding-window encoder attention in a BART-style encoder-decoder"),
+    "m2m100": _hf_spec("M2M100ForConditionalGeneration", m2m100_config, seq2seq_inputs(pad_id=1),
+                       "sinusoidal positions from input_ids != padding_idx, pre-norm"),
+    "blenderbot": _hf_spec("BlenderbotForConditionalGeneration", blenderbot_config, seq2seq_inputs(pad_id=0),
+                           "pre-norm encoder-decoder with learned positions and final layer norms"),
+    "blenderbot-small": _hf_spec("BlenderbotSmallForConditionalGeneration", blenderbot_small_config,
+                                 seq2seq_inputs(pad_id=0), "post-norm, LayerNorm on the embeddings"),
+    "plbart": _hf_spec("PLBartForConditionalGeneration", plbart_config, seq2seq_inputs(pad_id=1),
+                       "BART with learned positions offset by 2, scaled embeddings"),
+    "prophetnet": _hf_spec("ProphetNetForConditionalGeneration", prophetnet_config, seq2seq_inputs(pad_id=0),
+                           "n-gram (2) predicting decoder: main and predict streams, relative buckets"),
+    "fsmt": _hf_spec("FSMTForConditionalGeneration", fsmt_config, seq2seq_inputs(pad_id=1),
+                     "fairseq transformer: separate source and target vocabularies, sinusoidal positions"),
     # ---- vision
     "deit": _hf_spec("DeiTForImageClassification", deit_config, image_inputs(), "CLS and distillation tokens"),
     "beit": _hf_spec("BeitForImageClassification", beit_config, image_inputs(),
@@ -691,17 +979,64 @@ WIDE = {
                           "overlapping patch embeds, spatial-reduction attention, upsampled MLP decode head"),
     "mobilevit": _hf_spec("MobileViTForImageClassification", mobilevit_config, image_inputs(size=32),
                           "inverted residuals, unfold into patches, transformer, fold back"),
+    "vit-mae": _hf_spec("ViTMAEModel", vit_mae_config, vit_mae_inputs,
+                        "random masking of 75% of the patches: argsort of the noise, gather, restore ids"),
+    "yolos": _hf_spec("YolosForObjectDetection", yolos_config, image_inputs(),
+                      "detection tokens, mid-layer position embeddings, box and class MLP heads"),
+    "data2vec-vision": _hf_spec("Data2VecVisionModel", data2vec_vision_config, image_inputs(),
+                                "BEiT-style encoder with one relative position bias shared by all layers"),
+    "swinv2": _hf_spec("Swinv2ForImageClassification", swinv2_config, image_inputs(),
+                       "cosine attention with a learned scale, continuous position bias MLP, post-norm"),
+    "convnextv2": _hf_spec("ConvNextV2ForImageClassification", convnextv2_config, image_inputs(size=32),
+                           "global response normalisation in each block"),
+    "efficientnet": _hf_spec("EfficientNetForImageClassification", efficientnet_config, image_inputs(size=32),
+                             "MBConv blocks: depthwise convs, squeeze-excitation, BatchNorm"),
+    "regnet": _hf_spec("RegNetForImageClassification", regnet_config, image_inputs(size=32),
+                       "grouped convs, squeeze-excitation (RegNetY)"),
+    "mobilenet-v2": _hf_spec("MobileNetV2ForImageClassification", mobilenet_v2_config, image_inputs(size=32),
+                             "inverted residuals, TensorFlow-style dynamic padding, ReLU6"),
+    "levit": _hf_spec("LevitForImageClassification", levit_config, image_inputs(size=64),
+                      "conv stem, attention biases gathered by index (cached per device in eval), distillation head"),
+    "pvt": _hf_spec("PvtForImageClassification", pvt_config, image_inputs(size=32),
+                    "pyramid stages, spatial-reduction attention, position embeddings per stage"),
+    "poolformer": _hf_spec("PoolFormerForImageClassification", poolformer_config, image_inputs(size=32),
+                           "average pooling as the token mixer, GroupNorm, layer scale"),
+    "bit": _hf_spec("BitForImageClassification", bit_config, image_inputs(size=32),
+                    "weight-standardised convs, GroupNorm, dynamic SAME padding"),
     # ---- audio
     "wav2vec2": _hf_spec("Wav2Vec2Model", wav2vec2_config, audio_inputs,
                          "conv feature encoder on raw audio, grouped conv positional embedding"),
     "speech2text": _hf_spec("Speech2TextForConditionalGeneration", speech2text_config, speech2text_inputs,
                             "conv1d subsampler with GLU, sinusoidal positions, encoder-decoder"),
+    "hubert": _hf_spec("HubertModel", hubert_config, audio_inputs,
+                       "stable layer norm variant: LayerNorm conv feature encoder, pre-norm transformer"),
+    "wavlm": _hf_spec("WavLMModel", wavlm_config, audio_inputs,
+                      "gated relative position bias (buckets), computed in the first layer and reused"),
+    "sew": _hf_spec("SEWModel", sew_config, audio_inputs,
+                    "sequence squeezed (pooled by 2) before the transformer, upsampled after"),
+    "data2vec-audio": _hf_spec("Data2VecAudioModel", data2vec_audio_config, audio_inputs,
+                               "positional embedding of stacked conv layers with LayerNorm"),
+    "ast": _hf_spec("ASTForAudioClassification", ast_config, ast_inputs,
+                    "spectrogram patches (overlapping strides), CLS and distillation tokens"),
     # ---- multimodal
     "siglip": _hf_spec("SiglipModel", siglip_config,
                        lambda: {"input_ids": token_ids(), **image_inputs()()},
                        "text and vision towers, attention-pooling head, sigmoid logits"),
     "llava": _hf_spec("LlavaForConditionalGeneration", llava_config, llava_inputs,
                       "CLIP vision tower, projector, image features scattered into the text embeddings"),
+    "blip": _hf_spec("BlipModel", blip_config, text_image_inputs(),
+                     "BERT-style text encoder and ViT, contrastive logits"),
+    "owlvit": _hf_spec("OwlViTModel", owlvit_config, text_image_inputs(),
+                       "CLIP-style towers, text pooled at the argmax token"),
+    "groupvit": _hf_spec("GroupViTModel", groupvit_config, text_image_inputs(),
+                         "group tokens assigned by hard Gumbel-softmax (eval: argmax) between vision stages"),
+    "align": _hf_spec("AlignModel", align_config, text_image_inputs(size=32),
+                      "EfficientNet vision tower and BERT text tower, temperature-scaled logits"),
+    # ---- time series
+    "patchtst": _hf_spec("PatchTSTModel", patchtst_config, patchtst_inputs,
+                         "std scaling, unfold into patches per channel, BatchNorm transformer"),
+    "informer": _hf_spec("InformerModel", informer_config, informer_inputs,
+                         "ProbSparse attention (random key sample, top-u queries), distilling convs, lag features"),
 }
 
 FULL = {**ZOO, **WIDE}
