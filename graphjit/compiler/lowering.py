@@ -98,9 +98,13 @@ def size_value(expr):
     return ops.constant(int(expr), torch.int64) if expr.is_Integer else ops.index_expr(expr, torch.int64)
 
 
+_RUNTIME_CHECKS = (aten._assert_async.msg, aten._assert_async.default)
+
+
 def out_meta():
-    """The fake tensor (or tuple of them) that the node being lowered produces."""
-    return _current[-1].meta["val"]
+    """The fake tensor (or tuple of them) that the node being lowered produces (None for a node that
+    returns nothing: a runtime check)."""
+    return _current[-1].meta.get("val")
 
 
 class Lowering(torch.fx.Interpreter):
@@ -184,6 +188,10 @@ class Lowering(torch.fx.Interpreter):
                                  "should not have")
             self._input_writes.append((_current[-1], args, kwargs))
             return args[0]
+        if target in _RUNTIME_CHECKS:
+            # a check a decomposition adds where sizes are symbolic (one_hot's `all(x >= 0)`): ATen's op
+            # raises eager's error; it returns nothing, so nothing fuses with it
+            return self._extern(target, args, kwargs, "extern op")
         empty = _without_elements(out_meta())
         if empty is not None:
             return empty

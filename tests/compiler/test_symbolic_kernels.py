@@ -428,3 +428,34 @@ def test_a_slice_of_a_tensor_written_by_copy_is_returned(backend):
         v.copy_(x.flip(0))
         return v[:-1]
     run_writes(f, lambda n: (torch.randn(n, 3),), SIZES)
+
+
+def one_hot_routed(hidden):
+    mask = torch.nn.functional.one_hot(torch.argmax(hidden, dim=-1), num_classes=4)
+    return mask * (torch.cumsum(mask, dim=-2) <= 8)
+
+
+def one_hot_of(idx):
+    return torch.nn.functional.one_hot(idx, num_classes=4) * 2
+
+
+def test_one_hot_with_a_symbolic_size_keeps_its_runtime_checks():
+    """With symbolic sizes one_hot's decomposition checks its classes at run time (aten._assert_async.msg, a
+    node returning nothing): the graph recompiled for a second size compiles (it ran eagerly: lowering read
+    the check's missing value; a router run on an encoder's and a decoder's lengths, SwitchTransformers),
+    and runs those checks as ATen calls, so a bad class raises as eager's does."""
+    import warnings
+    cases = ((one_hot_routed, lambda n: (torch.randn(2, n, 4),)), (one_hot_of, lambda n: (torch.arange(n) % 4,)))
+    for fn, make in cases:
+        counter = CompileCounter(graphjit_backend)
+        compiled = graphjit.compile(fn, backend=counter)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in (12, 7, 9):
+                args = make(n)
+                torch.testing.assert_close(compiled(*args), fn(*args))
+        assert not [str(w.message) for w in caught if "failed" in str(w.message)]
+        assert counter.frame_count == 2 and len(counter.compiled_functions()) == 2
+    for bad in ([1, -1, 2, 0, 1, 2], [0, 4, 1, 2, 3, 1]):
+        with pytest.raises(RuntimeError, match="Class values must be"):
+            compiled(torch.tensor(bad))

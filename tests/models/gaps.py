@@ -103,14 +103,7 @@ BACKWARD_GAPS = {}
 
 # Gaps of graphjit's compiler on the wider zoo (tests/models/test_zoo_wide_compiled.py): a graph that fails to
 # compile runs eagerly (results still eager's), which that test counts as a failure.
-COMPILED_GAPS = {
-    "switch-transformers": (
-        "The router's graph recompiled for the decoder's 7 tokens (a dynamic size; the encoder's 12 compile):"
-        " one_hot's decomposition checks its input with aten._assert_async.msg ('one_hot: Class values must be"
-        " non-negative.'), a node without meta['val'], and lowering reads it (graphjit/compiler/lowering.py,"
-        " Lowering.call_function -> out_meta): 'graphjit compiler failed (RuntimeError: val ...); running this"
-        " graph eagerly'. A function of one_hot called with two sequence lengths fails so."),
-}
+COMPILED_GAPS = {}
 
 # generate() through a compiled forward (tests/models/test_generate.py), by zoo entry.
 GENERATE_GAPS = {}

@@ -494,7 +494,7 @@ class UserObjectVariable(ObjectLikeVariable):
                 tx.guards.note_attribute(self.source, self.value, name, _MISSING)
                 raise AttributeMissing(str(e))
             tx.guards.note_attribute(self.source, self.value, name, value)
-            if type(value) in (list, dict, set) and _is_data_descriptor(_class_lookup(self.cls, name)) and \
+            if type(value) in (list, dict, set) and _computes(_class_lookup(self.cls, name)) and \
                     name not in _instance_dict(self.value):
                 return _computed_container(tx, AttrSource(self.source, name), value)
             return wrap(tx, value, AttrSource(self.source, name))
@@ -805,6 +805,13 @@ def _descriptor_var(tx, descriptor):
     from ..sources import ObjectSource
     tx.keepalive.append(descriptor)
     return wrap(tx, descriptor, ObjectSource(descriptor))
+
+
+def _computes(descriptor):
+    """Whether a class attribute computes its value in Python on each read: a property, or a descriptor
+    whose __get__ is a Python function (not a C slot such as __dict__'s, which returns the same object)."""
+    return isinstance(descriptor, property) or \
+        isinstance(getattr(type(descriptor), "__get__", None), types.FunctionType)
 
 
 def _computed_container(tx, source, value):
