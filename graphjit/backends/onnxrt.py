@@ -291,6 +291,11 @@ def _np():
     return numpy
 
 
+def _returns_tuple(gm):
+    """Whether gm returns a tuple (or list) of values rather than one value."""
+    return isinstance([n for n in gm.graph.nodes if n.op == "output"][0].args[0], (tuple, list))
+
+
 class Session:
     """gm's forward in an ONNX Runtime session: tensors in as NumPy views, outputs back as tensors. The
     inputs the exported model dropped (unused by the graph) are not passed."""
@@ -308,7 +313,7 @@ class Session:
         self.fallback = None
         from ..compiler.training import output_leaves
         leaves = output_leaves(gm)
-        self.tuple_out = isinstance([n for n in gm.graph.nodes if n.op == "output"][0].args[0], (tuple, list))
+        self.tuple_out = _returns_tuple(gm)
         if len(session.get_outputs()) != len(leaves):
             raise RuntimeError(f"the exported model has {len(session.get_outputs())} outputs, the graph {len(leaves)}")
 
@@ -466,8 +471,7 @@ def _partitioned(gm, example_inputs, options, name, dynamic=False):
     logs.log("onnxrt", f"{name}: partitioned: {len(parts)} parts "
                        f"({', '.join(f'{t}: ' + ('session' if ok else 'as captured') for t, ok in parts)}), "
                        f"in PyTorch: {', '.join(eager_ops)}\n{fused.code}")
-    out = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
-    return Partitioned(fused, isinstance(out, (tuple, list)), parts, eager_ops)
+    return Partitioned(fused, _returns_tuple(gm), parts, eager_ops)
 
 
 def _part_inputs(fused, example_inputs, targets):
