@@ -87,6 +87,7 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
                            f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
         return gm.forward
     traced, detached = _detach_after(gm)
+    traced = _prods_as_eager(traced)
     try:
         with _quiet_meta_failures():
             run = aot_module_simplified(traced, example_inputs, fw_compiler=half("forward"),
@@ -467,6 +468,74 @@ def _detach_after(gm):
     return traced, positions
 
 
+def _prods_as_eager(gm):
+    """gm, with each prod a _ProdAsEager (a new module where there is one). torch's
+    formula for prod's gradient, traced, is the one that is safe for zeros (the product of the other
+    elements); eager's divides the product by each element where the input has no zero, so an infinite
+    element gets NaN there, not the product of the others."""
+    found = [n for n in gm.graph.nodes if _call_name(n) == "prod" and n.op in ("call_function", "call_method")
+             and (n.op == "call_method" or n.target in (torch.prod, torch.Tensor.prod))]
+    found = [n for n in found if _prod_arguments(n) is not None]
+    if not found:
+        return gm
+    graph = torch.fx.Graph()
+    env = {}
+    out = graph.graph_copy(gm.graph, env)
+    graph.output(out)
+    for node in found:
+        new = env[node]
+        x, dim, keepdim = _prod_arguments(node)
+        with graph.inserting_before(new):
+            call = graph.call_function(_ProdAsEager.apply, (env[x], dim, keepdim))
+        call.meta = dict(new.meta)
+        new.replace_all_uses_with(call)
+        graph.erase_node(new)
+    traced = torch.fx.GraphModule(gm, graph)
+    traced.meta.update(gm.meta)
+    return traced
+
+
+def _prod_arguments(node):
+    """(input, dim, keepdim) of a captured prod without a dtype argument; else None."""
+    args, kwargs = list(node.args), dict(node.kwargs)
+    if "input" in kwargs:
+        args.insert(0, kwargs.pop("input"))
+    if not args or not isinstance(args[0], torch.fx.Node) or kwargs.get("dtype") is not None:
+        return None
+    dim = args[1] if len(args) > 1 else kwargs.pop("dim", None)
+    keepdim = args[2] if len(args) > 2 else kwargs.pop("keepdim", False)
+    kwargs.pop("dtype", None)
+    if kwargs or len(args) > 3 or not (dim is None or isinstance(dim, int)) or not isinstance(keepdim, bool):
+        return None
+    return args[0], dim, keepdim
+
+
+class _ProdAsEager(torch.autograd.Function):
+    """x.prod() or x.prod(dim, keepdim), its gradient as eager's kernel computes it: where no element of x
+    is zero, the incoming gradient times the product divided by each element; otherwise torch's formula
+    that is safe for zeros (which is what a trace of prod's gradient always gives)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, keepdim):
+        result = x.prod() if dim is None else x.prod(dim, keepdim)
+        ctx.save_for_backward(x, result)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return result
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, result = ctx.saved_tensors
+        dim, keepdim = ctx.dim, ctx.keepdim
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_()
+            safe, = torch.autograd.grad(leaf.prod() if dim is None else leaf.prod(dim, keepdim), leaf, grad)
+        if x.dim() == 0:
+            return safe, None, None
+        if dim is not None and not keepdim:
+            grad, result = grad.unsqueeze(dim), result.unsqueeze(dim)
+        return torch.where((x == 0).any(), safe, grad * (result / x).conj()), None, None
+
+
 class _Detaching:
     """A compiled training graph whose outputs at `positions` are detached after the call (_detach_after)."""
 
@@ -547,11 +616,37 @@ class _AbsentGradients:
         # compile_half(which, graph, inputs): the boxed compiled half, noted among the graph's halves
         self.name, self.compile_half, self.allowed = name, compile_half, allowed
         self.enabled, self.produced = False, None
+        self.zero_reach = frozenset()
 
     def partition(self, joint, joint_inputs, **kwargs):
         tangents = [n for n in joint.graph.nodes if _is_tangent(n)]
         self.enabled = self.allowed and bool(tangents) and all(_static(n.meta.get("val")) for n in tangents)
+        if self.enabled:
+            self.zero_reach = _zero_reach(joint.graph)
         return _partition(joint, joint_inputs, **kwargs)
+
+
+# ops whose derivative is zero: eager's backward of one hands on a zero tensor, not nothing
+_ZERO_DERIVATIVE = {"sign", "sgn", "floor", "ceil", "round", "trunc"}
+
+
+def _zero_reach(graph):
+    """The `seq_nr`s (autograd's number of a forward op, which its backward formula's nodes carry) of
+    the forward ops a zero gradient from an output of zero derivative reaches: that op and every op it
+    reads from, through the forward part of the joint graph."""
+    dependent = _tangent_dependent(graph)
+    reach, stack = set(), [n for n in graph.nodes if n.op == "call_function" and n not in dependent
+                           and _op_name(n) in _ZERO_DERIVATIVE]
+    seen = set(stack)
+    while stack:
+        node = stack.pop()
+        if node.meta.get("seq_nr") is not None:
+            reach.add(node.meta["seq_nr"])
+        for a in node.all_input_nodes:
+            if a not in seen and a not in dependent:
+                seen.add(a)
+                stack.append(a)
+    return frozenset(reach)
 
 
 def _static(value):
@@ -623,7 +718,7 @@ class _BackwardOfPresent:
                                f"others are filled with zeros")
             return self._filled(missing)
         try:
-            gm, kept = _without_tangents(self.graph, missing)
+            gm, kept = _without_tangents(self.graph, missing, self.absent.zero_reach)
         except _NoZeroFor as e:
             logs.log("fusion", f"{name}: missing output gradients filled with zeros: {e}")
             return self._filled(missing)
@@ -654,7 +749,7 @@ class _NoZeroFor(Exception):
     """_without_tangents needs a zero tensor for a value whose sizes it does not know."""
 
 
-def _without_tangents(gm, missing):
+def _without_tangents(gm, missing, zero_reach=frozenset()):
     """(gm without the placeholders at positions `missing`, the positions it keeps). The missing tangents
     are symbolic zeros: an add or sub of such a zero and a gradient (or a zero tensor a formula made:
     `_makes_zeros`) is that operand, a node whose tangent-dependent operands are all such zeros is itself one (eager
@@ -662,7 +757,9 @@ def _without_tangents(gm, missing):
     node), and any other node mixing a zero
     with a gradient reads a zero tensor of its sizes (as eager's nodes fill one in); an output that is a
     symbolic zero is None (the input gets no gradient), or zeros where a tangent present is one the graph
-    never reads."""
+    never reads. Such a tangent is the output of an op of zero derivative (sgn's): eager hands its zero
+    gradient on, and each formula it reaches runs; a node of such a formula (its forward op's `seq_nr`
+    among zero_reach, _zero_reach's) reads its symbolic zeros as zero tensors."""
     from torch.fx.node import map_arg
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     absent = {placeholders[i] for i in missing}
@@ -689,6 +786,12 @@ def _without_tangents(gm, missing):
         operands = node.all_input_nodes
         unmade = [a for a in operands if a in zero and a not in env]
         if not unmade:
+            env[node] = graph.node_copy(node, env.__getitem__)
+        elif unread and node.meta.get("seq_nr") in zero_reach:
+            # the formula of a forward op an unread output's zero gradient reaches: eager runs it with
+            # that zero (0 * inf is NaN there), so the missing gradients it adds are zeros too
+            for a in unmade:
+                env[a] = _zeros_node(graph, a)
             env[node] = graph.node_copy(node, env.__getitem__)
         elif (other := _gradient_passed(node, zero)) is not None and other in env and \
                 (other in dependent or _makes_zeros(other)):

@@ -790,3 +790,29 @@ def test_elu_gradient_at_a_nan_input(alpha):
         want, got = _gradients_of(f, x, weights), _gradients_of(compiled, x, weights)
         torch.testing.assert_close(got, want, equal_nan=True)
         assert got[1, 2].isnan()
+
+
+def prods(x, y):
+    return x.prod(), torch.prod(y, 1), y.prod(dim=0, keepdim=True), y.long().prod(1)
+
+
+@pytest.mark.parametrize("values", [[float("-inf"), 1.5, 2.0], [0.0, 2.0, 3.0], [3.0, 2.0, -0.5]])
+def test_prod_gradient_divides_as_eager_where_no_element_is_zero(values):
+    """Eager's prod gradient is the product divided by each element where the input has no zero (NaN at an
+    infinite element: inf / inf), and the product of the others otherwise; a traced gradient is always the
+    latter (grad fuzz 13801144, 14600055, 14600855)."""
+    counter = CompileCounter("graphjit")
+    compiled = graphjit.compile(prods, backend=counter)
+    for call in range(2):
+        grads = []
+        for fn in (prods, compiled):
+            x = torch.tensor(values, requires_grad=True)
+            y = torch.tensor([values, [1.5, float("inf"), 2.0 + call]], requires_grad=True)
+            outs = fn(x, y)
+            assert outs[3].dtype == torch.int64 and not outs[3].requires_grad
+            grads.append(torch.autograd.grad(outs[0] * 3 + outs[1].sum() * 2 + outs[2].sum(), (x, y)))
+        for want, got in zip(*grads):
+            torch.testing.assert_close(got, want, equal_nan=True)
+    assert counter.frame_count == 1 and not counter.ran_as_captured()
+    if values[0] == float("-inf"):
+        assert grads[0][0][0].isnan()

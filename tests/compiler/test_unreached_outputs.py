@@ -198,6 +198,26 @@ def test_an_output_of_zero_derivative_reached_alone():
     assert counter.frame_count == 1
 
 
+def sgn_of_addcdiv_beside_exp(x):
+    v = torch.addcdiv(x, x, x, value=2)
+    return v.sgn(), (v * 1000).exp()
+
+
+def test_a_zero_gradient_meets_an_infinity_in_the_formula_it_reaches():
+    # the loss reaches sgn only: eager hands sgn's zero gradient to addcdiv's formula, which multiplies it
+    # by x / x**2, NaN at x = -inf; exp's formula, unreached, does not run (0 * exp(1000 x) would be NaN
+    # everywhere x is large)
+    def make():
+        x = torch.randn(6)
+        x[2] = float("-inf")
+        return [x.requires_grad_()]
+    counter = _run_both(sgn_of_addcdiv_beside_exp, make, lambda outs, call: outs[:1])
+    assert counter.frame_count == 1
+    x = make()[0]
+    grad, = torch.autograd.grad(sgn_of_addcdiv_beside_exp(x)[0].sum(), x)
+    assert grad.isnan().tolist() == [False, False, True, False, False, False]     # eager's, which it matches
+
+
 def logcumsumexp_beside(x, y):
     return x.logcumsumexp(0), y * 2
 

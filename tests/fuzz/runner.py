@@ -65,6 +65,24 @@ def run(src, backend="graphjit", triage=True, attribute=True, calls=None, grad=F
     return res
 
 
+def run_eager(src, grad=False):
+    """The eager half of run's call plan alone (no capture, no compiler), on the same inputs, gradients
+    included: the worker asks for it after a death, to tell torch's own crash from ours."""
+    ns = program.load(src)
+    grad = grad or bool(ns.get("GRAD"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for variant, seed in ns["CALLS"]:
+            args = _requiring_grad(ns["make_inputs"](seed, variant), grad)
+            try:
+                out = ns["f"](*args)
+                if grad:
+                    _gradients(out, args)
+            except Exception:  # noqa: BLE001 - eager raising ends the plan, as in run
+                break
+    return {"status": "ok"}
+
+
 class Counting:
     """A backend that counts the graphs (and their ops) it hands to the named backend."""
 
@@ -547,7 +565,7 @@ def _Nudging(generator):
                 return out
             change = _sign_zeros if name in ZERO_TIE_OPS else _nudge
             for t in (out if isinstance(out, (tuple, list)) else (out,)):
-                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+                if _plain_float(t) and t.numel():
                     with torch.no_grad():
                         change(t, generator)
             return out
@@ -583,6 +601,14 @@ def _run_last_call_in(mode, src, calls, ref=False, grad=False, finite=False):
         finally:
             _torch().set_default_dtype(saved)
     return out, args, ns
+
+
+def _plain_float(t):
+    """Whether t is a floating tensor with elements to read: not an autograd zero tensor
+    (`_efficientzerotensor`, sgn's gradient), whose elements segfault when read, nor a meta tensor (the
+    sizes an op on such a zero computes through the meta device)."""
+    import torch
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and not t._is_zerotensor() and not t.is_meta
 
 
 def _computes_fresh_result(func):
@@ -669,7 +695,7 @@ def _nonfinite_log(src, calls, ref, grad=False, finite=False):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             log.extend((func.overloadpacket.__name__, int((~t.isfinite()).sum())) for t in tree_leaves(out)
-                       if isinstance(t, torch.Tensor) and t.is_floating_point())
+                       if _plain_float(t))
             return out
 
     _run_last_call_in(Record(), src, calls, ref, grad, finite)

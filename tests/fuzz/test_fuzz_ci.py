@@ -172,8 +172,13 @@ FOUND = {
                                "x where its output's gradient was missing: a NaN-bearing gradient where eager "
                                "has None",
     ("grad-tensor", 13801144): "rsqrt(-0.0) = -inf, then prod over that one element: eager's gradient is NaN "
-                               "(its prod backward divides the product by the element), ours inf, and AOTAutograd's "
-                               "halves run eagerly differ from ours too (open, not triaged further)",
+                               "(its prod backward divides the product by each element where none is zero), the "
+                               "traced formula's the product of the others; now prod is an autograd Function "
+                               "whose backward chooses as eager's does",
+    ("grad-tensor", 14600852): "sgn of an addcdiv of x with a -inf, sgn's output alone reached: eager hands sgn's "
+                               "zero gradient to addcdiv's formula (0 * inf is NaN there); the missing output "
+                               "gradients were symbolic zeros, pruned; now zeros in the formulas of the forward "
+                               "ops sgn's zero reaches (by seq_nr)",
     ("grad-tensor", 13801457): "logcumsumexp of a log_softmax, its float32 bits viewed as int32: about half the "
                                "elements 1 ulp from eager's, one by its sign (open, not triaged further)",
     ("grad-tensor", 4700416): "bfloat16 rsqrt one ulp from eager's (which rounds sqrt, then 1/x), cubed by "
@@ -194,8 +199,7 @@ FOUND = {
                                "on the CPU",
 }
 # Seeds failing on a bug still open.
-KNOWN_OPEN = {key: FOUND[key] for key in [("grad-tensor", 12700945), ("grad-tensor", 13801144),
-                                           ("grad-tensor", 13801457)]}
+KNOWN_OPEN = {key: FOUND[key] for key in [("grad-tensor", 12700945), ("grad-tensor", 13801457)]}
 
 
 def _plus_found(mode, seeds):

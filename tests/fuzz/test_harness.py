@@ -264,3 +264,23 @@ def test_gradients_of_pure_rounding_error_are_judged_by_the_graphs_noise():
     assert not runner._gradients_noise_dominated(eager, [t(5e-3), ours[1]], reference)      # beyond 3x
     real = [t([1.0, 2.0], dtype=torch.float64)]
     assert not runner._gradients_noise_dominated([t([1.0, 2.0])], [t([1.5, 2.0])], real)
+
+
+def test_the_nonfinite_log_skips_a_backward_zero_tensor():
+    """sgn's backward makes an efficient zero tensor (no storage): reading its elements under the overflow
+    triage's dispatch mode segfaulted, which hid a wrong gradient (grad 14600852)."""
+    prog = _prog("v1 = (x1 * x1).sgn() + x1")
+    log = runner._nonfinite_log(prog.source(), prog.calls, ref=False, grad=True)
+    assert ("sgn", 0) in log
+    assert not any(name == "_efficientzerotensor" for name, _ in log)
+
+
+def test_a_program_that_kills_eager_alone_is_not_a_finding():
+    """A worker that dies is a segv only where eager alone, in a fresh process, lives: torch's own crash
+    (max_pool2d's or group_norm's backward over an empty input, grad 14600896 and 14601292) is no test."""
+    from .worker import Worker
+    prog = _prog("v1 = x1 * (__import__('os').kill(__import__('os').getpid(), 9) or 1)")
+    with Worker() as worker:
+        res = worker.run(prog.source(), timeout=120)
+    assert res["status"] == "invalid", res
+    assert "eager alone dies too" in res["msg"]

@@ -2,6 +2,7 @@
 
     with Worker(triton=False) as w:
         res = w.run(src, timeout=180)     # runner.run's dict; status "segv" or "hang" when the child died
+                                          # ("invalid" where eager alone dies too: torch's own crash)
 
 The child is a fresh interpreter (spawn) set up by runner.setup_process before it imports graphjit (the
 Triton interpreter must be chosen then); it is replaced after a death, a hang, or RECYCLE programs.
@@ -43,11 +44,19 @@ class Worker:
             self.proc.join(5)
             code = self.proc.exitcode
             self.close()
+            if options.get("eager_only") or self._eager_dies(src, timeout, options):
+                return {"status": "invalid" if not options.get("eager_only") else "segv",
+                        "msg": f"eager alone dies too (exit code {code}): a crash of torch's, not a test"}
             return {"status": "segv", "msg": f"the worker process died (exit code {code})"}
         if res["status"] == "setup_error":
             self.close()
             raise SetupError("the fuzz worker could not start:\n" + res["msg"])
         return res
+
+    def _eager_dies(self, src, timeout, options):
+        """Whether the program's eager half alone (runner.run_eager, in a fresh child) kills its process."""
+        res = self.run(src, timeout, eager_only=True, grad=options.get("grad", False))
+        return res["status"] in ("segv", "hang")
 
     def _start(self):
         ctx = multiprocessing.get_context("spawn")
@@ -86,7 +95,10 @@ def _serve(conn, triton):
         except EOFError:
             return
         try:
-            res = runner.run(src, **options)
+            if options.pop("eager_only", False):
+                res = runner.run_eager(src, **options)
+            else:
+                res = runner.run(src, **options)
         except Exception:  # noqa: BLE001 - a bug of the fuzzer itself, reported as such
             res = {"status": "harness_error", "msg": traceback.format_exc()[-3000:]}
         res.pop("states", None)
