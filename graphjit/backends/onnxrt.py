@@ -22,13 +22,20 @@ InferenceSession.
   returns new tensors), inputs on a device without an ORT provider here (CUDA needs onnxruntime-gpu), and
   a graph the exporter or ORT refuses for another reason than an op (one warning naming the error). A
   session run that fails (an input it does not take) warns once and runs the graph as captured from then on.
+  A call with an input of no elements runs as captured (ORT's mean over none is 0, torch's NaN).
+- **GPU.** CUDA inputs go to the TensorRT and CUDA providers this ONNX Runtime has (onnxruntime-gpu),
+  through an IO binding (Session._bound): inputs read at their data pointers, outputs allocated by ORT on
+  the GPU and taken through DLPack, ORT's work on torch's current stream (provider option
+  user_compute_stream), TensorRT's engines cached under config.cache_dir/onnx/trt. options={"io_binding":
+  True} takes the same path on the CPU.
 - **Partial support.** Where the export fails on ops ONNX has no function for, the graph is split
   (_partitioned): those ops run in PyTorch, the parts around them in sessions of their own, with one
   warning naming the ops and the partition under GRAPHJIT_LOGS=onnxrt.
 
 Options (compile(options=...)): providers (ORT provider names, default CPUExecutionProvider),
 graph_optimization_level ("disable", "basic", "extended", "all"; default "all"), intra_op_num_threads,
-inter_op_num_threads, optimized_model_path (where ORT writes the model it optimized), cache (bool).
+inter_op_num_threads, optimized_model_path (where ORT writes the model it optimized), cache (bool),
+io_binding (bool; default: on for GPU inputs).
 """
 import contextlib
 import functools
@@ -42,7 +49,9 @@ import torch
 from .. import config, logs
 
 OPTIONS = {"providers": (list, tuple), "graph_optimization_level": str, "intra_op_num_threads": int,
-           "inter_op_num_threads": int, "optimized_model_path": str, "cache": bool}
+           "inter_op_num_threads": int, "optimized_model_path": str, "cache": bool, "io_binding": bool}
+# the providers that run on an NVIDIA GPU (onnxruntime-gpu; TensorRT's libraries for the second)
+GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
            "all": "ORT_ENABLE_ALL"}
 
@@ -90,6 +99,7 @@ def compile_onnxrt(gm, example_inputs, options=None, partition=True):
         return gm.forward
     ort = _runtime()
     dynamic = symbolic_inputs(gm)
+    device = next((v.device for v in example_inputs if isinstance(v, torch.Tensor)), torch.device("cpu"))
 
     def per_size(reason):
         logs.log("onnxrt", f"{name}: one session per set of sizes: {reason}")
@@ -99,13 +109,13 @@ def compile_onnxrt(gm, example_inputs, options=None, partition=True):
     try:
         model, axes, cached = _exported(gm, example_inputs, options, name)
         try:
-            session = Session(_session(ort, model, options), gm, name)
+            session = Session(_session(ort, model, options, device), gm, name, device, options.get("io_binding"))
         except Exception as e:  # noqa: BLE001 - a cached file ORT does not load (truncated, foreign): export again
             if not cached:
                 raise
             logs.log("onnxrt", f"{name}: the cached ONNX model does not load ({type(e).__name__}); exporting")
             model, axes, _ = _exported(gm, example_inputs, options, name, fresh=True)
-            session = Session(_session(ort, model, options), gm, name)
+            session = Session(_session(ort, model, options, device), gm, name, device, options.get("io_binding"))
     except Exception as e:  # noqa: BLE001 - the exporter's and ORT's errors are many; the graph still runs
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         if dynamic:
@@ -129,14 +139,28 @@ def _check_graph(gm, example_inputs, options):
                           "call it under torch.no_grad() or torch.inference_mode())")
     if training._inputs_written(gm):
         raise Unsupported("it writes into an input (ONNX Runtime's outputs are new tensors)")
-    providers = options.get("providers") or ["CPUExecutionProvider"]
+    devices = {v.device for v in example_inputs if isinstance(v, torch.Tensor)}
+    if len(devices) > 1:
+        raise Unsupported(f"its inputs are on several devices ({', '.join(sorted(map(str, devices)))})")
+    device = devices.pop() if devices else torch.device("cpu")
+    if device.type not in ("cpu", "cuda"):
+        raise Unsupported(f"an input is on {device}, which ONNX Runtime's providers do not take")
+    if device.type == "cuda":
+        available = _runtime().get_available_providers()
+        providers = _providers(options, device)
+        if not any(p in GPU_PROVIDERS for p in providers):
+            raise Unsupported(f"an input is on {device}, and the providers asked for ({', '.join(providers)}) "
+                              f"do not run there")
+        if not any(p in available for p in GPU_PROVIDERS):
+            raise Unsupported(f"an input is on {device}, and this ONNX Runtime has no GPU provider (it has "
+                              f"{', '.join(available)}; pip install onnxruntime-gpu)")
     for value in example_inputs:
         if isinstance(value, torch.Tensor):
-            if value.device.type != "cpu":
-                raise Unsupported(f"an input is on {value.device}: this backend feeds ONNX Runtime NumPy arrays "
-                                  f"(CPU tensors; the providers asked for: {providers})")
             if value.dtype not in _NUMPY_DTYPES:
                 raise Unsupported(f"an input is {value.dtype}, which NumPy does not hold")
+            if not value.numel() and not any(isinstance(d, torch.SymInt) for d in value.shape):
+                raise Unsupported("an input has no elements (ONNX Runtime's reductions over none differ from "
+                                  "torch's: a mean is 0, not NaN)")
             if value.layout != torch.strided or value.is_quantized:
                 raise Unsupported(f"an input is a {value.layout} tensor")
         elif not isinstance(value, (int, float, bool, torch.SymInt)):
@@ -163,6 +187,10 @@ def _check_graph(gm, example_inputs, options):
 
 _NUMPY_DTYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.int16, torch.int8,
                  torch.uint8, torch.bool}
+
+
+_NUMPY_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.float16: "float16", torch.int64: "int64",
+                torch.int32: "int32", torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool_"}
 
 
 def _placeholder_values(gm):
@@ -262,7 +290,36 @@ def _export(gm, example_inputs, dynamic_shapes):
 sessions_made = 0
 
 
-def _session(ort, model, options):
+def _providers(options, device):
+    """The providers a session for inputs on `device` asks for: options' providers, else the CPU's, or
+    for CUDA inputs the GPU providers of this ONNX Runtime (TensorRT first), then the CPU's."""
+    if options.get("providers"):
+        return list(options["providers"])
+    if device.type != "cuda":
+        return ["CPUExecutionProvider"]
+    available = _runtime().get_available_providers()
+    return [p for p in GPU_PROVIDERS if p in available] + ["CPUExecutionProvider"]
+
+
+def _provider_options(providers, device):
+    """(name, options) per provider: on a GPU, the device's index, and ORT's CUDA work on torch's current
+    stream of it, so that ORT's kernels run after torch's that made the inputs and before those reading
+    the outputs, with no synchronization; TensorRT's engines cached under config.cache_dir/onnx/trt."""
+    out = []
+    for p in providers:
+        if device.type == "cuda" and p in GPU_PROVIDERS:
+            opts = {"device_id": str(device.index or 0),
+                    "user_compute_stream": str(torch.cuda.current_stream(device).cuda_stream)}
+            if p == "TensorrtExecutionProvider":
+                opts.update(trt_engine_cache_enable="True",
+                            trt_engine_cache_path=os.path.join(config.cache_dir, "onnx", "trt"))
+            out.append((p, opts))
+        else:
+            out.append((p, {}))
+    return out
+
+
+def _session(ort, model, options, device=torch.device("cpu")):
     global sessions_made
     sessions_made += 1
     so = ort.SessionOptions()
@@ -274,12 +331,13 @@ def _session(ort, model, options):
     if "optimized_model_path" in options:
         so.optimized_model_filepath = options["optimized_model_path"]
     so.log_severity_level = 3
-    providers = list(options.get("providers") or ["CPUExecutionProvider"])
+    providers = _providers(options, device)
     missing = [p for p in providers if p not in ort.get_available_providers()]
     if missing:
         raise RuntimeError(f"ONNX Runtime here has no {', '.join(missing)} (it has "
                            f"{', '.join(ort.get_available_providers())})")
-    return ort.InferenceSession(model, sess_options=so, providers=providers)
+    names, provider_options = zip(*_provider_options(providers, device))
+    return ort.InferenceSession(model, sess_options=so, providers=list(names), provider_options=list(provider_options))
 
 
 _ORT_NUMPY = {"tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(float)": "float32",
@@ -300,8 +358,13 @@ class Session:
     """gm's forward in an ONNX Runtime session: tensors in as NumPy views, outputs back as tensors. The
     inputs the exported model dropped (unused by the graph) are not passed."""
 
-    def __init__(self, session, gm, name):
+    def __init__(self, session, gm, name, device=torch.device("cpu"), io_binding=None):
         self.session, self.gm, self.name = session, gm, name
+        self.device = device
+        # IO binding: ORT reads the inputs where they are and allocates the outputs on the device (on a
+        # GPU the NumPy path would copy both ways through the host); on the CPU, NumPy views cost nothing
+        self.io_binding = device.type != "cpu" if io_binding is None else io_binding
+        self.output_names = [o.name for o in session.get_outputs()]
         self.input_names = [i.name for i in session.get_inputs()]
         self.input_types = [i.type for i in session.get_inputs()]
         # torch.onnx names the model's inputs after gm.forward's arguments: the placeholders' targets (a
@@ -320,6 +383,11 @@ class Session:
     def __call__(self, *args):
         if self.fallback is not None:
             return self.fallback(*args)
+        if any(isinstance(a, torch.Tensor) and not a.numel() for a in args):
+            # ONNX Runtime's reductions over no elements differ from torch's (a mean is 0, not NaN)
+            return self.gm.forward(*args)
+        if self.io_binding:
+            return self._bound(args)
         feed = {}
         for name, k, kind in zip(self.input_names, self.positions, self.input_types):
             value = args[k]
@@ -339,6 +407,34 @@ class Session:
             self.fallback = self.gm.forward
             return self.fallback(*args)
         outs = [torch.from_numpy(r) if r.flags.writeable else torch.from_numpy(r.copy()) for r in results]
+        return tuple(outs) if self.tuple_out else outs[0]
+
+    def _bound(self, args):
+        """One run through an IO binding: each tensor input bound at its data pointer on its device (a
+        strided one made contiguous first), each output allocated by ORT on self.device and taken as a
+        tensor through DLPack (no copy)."""
+        binding = self.session.io_binding()
+        kept = []           # the tensors whose memory is bound, alive until the run ends
+        device_type, device_id = self.device.type, self.device.index or 0
+        for name, k, kind in zip(self.input_names, self.positions, self.input_types):
+            value = args[k]
+            if isinstance(value, torch.Tensor):
+                value = value.detach().contiguous()
+                kept.append(value)
+                binding.bind_input(name, device_type, device_id, getattr(_np(), _NUMPY_NAMES[value.dtype]), list(value.shape),
+                                   value.data_ptr())
+            else:
+                binding.bind_cpu_input(name, _np().asarray(value, dtype=_ORT_NUMPY.get(kind, None)))
+        for name in self.output_names:
+            binding.bind_output(name, device_type, device_id)
+        try:
+            self.session.run_with_iobinding(binding)
+        except Exception as e:  # noqa: BLE001 - as in __call__
+            warnings.warn(f"graphjit: backend 'onnxrt' failed to run graph {self.name} ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:300]}); it runs as captured from now on", RuntimeWarning)
+            self.fallback = self.gm.forward
+            return self.fallback(*args)
+        outs = [torch.from_dlpack(v) for v in binding.get_outputs()]
         return tuple(outs) if self.tuple_out else outs[0]
 
 

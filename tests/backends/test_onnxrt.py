@@ -321,3 +321,72 @@ def test_a_sequential_whose_argument_is_named_input():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).eval()
     assert run_sizes(model, lambda b: [torch.randn(b, 8)], [4, 6]) == 1
+
+
+def linear_stats(x, w, shift):
+    y = torch.relu(x @ w) + shift
+    return y, (y > 0).sum(1), y.double().mean(0)
+
+
+def test_io_binding_reads_inputs_in_place_and_returns_ors_outputs_as_tensors(monkeypatch):
+    """options={"io_binding": True} (the default for GPU inputs): each input bound at its data pointer (a
+    transposed one made contiguous first), each output allocated by ORT and taken through DLPack; two batch
+    sizes in one session, with eager's values and dtypes."""
+    bound = []
+    real = onnxrt.Session._bound
+    monkeypatch.setattr(onnxrt.Session, "_bound", lambda self, args: bound.append(1) or real(self, args))
+    before = sessions()
+    compiled = graphjit.compile(linear_stats, backend="onnxrt", options={"io_binding": True}, dynamic=True)
+    with torch.no_grad():
+        for b in (3, 5):
+            x, w = torch.randn(4, b).t(), torch.randn(4, 6)
+            got, want = compiled(x, w, 0.5), linear_stats(x, w, 0.5)
+            for g, e in zip(got, want):
+                assert g.dtype == e.dtype
+                torch.testing.assert_close(g, e, **TOL)
+    assert sessions() - before == 1 and len(bound) == 2
+
+
+def test_a_call_with_an_empty_input_runs_as_captured():
+    """ONNX Runtime's mean over no elements is 0 where torch's is NaN: a call whose input has no elements
+    (a dynamic batch of 0) runs as captured, and the session serves the other sizes."""
+    compiled = graphjit.compile(linear_stats, backend="onnxrt", dynamic=True)
+    before = sessions()
+    with torch.no_grad():
+        for b in (3, 0, 4):
+            x, w = torch.randn(b, 4), torch.randn(4, 6)
+            for g, e in zip(compiled(x, w, 0.5), linear_stats(x, w, 0.5)):
+                torch.testing.assert_close(g, e, equal_nan=True, **TOL)
+        assert linear_stats(torch.randn(0, 4), w, 0.5)[2].isnan().all()
+    assert sessions() - before == 1
+
+
+def test_io_binding_is_an_option_checked_at_compile():
+    with pytest.raises(ValueError, match="'io_binding' of backend 'onnxrt' takes bool"):
+        graphjit.compile(plain, backend="onnxrt", options={"io_binding": 1})
+
+
+def _gpu_provider():
+    import onnxruntime
+    return torch.cuda.is_available() and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+@pytest.mark.skipif("not _gpu_provider()", reason="needs a GPU and onnxruntime-gpu's CUDA provider")
+def test_cuda_inputs_run_in_the_cuda_provider_and_outputs_stay_on_the_gpu():
+    compiled = graphjit.compile(linear_stats, backend="onnxrt", dynamic=True)
+    before = sessions()
+    with torch.no_grad():
+        for b in (3, 7):
+            x, w = torch.randn(b, 4, device="cuda"), torch.randn(4, 6, device="cuda")
+            got, want = compiled(x, w, 0.5), linear_stats(x, w, 0.5)
+            for g, e in zip(got, want):
+                assert g.device == e.device and g.dtype == e.dtype
+                torch.testing.assert_close(g, e, **TOL)
+    assert sessions() - before == 1
+
+
+def test_inputs_on_a_device_without_a_provider_run_as_captured():
+    """An input ONNX Runtime cannot reach (a meta tensor here; a CUDA one without onnxruntime-gpu) runs the
+    graph as captured, the reason logged."""
+    with pytest.raises(onnxrt.Unsupported, match="meta"):
+        onnxrt._check_graph(torch.fx.symbolic_trace(lambda x: x * 2), [torch.empty(2, device="meta")], {})
