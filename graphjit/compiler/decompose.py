@@ -405,12 +405,33 @@ EAGER_FUNCTION_LAYOUTS = {
 }
 
 
+def _one_hot_checked(x, num_classes=-1):
+    """one_hot with eager's CPU checks of its classes (non-negative, under num_classes) as runtime checks
+    (aten._assert_async, which the compiled graph runs): the traced form compares x with each class and
+    gave a row of zeros for a class out of range where eager raises. A CUDA tensor's classes are not
+    checked, as in eager. num_classes=-1 (the max class plus one) is left to torch's own form."""
+    if num_classes == -1 or x.device.type != "cpu":
+        return torch.nn.functional.one_hot(x, num_classes)
+    if x.numel():
+        torch._assert_async((x >= 0).all(), "Class values must be non-negative.")
+        torch._assert_async((x < num_classes).all(), "Class values must be smaller than num_classes.")
+    return (x.unsqueeze(-1) == torch.arange(num_classes, device=x.device)).to(torch.int64)
+
+
+# Composite functions traced in a form of ours instead of their own (make_fx decomposes a composite op
+# before the decomposition table is asked): function -> the form.
+EAGER_FUNCTION_FORMS = {
+    torch.nn.functional.one_hot: _one_hot_checked,
+}
+
+
 class _EagerFunctionLayouts(torch.overrides.TorchFunctionMode):
-    """While make_fx traces: EAGER_FUNCTION_LAYOUTS' functions with their results in eager's layout."""
+    """While make_fx traces: EAGER_FUNCTION_FORMS' functions in their forms, EAGER_FUNCTION_LAYOUTS' with
+    their results in eager's layout."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        out = EAGER_FUNCTION_FORMS.get(func, func)(*args, **kwargs)
         layout = EAGER_FUNCTION_LAYOUTS.get(func)
         if layout is None or not isinstance(out, torch.Tensor):
             return out
@@ -418,8 +439,10 @@ class _EagerFunctionLayouts(torch.overrides.TorchFunctionMode):
 
 
 def _function_layouts(gm):
-    """_EagerFunctionLayouts where gm calls a function it lays out, else a context doing nothing."""
-    if any(n.op == "call_function" and n.target in EAGER_FUNCTION_LAYOUTS for n in gm.graph.nodes):
+    """_EagerFunctionLayouts where gm calls a function it lays out or traces in a form of ours, else a
+    context doing nothing."""
+    if any(n.op == "call_function" and (n.target in EAGER_FUNCTION_LAYOUTS or n.target in EAGER_FUNCTION_FORMS)
+           for n in gm.graph.nodes):
         return _EagerFunctionLayouts()
     return contextlib.nullcontext()
 

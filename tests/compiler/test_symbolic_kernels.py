@@ -456,10 +456,21 @@ def test_one_hot_with_a_symbolic_size_keeps_its_runtime_checks():
                 torch.testing.assert_close(compiled(*args), fn(*args))
         assert not [str(w.message) for w in caught if "failed" in str(w.message)]
         assert counter.frame_count == 2 and len(counter.compiled_functions()) == 2
-    if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 13):
-        # on torch 2.11 (Python 3.12 here) a bad class does not raise compiled where eager raises: open,
-        # not investigated yet (torch 2.13 and 2.14 raise)
-        return
     for bad in ([1, -1, 2, 0, 1, 2], [0, 4, 1, 2, 3, 1]):
         with pytest.raises(RuntimeError, match="Class values must be"):
             compiled(torch.tensor(bad))
+
+
+def test_one_hot_of_static_sizes_checks_its_classes():
+    """one_hot with num_classes, static sizes (and on torch 2.11 symbolic ones too): its traced form
+    compared each index with each class and gave a row of zeros for a class out of range, where eager
+    raises; it is traced with eager's checks (decompose.EAGER_FUNCTION_FORMS)."""
+    compiled = graphjit.compile(one_hot_of, backend=CompileCounter(graphjit_backend))
+    good = torch.tensor([1, 0, 2, 3, 1, 2])
+    torch.testing.assert_close(compiled(good), one_hot_of(good))
+    for bad, message in (([1, -1, 2, 0, 1, 2], "non-negative"), ([0, 4, 1, 2, 3, 1], "smaller than num_classes")):
+        with pytest.raises(RuntimeError, match=message):
+            one_hot_of(torch.tensor(bad))
+        with pytest.raises(RuntimeError, match=message):
+            compiled(torch.tensor(bad))
+    torch.testing.assert_close(compiled(good), one_hot_of(good))
