@@ -110,8 +110,8 @@ profile_kernels = _knob("profile_kernels", int, 0, codegen=True)
 # 1 raises the error instead (the compiler's own tests do).
 raise_errors = _knob("raise_errors", int, 0, env="COMPILER_RAISE")
 
-# 1: graphs compiled for the CPU are kept on disk (cache_dir/graphs, runtime/graph_cache.py), so a later
-# process that captures the same graph loads its kernels and wrapper instead of compiling it; 0: off.
+# 1: compiled graphs (C++ and Triton) are kept on disk (cache_dir/graphs, runtime/graph_cache.py), so a
+# later process that captures the same graph loads its kernels and wrapper instead of compiling it; 0: off.
 graph_cache = _knob("graph_cache", int, 1)
 
 # Where built kernels and autotuning choices are cached, keyed by a hash of source, compiler, flags,

@@ -269,3 +269,15 @@ def test_artifacts_from_elsewhere_and_damaged_ones(cache, tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"something": 1}))
     with pytest.raises(ValueError, match="not a graphjit artifacts file"):
         graphjit.load_cache_artifacts(tmp_path / "other.json")
+
+
+def test_triton_graphs_load_from_the_cache(cache, monkeypatch):
+    """A Triton graph's entry keeps its module (here run in Triton's interpreter: on a GPU its kernels are
+    compiled again for what they were compiled for, each a hit of Triton's cache, with their launchers)."""
+    pytest.importorskip("triton")
+    monkeypatch.setattr(graphjit.config, "triton_cpu", 1)
+    made = run_twice(lambda: pointwise, lambda: (torch.randn(6, 5), torch.randn(6, 5)))
+    (entry,) = entries(cache)
+    body = json.loads(entry.read_text())["body"]
+    assert body["triton"]["interpret"] and body["triton"]["module_names"]
+    assert "@triton.jit" in body["kernel_source"] and made[-1].kernel_count == made[0].kernel_count > 0

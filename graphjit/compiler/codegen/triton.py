@@ -1620,7 +1620,7 @@ class TritonDevice:
         self.module = triton_build.load(job.source, interpret=self.interpret)
         self.by_name = {launch.name: launch for kl in self.launches.values() for launch in kl.launches}
         self.by_name.update({launch.name: launch for _, variants, _, _ in self.tuning or () for launch in variants})
-        self.launchers, self.aligned = {}, []
+        self.launchers, self.aligned, self.examples = {}, [], {}
         if self.interpret:
             return
         template_launches = {t.name: t for t in self.templates.values()}
@@ -1632,6 +1632,7 @@ class TritonDevice:
         tuning_args = _tuning_arguments(job.graph, job.concrete_inputs, self.device)
         template_args = _template_arguments(tuning_args.tensor, self.device)
         examples.update({name: template_args(t) for name, t in template_launches.items()})
+        self.examples = examples        # what each kernel was compiled for (runtime/graph_cache.py keeps it)
         heuristic = {launch.name for kl in self.launches.values() for launch in kl.launches} | \
             {t.name for t in self.templates.values()}
         steps = {}
@@ -1698,6 +1699,7 @@ class TritonDevice:
                                     f"\n{job.source}")
         call.launches = self.by_name
         call.wrapper_source = wrapper_source
+        call.wrapper_code = code            # its globals and ops: what runtime/graph_cache.py stores
         call._boxed_call = job.facts.boxed
         return call
 

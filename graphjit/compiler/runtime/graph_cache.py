@@ -1,5 +1,5 @@
-"""On-disk cache of compiled graphs (the C++ device): a graph captured again in a later process (a restarted
-server, the next job) skips decompose, lower, schedule and codegen, and loads what they made.
+"""On-disk cache of compiled graphs (the C++ and Triton devices): a graph captured again in a later process (a
+restarted server, the next job) skips decompose, lower, schedule and codegen, and loads what they made.
 
     key = key_for(device, gm, concrete_inputs, example_inputs, facts)   # None: not cacheable
     call = load(key, gm, facts)                                         # None: not there, or unusable
@@ -13,10 +13,11 @@ config.codegen_key(), the C++ compiler, its flags and the CPU, and the process s
 graph is not cached where a part of that cannot be keyed: size symbols, a call of a function from outside
 torch (its code could change between processes), a submodule, a constant too large to keep.
 
-An entry is one JSON file, `cache_dir/graphs/<key>.json`, holding the kernels' C++ source (its library is
-runtime/cpp_build.py's, cached by its own key), the wrapper's Python source, and a recipe for each global
-the wrapper names (an op by its qualified name, a dtype, a small constant's bytes ...), with a SHA-256 of
-the rest. No pickle: nothing read back is unpickled. It is written under a temporary name and renamed into
+An entry is one JSON file, `cache_dir/graphs/<key>.json`, holding the kernels' source (C++: its library is
+runtime/cpp_build.py's, cached by its own key; Triton: the module, whose kernels are compiled again for
+what they were compiled for the first time, each a hit of Triton's own cache of binaries), the wrapper's
+Python source, and a recipe for each global the wrapper names (an op by its qualified name, a dtype, a
+small constant's bytes, a Triton kernel's launcher ...), with a SHA-256 of the rest. No pickle: nothing read back is unpickled. It is written under a temporary name and renamed into
 place (readers never see half a file; two processes writing one entry both write a whole one). A file that
 does not parse, whose digest, format or key differs, or whose recipes do not rebuild is reported with one
 warning, removed, and the graph compiled again. The folder is created private to the user (0700).
@@ -50,10 +51,10 @@ class NotCacheable(Exception):
 def key_for(device, gm, concrete_inputs, example_inputs, facts):
     """The graph's cache key, or None where it is not cached (config.graph_cache off, another device, or
     something NotCacheable)."""
-    if not config.graph_cache or device.name != "C++":
+    if not config.graph_cache or device.name not in ("C++", "Triton"):
         return None
     try:
-        return _key(gm, concrete_inputs, example_inputs, facts)
+        return _key(gm, concrete_inputs, example_inputs, facts, device.name)
     except Exception as e:   # noqa: BLE001 -- NotCacheable, or a graph the key can't read: compile it
         logs.log("fusion", f"graph {facts.name} is not cached on disk: {e}")
         return None
@@ -78,10 +79,11 @@ def _source_fingerprint():
 _TORCH_MODULES = ("torch", "_operator", "operator", "math", "builtins", "_functools", "functools")
 
 
-def _key(gm, concrete_inputs, example_inputs, facts):
+def _key(gm, concrete_inputs, example_inputs, facts, language="C++"):
     from .cpp_build import _cpu_id, compiler_id
     import graphjit
-    parts = [f"format {FORMAT}", graphjit.__version__, _source_fingerprint(), torch.__version__,
+    parts = [f"format {FORMAT}", language, *_triton_parts(language, concrete_inputs),
+             graphjit.__version__, _source_fingerprint(), torch.__version__,
              sys.version.split()[0],
              config.codegen_key(), compiler_id()[1], " ".join(config.cxx_flags), _cpu_id(),
              str(torch.get_default_dtype()), str(torch.get_num_threads()),
@@ -111,6 +113,23 @@ def _key(gm, concrete_inputs, example_inputs, facts):
             if not isinstance(leaf, _PRINTED_EXACTLY):      # the code names it; its value would not be keyed
                 raise NotCacheable(f"an argument of type {type(leaf).__name__} ({node.format_node()})")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+
+
+def _triton_parts(language, concrete_inputs):
+    """What Triton kernels depend on besides their source: Triton's version, and the GPU (its name and
+    compute capability) or Triton's interpreter."""
+    if language != "Triton":
+        return []
+    import triton
+    parts = [f"triton {triton.__version__}"]
+    for device in sorted({str(t.device) for t in concrete_inputs if isinstance(t, torch.Tensor)}):
+        if device.startswith("cuda"):
+            index = torch.device(device).index or 0
+            parts.append(f"{device} {torch.cuda.get_device_name(index)} {torch.cuda.get_device_capability(index)} "
+                         f"cuda {torch.version.cuda}")
+        else:
+            parts.append(f"{device} interpreted")
+    return parts
 
 
 # node arguments whose value the graph's printed code spells out in full
@@ -171,6 +190,15 @@ def _helpers():
                "as_traced": wrapper._as_traced, "_unflatten": pytree.tree_unflatten,
                "_record_function": torch.profiler.record_function}
     helpers.update({f"empty_{device}": fn for device, fn in wrapper._FAST_EMPTY.items()})
+    helpers.update(_pad=torch.constant_pad_nd, zeros=torch.zeros, _int32=torch.int32)
+    if torch.cuda.is_available():
+        helpers.update(get_device=torch._C._cuda_getDevice, device_guard=torch.cuda.device,
+                       get_stream=torch._C._cuda_getCurrentRawStream)
+    try:
+        from ..codegen.triton import _interpreting
+        helpers["interpreting"] = _interpreting
+    except ImportError:
+        pass
     return helpers
 
 
@@ -181,7 +209,9 @@ def store(key, job, unit, call):
         return
     try:
         helpers = _helpers()
-        kernels = set(unit.signatures or ())
+        triton = _triton_part(unit) if getattr(unit, "name", "") == "Triton" else None
+        kernels = set(unit.signatures or ()) if triton is None else set(triton["module_names"]) | \
+            {f"{launch['name']}_{part}" for launch in triton["launches"] for part in ("fn", "meta", "launch", "run")}
         constants = {id(_attr(job.gm, n.target)): n.target for n in job.gm.graph.nodes if n.op == "get_attr"}
         recipes = {}
         for name, value in code.globals.items():
@@ -193,14 +223,18 @@ def store(key, job, unit, call):
                 recipes[name] = ["op_fn", _op_name(code.op_names[name])]
             elif name in helpers and helpers[name] is value:
                 recipes[name] = ["helper", name]
+            elif type(value).__name__ == "StaticAlignment":
+                recipes[name] = ["static_aligned", len(value.indices)]
             else:
                 recipes[name] = _recipe(value, constants)
     except Exception as e:   # noqa: BLE001 -- NotCacheable, or a global no recipe reads: not stored
         logs.log("fusion", f"graph {job.facts.name} is not cached on disk: {e}")
         return
     from .. import scheduler
-    body = {"format": FORMAT, "key": key, "kernel_source": job.source if unit.signatures else "",
-            "signatures": {n: [len(s.args), len(s.sizes)] for n, s in (unit.signatures or {}).items()},
+    body = {"format": FORMAT, "key": key,
+            "kernel_source": job.source if (triton is not None or unit.signatures) else "",
+            "signatures": {n: [len(s.args), len(s.sizes)] for n, s in (getattr(unit, "signatures", None) or {}).items()},
+            "triton": triton,
             "wrapper_source": call.wrapper_source, "globals": recipes,
             "kernels": [{"name": i.name, "text": str(i)} for i in job.items if isinstance(i, scheduler.Kernel)],
             "externs": sum(not isinstance(i, scheduler.Kernel) for i in job.items)}
@@ -214,6 +248,68 @@ def store(key, job, unit, call):
         os.replace(tmp, path)
     except OSError as e:        # a read-only or full disk costs the next process a compile, nothing more
         logs.log("fusion", f"could not write the compiled-graph cache entry {path}: {e}")
+
+
+def _triton_part(unit):
+    """A Triton graph's kernels as an entry keeps them: the module's names the wrapper reads, and each
+    launched kernel's compile options, the arguments it was compiled for (tensors by dtype and 16-byte
+    alignment, which is what Triton specializes on) and how the wrapper calls its launcher."""
+    from ..codegen.triton import _direct_launch
+    names = set(unit.launchers)
+    launches = {launch.name: launch for launch in unit.by_name.values()}
+    launches.update({t.name: t for t in unit.templates.values()})
+    out = []
+    for name in sorted(names):
+        launch = launches[name]
+        run = unit.launchers[name][0]
+        direct = _direct_launch(run)
+        out.append({"name": name, "constexprs": dict(launch.constexprs), "num_warps": launch.num_warps,
+                    "num_stages": launch.num_stages, "debug": bool(getattr(launch, "debug", False)),
+                    "args": [_warmup_spec(a) for a in unit.examples[name]],
+                    "direct": None if direct is None else [direct[1], direct[2]]})
+    module_names = [n for n in list(unit.by_name) + [t.name for t in unit.templates.values()]]
+    return {"interpret": bool(unit.interpret), "device": str(unit.device), "module_names": module_names,
+            "launches": out}
+
+
+def _warmup_spec(value):
+    if isinstance(value, torch.Tensor):
+        return ["tensor", str(value.dtype).replace("torch.", ""), value.data_ptr() % 16 == 0]
+    if isinstance(value, torch.dtype):
+        return ["dtype", str(value).replace("torch.", "")]
+    if isinstance(value, (bool, int)):
+        return ["value", value]
+    if isinstance(value, float):
+        return ["float", repr(value)]
+    raise NotCacheable(f"a Triton kernel compiled for a {type(value).__name__}")
+
+
+def _warmup_value(spec, device):
+    kind, *args = spec
+    if kind == "tensor":
+        dtype, aligned = getattr(torch, args[0]), args[1]
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"torch.{args[0]} is not a dtype")
+        # what Triton specializes on: the address's 16-byte alignment (allocations are aligned)
+        return torch.empty(1, dtype=dtype, device=device) if aligned else _misaligned(dtype, device)
+    if kind == "dtype":
+        dtype = getattr(torch, args[0])
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"torch.{args[0]} is not a dtype")
+        return dtype
+    if kind == "value":
+        return args[0]
+    if kind == "float":
+        return float(args[0])
+    raise ValueError(f"unknown kernel argument {kind!r}")
+
+
+def _misaligned(dtype, device):
+    """A one-element tensor of dtype whose address is not 16-byte aligned."""
+    size = torch.empty((), dtype=dtype).element_size()
+    if size >= 16:
+        raise ValueError(f"no misaligned {dtype} tensor to compile for")
+    return torch.empty(16 // size + 1, dtype=dtype, device=device)[1:2]
 
 
 def _body_digest(body):
@@ -269,6 +365,37 @@ def _recipe(value, constants):
     raise NotCacheable(f"a wrapper global of type {type(value).__name__}")
 
 
+def _triton_globals(part, source):
+    """The wrapper's globals a Triton entry rebuilds: its kernels (the module imported again), and on a GPU
+    each launched kernel compiled for what it was compiled for before (Triton's cache has the binary) with
+    its launcher, called as the wrapper's source calls it."""
+    from . import triton_build
+    from ..codegen.triton import _direct_launch
+    from types import SimpleNamespace
+    module = triton_build.load(source, interpret=part["interpret"])
+    namespace = {name: getattr(module, name) for name in part["module_names"]}
+    if not part["launches"]:
+        return namespace
+    device = torch.device(part["device"])
+    launches = [SimpleNamespace(name=l["name"], constexprs=l["constexprs"], num_warps=l["num_warps"],
+                                num_stages=l["num_stages"], debug=l["debug"]) for l in part["launches"]]
+    examples = {l["name"]: [_warmup_value(a, device) for a in l["args"]] for l in part["launches"]}
+    compiled = triton_build.compile_all(module, launches, device, examples, config.triton_compile_threads)
+    for launch in part["launches"]:
+        name = launch["name"]
+        kernel = compiled[name]
+        direct = _direct_launch(kernel.run)
+        if (direct is None) != (launch["direct"] is None) or \
+                (direct is not None and [direct[1], direct[2]] != launch["direct"]):
+            raise ValueError(f"the launcher of {name} is not called as the entry's wrapper calls it")
+        namespace[f"{name}_fn"], namespace[f"{name}_meta"] = kernel.function, kernel.packed_metadata
+        if direct is not None:
+            namespace[f"{name}_launch"] = direct[0]
+        else:
+            namespace[f"{name}_run"] = kernel.run
+    return namespace
+
+
 def _rebuild(recipe, gm):
     from ..codegen.wrapper import DisjointInputs
     kind, *args = recipe
@@ -295,6 +422,9 @@ def _rebuild(recipe, gm):
         return pytree.treespec_loads(args[0])
     if kind == "disjoint":
         return DisjointInputs(*args[0])
+    if kind == "static_aligned":
+        from ..codegen.triton import StaticAlignment
+        return StaticAlignment(int(args[0]), torch._C._tensors_data_ptrs_at_indices_equal)
     if kind == "attr":
         value = _attr(gm, args[0])
         if not isinstance(value, torch.Tensor):
@@ -351,6 +481,8 @@ def _instantiate(body, gm, facts):
             fn.argtypes = [ctypes.c_void_p] * n_args + [ctypes.c_int64] * n_sizes
             fn.restype = ctypes.c_int
             namespace[name] = fn
+    if body.get("triton") is not None:
+        namespace.update(_triton_globals(body["triton"], body["kernel_source"]))
     run_source(body["wrapper_source"], "graphjit wrapper", namespace)
     call = namespace["call"]
     call.wrapper_source = body["wrapper_source"]
