@@ -287,21 +287,23 @@ def _warmup_spec(value):
 def _warmup_value(spec, device):
     kind, *args = spec
     if kind == "tensor":
-        dtype, aligned = getattr(torch, args[0]), args[1]
-        if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"torch.{args[0]} is not a dtype")
+        dtype = _dtype(args[0])
         # what Triton specializes on: the address's 16-byte alignment (allocations are aligned)
-        return torch.empty(1, dtype=dtype, device=device) if aligned else _misaligned(dtype, device)
+        return torch.empty(1, dtype=dtype, device=device) if args[1] else _misaligned(dtype, device)
     if kind == "dtype":
-        dtype = getattr(torch, args[0])
-        if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"torch.{args[0]} is not a dtype")
-        return dtype
+        return _dtype(args[0])
     if kind == "value":
         return args[0]
     if kind == "float":
         return float(args[0])
     raise ValueError(f"unknown kernel argument {kind!r}")
+
+
+def _dtype(name):
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"torch.{name} is not a dtype")
+    return dtype
 
 
 def _misaligned(dtype, device):
