@@ -447,6 +447,28 @@ def breakable(fn, error):
     return None
 
 
+def _set_cells(frame):
+    """name -> cell of the frame's own cell variables that hold a value at the break."""
+    return {name: cell for name, cell in frame.cells.items()
+            if name in frame.code.co_cellvars and cell.real_cell is None and cell.contents is not cell.EMPTY}
+
+
+# the instructions that load a cell itself (to make a closure over it): LOAD_CLOSURE, or on 3.13 LOAD_FAST
+_LOADS_A_CELL = ("LOAD_CLOSURE", "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST")
+
+
+def _closure_made(code, index, names):
+    """Whether an instruction before `index` may have made a closure over one of the cells `names` (which
+    would keep the frame's cell, where the resume function makes a new one)."""
+    from . import bytecode
+    for ins in bytecode.read(code)[:index]:
+        if ins.opname in _LOADS_A_CELL:
+            loaded = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
+            if any(name in names for name in loaded):
+                return True
+    return False
+
+
 def _translate_break(fn, options, args, kwargs, error, record, defer_logging, policy):
     """Trace again up to the breaking instruction; emit graph + instruction in CPython + resume call."""
     tracer = Tracer(fn, stop_at=error.root_index, defer_logging=defer_logging, policy=policy)
@@ -455,9 +477,9 @@ def _translate_break(fn, options, args, kwargs, error, record, defer_logging, po
     if not isinstance(state, BreakPoint):
         raise Unsupported("the second trace did not reach the graph break")
     frame = state.frame
-    if frame.code.co_cellvars and any(c.contents is not c.EMPTY for c in frame.cells.values()
-                                      if c.real_cell is None):
-        raise Unsupported("graph break after a closure cell was set")
+    set_cells = _set_cells(frame)
+    if set_cells and _closure_made(frame.code, state.index, set_cells):
+        raise Unsupported("graph break after a closure over a cell the frame set was made")
     inst = frame.instructions[state.index]
     from .resume import enclosing_handler_kinds
     from .variables.torchvars import WithExitVariable
@@ -505,9 +527,12 @@ def _break_tail(fn, options, frame, inst, index, cg):
     for k, item in enumerate(stack):
         if item is not NULL:
             values[f"__gj_s{k}"] = cg.expr(item)
-    local_names = sorted(n for n in frame.locals if not n.startswith("__gj_"))
+    # a cell the frame set is passed by its contents: the resume function's own cell of that name (its
+    # MAKE_CELL wraps the argument) starts with them; no closure over the old cell exists (_closure_made)
+    cells = _set_cells(frame)
+    local_names = sorted([n for n in frame.locals if not n.startswith("__gj_")] + list(cells))
     for name in local_names:
-        values[f"__gj_l_{name}"] = cg.expr(frame.locals[name])
+        values[f"__gj_l_{name}"] = cg.expr(cells[name].contents if name in cells else frame.locals[name])
     if call_expr is not None:
         layout.append(f"__gj_stack{len(stack)}")
     tail = []

@@ -1,6 +1,6 @@
 """Breaks graphjit can't (yet) resume from, and breaks in grad-mode blocks. Where a break is not possible
-(inside a loop, a try block, a generator, after a closure cell was set, at an instruction other than a call
-or a branch) the frame falls back: it runs eagerly under the guards collected so far. Results, mutated
+(inside a loop, a try block, a generator, after a closure over a cell the frame set was made, at an
+instruction other than a call or a branch) the frame falls back: it runs eagerly under the guards collected so far. Results, mutated
 arguments and printed text must still be eager's; graph counts are not asserted there (graphs=None), since
 they change as breaks become possible in more places.
 
@@ -103,7 +103,7 @@ def break_after_closure_cell_set(x):
 
     def inner(v):
         return v * scale
-    print("cell", file=SINK)                  # the cell `scale` was made in the frame: no break here
+    print("cell", file=SINK)                  # a closure over the frame's cell `scale` exists: no break here
     return inner(x)
 
 
@@ -198,6 +198,31 @@ def data_dependent_shape(x):
 @pytest.mark.parametrize("case", fallback_cases.params())
 def test_falls_back_with_eager_results(case):
     check_break(case.fn, case.make_args, world=printed(), **case.options)
+
+
+def cell_set_before_a_break(x):
+    pad = x.shape[0] % 3                      # a cell: the closures below read it (as LED's encoder does)
+    y = x.sin() + pad
+    print("pad", pad, file=SINK)              # breaks: the cell is set, but no closure over it exists yet
+    trim = [lambda t: t[:t.shape[0] - pad] for _ in range(2)]
+    return trim[0](y * 2).cos(), (lambda: pad)()
+
+
+def cell_set_and_rebound_after_a_break(x, scale):
+    scale = scale * 2
+    y = x * scale
+    print("scale", file=SINK)
+    scale = scale + 1                         # rebinds the resume function's own cell
+    return (lambda: y * scale)()
+
+
+@pytest.mark.parametrize("fn, make_args", [(cell_set_before_a_break, lambda: (r(7),)),
+                                           (cell_set_and_rebound_after_a_break, lambda: (r(5), 1.5))])
+def test_a_break_after_a_cell_was_set_resumes_with_its_value(fn, make_args):
+    """A cell the frame set before a break, with no closure over it made yet, goes to the resume function
+    by its value (its MAKE_CELL wraps it): both sides of the break are graphs, none runs eagerly."""
+    counter = check_break(fn, make_args, graphs=None, world=printed())
+    assert counter.frame_count == 2, counter.frame_count
 
 
 def generator_with_print(x):

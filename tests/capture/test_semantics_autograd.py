@@ -108,7 +108,7 @@ def test_autograd_state_changes_run_as_in_python(fn, backend):
             if real.grad is not None:
                 torch.testing.assert_close(ours.grad, real.grad)
     # the tensor work around the break is still captured, except where the frame runs eagerly (the hook's
-    # closure cell `seen` was made in the frame, and a break after that is not possible)
+    # closure over the frame's cell `seen` exists at the break, so the break is not possible)
     assert counter.frame_count >= (0 if fn is hook_sees_the_gradient else 1)
 
 
