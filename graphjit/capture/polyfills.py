@@ -12,6 +12,7 @@ not).
 """
 import collections
 import functools
+import heapq
 import itertools
 import operator
 
@@ -186,6 +187,122 @@ def count_elements(mapping, iterable):
         mapping[element] = mapping.get(element, 0) + 1
 
 
+# heapq's C functions (_heapq), as binary heaps over a list: `lower(a, b)` is the heap order (a < b for
+# the min-heap functions, b < a for the max-heap ones heapq's nlargest uses), the only comparison made.
+
+def _lt(a, b):
+    return a < b
+
+
+def _gt(a, b):
+    return b < a
+
+
+def _heap_list(heap, name):
+    if not isinstance(heap, list):
+        raise TypeError(f"{name}() argument 1 must be list, not {type(heap).__name__}")
+    return heap
+
+
+def _toward_root(heap, start, pos, lower):
+    """The item at pos moved up toward start while it is lower than its parent."""
+    item = heap[pos]
+    while pos > start:
+        parent = (pos - 1) >> 1
+        if not lower(item, heap[parent]):
+            break
+        heap[pos] = heap[parent]
+        pos = parent
+    heap[pos] = item
+
+
+def _toward_leaves(heap, pos, lower):
+    """The item at pos sunk to a leaf along its lower children, then moved back up to its place (the
+    order of comparisons of CPython's heapq)."""
+    end, start, item = len(heap), pos, heap[pos]
+    child = 2 * pos + 1
+    while child < end:
+        right = child + 1
+        if right < end and not lower(heap[child], heap[right]):
+            child = right
+        heap[pos] = heap[child]
+        pos = child
+        child = 2 * pos + 1
+    heap[pos] = item
+    _toward_root(heap, start, pos, lower)
+
+
+def heappush(heap, item):
+    _heap_list(heap, "heappush").append(item)
+    _toward_root(heap, 0, len(heap) - 1, _lt)
+
+
+def _pop(heap, lower, name):
+    if not _heap_list(heap, name):
+        raise IndexError("index out of range")
+    last = heap.pop()
+    if not heap:
+        return last
+    top, heap[0] = heap[0], last
+    _toward_leaves(heap, 0, lower)
+    return top
+
+
+def heappop(heap):
+    return _pop(heap, _lt, "heappop")
+
+
+def _replace(heap, item, lower, name):
+    if not _heap_list(heap, name):
+        raise IndexError("index out of range")
+    top, heap[0] = heap[0], item
+    _toward_leaves(heap, 0, lower)
+    return top
+
+
+def heapreplace(heap, item):
+    return _replace(heap, item, _lt, "heapreplace")
+
+
+def heappushpop(heap, item):
+    if _heap_list(heap, "heappushpop") and heap[0] < item:
+        item, heap[0] = heap[0], item
+        _toward_leaves(heap, 0, _lt)
+    return item
+
+
+def _heapify(heap, lower, name):
+    for pos in reversed(range(len(_heap_list(heap, name)) // 2)):
+        _toward_leaves(heap, pos, lower)
+
+
+def heapify(heap):
+    _heapify(heap, _lt, "heapify")
+
+
+def heapify_max(heap):
+    _heapify(heap, _gt, "_heapify_max")
+
+
+def heappop_max(heap):
+    return _pop(heap, _gt, "_heappop_max")
+
+
+def heapreplace_max(heap, item):
+    return _replace(heap, item, _gt, "_heapreplace_max")
+
+
+def nlargest(n, iterable, key=None):
+    """heapq.nlargest: documented as sorted(iterable, key=key, reverse=True)[:n] (ties in input order);
+    nothing for n <= 0."""
+    return sorted(iterable, key=key, reverse=True)[:n] if n > 0 else []
+
+
+def nsmallest(n, iterable, key=None):
+    """heapq.nsmallest: documented as sorted(iterable, key=key)[:n]; nothing for n <= 0."""
+    return sorted(iterable, key=key)[:n] if n > 0 else []
+
+
 POLYFILLS = {
     itertools.chain: chain,
     itertools.product: product,
@@ -201,6 +318,13 @@ if hasattr(itertools, "pairwise"):
     POLYFILLS[itertools.pairwise] = pairwise
 if getattr(collections, "_count_elements", None) is not None:
     POLYFILLS[collections._count_elements] = count_elements
+POLYFILLS.update({heapq.heappush: heappush, heapq.heappop: heappop, heapq.heapreplace: heapreplace,
+                  heapq.heappushpop: heappushpop, heapq.heapify: heapify, heapq.nlargest: nlargest,
+                  heapq.nsmallest: nsmallest})
+for _name, _fill in (("heapify_max", heapify_max), ("heappop_max", heappop_max), ("heapreplace_max", heapreplace_max)):
+    for _attr in ("_" + _name, _name):          # private on Python 3.11-3.13, public from 3.14
+        if getattr(heapq, _attr, None) is not None:
+            POLYFILLS[getattr(heapq, _attr)] = _fill
 
 
 def polyfill_of(value):

@@ -1,10 +1,11 @@
 """C functions of the standard library that capture traces through pure-Python equivalents
-(graphjit/capture/polyfills.py: itertools, functools.reduce, Counter's counting loop), min/max with a key
+(graphjit/capture/polyfills.py: itertools, functools.reduce, Counter's counting loop, heapq), min/max with a key
 over tensors, functools.partial's attributes, OrderedDict.move_to_end and popitem: compiled vs eager, one graph, with the laziness and
 side effects of the originals (which items an iterator pulls, and when)."""
 import collections
 import enum
 import functools
+import heapq
 import itertools
 import operator
 
@@ -242,6 +243,62 @@ def a_defaultdict_inserts_its_default(x, table):
 @cases.add(lambda: (r(3), collections.defaultdict(None, a=1)))
 def a_defaultdict_without_a_factory_raises_key_error(x, table):
     return x * lookup_or_100(table, "k"), x * lookup_or_100(table, "a")
+
+
+class Tracked:
+    """An item whose comparisons are counted, in order: the heap functions must compare what the C ones
+    compare (a user __lt__ with effects sees the same calls)."""
+    log = []
+
+    def __init__(self, v):
+        self.v = v
+
+    def __lt__(self, other):
+        Tracked.log.append((self.v, other.v))
+        return self.v < other.v
+
+    def __repr__(self):
+        return f"T{self.v}"
+
+
+@cases.add(lambda: (r(3),))
+def heap_functions_on_a_list(x):
+    heap = [9, 4, 7, 1, 8, 2, 6]
+    heapq.heapify(heap)
+    heapq.heappush(heap, 3)
+    low = heapq.heappop(heap)
+    replaced = heapq.heapreplace(heap, 5)
+    kept = heapq.heappushpop(heap, 0)
+    return x * low + replaced + kept, list(heap)
+
+
+@cases.add(lambda: (r(3),))
+def heap_comparisons_are_the_c_functions(x):
+    Tracked.log.clear()
+    heap = [Tracked(v) for v in (5, 3, 8, 1, 9, 2)]
+    heapq.heapify(heap)
+    heapq.heappush(heap, Tracked(0))
+    top = heapq.heappop(heap)
+    return x * top.v, [t.v for t in heap], list(Tracked.log)
+
+
+@cases.add(lambda: (r(3),))
+def heap_errors_match(x):
+    out = []
+    for call in (lambda: heapq.heappop([]), lambda: heapq.heapreplace([], 1), lambda: heapq.heappush((), 1)):
+        try:
+            call()
+        except (IndexError, TypeError) as e:
+            out.append((type(e).__name__, str(e)))
+    return x + len(out), out
+
+
+@cases.add(lambda: (r(3), ["a", "b", "a", "c", "b", "a", "d"]))
+def counter_most_common_and_nlargest(x, words):
+    top = collections.Counter(words).most_common(2)
+    largest = heapq.nlargest(3, [(2, "x"), (5, "y"), (2, "z"), (7, "w")], key=lambda p: p[0])
+    smallest = heapq.nsmallest(2, iter([4, 1, 3, 1]))
+    return x * top[0][1], top, largest, smallest, heapq.nlargest(0, [1, 2]), heapq.nlargest(-1, [1, 2])
 
 
 @pytest.mark.parametrize("case", cases.params())
