@@ -372,6 +372,55 @@ def _with_hooks(module):
     return module
 
 
+class CastsItsClassifier(nn.Module):
+    """A router that casts its classifier to its dtype on every call (SwitchTransformers): `.to()` changes
+    nothing, so nn.Module._apply writes each parameter back to itself (`p.data = p`) and the assignment
+    stores the same submodule back: no-ops, one graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.classifier = nn.Linear(6, 3)
+        self.dtype = torch.float32
+
+    def forward(self, x):
+        self.classifier = self.classifier.to(self.dtype)
+        return self.classifier(x).softmax(-1)
+
+
+class SwapsItsClassifier(CastsItsClassifier):
+    """Stores another module into the slot: a real assignment (the frame breaks there)."""
+
+    def __init__(self):
+        super().__init__()
+        self.spare = nn.Linear(6, 3)
+
+    def forward(self, x):
+        self.classifier, self.spare = self.spare, self.classifier
+        return self.classifier(x)
+
+
+def test_a_module_cast_to_its_own_dtype_and_stored_back_is_one_graph():
+    check_module(CastsItsClassifier, lambda: (r(4, 6),), graphs=1)
+    check_module(SwapsItsClassifier, lambda: (r(4, 6),), graphs=None)
+
+
+def test_storing_a_submodule_back_calls_a_global_registration_hook():
+    """The no-op store is guarded on there being no global module registration hook: one registered after
+    compiling sees the store, as in eager."""
+    from torch.nn.modules.module import register_module_module_registration_hook
+    counter = CompileCounter("eager")
+    module = CastsItsClassifier()
+    compiled = gj.compile(module, backend=counter)
+    compiled(r(4, 6))
+    seen = []
+    handle = register_module_module_registration_hook(lambda m, name, sub: seen.append(name))
+    try:
+        compiled(r(4, 6))
+    finally:
+        handle.remove()
+    assert seen == ["classifier"], seen
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in MODULE_CASES])
 def test_modules(case):
     case.run()

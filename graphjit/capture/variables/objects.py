@@ -10,7 +10,7 @@ import weakref
 
 import torch
 
-from ..sources import AttrSource, ItemSource, module_attr_source
+from ..sources import AttrSource, ItemSource, ObjectSource, module_attr_source
 from ...exc import UserError
 from .base import Variable, ConstantVariable, unsupported
 from .builtins import AttributeMissing
@@ -138,11 +138,29 @@ class NNModuleVariable(ObjectLikeVariable):
         guard_mro_lookup(tx, type(self.module), name)
 
     def setattr(self, tx, name, value):
+        if self._rebinds_itself(tx, name, value):
+            return
         if isinstance(value, NNModuleVariable) or name in self.module._modules:
             unsupported(f"assigning submodule {name!r} inside the compiled frame")
         if self.source is None:
             unsupported(f"assigning attribute {name!r} of a module with no source")
         tx.side_effects.store_attr(self, self.module, name, value)
+
+    def _rebinds_itself(self, tx, name, value):
+        """Whether `module.name = value` stores back the submodule read from that very slot (`self.classifier =
+        self.classifier.to(dtype)` where .to() changed nothing and returned it): nn.Module.__setattr__
+        then changes nothing but calls the global module registration hooks, guarded absent."""
+        from torch.nn.modules import module as nn_module
+        if not isinstance(value, NNModuleVariable) or self.source is None or value.source is None or \
+                self.module._modules.get(name) is not value.module or \
+                tx.side_effects.pending_attr(self.module, name)[0]:
+            return False
+        if value.source != module_attr_source(self.source, "_modules", name) or \
+                nn_module._global_module_registration_hooks:
+            return False
+        tx.guards.add(3, "not {0}", "no global module registration hooks",
+                      (AttrSource(ObjectSource(nn_module), "_global_module_registration_hooks"),))
+        return True
 
     def delattr(self, tx, name):
         m = self.module

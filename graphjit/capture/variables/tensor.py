@@ -45,6 +45,12 @@ class TensorVariable(Variable):
     def identity_key(self):
         return ("tensor", id(self.node))
 
+    def setattr(self, tx, name, value):
+        if name == "data" and value is self:
+            # `t.data = t`: nn.Module._apply's write-back where `.to()` changed nothing (it returned t)
+            return
+        super().setattr(tx, name, value)
+
     def getattr(self, tx, name):
         from .containers import SizeVariable
         from .builder import wrap_fake_result
