@@ -1414,6 +1414,7 @@ class TritonWrapperCode(WrapperCode):
             args[0] = f"_pad({args[0]}, (0, {extra}))" if int(kernel.args[0].sizes[-1]) == cols else args[0]
         args += [f"{k}={self.arg(v)}" for k, v in kernel.kwargs.items()]
         op = self.bind(getattr(kernel.op, "_op", kernel.op), "_op")
+        self.op_names[op] = kernel.op
         return [f"{out.name} = {op}({', '.join(args)})[:, :{cols}]   # rows padded {cols} -> {cols + extra} "
                 f"for cuBLAS"]
 

@@ -165,9 +165,10 @@ def _constant_part(value, target):
 
 
 def _tensor_bytes(t):
-    if t.device.type != "cpu" or t.is_sparse or t.numel() * t.element_size() > CONSTANT_BYTES * 64:
-        raise NotCacheable("a tensor constant that is not a dense CPU tensor of modest size")
-    t = t.detach().contiguous()
+    if t.layout != torch.strided or t.device.type not in ("cpu", "cuda") or \
+            t.numel() * t.element_size() > CONSTANT_BYTES * 64:
+        raise NotCacheable("a tensor constant that is not a dense CPU or CUDA tensor of modest size")
+    t = t.detach().contiguous().cpu()
     n = t.numel() * t.element_size()
     return ctypes.string_at(t.data_ptr(), n) if n else b""
 
@@ -363,7 +364,7 @@ def _recipe(value, constants):
         if value.storage_offset() or not value.is_contiguous() or value.requires_grad:
             raise NotCacheable("a tensor constant that is a view")
         return ["tensor", str(value.dtype).replace("torch.", ""), list(value.shape),
-                base64.b64encode(_tensor_bytes(value)).decode()]
+                base64.b64encode(_tensor_bytes(value)).decode(), str(value.device)]
     raise NotCacheable(f"a wrapper global of type {type(value).__name__}")
 
 
@@ -439,7 +440,7 @@ def _rebuild(recipe, gm):
             raise ValueError("a constant's bytes do not match its size")
         if data:
             ctypes.memmove(flat.data_ptr(), data, len(data))
-        return flat.reshape(shape)
+        return flat.reshape(shape).to(torch.device(args[3]) if len(args) > 3 else "cpu")
     raise ValueError(f"unknown recipe {kind!r}")
 
 
