@@ -35,7 +35,15 @@ def misaligned(x):
     return (x[1:] * 2).exp()
 
 
+def padded_logits(x, w):
+    """A large bf16 product whose output width is not a multiple of 8: its rows are padded for cuBLAS, an
+    ATen op the wrapper binds itself (GPT-2's logits)."""
+    return (x @ w.t()).float().softmax(-1)
+
+
 @pytest.mark.parametrize("fn, make", [
+    (padded_logits, lambda: (torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16),
+                             torch.randn(1001, 1024, device="cuda", dtype=torch.bfloat16))),
     (block, lambda: (torch.randn(16, 64, device="cuda"), torch.randn(64, 32, device="cuda"),
                      torch.randn(32, device="cuda"))),
     (misaligned, lambda: (torch.randn(4097, device="cuda"),)),
@@ -47,7 +55,8 @@ def test_a_triton_graph_loads_from_the_cache(cache, fn, make):
         for call in range(3):
             torch.manual_seed(call)
             args = make()
-            torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-4, atol=1e-4)
+            tol = 2e-2 if fn is padded_logits else 1e-4
+            torch.testing.assert_close(compiled(*args), fn(*args), rtol=tol, atol=tol)
         assert made and all(getattr(m, "cached", False) == bool(attempt) for m in made), (attempt, made)
         assert made[0].kernel_count > 0
     assert len(entries(cache)) == 1
