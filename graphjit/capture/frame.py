@@ -679,12 +679,25 @@ def intercepted(fn, options):
         inner = intercepted(type(fn).__call__, options)
         return types.MethodType(inner, fn)
     if isinstance(fn, torch.nn.Module) and isinstance(type(fn).forward, types.FunctionType):
+        if _torch_leaf_module(fn):
+            return fn
         from ..api import _compile_module
         per_mod = _INTERCEPTED.setdefault(fn, {})
         if options.key not in per_mod:
             per_mod[options.key] = _compile_module(fn, options)
         return per_mod[options.key]
     return fn
+
+
+def _torch_leaf_module(module):
+    """Whether a module is one of torch's own with no submodules (nn.Linear, nn.Embedding, nn.Dropout ...),
+    whose forward is one op: called from a frame that runs eagerly, it runs eagerly too (a graph of one op
+    would cost a guard check per call and fuse nothing; torch.compile does not compile torch's frames
+    either). A container (nn.Sequential, nn.ModuleList's users) is still compiled, and reaches its
+    children."""
+    import torch
+    return not module._modules and \
+        type(module).forward.__code__.co_filename.startswith(_package_dir(torch))
 
 
 def compile_graph(gm, example_inputs, options, sources=None, name="graph"):

@@ -133,10 +133,24 @@ class Stack(nn.Module):
 
 
 def test_module_loop_blocks_are_compiled():
-    counter, *_ = check_break_module(Stack, lambda: (torch.randn(3, 6),), graphs=3, attrs=("seen",))
+    counter, *_ = check_break_module(Stack, lambda: (torch.randn(3, 6),), graphs=2, attrs=("seen",))
     # the blocks share one forward: a graph for the first (its input needs no grad) and one for the rest;
-    # the head
-    assert _ops(counter) == [["add", "linear", "relu"], ["add", "linear", "relu"], ["linear"]]
+    # the head, torch's own nn.Linear (one op), runs eagerly as the frame does
+    assert _ops(counter) == [["add", "linear", "relu"], ["add", "linear", "relu"]]
+
+
+class StackWithASequentialHead(Stack):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Sequential(nn.Linear(6, 4), nn.GELU(), nn.Linear(4, 2))
+
+
+def test_a_torch_container_called_from_an_eager_frame_is_compiled():
+    """torch's own modules with no submodules run eagerly from an eager frame; a container of them
+    (nn.Sequential) is still a graph of its own."""
+    counter, *_ = check_break_module(StackWithASequentialHead, lambda: (torch.randn(3, 6),), graphs=3,
+                                     attrs=("seen",))
+    assert _ops(counter)[-1] == ["gelu", "linear"], _ops(counter)        # (names of the ops, once each)
 
 
 def make_adder(k):
