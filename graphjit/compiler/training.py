@@ -486,7 +486,7 @@ def _prods_as_eager(gm):
         new = env[node]
         x, dim, keepdim = _prod_arguments(node)
         with graph.inserting_before(new):
-            call = graph.call_function(_ProdAsEager.apply, (env[x], dim, keepdim))
+            call = graph.call_function(prod_as_eager, (env[x], dim, keepdim))
         call.meta = dict(new.meta)
         new.replace_all_uses_with(call)
         graph.erase_node(new)
@@ -508,6 +508,12 @@ def _prod_arguments(node):
     if kwargs or len(args) > 3 or not (dim is None or isinstance(dim, int)) or not isinstance(keepdim, bool):
         return None
     return args[0], dim, keepdim
+
+
+def prod_as_eager(x, dim, keepdim):
+    """_ProdAsEager.apply, as a function of this module: fx names a graph's call targets by their module
+    (torch 2.14 finds none for a Function's apply)."""
+    return _ProdAsEager.apply(x, dim, keepdim)
 
 
 class _ProdAsEager(torch.autograd.Function):
