@@ -93,13 +93,12 @@ def compile_onnxrt(gm, example_inputs, options=None, partition=True):
     options = check_options(options)
     name = (gm.meta.get("graphjit") or {}).get("name", "graph")
     try:
-        _check_graph(gm, example_inputs, options)
+        device = _check_graph(gm, example_inputs, options)
     except Unsupported as e:
         logs.log("onnxrt", f"{name}: running the graph as captured: {e}")
         return gm.forward
     ort = _runtime()
     dynamic = symbolic_inputs(gm)
-    device = next((v.device for v in example_inputs if isinstance(v, torch.Tensor)), torch.device("cpu"))
 
     def per_size(reason):
         logs.log("onnxrt", f"{name}: one session per set of sizes: {reason}")
@@ -133,6 +132,8 @@ def compile_onnxrt(gm, example_inputs, options=None, partition=True):
 
 
 def _check_graph(gm, example_inputs, options):
+    """The device of the graph's inputs (the CPU where it has none), where a session can run the graph;
+    Unsupported, with the reason, where not."""
     from ..compiler import training
     if training.wants_aot(gm, example_inputs):
         raise Unsupported("it needs gradients or changes grad mode mid-graph (ONNX Runtime runs inference: "
@@ -183,14 +184,13 @@ def _check_graph(gm, example_inputs, options):
             raise Unsupported(f"an output is a {type(value).__name__}, not a tensor")
         if isinstance(value, torch.Tensor) and value.dtype not in _NUMPY_DTYPES:
             raise Unsupported(f"an output is {value.dtype}, which NumPy does not hold")
+    return device
 
 
-_NUMPY_DTYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.int16, torch.int8,
-                 torch.uint8, torch.bool}
-
-
+# the dtypes NumPy holds, by the name of NumPy's dtype
 _NUMPY_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.float16: "float16", torch.int64: "int64",
                 torch.int32: "int32", torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool_"}
+_NUMPY_DTYPES = frozenset(_NUMPY_NAMES)
 
 
 def _placeholder_values(gm):

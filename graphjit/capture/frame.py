@@ -695,9 +695,14 @@ def _torch_leaf_module(module):
     would cost a guard check per call and fuse nothing; torch.compile does not compile torch's frames
     either). A container (nn.Sequential, nn.ModuleList's users) is still compiled, and reaches its
     children."""
+    return not module._modules and _in_torch(type(module).forward)
+
+
+@functools.lru_cache(maxsize=1024)
+def _in_torch(function):
+    """Whether a function is defined in torch's own source (asked on every call an eager frame makes)."""
     import torch
-    return not module._modules and \
-        type(module).forward.__code__.co_filename.startswith(_package_dir(torch))
+    return function.__code__.co_filename.startswith(_package_dir(torch))
 
 
 def compile_graph(gm, example_inputs, options, sources=None, name="graph"):

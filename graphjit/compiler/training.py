@@ -473,18 +473,17 @@ def _prods_as_eager(gm):
     formula for prod's gradient, traced, is the one that is safe for zeros (the product of the other
     elements); eager's divides the product by each element where the input has no zero, so an infinite
     element gets NaN there, not the product of the others."""
-    found = [n for n in gm.graph.nodes if _call_name(n) == "prod" and n.op in ("call_function", "call_method")
-             and (n.op == "call_method" or n.target in (torch.prod, torch.Tensor.prod))]
-    found = [n for n in found if _prod_arguments(n) is not None]
+    prods = [n for n in gm.graph.nodes if (n.op, n.target) == ("call_method", "prod") or
+             n.op == "call_function" and n.target in (torch.prod, torch.Tensor.prod)]
+    found = {n: arguments for n in prods if (arguments := _prod_arguments(n)) is not None}
     if not found:
         return gm
     graph = torch.fx.Graph()
     env = {}
     out = graph.graph_copy(gm.graph, env)
     graph.output(out)
-    for node in found:
+    for node, (x, dim, keepdim) in found.items():
         new = env[node]
-        x, dim, keepdim = _prod_arguments(node)
         with graph.inserting_before(new):
             call = graph.call_function(prod_as_eager, (env[x], dim, keepdim))
         call.meta = dict(new.meta)
@@ -791,20 +790,17 @@ def _without_tangents(gm, missing, zero_reach=frozenset()):
             continue
         operands = node.all_input_nodes
         unmade = [a for a in operands if a in zero and a not in env]
+        # the formula of a forward op an unread output's zero gradient reaches: eager runs it with that
+        # zero (0 * inf is NaN there), so the missing gradients it adds are zero tensors (the last branch)
+        reached = unread and node.meta.get("seq_nr") in zero_reach
         if not unmade:
             env[node] = graph.node_copy(node, env.__getitem__)
-        elif unread and node.meta.get("seq_nr") in zero_reach:
-            # the formula of a forward op an unread output's zero gradient reaches: eager runs it with
-            # that zero (0 * inf is NaN there), so the missing gradients it adds are zeros too
-            for a in unmade:
-                env[a] = _zeros_node(graph, a)
-            env[node] = graph.node_copy(node, env.__getitem__)
-        elif (other := _gradient_passed(node, zero)) is not None and other in env and \
+        elif not reached and (other := _gradient_passed(node, zero)) is not None and other in env and \
                 (other in dependent or _makes_zeros(other)):
             # a zero added to a gradient, or to a zero tensor a present output's backward formula made
             # (copysign's for its `other`: eager's input gets that tensor, not None)
             env[node] = env[other]
-        elif not any(a in dependent and a not in zero for a in operands):
+        elif not reached and not any(a in dependent and a not in zero for a in operands):
             zero.add(node)
         else:
             for a in unmade:

@@ -44,8 +44,8 @@ class Worker:
             self.proc.join(5)
             code = self.proc.exitcode
             self.close()
-            if options.get("eager_only") or self._eager_dies(src, timeout, options):
-                return {"status": "invalid" if not options.get("eager_only") else "segv",
+            if not options.get("eager_only") and self._eager_dies(src, timeout, options):
+                return {"status": "invalid",
                         "msg": f"eager alone dies too (exit code {code}): a crash of torch's, not a test"}
             return {"status": "segv", "msg": f"the worker process died (exit code {code})"}
         if res["status"] == "setup_error":

@@ -224,8 +224,6 @@ def store(key, job, unit, call):
                 recipes[name] = ["op_fn", _op_name(code.op_names[name])]
             elif name in helpers and helpers[name] is value:
                 recipes[name] = ["helper", name]
-            elif type(value).__name__ == "StaticAlignment":
-                recipes[name] = ["static_aligned", len(value.indices)]
             else:
                 recipes[name] = _recipe(value, constants)
     except Exception as e:   # noqa: BLE001 -- NotCacheable, or a global no recipe reads: not stored
@@ -256,11 +254,10 @@ def _triton_part(unit):
     launched kernel's compile options, the arguments it was compiled for (tensors by dtype and 16-byte
     alignment, which is what Triton specializes on) and how the wrapper calls its launcher."""
     from ..codegen.triton import _direct_launch
-    names = set(unit.launchers)
-    launches = {launch.name: launch for launch in unit.by_name.values()}
+    launches = dict(unit.by_name)
     launches.update({t.name: t for t in unit.templates.values()})
     out = []
-    for name in sorted(names):
+    for name in sorted(unit.launchers):
         launch = launches[name]
         run = unit.launchers[name][0]
         direct = _direct_launch(run)
@@ -268,8 +265,7 @@ def _triton_part(unit):
                     "num_stages": launch.num_stages, "debug": bool(getattr(launch, "debug", False)),
                     "args": [_warmup_spec(a) for a in unit.examples[name]],
                     "direct": None if direct is None else [direct[1], direct[2]]})
-    module_names = [n for n in list(unit.by_name) + [t.name for t in unit.templates.values()]]
-    return {"interpret": bool(unit.interpret), "device": str(unit.device), "module_names": module_names,
+    return {"interpret": bool(unit.interpret), "device": str(unit.device), "module_names": list(launches),
             "launches": out}
 
 
@@ -332,6 +328,7 @@ def _op(name):
 
 
 def _recipe(value, constants):
+    from ..codegen.triton import StaticAlignment
     from ..codegen.wrapper import DisjointInputs
     if value is None or isinstance(value, (bool, int, str)):
         return ["value", value]
@@ -356,6 +353,8 @@ def _recipe(value, constants):
             raise NotCacheable(f"an output structure pytree can't serialize ({e})") from None
     if isinstance(value, DisjointInputs):
         return ["disjoint", [list(value.written), list(value.moving), list(value.fixed)]]
+    if isinstance(value, StaticAlignment):
+        return ["static_aligned", len(value.indices)]
     if isinstance(value, torch.Tensor):
         if id(value) in constants:
             return ["attr", constants[id(value)]]
@@ -434,7 +433,7 @@ def _rebuild(recipe, gm):
             raise ValueError(f"{args[0]} is not a tensor")
         return value
     if kind == "tensor":
-        dtype, shape, data = getattr(torch, args[0]), args[1], base64.b64decode(args[2], validate=True)
+        dtype, shape, data = _dtype(args[0]), args[1], base64.b64decode(args[2], validate=True)
         flat = torch.empty(math.prod(shape), dtype=dtype)
         if len(data) != flat.numel() * flat.element_size():
             raise ValueError("a constant's bytes do not match its size")
