@@ -19,8 +19,8 @@ import math
 import torch
 
 from .. import logs
-from .sources import REFS
-from .variables.base import unsupported
+from .sources import REFS, ObjectSource
+from .variables.base import ConstantVariable, unsupported
 from .variables.objects import new_object
 from .variables.tensor import TensorVariable
 
@@ -40,9 +40,22 @@ class ReturnCodegen:
         self._temps = {}           # id(Variable) -> temp name holding its rebuilt object
         self._building = set()     # ids of Variables being rebuilt (cycle detection)
         self._kept = []            # the Variables _temps names, alive while this codegen keys by their ids
+        self.frame_objects = {}    # the tracer's: objects that may not leave the frame (classdef.py)
+
+    def _refuse_frame_object(self, value):
+        """A class built while tracing (or one of its functions) may not leave the frame: raise where the
+        frame can break instead (variables/classdef.py)."""
+        if id(value) in self.frame_objects:
+            from ..exc import Unsupported
+            error = Unsupported(f"{getattr(value, '__qualname__', value)}, built by a class statement while "
+                                "tracing, leaves the frame (each call of the function makes a new one)",
+                                hint="the class statement is a graph break")
+            error.root_index = self.frame_objects[id(value)]
+            raise error
 
     def obj(self, value):
         key = id(value)
+        self._refuse_frame_object(value)
         if key not in self._object_names:
             name = f"__gj_c{len(self._object_names)}"
             self._object_names[key] = name
@@ -62,6 +75,12 @@ class ReturnCodegen:
             return self._temps[key]
         if key in self._building:
             unsupported(f"rebuilding a self-referential {var.python_type().__name__}")
+        if self.frame_objects and not isinstance(var, ConstantVariable):
+            source = getattr(var, "source", None)
+            while source is not None:           # read through a frame class: P, P.method
+                if isinstance(source, ObjectSource):
+                    self._refuse_frame_object(source.obj)
+                source = getattr(source, "base", None)
         self._building.add(key)
         try:
             text = var.reconstruct(self)

@@ -361,6 +361,7 @@ def _finish(fn, options, tracer, record, make_tail):
     """Build the graph, compile it, generate the entry. make_tail(cg) -> (values, tail lines)."""
     namespace = {}
     cg = ReturnCodegen(namespace)
+    cg.frame_objects = tracer.frame_objects
     values, tail = make_tail(cg)
     replay = tracer.side_effects.replay_lines(cg)
     gm, sources, example_inputs = tracer.graph.finish(cg.output_nodes)

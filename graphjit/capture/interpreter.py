@@ -177,6 +177,9 @@ class Tracer:
         self.distinct_sources = {}  # type -> sources of distinct mutable outside objects (builder._guard_distinct)
         self.side_effects = SideEffects()
         self.keepalive = []
+        # id -> root-frame instruction index: classes built while tracing and their functions, which may
+        # not leave the frame (codegen refuses them; the frame breaks at that instruction instead)
+        self.frame_objects = {}
         self.frames = []
         self.instruction_count = 0
         self.cleanups = []
@@ -931,8 +934,8 @@ def _raise(tx, f, inst):
 
 @handles("LOAD_BUILD_CLASS")
 def _load_build_class(tx, f, inst):
-    # a class statement: calling __build_class__ is a graph break, so the class is made in CPython and
-    # the rest of the frame is captured in a resume function
+    # a class statement: __build_class__ builds the class while tracing where that keeps eager's meaning
+    # (variables/classdef.py); otherwise the call is a graph break and the class is made in CPython
     import builtins
     from .variables.builder import wrap
     f.push(wrap(tx, builtins.__build_class__, None))

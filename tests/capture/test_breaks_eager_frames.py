@@ -315,9 +315,9 @@ def test_closures_of_one_def_across_a_break():
             assert_same(c(x), e(x))
 
 
-def defines_a_class(x):
+def defines_a_class(x, leaves=False):
     y = x.sin()
-    class Scale:                       # a class statement: a break (the class is made in CPython)
+    class Scale:                       # built while tracing unless an instance leaves the frame
         factor = 3
 
         def __init__(self, v):
@@ -326,19 +326,24 @@ def defines_a_class(x):
         def get(self):
             return self.v * self.factor
     s = Scale(2)
+    if leaves:
+        return y * s.get(), s
     return y * s.get(), type(s).__name__, Scale.__qualname__
 
 
-def test_class_statement_breaks_and_resumes():
+def test_class_statement_breaks_and_resumes_where_the_class_leaves_the_frame():
     counter = CompileCounter()
     compiled = graphjit.compile(defines_a_class, backend=counter)
     x = torch.randn(3)
     for _ in range(2):
-        assert_same(compiled(x), defines_a_class(x))
-    # the graph before the class, and the resume function's, once per call: each call makes a new class
-    # and the resume is guarded on it (torch.compile recompiles per call too)
-    assert _ops(counter)[0] == ["sin"]
-    assert counter.frame_count == 3
+        assert_same(compiled(x)[:1], defines_a_class(x)[:1])
+        assert_same(compiled(x, True)[0], defines_a_class(x, True)[0])
+    # the class is a frame object, so a kept instance would be of one class for every call: the class
+    # statement breaks where an instance leaves, and each call's new class recompiles the resume function
+    # (torch.compile recompiles per call too)
+    first, second = compiled(x, True)[1], compiled(x, True)[1]
+    assert type(first) is not type(second) and type(first).__qualname__ == type(second).__qualname__
+    assert ["sin"] in _ops(counter)          # the graph before the break at the class statement
 
 
 def returns_inner_functions(x):

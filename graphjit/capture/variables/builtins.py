@@ -634,6 +634,12 @@ def _copy_var(tx, var, deep, memo):
     return result
 
 
+def _build_class(tx, *args, **kwargs):
+    from .classdef import build_class
+    return build_class(tx, *args, **kwargs)
+
+
+BUILTIN_HANDLERS[builtins.__build_class__] = _build_class
 BUILTIN_HANDLERS[__import__("copy").deepcopy] = lambda tx, x, memo=None: _copy_var(tx, x, True, {})
 BUILTIN_HANDLERS[__import__("copy").copy] = lambda tx, x: _copy_var(tx, x, False, {})
 
