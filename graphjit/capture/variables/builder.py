@@ -19,6 +19,7 @@ import types
 import torch
 
 from ..sources import AttrSource, ItemSource, module_attr_source
+from . import numpyvars
 from .base import Variable, ConstantVariable, unsupported
 from .containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SizeVariable,
                          NamedTupleVariable, OutsideListVariable)
@@ -121,6 +122,10 @@ def _wrap_uncached(tx, value, source):
     if isinstance(value, _TORCH_CONSTANT_TYPES):
         if source is not None:
             tx.guards.add_equals(source, value)
+        return ConstantVariable(value, source)
+    if numpyvars.is_scalar(value):
+        if source is not None:
+            numpyvars.guard_scalar(tx, source, value)
         return ConstantVariable(value, source)
     if isinstance(value, torch.Size):
         if source is not None:
@@ -330,6 +335,7 @@ _CALLABLE_TABLE = [
     # C functions with a traced pure-Python equivalent (polyfills.py): itertools, functools.reduce ...
     (_has_polyfill, _polyfill, "id"),
     (_is_handled_builtin, _make("builtins.BuiltinVariable"), "id"),
+    (numpyvars.is_ufunc, _make("builtins.BuiltinVariable"), "id"),     # folded on constants, else a break
     (lambda v: callable(v) and getattr(v, "_dynamo_marked_constant", False) is True, _assumed_constant, "id"),
     (lambda v: isinstance(v, functools._lru_cache_wrapper) and isinstance(getattr(v, "__wrapped__", None),
                                                                           types.FunctionType),
@@ -385,7 +391,7 @@ def wrap_constant_result(tx, value):
         return ConstantVariable(specialize(value))
     if isinstance(value, torch.Tensor):
         unsupported("a tensor computed outside the graph")
-    if type(value) in _CONSTANT_TYPES or isinstance(value, _TORCH_CONSTANT_TYPES):
+    if type(value) in _CONSTANT_TYPES or isinstance(value, _TORCH_CONSTANT_TYPES) or numpyvars.is_scalar(value):
         return ConstantVariable(value)
     if isinstance(value, torch.Size):
         return SizeVariable([ConstantVariable(v) for v in value])

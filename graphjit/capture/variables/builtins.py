@@ -21,6 +21,7 @@ from .containers import (BaseListVariable, TupleVariable, ListVariable, DictVari
 from . import containers
 from .tensor import TensorVariable, record
 from . import dunders
+from . import numpyvars
 
 
 class AttributeMissing(UserError):
@@ -52,6 +53,11 @@ def _is_tensor(v):
 
 
 def binary_op(tx, op, a, b):
+    numpy = numpyvars.operands(tx, op, a, b)
+    if isinstance(numpy, Variable):
+        return numpy
+    if numpy is not None:
+        a, b = numpy
     names = dunders.binary_names(op)
     if dunders.takes_part(a, names) or dunders.takes_part(b, names):
         return dunders.binary(tx, op, a, b, lambda o, x, y: _builtin_binary(tx, o, x, y))
@@ -133,6 +139,11 @@ def wrap_result(tx, value):
 
 
 def compare_op(tx, op, a, b):
+    numpy = numpyvars.operands(tx, op, a, b)
+    if isinstance(numpy, Variable):
+        return numpy
+    if numpy is not None:
+        a, b = numpy
     name = dunders.COMPARE_DUNDERS[op]
     reflected = dunders.COMPARE_DUNDERS[dunders.SWAPPED[op]]
     if dunders.takes_part(a, (name, reflected)) or dunders.takes_part(b, (name, reflected)):
@@ -219,6 +230,8 @@ def unary_op(tx, opname, value):
     if opname == "UNARY_NOT":
         return ConstantVariable(not value.truth(tx))
     fn = UNARY_OPS[opname]
+    if numpyvars.is_scalar(getattr(value, "value", None)):
+        return _fold(tx, fn, value.value)
     if dunders.takes_part(value, (dunders.UNARY_DUNDERS[opname][0],)):
         return dunders.unary(tx, opname, value)
     if _is_tensor(value):
@@ -715,6 +728,12 @@ class BuiltinVariable(Variable):
                 if "argument" not in str(e):
                     raise
                 raise Unsupported(f"{self.fn.__name__}() called with unsupported arguments: {e}") from e
+        if numpyvars.is_ufunc(self.fn):
+            folded = numpyvars.fold_call(tx, self.fn, args, kwargs)
+            if folded is not None:
+                return folded
+            unsupported(f"numpy {self.fn.__name__}() of a value only known while tracing (NumPy on tensors "
+                        "is not captured)", hint="use the torch function of the same name")
         if self.fn in PURE_ON_CONSTANTS and all_constant(args, kwargs):
             return _fold(tx, lambda *a: self.fn(*a, **{k: v.as_python_constant() for k, v in kwargs.items()}),
                          *constants(*args))

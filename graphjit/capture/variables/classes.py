@@ -7,6 +7,7 @@ import types
 
 import torch
 
+from . import numpyvars
 from .base import ConstantVariable, unsupported
 from .builtins import BUILTIN_HANDLERS, BuiltinVariable, all_constant, constants, _fold
 from .containers import NamedTupleVariable, SizeVariable, DictVariable, SliceVariable
@@ -170,6 +171,13 @@ def _enum_member(tx, cls, args, kwargs):
         raise UserError(e) from None
 
 
+def _numpy_scalar(tx, cls, args, kwargs):
+    folded = numpyvars.fold_call(tx, cls, args, kwargs)
+    if folded is None:
+        unsupported(f"numpy.{cls.__name__}() of a value only known while tracing")
+    return folded
+
+
 _CONSTRUCTORS = [
     (lambda c: getattr(c, "__module__", None) in ("operator", "builtins") and issubclass(c, BaseException)
      if isinstance(c, type) else False, lambda tx, c, a, k: ConstantVariable(c(*constants(*a)))),
@@ -182,5 +190,6 @@ _CONSTRUCTORS = [
     (lambda c: c is collections.deque, _deque),
     (lambda c: isinstance(c, enum.EnumMeta) and bool(c.__members__), _enum_member),
     (lambda c: getattr(c, "__module__", "").startswith("torch"), _torch_class),
+    (numpyvars.is_scalar_type, _numpy_scalar),
     (lambda c: isinstance(c, type) and c.__module__ != "builtins", _user_class),
 ]

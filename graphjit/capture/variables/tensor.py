@@ -4,7 +4,7 @@ import operator
 import torch
 
 from ...exc import Unsupported
-from . import symbolic
+from . import numpyvars, symbolic
 from .base import Variable, ConstantVariable, NotConstant, unsupported
 
 DATA_DEPENDENT_HINT = ("the value of a tensor is not known while tracing: use torch.where / tensor ops "
@@ -186,9 +186,10 @@ def to_node_args(value):
     if isinstance(value, (list, tuple)):
         return type(value)(to_node_args(v) for v in value)
     try:
-        return value.as_python_constant()
+        value = value.as_python_constant()
     except NotConstant:
         unsupported(f"passing {value} to a tensor operation")
+    return numpyvars.plain(value)      # a NumPy scalar as its Python number, as a Scalar argument reads it
 
 
 def to_fake_args(value):
@@ -206,7 +207,7 @@ def to_fake_args(value):
         return {k: to_fake_args(v) for k, v in value.items.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(to_fake_args(v) for v in value)
-    return value.as_python_constant()
+    return numpyvars.plain(value.as_python_constant())
 
 
 def _contains_tensor(value):
@@ -220,6 +221,7 @@ def _contains_tensor(value):
 def record(tx, kind, target, args, kwargs, mutates=False):
     """Add one op to the graph: propagate fake tensors, create the node, wrap the result."""
     from .builder import wrap_fake_result, wrap_constant_result
+    numpyvars.check_op_args(target, args, kwargs)
     node_args = [to_node_args(a) for a in args]
     node_kwargs = {k: to_node_args(v) for k, v in kwargs.items()}
     fake_args = [to_fake_args(a) for a in args]
