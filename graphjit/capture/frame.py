@@ -483,10 +483,13 @@ def _translate_break(fn, options, args, kwargs, error, record, defer_logging, po
         raise Unsupported("graph break after a closure over a cell the frame set was made")
     inst = frame.instructions[state.index]
     from .resume import enclosing_handler_kinds
-    from .variables.torchvars import WithExitVariable
+    from .variables.torchvars import AutocastVariable, WithExitVariable
     open_withs = enclosing_handler_kinds(fn.__code__, state.index).count("with")
     if open_withs != sum(isinstance(v, WithExitVariable) for v in frame.stack):
         raise Unsupported("graph break inside the with-block of a user context manager")
+    for item in frame.stack:
+        if isinstance(item, WithExitVariable) and isinstance(item.ctx, AutocastVariable):
+            item.ctx.close_at_break(tracer)
 
     def make_tail(cg):
         return _break_tail(fn, options, frame, inst, state.index, cg)
@@ -494,9 +497,9 @@ def _translate_break(fn, options, args, kwargs, error, record, defer_logging, po
 
 
 def _break_tail(fn, options, frame, inst, index, cg):
-    from .resume import resume_function, NULL_SLOT
+    from .resume import resume_function, NULL_SLOT, Reentered
     from .variables.base import NULL
-    from .variables.torchvars import WithExitVariable
+    from .variables.torchvars import AutocastVariable, ReenterAutocast, WithExitVariable
     stack = list(frame.stack)
     values = {}
     call_expr = None
@@ -547,6 +550,12 @@ def _break_tail(fn, options, frame, inst, index, cg):
         cg.namespace["__gj_sys"] = sys
     else:
         tail.append(guarded)
+    # an autocast block open at the break: entered for the instruction only (its with-exit in __gj_s<k>);
+    # the resume function enters it again itself (ReenterAutocast), inside its own graph when traced
+    for k, item in reversed(list(enumerate(stack))):
+        if isinstance(item, WithExitVariable) and isinstance(item.ctx, AutocastVariable):
+            tail += [f"__gj_s{k}(None, None, None)", f"__gj_s{k} = {cg.obj(ReenterAutocast(item.ctx.params))}"]
+            layout[k] = Reentered(layout[k])
     closure = fn.__closure__
     for k, (condition, target) in enumerate(targets):
         resume = resume_function(fn.__code__, target, layout, local_names, fn.__globals__, closure)

@@ -24,6 +24,24 @@ _ORIGIN = {}   # resume code -> (the original code, how far its instructions are
 NULL_SLOT = None
 
 
+class Reentered(str):
+    """A stack slot whose parameter the prologue replaces by `parameter.enter()`: a context manager's
+    with-exit, for a block the break left (torchvars.ReenterAutocast)."""
+
+    @property
+    def name(self):
+        return str(self)
+
+    def __repr__(self):
+        return f"Reentered({str(self)!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Reentered) and str.__eq__(self, other)
+
+    def __hash__(self):
+        return hash(("reentered", str(self)))
+
+
 def resume_function(code, index, stack_layout, local_names, f_globals, closure):
     """A Python function continuing `code` at normalized instruction `index`.
 
@@ -47,14 +65,21 @@ def _resume_code(code, index, stack_layout, local_names):
     instrs = bytecode.read(code)
     entries = bytecode.exception_table(code)
     lineno = instrs[index].lineno
-    prologue = [Instruction("PUSH_NULL", None, lineno) if slot is NULL_SLOT else
-                Instruction("LOAD_FAST", slot, lineno) for slot in stack_layout]
+    prologue = []
+    for slot in stack_layout:
+        if slot is NULL_SLOT:
+            prologue.append(Instruction("PUSH_NULL", None, lineno))
+        elif isinstance(slot, Reentered):       # the with-exit of a block open at the break: slot.enter()
+            prologue += [Instruction("LOAD_FAST", slot.name, lineno), Instruction("LOAD_METHOD", "enter", lineno),
+                         Instruction("CALL", 0, lineno)]
+        else:
+            prologue.append(Instruction("LOAD_FAST", slot, lineno))
     shift = len(prologue) + 1
     prologue.append(Instruction("JUMP", None, lineno, target=index + shift))
     body = [_shifted(ins, shift) for ins in instrs]
     shifted_entries = [ExceptionEntry(e.start + shift, e.end + shift, e.target + shift, e.depth, e.lasti)
                        for e in entries]
-    params = [slot for slot in stack_layout if slot is not NULL_SLOT] + list(local_names)
+    params = [str(slot) for slot in stack_layout if slot is not NULL_SLOT] + list(local_names)
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     name = f"__gj_resume_{code.co_name}_at_{lineno}"
     resume_code = bytecode.assemble(prologue + body, template=code, exception_entries=shifted_entries,
@@ -69,12 +94,47 @@ def _shifted(ins, shift):
                        None if ins.target is None else ins.target + shift, ins.is_jump_target)
 
 
+_JUMPS = ("JUMP", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE")
+
+
 def in_loop(code, index):
-    """Is instruction `index` inside a loop body (some later instruction jumps back to or before it)?"""
+    """Is instruction `index` inside a loop body (some later instruction jumps back to or before it)? A
+    with-block's exit handler is not a loop: on 3.12+ the path where __exit__ suppresses the exception
+    jumps back to the code after the block, which precedes the handler."""
     instrs = bytecode.read(code)
-    return any(ins.target is not None and j > index >= ins.target for j, ins in enumerate(instrs)
-               if ins.opname in ("JUMP", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE",
-                                 "POP_JUMP_IF_NOT_NONE"))
+    exit_paths = _with_exit_paths(code, instrs)
+    return any(ins.target is not None and j > index >= ins.target and j not in exit_paths
+               for j, ins in enumerate(instrs) if ins.opname in _JUMPS)
+
+
+_NO_FALLTHROUGH = ("JUMP", "RETURN_VALUE", "RERAISE", "RAISE_VARARGS")
+
+
+def _successors(instrs, i):
+    ins = instrs[i]
+    after = [] if ins.opname in _NO_FALLTHROUGH or i + 1 >= len(instrs) else [i + 1]
+    return after + ([ins.target] if ins.target is not None else [])
+
+
+def _reach(instrs, starts, stop=frozenset()):
+    seen, todo = set(), [s for s in starts if s not in stop]
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        todo += [k for k in _successors(instrs, i) if k not in stop and k not in seen]
+    return seen
+
+
+def _with_exit_paths(code, instrs):
+    """Instructions only a with-block's exit handler reaches (not the code it returns to)."""
+    handlers = [e.target for e in bytecode.exception_table(code)
+                if e.target + 1 < len(instrs) and instrs[e.target + 1].opname == "WITH_EXCEPT_START"]
+    if not handlers:
+        return frozenset()
+    normal = frozenset(_reach(instrs, [0]))
+    return _reach(instrs, handlers, stop=normal)
 
 
 def original_code(code):

@@ -361,7 +361,15 @@ _CALLABLE_TABLE = [
      lambda tx, v, s: __import__("graphjit.capture.variables.torchvars", fromlist=["x"]).wrap_context_object(tx, v, s),
      "type"),
     (lambda v: isinstance(v, (staticmethod, classmethod)), _make("functions.DescriptorVariable"), None),
+    (lambda v: isinstance(v, _torchvars().ReenterAutocast), _make("torchvars.ReenterVariable"), None),
+    (lambda v: isinstance(v, _torchvars().RestoreGradMode),
+     lambda tx, v, s: _torchvars().wrap_restore_grad_mode(tx, v, s), None),
 ]
+
+
+def _torchvars():
+    from . import torchvars
+    return torchvars
 
 
 def wrap_fake_result(tx, node, example):

@@ -160,7 +160,18 @@ class _DecoratedVariable(Variable):
         return result
 
 
-class AutocastVariable(Variable):
+class _ContextVariable(Variable):
+    """A context manager modelled by enter(tx) and exit(tx)."""
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        unsupported(f"method {name!r} of {self.python_type().__name__}")
+
+
+class AutocastVariable(_ContextVariable):
     """torch.autocast(...): _enter_autocast/_exit_autocast nodes, and the real mode entered while tracing
     so fake tensors see the same dtypes."""
 
@@ -169,6 +180,7 @@ class AutocastVariable(Variable):
         self.kwargs = kwargs
         self.node = None
         self.real = None
+        self.params = None      # _enter_autocast's arguments, once entered
 
     def python_type(self):
         return torch.autocast
@@ -180,6 +192,7 @@ class AutocastVariable(Variable):
         self.real = torch.autocast(*cargs, **ckw)
         # _enter_autocast takes torch.autocast's arguments positionally
         cargs = [self.real.device, self.real.fast_dtype, self.real._enabled, self.real._cache_enabled]
+        self.params = tuple(cargs)
         self.real.__enter__()
         tx.push_cleanup(self._real_exit)
         self.node = tx.graph.create_node("call_function", _enter_autocast, cargs, {}, None)
@@ -197,12 +210,12 @@ class AutocastVariable(Variable):
         self._real_exit()
         return ConstantVariable(None)
 
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__enter__":
-            return self.enter(tx)
-        if name == "__exit__":
-            return self.exit(tx)
-        unsupported(f"method {name!r} of autocast")
+    def close_at_break(self, tx):
+        """A graph break inside the block: the graph leaves the mode at its end (its _enter_autocast gets
+        its _exit_autocast); the entry enters it for real around the break's instruction
+        (WithExitVariable.reconstruct), and the resume function enters it again (ReenterAutocast)."""
+        self.exit(tx)
+
 
     def call(self, tx, args, kwargs):
         (fn,) = args
@@ -223,7 +236,83 @@ class WithExitVariable(Variable):
         # resume function's with-exit must switch it back
         if isinstance(self.ctx, GradModeVariable) and self.ctx.applied:
             return cg.obj(RestoreGradMode(self.ctx.previous))
+        if isinstance(self.ctx, AutocastVariable) and self.ctx.params is not None:
+            return f"{cg.obj(_enter_autocast_again)}(*{cg.obj(self.ctx.params)})"
+        if isinstance(self.ctx, NullContextVariable):
+            return cg.obj(_exit_nothing)
         unsupported(f"a graph break inside a `with {self.ctx.python_type().__name__}` block")
+
+
+def _enter_autocast_again(device, dtype, enabled, cache_enabled):
+    """At a graph break inside `with torch.autocast(...)`: the mode entered again for the break's
+    instruction; returns its with-exit (called once the instruction has run, or if it raises)."""
+    ctx = torch.autocast(device, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+    ctx.__enter__()
+    return ctx.__exit__
+
+
+class ReenterAutocast:
+    """Handed to a resume function in place of the with-exit of an autocast block open at the break: its
+    prologue calls enter(), which enters the mode and returns the with-exit. In CPython that is a real
+    autocast; traced, an AutocastVariable entered in the resume function's own graph (ReenterVariable),
+    so the mode starts and ends inside that graph as it did in the original frame's."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def enter(self):
+        return _enter_autocast_again(*self.params)
+
+
+class ReenterVariable(Variable):
+    def __init__(self, value, source):
+        self.value, self.source = value, source
+
+    @classmethod
+    def create(cls, tx, value, source):
+        if source is not None:
+            tx.guards.add_type(source, ReenterAutocast)
+            tx.guards.add(3, f"{{0}}.params == {tx.guards.obj(value.params)}", None, (source,))
+        return cls(value, source)
+
+    def python_type(self):
+        return ReenterAutocast
+
+    def getattr(self, tx, name):
+        from .base import MethodOf
+        if name != "enter":
+            unsupported(f"attribute {name!r} of an autocast re-entry")
+        return MethodOf(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        device, dtype, enabled, cache_enabled = self.value.params
+        ctx = AutocastVariable([ConstantVariable(device)],
+                               {"dtype": ConstantVariable(dtype), "enabled": ConstantVariable(enabled),
+                                "cache_enabled": ConstantVariable(cache_enabled)})
+        ctx.enter(tx)
+        return WithExitVariable(ctx)
+
+
+def _exit_nothing(*exc_info):
+    return None
+
+
+class NullContextVariable(_ContextVariable):
+    """A context manager with no effect on what the traced code computes: torch.profiler.record_function
+    (its profiler annotation is dropped from compiled code, as torch.compile drops it)."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def enter(self, tx):
+        return self
+
+    def exit(self, tx):
+        return ConstantVariable(None)
+
 
 
 class RestoreGradMode:
@@ -234,6 +323,17 @@ class RestoreGradMode:
 
     def __call__(self, *exc_info):
         torch._C._set_grad_enabled(self.mode)
+
+
+def wrap_restore_grad_mode(tx, value, source):
+    """A RestoreGradMode on a resume function's stack: the with-exit of the grad-mode block it resumes
+    in (so a break further inside that block resumes again)."""
+    if source is not None:
+        tx.guards.add_type(source, RestoreGradMode)
+        tx.guards.add(1, f"{{0}}.mode is {value.mode!r}", None, (source,))
+    ctx = GradModeVariable(torch.is_grad_enabled())
+    ctx.previous, ctx.applied = value.mode, True
+    return WithExitVariable(ctx)
 
 
 def make_context_manager(tx, cls, args, kwargs):
@@ -252,6 +352,8 @@ def make_context_manager(tx, cls, args, kwargs):
         if cls is not torch.autocast and cls is not torch.amp.autocast:
             args = [ConstantVariable("cpu"), *args]
         return AutocastVariable(list(args), dict(kwargs))
+    if cls is torch.autograd.profiler.record_function:
+        return NullContextVariable(cls)
     if cls is torch.inference_mode:
         # captured as no_grad: same values; the outputs are ordinary (not inference) tensors
         mode = args[0].as_python_constant() if args else kwargs.get("mode", ConstantVariable(True)).value
