@@ -259,6 +259,13 @@ def _same(actual, expected, where, tol):
     if type(actual) is not type(expected):
         _fail(where, f"type {type(actual).__qualname__} != expected {type(expected).__qualname__}"
                      f" (value {_short(actual)} vs {_short(expected)})")
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(expected, (np.ndarray, np.generic)):
+        # NumPy arrays and scalars: dtype, shape and values as tensors'
+        a, e = np.asarray(actual), np.asarray(expected)
+        if a.dtype != e.dtype or a.shape != e.shape:
+            _fail(where, f"NumPy {a.dtype}{a.shape} != expected {e.dtype}{e.shape}")
+        return _same_tensor(torch.from_numpy(a.copy()), torch.from_numpy(e.copy()), where, tol)
     if isinstance(expected, float):
         return _same_float(actual, expected, where, tol)
     if _is_namedtuple(expected):

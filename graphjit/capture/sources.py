@@ -145,6 +145,18 @@ class TypeSource(Source):
         return self.base.depth() + 1
 
 
+@dataclasses.dataclass(frozen=True)
+class TensorOfArraySource(Source):
+    """The tensor over a NumPy array's memory (`torch.from_numpy`): an array argument as a graph input."""
+    base: Source
+
+    def expr_on(self, base_text):
+        return f"__gj_torch.from_numpy({base_text})"
+
+    def depth(self):
+        return self.base.depth() + 1
+
+
 def _hash_once(cls):
     """cls's dataclass hash, computed once per source: a source's hash walks its whole chain of bases, and
     capture hashes sources in every guard and placeholder lookup."""

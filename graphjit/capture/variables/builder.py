@@ -127,6 +127,10 @@ def _wrap_uncached(tx, value, source):
         if source is not None:
             numpyvars.guard_scalar(tx, source, value)
         return ConstantVariable(value, source)
+    if source is not None and numpyvars.is_array(value):
+        array = numpyvars.wrap_array(tx, value, source)
+        if array is not None:
+            return array
     if isinstance(value, torch.Size):
         if source is not None:
             tx.guards.add_equals(source, value)
@@ -349,6 +353,7 @@ _CALLABLE_TABLE = [
     (lambda v: isinstance(v, types.ModuleType), _make("objects.PythonModuleVariable"), "id"),
     (lambda v: v is super, _make("builtins.BuiltinVariable"), "id"),
     (_is_torch_op, _make("torchvars.TorchOpVariable"), "id"),
+    (numpyvars.is_function, _make("builtins.BuiltinVariable"), "id"),     # captured on arrays over tensors
     (lambda v: isinstance(v, types.FunctionType), _make("functions.UserFunctionVariable"), "id"),
     (lambda v: isinstance(v, types.MethodType), _make("functions.BoundMethodVariable"), None),
     (lambda v: isinstance(v, functools.partial), _make("functions.PartialVariable"), "type"),

@@ -53,6 +53,9 @@ def _is_tensor(v):
 
 
 def binary_op(tx, op, a, b):
+    array = numpyvars.binary_operator(tx, op, a, b)
+    if array is not None:
+        return array
     numpy = numpyvars.operands(tx, op, a, b)
     if isinstance(numpy, Variable):
         return numpy
@@ -139,6 +142,9 @@ def wrap_result(tx, value):
 
 
 def compare_op(tx, op, a, b):
+    array = numpyvars.binary_operator(tx, op, a, b)
+    if array is not None:
+        return array
     numpy = numpyvars.operands(tx, op, a, b)
     if isinstance(numpy, Variable):
         return numpy
@@ -230,6 +236,9 @@ def unary_op(tx, opname, value):
     if opname == "UNARY_NOT":
         return ConstantVariable(not value.truth(tx))
     fn = UNARY_OPS[opname]
+    array = numpyvars.unary(tx, opname, value)
+    if array is not None:
+        return array
     if numpyvars.is_scalar(getattr(value, "value", None)):
         return _fold(tx, fn, value.value)
     if dunders.takes_part(value, (dunders.UNARY_DUNDERS[opname][0],)):
@@ -728,12 +737,13 @@ class BuiltinVariable(Variable):
                 if "argument" not in str(e):
                     raise
                 raise Unsupported(f"{self.fn.__name__}() called with unsupported arguments: {e}") from e
-        if numpyvars.is_ufunc(self.fn):
-            folded = numpyvars.fold_call(tx, self.fn, args, kwargs)
+        if numpyvars.is_ufunc(self.fn) or numpyvars.is_function(self.fn):
+            folded = numpyvars.is_ufunc(self.fn) and numpyvars.fold_call(tx, self.fn, args, kwargs) or \
+                numpyvars.function_call(tx, self.fn, args, kwargs)
             if folded is not None:
                 return folded
-            unsupported(f"numpy {self.fn.__name__}() of a value only known while tracing (NumPy on tensors "
-                        "is not captured)", hint="use the torch function of the same name")
+            unsupported(f"numpy.{getattr(self.fn, '__name__', self.fn)}() on values that are neither constants "
+                        "nor arrays over tensors", hint="use the torch function of the same name")
         if self.fn in PURE_ON_CONSTANTS and all_constant(args, kwargs):
             return _fold(tx, lambda *a: self.fn(*a, **{k: v.as_python_constant() for k, v in kwargs.items()}),
                          *constants(*args))

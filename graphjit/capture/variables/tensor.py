@@ -108,6 +108,8 @@ class TensorMethodVariable(Variable):
 
     def call(self, tx, args, kwargs):
         name, fake = self.name, self.tensor.fake
+        if name == "numpy" and not args and not kwargs.get("force", ConstantVariable(False)).value:
+            return numpyvars.from_tensor(tx, self.tensor)
         if name in DATA_METHODS:
             unsupported(f"Tensor.{name}() needs the tensor's data", hint=DATA_DEPENDENT_HINT)
         if name == "requires_grad_" and _requested_flag(args, kwargs) == fake.requires_grad:

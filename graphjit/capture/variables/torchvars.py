@@ -4,6 +4,8 @@ import types
 
 import torch
 
+from . import numpyvars
+
 from .base import Variable, ConstantVariable, unsupported
 from .tensor import record
 
@@ -85,6 +87,8 @@ class TorchOpVariable(Variable):
         if fn is torch._C._set_grad_enabled:
             tx.set_grad_mode(bool(args[0].as_python_constant()))
             return ConstantVariable(None)
+        if args and isinstance(args[0], numpyvars.NdarrayVariable):
+            return numpyvars.to_torch(tx, fn, args, kwargs)
         name = getattr(fn, "__name__", "")
         mutates = name.endswith("_") and not name.endswith("__") or "out" in kwargs
         return record(tx, "call_function", fn, list(args), dict(kwargs), mutates=mutates)

@@ -1,0 +1,135 @@
+"""NumPy arrays over traced tensors (variables/numpyvars.py): `x.numpy()`, NumPy functions, ufuncs,
+methods, operators and indexing on it, and `torch.from_numpy`, captured as graph nodes that run
+torch._numpy; each call checked while tracing against NumPy's own result type, dtype and shape (a
+difference is a graph break); memory shared as in eager. Values: torch's kernels, not NumPy's, so sums
+may round otherwise (compared within float32's tolerance).
+
+PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
+rewriting.
+"""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import graphjit
+from graphjit.testing import CompileCounter, check
+
+TOL = dict(atol=1e-5, rtol=1.3e-6)
+
+
+def r34():
+    return (torch.randn(3, 4),)
+
+
+def ufuncs(x):
+    a = x.numpy()
+    return torch.from_numpy(np.sin(a) * 2 + np.exp(-np.abs(a))), np.maximum(a, 0.5)
+
+
+def reductions_and_methods(x):
+    a = x.numpy()
+    b = (a + 1) / 2
+    return (torch.from_numpy(np.sum(b, axis=0)), b.mean(), b.max(axis=1), b.shape, b.dtype, b.ndim,
+            a[0], a[1:, ::2], np.concatenate([a, b]).T, b.reshape(4, 3).astype(np.float64), -a, a > 0)
+
+
+def scalars(x):
+    a = x.numpy()
+    s = a.sum()                       # a NumPy scalar in eager: np.float32
+    return s, s * 2, np.float32(3) * a.max(), torch.from_numpy(a) + 1
+
+
+def as_tensor_and_tensor(x):
+    a = (x * 2).numpy()
+    return torch.as_tensor(a), torch.tensor(a), torch.asarray(a)
+
+
+@pytest.mark.parametrize("fn", [ufuncs, reductions_and_methods, scalars, as_tensor_and_tensor])
+def test_numpy_on_arrays_from_tensors_is_one_graph(fn):
+    check(fn, r34, graphs=1, **TOL)
+
+
+@pytest.mark.parametrize("fn", [ufuncs, reductions_and_methods, scalars])
+def test_through_the_compiler(fn):
+    check(fn, r34, graphs=1, backend="graphjit", **TOL)
+
+
+def test_memory_is_shared_as_in_eager():
+    def alias(x):
+        return torch.from_numpy(x.numpy())
+
+    def view(x):
+        a = x.numpy()
+        x.add_(1)
+        return a
+
+    for backend in ("eager", "graphjit"):
+        for fn in (alias, view):
+            x = torch.zeros(3)
+            out = graphjit.compile(fn, backend=backend)(x)
+            if isinstance(out, torch.Tensor):
+                out.add_(5)
+                assert x.tolist() == [5.0] * 3
+            else:
+                assert x.tolist() == [1.0] * 3
+                out += 5
+                assert x.tolist() == [6.0] * 3
+
+
+def test_where_torch_numpy_differs_from_numpy_the_call_breaks():
+    def int_divide(x):
+        a = (x * 10).long().numpy()
+        return a / 2                  # float64 in NumPy; torch._numpy gives float32
+
+    counter = CompileCounter()
+    compiled = graphjit.compile(int_divide, backend=counter)
+    x = torch.randn(3, 4)
+    got, expected = compiled(x), int_divide(x)
+    assert got.dtype == expected.dtype == np.float64 and np.array_equal(got, expected)
+    out = graphjit.explain(int_divide, x)
+    assert out.graph_break_count == 1 and "float32" in out.break_reasons[0].reason
+
+
+def test_what_numpy_refuses_or_writes_in_place_breaks():
+    def needs_grad(x):
+        return x.requires_grad_().numpy()         # eager raises: the frame runs eagerly and raises too
+
+    def in_place(x):
+        a = x.numpy()
+        a += 1
+        return torch.from_numpy(a)
+
+    def branch(x):
+        a = x.numpy()
+        if a.sum() > 0:
+            return x + 1
+        return x - 1
+
+    with pytest.raises(RuntimeError):
+        graphjit.compile(needs_grad, backend="eager")(torch.randn(3))
+    check(in_place, r34, graphs=None)
+    check(branch, r34, graphs=None)
+
+
+def test_arrays_from_outside_are_graph_inputs():
+    def fn(a, b):
+        return np.sin(a) + b, torch.from_numpy(a).sum(), len(a), a.shape
+
+    counter = CompileCounter()
+    compiled = graphjit.compile(fn, backend=counter)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        a, b = rng.random(3).astype(np.float32), rng.random(3)
+        got, expected = compiled(a, b), fn(a, b)
+        assert np.allclose(got[0], expected[0], rtol=1e-6) and got[0].dtype == expected[0].dtype
+        assert torch.allclose(got[1], expected[1]) and got[2:] == expected[2:]
+    assert counter.frame_count == 1
+    # a read-only array is not a graph input (torch.from_numpy would warn on every call): still eager's results
+    a = np.ones(3, dtype=np.float32)
+    a.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got, expected = graphjit.compile(fn, backend="eager")(a, np.ones(3)), fn(a, np.ones(3))
+    assert np.array_equal(got[0], expected[0]) and got[2:] == expected[2:]
