@@ -42,8 +42,9 @@ def padded_logits(x, w):
 
 
 @pytest.mark.parametrize("fn, make", [
+    # logits of unit scale: at N(0, 1024) a bf16 rounding step of a logit (0.25) moves softmax by 28%
     (padded_logits, lambda: (torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16),
-                             torch.randn(1001, 1024, device="cuda", dtype=torch.bfloat16))),
+                             torch.randn(1001, 1024, device="cuda", dtype=torch.bfloat16) / 32)),
     (block, lambda: (torch.randn(16, 64, device="cuda"), torch.randn(64, 32, device="cuda"),
                      torch.randn(32, device="cuda"))),
     (misaligned, lambda: (torch.randn(4097, device="cuda"),)),
