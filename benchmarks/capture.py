@@ -10,7 +10,7 @@ graphjit next to torch.compile's, and each frontend's first-call time, as one ma
            cost); best of --repeat fresh starts. Both frontends are warmed up on a tiny function and the
            model runs once eagerly first, so imports and lazy initialisation don't count.
 
-    python benchmarks/capture.py [--models gpt2,bert,...] [--repeat 3] [--no-dynamo-explain]
+    python benchmarks/capture.py [--models gpt2,bert,...] [--wide] [--repeat 3] [--no-dynamo-explain]
     ./dev python 3.11 benchmarks/capture.py
 """
 import argparse
@@ -28,7 +28,7 @@ sys.path.insert(0, ROOT)
 import graphjit  # noqa: E402
 from graphjit.testing import CompileCounter  # noqa: E402
 from graphjit.testing import assert_same  # noqa: E402
-from tests.models.zoo import ZOO, build, missing  # noqa: E402
+from tests.models.zoo import WIDE, ZOO, build, missing  # noqa: E402
 
 
 def first_call(compile_fn, model, inputs):
@@ -125,8 +125,11 @@ def main():
                         help="count torch.compile's breaks as graphs - 1 instead of running torch._dynamo.explain")
     parser.add_argument("--repeat", type=int, default=3,
                         help="first calls per frontend and model, each on a fresh cache; the table shows the best")
+    parser.add_argument("--wide", action="store_true", help="the models of zoo.WIDE too (every architecture "
+                        "transformers builds from a small config: about 140 rows in all)")
     args = parser.parse_args()
-    names = [n for n in args.models.split(",") if n] or list(ZOO)
+    zoo = {**ZOO, **WIDE} if args.wide else ZOO
+    names = [n for n in args.models.split(",") if n] or list(zoo)
     warnings.filterwarnings("ignore")
     import transformers
     transformers.logging.set_verbosity_error()
@@ -143,7 +146,7 @@ def main():
     totals = [0.0, 0.0]
     eager_rows = 0
     for name in names:
-        spec = ZOO[name]
+        spec = zoo[name]
         reason = missing(spec)
         if reason is not None:
             print(f"| {name} | skipped: {reason} | | | | | | | |")
