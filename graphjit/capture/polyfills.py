@@ -327,8 +327,44 @@ for _name, _fill in (("heapify_max", heapify_max), ("heappop_max", heappop_max),
             POLYFILLS[getattr(heapq, _attr)] = _fill
 
 
+def associative_scan(combine_fn, xs, dim, reverse=False, combine_mode="pointwise"):
+    """torch._higher_order_ops.associative_scan, for a tensor or a tuple/list of tensors: a left fold over
+    `dim` (from the end with reverse=True), combine_fn(accumulated, next) on each element's slices, the
+    partial results stacked. The same values as torch's tree-shaped scan up to rounding, and the same
+    operations in the same order as the recurrent loop callers fall back to (transformers' Mamba): a graph
+    of `n` steps, unrolled. combine_fn must be associative, as torch requires; combine_mode only chooses
+    torch's implementation."""
+    import torch
+    if isinstance(xs, torch.Tensor):
+        leaves, rebuild = [xs], (lambda ls: ls[0])
+    elif type(xs) in (tuple, list) and xs and all(isinstance(x, torch.Tensor) for x in xs):
+        leaves, rebuild = list(xs), (lambda ls: type(xs)(ls))
+    else:
+        raise NotImplementedError("associative_scan over a tree other than a tensor or a tuple/list of them")
+    if combine_mode not in ("pointwise", "generic"):
+        raise ValueError(f"Combine_mode must either 'pointwise' or 'generic', but got {combine_mode}")
+    if combine_mode == "pointwise" and not all(leaf.device.type in ("cuda", "xpu") for leaf in leaves):
+        # torch versions differ here (refused, or run): the frame runs eagerly and torch decides
+        raise NotImplementedError("associative_scan(combine_mode='pointwise') of CPU tensors")
+    if any(leaf.ndim <= dim or leaf.shape[dim] == 0 for leaf in leaves):
+        raise ValueError("All xs leaves must at least have 'dim' number of dimensions and scan dimension > 0")
+    count = leaves[0].shape[dim]
+    order = range(count - 1, -1, -1) if reverse else range(count)
+    acc, partials = None, []
+    for i in order:
+        current = rebuild([leaf.select(dim, i) for leaf in leaves])
+        acc = current if acc is None else combine_fn(acc, current)
+        partials.append([acc] if isinstance(acc, torch.Tensor) else list(acc))
+    if reverse:
+        partials.reverse()
+    return rebuild([torch.stack([p[k] for p in partials], dim) for k in range(len(leaves))])
+
+
 def polyfill_of(value):
     """The traced equivalent of value, or None."""
+    if getattr(value, "__name__", None) == "associative_scan" and \
+            getattr(value, "__module__", None) == "torch._higher_order_ops.associative_scan":
+        return associative_scan
     try:
         return POLYFILLS.get(value)
     except TypeError:           # unhashable

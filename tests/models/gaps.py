@@ -24,14 +24,6 @@ OUTPUT_CAPTURE = (
 
 GAPS = {
     "bert-all-outputs": OUTPUT_CAPTURE,
-    "mamba": (
-        "On the use_associative_scan path that is_torchdynamo_compiling() selects"
-        f" ({HF}models/mamba/modeling_mamba.py:237), torch's associative_scan: its pytree code reads a dict keyed"
-        " by functions ('dict with key of type function', torch/utils/_pytree.py:1107; 11 graphs, 13 breaks on"
-        " the first call), and the resume function after such a break is guarded on the identity of the nested"
-        " `combine_fn`, a new function each call, so it recompiles on every call."
-        " With use_associative_scan=False: one graph, equal to eager."
-        " torch.compile: 1 graph (associative_scan as a higher-order op)."),
     "segformer": (
         "SegformerForSemanticSegmentation always asks its encoder for output_hidden_states=True, so the first call"
         " installs transformers' output-capture hooks, as bert-all-outputs does ('C method lock.__enter__ on"
@@ -49,15 +41,6 @@ GAPS = {
         " (torch._check_tensor_all, torch/__init__.py:1891: torch.compile breaks there too); 'dict.update() from a"
         f" mapping that is not a dict: Object(BaseModelOutputWithPast)' ({HF}models/llava/modeling_llava.py:246,"
         " LlavaModelOutputWithPast(**outputs, ...))."),
-    "falcon-mamba": (
-        "As mamba: torch's associative_scan on the use_associative_scan path"
-        f" ({HF}models/falcon_mamba/modeling_falcon_mamba.py:252), 'dict with key of type function'"
-        " (torch/utils/_pytree.py:1107). 11 graphs, 13 breaks on the first call; 17 graphs after 4 calls. With"
-        " use_associative_scan=False: one graph, equal to eager. torch.compile: 1 graph."),
-    "jamba": (
-        f"The Mamba layers' associative_scan, as mamba ({HF}models/jamba/modeling_jamba.py:398; 'dict with key of"
-        " type function', torch/utils/_pytree.py:1107). 11 graphs, 15 breaks on the first call; 14 graphs after 4"
-        " calls. With use_associative_scan=False: one graph, equal to eager. torch.compile: 1 graph."),
     "longformer": (
         f"'Tensor.item() needs the tensor's data' at {HF}models/longformer/modeling_longformer.py:1175"
         " (is_global_attn = is_index_global_attn.flatten().any().item(): whether any token attends globally picks"
