@@ -43,8 +43,22 @@ class ReturnCodegen:
         self.frame_objects = {}    # the tracer's: objects that may not leave the frame (classdef.py)
 
     def _refuse_frame_object(self, value):
-        """A class built while tracing (or one of its functions) may not leave the frame: raise where the
-        frame can break instead (variables/classdef.py)."""
+        """A class built while tracing (or one of its functions) may not leave the frame, not even inside a
+        constant (a frozenset, an exception's args, a slice): raise where the frame can break instead
+        (variables/classdef.py)."""
+        if not self.frame_objects:
+            return
+        if isinstance(value, (tuple, list, set, frozenset)):
+            for item in value:
+                self._refuse_frame_object(item)
+        elif isinstance(value, dict):
+            for item in (*value.keys(), *value.values()):
+                self._refuse_frame_object(item)
+        elif isinstance(value, slice):
+            for item in (value.start, value.stop, value.step):
+                self._refuse_frame_object(item)
+        elif isinstance(value, BaseException):
+            self._refuse_frame_object(value.args)
         if id(value) in self.frame_objects:
             from ..exc import Unsupported
             error = Unsupported(f"{getattr(value, '__qualname__', value)}, built by a class statement while "

@@ -487,7 +487,7 @@ def _translate_break(fn, options, args, kwargs, error, record, defer_logging, po
     open_withs = enclosing_handler_kinds(fn.__code__, state.index).count("with")
     if open_withs != sum(isinstance(v, WithExitVariable) for v in frame.stack):
         raise Unsupported("graph break inside the with-block of a user context manager")
-    for item in frame.stack:
+    for item in reversed(frame.stack):          # innermost block first, as the with-exits would run
         if isinstance(item, WithExitVariable) and isinstance(item.ctx, AutocastVariable):
             item.ctx.close_at_break(tracer)
 

@@ -128,12 +128,14 @@ def _reach(instrs, starts, stop=frozenset()):
 
 
 def _with_exit_paths(code, instrs):
-    """Instructions only a with-block's exit handler reaches (not the code it returns to)."""
-    handlers = [e.target for e in bytecode.exception_table(code)
-                if e.target + 1 < len(instrs) and instrs[e.target + 1].opname == "WITH_EXCEPT_START"]
+    """Instructions only a with-block's exit handler reaches (not the code it returns to). The code every
+    other handler reaches (an `except` block, which may hold a loop's back-edge) is ordinary code."""
+    entries = bytecode.exception_table(code)
+    is_with = [e.target + 1 < len(instrs) and instrs[e.target + 1].opname == "WITH_EXCEPT_START" for e in entries]
+    handlers = [e.target for e, w in zip(entries, is_with) if w]
     if not handlers:
         return frozenset()
-    normal = frozenset(_reach(instrs, [0]))
+    normal = frozenset(_reach(instrs, [0] + [e.target for e, w in zip(entries, is_with) if not w]))
     return _reach(instrs, handlers, stop=normal)
 
 

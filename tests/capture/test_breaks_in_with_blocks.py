@@ -141,3 +141,34 @@ def test_the_resume_function_run_eagerly_keeps_the_mode():
     got = compiled(x, w, 2)
     assert got.dtype == expected.dtype == torch.bfloat16 and torch.equal(got, expected)
     assert SEEN[:3] == SEEN[3:] and not torch.is_autocast_enabled("cpu")
+
+
+def test_nested_autocast_blocks_open_at_a_break_close_innermost_first():
+    def fn(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast("cpu", enabled=False):
+                y = observe(x)
+            z = y @ x
+        return z, torch.is_autocast_enabled("cpu")
+
+    check(fn, lambda: (torch.randn(3, 3),), graphs=2)
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_a_loop_whose_back_edge_follows_a_with_block_in_an_except_handler():
+    """The loop's only back-edge is reached from an except handler: still a loop (the frame runs eagerly),
+    not a resume function per iteration."""
+    def fn(x, n):
+        i = 0
+        while i < n:
+            i += 1
+            x = observe(x)
+            try:
+                raise ValueError
+            except ValueError:
+                with torch.no_grad():
+                    x = x * 1
+        return x
+
+    SEEN.clear()
+    assert torch.equal(graphjit.compile(fn, backend="eager")(torch.zeros(1), 1200), torch.zeros(1))

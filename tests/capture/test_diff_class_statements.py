@@ -217,3 +217,52 @@ def test_explain_counts_a_captured_class_statement():
         return Box(y).v + 1
     out = graphjit.explain(fn, torch.randn(3))
     assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+
+
+class _CountsSetName:
+    calls = 0
+
+    def __set_name__(self, owner, name):
+        type(self).calls += 1
+
+
+class _Decorates:
+    calls = 0
+
+    def setter(self, fn):
+        type(self).calls += 1
+        return fn
+
+
+SET_NAME = _CountsSetName()
+DECORATES = _Decorates()
+
+
+def test_a_class_inside_a_constant_is_a_new_class_each_call():
+    def fn(x):
+        class P:
+            pass
+        return x + 1, {P}, KeyError(P), slice(P, None), frozenset([P])
+
+    compiled = graphjit.compile(fn, backend="eager")
+    first, second = compiled(torch.ones(1)), compiled(torch.ones(1))
+    assert next(iter(first[1])) is not next(iter(second[1]))
+    assert first[2].args[0] is not second[2].args[0] and first[3].start is not second[3].start
+    assert next(iter(first[4])) is not next(iter(second[4]))
+
+
+def test_class_bodies_whose_building_has_effects_run_on_every_call():
+    def fn(x):
+        class P:
+            d = SET_NAME                    # type.__new__ calls its __set_name__
+
+            @DECORATES.setter               # a .setter that is not a property's
+            def m(self):
+                return 1
+        return x + 1
+
+    _CountsSetName.calls = _Decorates.calls = 0
+    compiled = graphjit.compile(fn, backend="eager")
+    for _ in range(3):
+        compiled(torch.ones(1))
+    assert (_CountsSetName.calls, _Decorates.calls) == (3, 3)

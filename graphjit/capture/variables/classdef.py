@@ -28,6 +28,7 @@ _METACLASSES = (type, abc.ABCMeta)
 # kinds of values on the simulated stack
 # (_KWMAP: a dict of constants, a function's keyword defaults; bound to a name it is mutable state)
 _NULL, _CONST, _FUNC, _CELL, _MUTABLE, _TUPLE, _KWMAP = "null", "const", "func", "cell", "mutable", "tuple", "kwmap"
+_PROPERTY = "property"      # a property made by the body: the one value whose .setter/.getter/.deleter it may read
 
 
 def build_class(tx, body, name, *bases, **kwargs):
@@ -78,7 +79,7 @@ def _check_body(code, globals_):
     """Simulate the body's stack over the normalized instructions; refuse anything but the forms the
     module docstring lists. Returns the global names the body reads."""
     from .. import bytecode
-    stack, stored, loaded = [], set(), set()
+    stack, stored, loaded = [], {}, set()       # stored: name -> the kind of value bound
 
     def refuse(what):
         unsupported(f"class {code.co_name}: its body {what}", hint="the class statement is a graph break")
@@ -88,11 +89,11 @@ def _check_body(code, globals_):
         if op in ("NOP", "RESUME", "MAKE_CELL", "COPY_FREE_VARS"):
             continue
         if op == "SETUP_ANNOTATIONS":
-            stored.add("__annotations__")
+            stored["__annotations__"] = (_MUTABLE,)
             continue
         if op in ("LOAD_NAME", "LOAD_GLOBAL"):
             if arg in stored:
-                stack.append(("local", arg))
+                stack.append(("local", arg, stored[arg]))
                 continue
             if arg in globals_:
                 value = globals_[arg]
@@ -100,6 +101,8 @@ def _check_body(code, globals_):
                 value = getattr(builtins, arg)
             else:
                 refuse(f"reads the undefined name {arg!r}")
+            if hasattr(type(value), "__set_name__"):      # type.__new__ would call it: an effect
+                refuse(f"reads {arg!r}, whose type defines __set_name__")
             loaded.add(arg)
             stack.append((_CONST, value))
         elif op == "LOAD_CONST":
@@ -108,10 +111,10 @@ def _check_body(code, globals_):
             kind = stack.pop()
             if kind[0] in (_MUTABLE, _KWMAP):
                 refuse(f"binds {arg!r} to a new mutable object (shared by every call once compiled)")
-            stored.add(arg)
+            stored[arg] = kind
         elif op == "STORE_SUBSCR":             # `x: int` stores into the body's __annotations__
             _key, target, _value = stack.pop(), stack.pop(), stack.pop()
-            if target != ("local", "__annotations__"):
+            if target[:2] != ("local", "__annotations__"):
                 refuse("assigns an item")
         elif op == "MAKE_FUNCTION":
             stack.pop()
@@ -135,7 +138,7 @@ def _check_body(code, globals_):
             stack.append((_MUTABLE,))
         elif op == "LOAD_ATTR":
             target = stack.pop()
-            if target[0] != "local" or arg not in _PROPERTY_METHODS:
+            if target[0] != "local" or target[2] != (_PROPERTY,) or arg not in _PROPERTY_METHODS:
                 refuse(f"reads the attribute {arg!r}")
             stack.append(("decorator",))
         elif op == "PUSH_NULL":
@@ -148,7 +151,9 @@ def _check_body(code, globals_):
                 refuse("calls something other than staticmethod, classmethod or property")
             if first[0] != _NULL and second[0] != _NULL and first[0] != _FUNC:
                 refuse("decorates something other than a function")
-            stack.append((_CONST, None))
+            # property(f) and a property's setter(f) make a property; staticmethod/classmethod wrappers
+            makes_property = callee[0] == "decorator" or callee[1] is property
+            stack.append((_PROPERTY,) if makes_property else (_CONST, None))
         elif op == "COPY":
             stack.append(stack[-arg])
         elif op == "POP_TOP":
