@@ -111,12 +111,21 @@ class GuardSet:
             self.add(IDENTITY, f"{{0}} is {value!r}", None, (source,))
             return
         self.add_type(source, type(value))
+        self.add_zero_sign(source, value)
         if isinstance(value, _REPR_SAFE) and not (isinstance(value, float) and value != value):
             self.add(CONSTANT, f"{{0}} == {value!r}", None, (source,))
         elif isinstance(value, float):  # NaN: equal to nothing, itself included
             self.add(CONSTANT, "{0} != {0}", f"{source.expr()} is nan", (source,))
         else:
             self.add(CONSTANT, f"{{0}} == {self.obj(value)}", f"{source.expr()} == {value!r}", (source,))
+
+    def add_zero_sign(self, source: Source, value):
+        """A float zero's sign too: -0.0 == 0.0, but 1 / -0.0 is -inf."""
+        if isinstance(value, float) and value == 0 or type(value).__module__ == "numpy" and \
+                getattr(value, "dtype", None) is not None and value.dtype.kind == "f" and value == 0:
+            negative = str(value).startswith("-")
+            self.add(CONSTANT, f"str({{0}}).startswith('-') is {negative}", f"{source.expr()} is {value!r}",
+                     (source,))
 
     def add_len(self, source: Source, n):
         self.add(LENGTH, f"len({{0}}) == {n}", None, (source,))

@@ -327,3 +327,17 @@ def test_bound_method_of_plain_object():
 
     h = Holder()
     check(h.apply, lambda: (r(3),))
+
+
+def test_the_sign_of_a_zero_float_argument_is_guarded():
+    """-0.0 == 0.0, so a value guard alone reused 0.0's graph for -0.0: 1 / -0.0 is -inf."""
+    import numpy as np
+
+    def fn(x, c):
+        return x * torch.copysign(torch.ones(1), torch.tensor(float(c)))
+
+    import graphjit
+    for zeros in ((0.0, -0.0), (np.float64(0.0), np.float64(-0.0)), (-0.0, 0.0)):
+        compiled = graphjit.compile(fn, backend="eager")
+        for z in zeros:
+            assert torch.equal(compiled(torch.ones(1), z), fn(torch.ones(1), z)), zeros

@@ -133,3 +133,43 @@ def test_arrays_from_outside_are_graph_inputs():
         warnings.simplefilter("ignore")
         got, expected = graphjit.compile(fn, backend="eager")(a, np.ones(3)), fn(a, np.ones(3))
     assert np.array_equal(got[0], expected[0]) and got[2:] == expected[2:]
+
+
+def where_values_differ(x, i):
+    a = x.numpy()
+    return np.cbrt(a), np.sign(a), np.heaviside(a, 0.5), np.round(i.numpy(), -2), np.argsort(a)
+
+
+def test_where_torch_numpy_computes_other_values_the_call_breaks():
+    """cbrt of a negative number, sign and heaviside of NaN, rounding ints to tens, argsort's order of
+    ties: torch._numpy differs from NumPy; the probe check refuses those calls, so eager's values."""
+    def make():
+        return torch.tensor([-8.0, float("nan"), 2.0, 2.0, -0.0]), torch.arange(1234, 1239)
+    check(where_values_differ, make, graphs=None)
+
+
+def test_int_power_with_a_negative_exponent_raises_as_numpy():
+    def fn(a, b):
+        return a.numpy() ** b.numpy()
+    with pytest.raises(ValueError):
+        graphjit.compile(fn, backend="eager")(torch.tensor([2, 3]), torch.tensor([-1, 2]))
+
+
+def test_scalar_types_and_identities_as_numpy():
+    def scalar_types(x):
+        return type(x.numpy().sum()), type(x.long().numpy().sum()), isinstance(x.numpy().max(), np.float32)
+
+    def returns_its_argument(a):
+        return a
+
+    def reversed_view(x):
+        b = x.numpy()[::-1]               # a view with negative strides in NumPy (a copy in torch._numpy)
+        x.add_(1)
+        return b
+
+    compiled = graphjit.compile(scalar_types, backend="eager")
+    assert compiled(torch.ones(3)) == scalar_types(torch.ones(3))
+    a = np.ones(3)
+    assert graphjit.compile(returns_its_argument, backend="eager")(a) is a
+    x = torch.zeros(3)
+    assert graphjit.compile(reversed_view, backend="eager")(x).tolist() == [1.0, 1.0, 1.0]

@@ -92,3 +92,15 @@ def test_what_is_not_captured_breaks_with_eager_results():
     for fn in (as_array, array_made, new_array_from_ufunc):
         check(fn, r3, graphs=None)
     assert graphjit.compile(as_array, backend="eager")(torch.zeros(3))[0].dtype == torch.float64
+
+
+def test_scalars_torch_does_not_read_as_their_python_number():
+    """torch reads np.bool_ as a float, drops a complex scalar's imaginary part, and leaves a uint64 past
+    int64 to NumPy's reflected operator (an array): not `.item()`, so these run as eager runs them."""
+    def fn(x):
+        return ((x > 0) + np.bool_(True), torch.full((2,), np.bool_(True)), x * np.complex64(1j),
+                x * np.uint64(2 ** 63))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(fn, lambda: (torch.ones(2),), graphs=None)

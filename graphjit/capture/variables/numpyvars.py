@@ -51,6 +51,7 @@ def is_ufunc(value):
 def guard_scalar(tx, source, value):
     from ..guards import CONSTANT
     tx.guards.add_type(source, type(value))
+    tx.guards.add_zero_sign(source, value)
     if value == value:
         tx.guards.add(CONSTANT, f"{{0}} == {tx.guards.obj(value)}", f"{source.expr()} == {value!r}", (source,))
     else:   # NaN: equal to nothing
@@ -84,11 +85,21 @@ def check_op_args(target, args, kwargs):
         stack += getattr(var, "items", None) if isinstance(getattr(var, "items", None), list) else []
 
 
+def _read_as_number(value):
+    """Whether torch reads this NumPy scalar as its Python number (`.item()`): floats, and integers in
+    int64's range. Not np.bool_ (read as a float), complex scalars (the imaginary part dropped), or a uint64
+    past int64 (torch refuses it and NumPy's reflected operator makes an array)."""
+    np = _np()
+    return isinstance(value, np.floating) or isinstance(value, np.integer) and -2 ** 63 <= int(value) < 2 ** 63
+
+
 def plain(value):
     """value with each NumPy scalar in it (through tuples and lists) as its Python number."""
     if _np() is None:
         return value
     if is_scalar(value):
+        if not _read_as_number(value):
+            unsupported(f"a NumPy {type(value).__name__} scalar given to a torch operation")
         return value.item()
     if type(value) in (tuple, list):
         return type(value)(plain(v) for v in value)
@@ -98,6 +109,8 @@ def plain(value):
 def as_python(var):
     """A NumPy scalar constant meeting a tensor: the Python number torch reads it as."""
     if isinstance(var, ConstantVariable) and is_scalar(var.value):
+        if not _read_as_number(var.value):
+            unsupported(f"a NumPy {type(var.value).__name__} scalar meeting a tensor")
         return ConstantVariable(var.value.item())
     return var
 
@@ -121,16 +134,18 @@ def operands(tx, op, a, b):
 # ---- NumPy arrays over traced tensors ----
 #
 # `x.numpy()` of a traced CPU tensor is an NdarrayVariable over the same graph value (the array shares the
-# tensor's memory, as in eager). NumPy functions, ufuncs, methods, operators and indexing on such arrays
-# are recorded as one graph node each, `tnp_call(name, ...)`, which runs torch._numpy's implementation
-# (torch ops; the compiler's make_fx traces through it). torch._numpy follows NumPy but not everywhere
-# (an int array divided by an int is float32 there, float64 in NumPy), so every call is checked while
-# tracing against NumPy itself: the real NumPy function runs on stand-ins of the same dtypes and shapes
-# (read-only broadcasts of ones), and a result of another type, dtype or shape is refused (a graph
-# break). That NumPy run also says whether NumPy gives a scalar (np.float32 ...) or an array: a scalar
-# that leaves the frame is rebuilt as one (`arr[()]`). In-place operations on arrays, arrays from outside
-# the frame and symbolic shapes are not captured. `torch.from_numpy(arr)` (and torch.as_tensor) is a new
-# tensor over the array's memory (an alias of the graph value).
+# tensor's memory, as in eager); an array argument is the graph input `torch.from_numpy(arg)`. NumPy
+# functions, ufuncs, methods, operators and indexing on such arrays are recorded as one graph node each,
+# `tnp_call(name, ...)`, which runs torch._numpy's implementation (torch ops; the compiler's make_fx traces
+# through it). torch._numpy follows NumPy but not everywhere (an int array divided by an int is float32
+# there, float64 in NumPy; cbrt of a negative number is NaN there; a reversed slice is a copy there, a view
+# in NumPy), so every call is checked while tracing: NumPy and torch._numpy both run on probe arrays of the
+# arguments' dtypes and shapes (signs, a signed zero, repeats, NaN, infinities), and a call whose results
+# differ in type, dtype, shape, values, raising, or sharing memory with an argument is refused (a graph
+# break). Values of other inputs may still differ where the two differ on values the probes don't have.
+# NumPy's run also says whether NumPy gives a scalar (np.float32 ...) or an array: a scalar that leaves the
+# frame is rebuilt as one (`arr[()]`). In-place operations and symbolic shapes are not captured.
+# `torch.from_numpy(arr)` (and torch.as_tensor) is a new tensor over the array's memory (an alias).
 
 
 def tnp_call(name, *args, **kwargs):
@@ -165,16 +180,17 @@ def _invoke(module, name, args, kwargs):
 
 
 class NdarrayVariable(Variable):
-    """A NumPy array whose data is the graph value `tensor` (a TensorVariable); `scalar`: NumPy gives a
-    scalar here (the tensor is 0-d)."""
+    """A NumPy array whose data is the graph value `tensor` (a TensorVariable). `scalar`: the NumPy scalar
+    type NumPy gives here instead of an array (the tensor is 0-d), else None. `source`: where an array
+    from outside the frame was read (it leaves the frame as that very object)."""
 
-    def __init__(self, tensor, scalar=False):
+    def __init__(self, tensor, scalar=None, source=None):
         self.tensor = tensor
         self.scalar = scalar
+        self.source = source
 
     def python_type(self):
-        np = _np()
-        return type(np.float64(0)) if self.scalar else np.ndarray
+        return self.scalar or _np().ndarray
 
     def _stand_in(self):
         np = _np()
@@ -221,6 +237,8 @@ class NdarrayVariable(Variable):
         return call(tx, ".__getitem__", [self, index], {})
 
     def reconstruct(self, cg):
+        if self.source is not None:
+            return self.source.expr()
         text = f"{cg.tensor(self.tensor)}.numpy()"
         return f"{text}[()]" if self.scalar else text
 
@@ -247,16 +265,93 @@ def _flat(values):
     return out
 
 
-def _real(var):
-    """The stand-in or constant NumPy's own call gets for `var`."""
+# Probe values the check runs NumPy and torch._numpy on: signs, a signed zero, non-integers, repeats (ties
+# for sorts), NaN and infinities; each array argument gets them in its own rotation.
+_FLOAT_PROBE = (0.5, -1.5, 2.0, -0.0, 3.25, -2.5, float("nan"), 1.0, float("inf"), -8.0, 0.0, 2.0,
+                float("-inf"), 7.0, -1.0, 0.5)
+_INT_PROBE = (1, -2, 3, 0, -5, 2, 7, -1, 1, 4)
+
+
+def _probe_runs(args, kwargs):
+    """Runs of the check: one where every array argument holds every probe value; else one per rotation."""
+    arrays = [a for a in _flat_vars([*args, *kwargs.values()]) if isinstance(a, NdarrayVariable)]
+    small = any(a.scalar or a.tensor.fake.numel() < len(_FLOAT_PROBE) for a in arrays)
+    return range(len(_FLOAT_PROBE)) if small else range(1)
+
+
+def _flat_vars(values):
     from .containers import BaseListVariable
+    out = []
+    for v in values:
+        out += _flat_vars(v.items) if isinstance(v, BaseListVariable) else [v]
+    return out
+
+
+def _probe(var, k):
+    """A real, writeable NumPy value of var's dtype and shape (a scalar for a scalar) holding probe values
+    from rotation k, for the check's runs; constants as they are."""
+    from .containers import BaseListVariable
+    np = _np()
     if isinstance(var, NdarrayVariable):
-        return var._stand_in()
+        stand_in = var._stand_in()
+        dtype, shape = stand_in.dtype, np.shape(stand_in)
+        if dtype.kind == "b":
+            base = np.array([v > 0 for v in _INT_PROBE])
+        elif dtype.kind in "iu":
+            base = np.array(_INT_PROBE).astype(dtype)
+        elif dtype.kind == "c":
+            base = np.array(_FLOAT_PROBE) + 1j * np.roll(np.array(_FLOAT_PROBE), 3)
+        else:
+            base = np.array(_FLOAT_PROBE)
+        base = np.roll(base, k).astype(dtype)
+        value = np.resize(base, shape) if shape else base[:1].reshape(())
+        return value[()] if var.scalar else value
     if isinstance(var, BaseListVariable):
-        return (list if var.python_cls is list else tuple)(_real(v) for v in var.items)
+        return (list if var.python_cls is list else tuple)(_probe(v, k + 3 * i) for i, v in enumerate(var.items))
     if var.is_constant():
         return var.as_python_constant()
     unsupported(f"NumPy call with {var} (only arrays from tensors and constants are captured)")
+
+
+def _as_torch(value):
+    """A probe value for torch._numpy's run: arrays as tensors over copies of them."""
+    np = _np()
+    if isinstance(value, (np.ndarray, np.generic)):
+        return torch.from_numpy(np.array(value, copy=True).reshape(np.shape(value)))
+    if type(value) in (list, tuple):
+        return type(value)(_as_torch(v) for v in value)
+    return value
+
+
+def _arrays(value):
+    if type(value) in (list, tuple):
+        return [a for v in value for a in _arrays(v)]
+    return [value] if isinstance(value, (torch.Tensor, _np().ndarray)) else []
+
+
+def _same_results(expected, got, np_args, torch_args):
+    """What NumPy gave against what torch._numpy gave on the same probe values: None if they agree in
+    type, dtype, shape, values (NaN equal to NaN, floats to 1e-5) and in which arguments the result shares
+    memory with; else what differs."""
+    np = _np()
+    got_np = got.numpy() if isinstance(got, torch.Tensor) else None
+    if got_np is None:
+        return f"torch._numpy gives a {type(got).__name__}"
+    if not isinstance(expected, (np.ndarray, np.generic)):
+        return f"NumPy gives a {type(expected).__name__}"
+    if got_np.dtype != expected.dtype or got_np.shape != np.shape(expected):
+        return f"torch._numpy gives {got_np.dtype}{got_np.shape}, NumPy {expected.dtype}{np.shape(expected)}"
+    exact = expected.dtype.kind not in "fc"
+    equal = np.array_equal(got_np, expected) if exact else \
+        np.allclose(got_np, expected, rtol=1e-5, atol=1e-6, equal_nan=True)
+    if not equal:
+        return "torch._numpy's values differ from NumPy's on probe values"
+    if isinstance(expected, np.ndarray):
+        for a, t in zip(_arrays(np_args), _arrays(torch_args)):
+            shares = np.shares_memory(expected, a)
+            if shares != (got.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()):
+                return "the result shares memory with an argument in one and not the other"
+    return None
 
 
 def _node_arg(var):
@@ -273,8 +368,7 @@ def _node_arg(var):
 
 
 def call(tx, name, args, kwargs):
-    """Record `tnp_call(name, ...)` after checking NumPy's own result on stand-ins (see above)."""
-    import warnings
+    """Record `tnp_call(name, ...)` once NumPy and torch._numpy agree on probe values (see above)."""
     np = _np()
     from .tensor import TensorVariable, record
     if {"out", "where"} & set(kwargs):
@@ -284,29 +378,52 @@ def call(tx, name, args, kwargs):
             for a in args):
         # NumPy gives 0 (and a warning) for an integer divided by zero, torch raises
         unsupported(f"numpy {name.lstrip('.:')}() of integer arrays")
-    real_args = [_real(a) for a in args]
-    real_kwargs = {k: _real(v) for k, v in kwargs.items()}
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            expected = _invoke(np, name, real_args, real_kwargs)
-        except Exception as e:   # noqa: BLE001 -- NumPy raises: the frame runs it eagerly and raises there
-            unsupported(f"numpy {name.lstrip('.:')}() raised {type(e).__name__}: {e}")
+    for rotation in _probe_runs(args, kwargs):
+        expected, got = _check(name, args, kwargs, rotation)
     node_args = [_node_arg(a) for a in args]
     result = record(tx, "call_function", tnp_call, [ConstantVariable(name), *node_args],
                     {k: _node_arg(v) for k, v in kwargs.items()})
-    if not isinstance(result, TensorVariable):
-        unsupported(f"numpy {name.lstrip('.:')}() gave {result} (only array results are captured)")
-    scalar = isinstance(expected, np.generic)
-    if not (scalar or isinstance(expected, np.ndarray)):
-        unsupported(f"numpy {name.lstrip('.:')}() gives a {type(expected).__name__}")
-    got = result.fake
-    want_dtype = expected.dtype
-    got_dtype = torch.empty((), dtype=got.dtype).numpy().dtype
-    if got_dtype != want_dtype or tuple(got.shape) != tuple(np.shape(expected)):
-        unsupported(f"numpy {name.lstrip('.:')}(): torch._numpy gives {got_dtype}{tuple(got.shape)}, NumPy "
-                    f"{want_dtype}{tuple(np.shape(expected))}")
-    return NdarrayVariable(result, scalar)
+    if not isinstance(result, TensorVariable) or result.fake.dtype != got.dtype or \
+            tuple(result.fake.shape) != tuple(got.shape):
+        unsupported(f"numpy {name.lstrip('.:')}() gave {result} while tracing")
+    return NdarrayVariable(result, type(expected) if isinstance(expected, np.generic) else None)
+
+
+def _check(name, args, kwargs, rotation):
+    """NumPy's and torch._numpy's results on probe values (rotation: which probe value comes first);
+    refused where they differ."""
+    import warnings
+    np = _np()
+    np_args = [_probe(a, rotation + 3 * k) for k, a in enumerate(args)]
+    np_kwargs = {k: _probe(v, rotation + 3 * (len(args) + i)) for i, (k, v) in enumerate(kwargs.items())}
+    torch_args = [_as_torch(a) for a in np_args]
+    torch_kwargs = {k: _as_torch(v) for k, v in np_kwargs.items()}
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            expected = _invoke(np, name, np_args, np_kwargs)
+        except Exception as e:   # noqa: BLE001 -- NumPy raises: the frame runs it eagerly and raises there
+            unsupported(f"numpy {name.lstrip('.:')}() raised {type(e).__name__} on probe values: {e}")
+        try:
+            got = tnp_call(name, *[_dtype_names(a) for a in torch_args],
+                           **{k: _dtype_names(v) for k, v in torch_kwargs.items()})
+        except Exception as e:   # noqa: BLE001 -- torch._numpy raises where NumPy does not
+            unsupported(f"numpy {name.lstrip('.:')}(): torch._numpy raised {type(e).__name__} where NumPy "
+                        f"did not: {e}")
+    differs = _same_results(expected, got, np_args, torch_args)
+    if differs is not None:
+        unsupported(f"numpy {name.lstrip('.:')}(): {differs}")
+    return expected, got
+
+
+def _dtype_names(value):
+    """A NumPy dtype or scalar type as its name, which torch._numpy reads (as the graph node holds it)."""
+    np = _np()
+    if isinstance(value, np.dtype) or is_scalar_type(value):
+        return np.dtype(value).name
+    if type(value) in (list, tuple):
+        return type(value)(_dtype_names(v) for v in value)
+    return value
 
 
 def from_tensor(tx, tensor):
@@ -394,4 +511,4 @@ def wrap_array(tx, value, source):
     tx.guards.add_type(source, type(value))
     tx.guards.add(3, "{0}.flags.writeable", None, (source,))
     tx.keepalive.append(tensor)
-    return NdarrayVariable(wrap_tensor(tx, tensor, TensorOfArraySource(source)))
+    return NdarrayVariable(wrap_tensor(tx, tensor, TensorOfArraySource(source)), source=source)
