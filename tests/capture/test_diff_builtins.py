@@ -237,3 +237,14 @@ def return_inputs_unchanged_no_graph(x, xs):
 @pytest.mark.parametrize("case", cases.params())
 def test_builtins(case):
     case.run()
+
+
+def test_sys_intern_of_a_constant_is_folded():
+    import sys
+
+    from graphjit.testing import check
+
+    def fn(x):
+        return x + len(sys.intern("abc")), sys.intern("key")
+
+    check(fn, lambda: (torch.randn(3),), graphs=1)

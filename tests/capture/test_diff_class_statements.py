@@ -266,3 +266,20 @@ def test_class_bodies_whose_building_has_effects_run_on_every_call():
     for _ in range(3):
         compiled(torch.ones(1))
     assert (_CountsSetName.calls, _Decorates.calls) == (3, 3)
+
+
+def test_a_class_with_a_builtin_base():
+    def defines(x):
+        class Pair(tuple):
+            def total(self):
+                return self[0] + self[1]
+        return x + 1
+
+    def uses(x):
+        class Pair(tuple):
+            def total(self):
+                return self[0] + self[1]
+        return Pair((x, x * 2)).total()        # a tuple subclass's instance: a graph break, eager's result
+
+    check(defines, r3, graphs=1)
+    check(uses, r3, graphs=None)

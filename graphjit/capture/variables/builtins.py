@@ -8,6 +8,7 @@ import inspect
 import functools
 import math
 import operator
+import sys
 import typing
 import types
 
@@ -695,7 +696,7 @@ PURE_ON_CONSTANTS = {getattr(math, n) for n in dir(math) if callable(getattr(mat
 PURE_ON_CONSTANTS |= {v for v in vars(operator).values() if callable(v)} - {operator.setitem, operator.delitem,
                                                                             operator.iadd, operator.iconcat}
 PURE_ON_CONSTANTS |= {len, isinstance, issubclass, min, max, abs, round, divmod, pow, int, float, str, bool,
-                      repr, format, chr, ord, hash, sorted, tuple, frozenset, complex}
+                      repr, format, chr, ord, hash, sorted, tuple, frozenset, complex, sys.intern}
 
 
 class BuiltinVariable(Variable):

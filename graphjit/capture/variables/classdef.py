@@ -41,9 +41,11 @@ def build_class(tx, body, name, *bases, **kwargs):
     if code.co_freevars:
         unsupported(f"class {code.co_name} uses variables of the enclosing function "
                     f"({', '.join(code.co_freevars)})", hint="the class statement is a graph break")
-    if kwargs or not name.is_constant() or not all(isinstance(b, ClassVariable) for b in bases):
+    from .builtins import BuiltinVariable
+    if kwargs or not name.is_constant() or not all(
+            isinstance(b, ClassVariable) or isinstance(b, BuiltinVariable) and isinstance(b.fn, type) for b in bases):
         unsupported(f"class {code.co_name} with a metaclass, keywords or bases only known while tracing")
-    real_bases = tuple(b.cls for b in bases)
+    real_bases = tuple(b.as_python_constant() for b in bases)      # a builtin base (tuple, dict) is a BuiltinVariable
     for base in real_bases:
         if not isinstance(base, type) or type(base) not in _METACLASSES:
             unsupported(f"class {code.co_name}: base {getattr(base, '__name__', base)} has the metaclass "
