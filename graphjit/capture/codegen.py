@@ -15,6 +15,7 @@ parameter), so the original's parameters are plain locals and guards read them d
 """
 import inspect
 import math
+import types
 
 import torch
 
@@ -79,6 +80,10 @@ class ReturnCodegen:
     def const(self, value):
         if type(value) in _LITERAL_TYPES or (type(value) is float and math.isfinite(value)):
             return repr(value)
+        if isinstance(value, BaseException) and isinstance(type(value).__init__, types.WrapperDescriptorType) and \
+                not (vars(value) or value.__cause__ or value.__context__ or value.__traceback__):
+            # an exception made in the frame: a new object each call, as eager makes one (it is mutable)
+            return f"{self.obj(type(value))}({''.join(self.const(a) + ', ' for a in value.args)})"
         return self.obj(value)
 
     def expr(self, var):

@@ -121,7 +121,9 @@ class GuardSet:
 
     def add_zero_sign(self, source: Source, value):
         """A float zero's sign too: -0.0 == 0.0, but 1 / -0.0 is -inf."""
-        if isinstance(value, float) and value == 0 or type(value).__module__ == "numpy" and \
+        if isinstance(value, complex) and (value.real == 0 or value.imag == 0):
+            self.add(CONSTANT, f"str({{0}}) == {str(value)!r}", f"{source.expr()} is {value!r}", (source,))
+        elif isinstance(value, float) and value == 0 or type(value).__module__ == "numpy" and \
                 getattr(value, "dtype", None) is not None and value.dtype.kind == "f" and value == 0:
             negative = str(value).startswith("-")
             self.add(CONSTANT, f"str({{0}}).startswith('-') is {negative}", f"{source.expr()} is {value!r}",

@@ -283,3 +283,19 @@ def test_a_class_with_a_builtin_base():
 
     check(defines, r3, graphs=1)
     check(uses, r3, graphs=None)
+
+
+def test_exceptions_made_in_the_frame_are_new_objects_each_call():
+    def plain(x):
+        return x + 1, ValueError("a")
+
+    def own_class(x):
+        class E(Exception):
+            pass
+        return x + 1, E("a")
+
+    for fn in (plain, own_class):
+        compiled = graphjit.compile(fn, backend="eager")
+        first, second = compiled(torch.ones(1))[1], compiled(torch.ones(1))[1]
+        assert first is not second and first.args == second.args == ("a",)
+        assert (type(first) is type(second)) == (fn is plain)

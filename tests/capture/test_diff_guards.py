@@ -341,3 +341,16 @@ def test_the_sign_of_a_zero_float_argument_is_guarded():
         compiled = graphjit.compile(fn, backend="eager")
         for z in zeros:
             assert torch.equal(compiled(torch.ones(1), z), fn(torch.ones(1), z)), zeros
+
+
+def test_the_sign_of_a_zero_in_a_complex_argument_is_guarded():
+    import math
+
+    import graphjit
+
+    def fn(x, z):
+        return x * 0 + math.copysign(1.0, z.real)
+
+    compiled = graphjit.compile(fn, backend="eager")
+    for z in (0j, complex(-0.0, 0), complex(0, -0.0)):
+        assert torch.equal(compiled(torch.ones(1), z), fn(torch.ones(1), z))

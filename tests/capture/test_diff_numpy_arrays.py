@@ -173,3 +173,33 @@ def test_scalar_types_and_identities_as_numpy():
     assert graphjit.compile(returns_its_argument, backend="eager")(a) is a
     x = torch.zeros(3)
     assert graphjit.compile(reversed_view, backend="eager")(x).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_second_review_cases_match_eager():
+    def scalar_then_write(x):
+        a = x.numpy()
+        s = a[0]                            # a NumPy scalar is a copy: the write below doesn't reach it
+        x.add_(1)
+        return s
+
+    def float16_sum(x):
+        return np.sum(x.numpy(), axis=0)    # NumPy sums float16 in float16: 2048, not 3000
+
+    def broadcast(x):
+        return np.broadcast_to(x.numpy(), (2, 3))
+
+    def twice(x):
+        a = x.numpy() * 2
+        return a, a
+
+    def argsort_ties(x):
+        return np.argsort(x.numpy())[:6]
+
+    assert graphjit.compile(scalar_then_write, backend="eager")(torch.zeros(3)) == np.float32(0)
+    got = graphjit.compile(float16_sum, backend="eager")(torch.ones(3000, 2, dtype=torch.float16))
+    assert np.array_equal(got, float16_sum(torch.ones(3000, 2, dtype=torch.float16)))
+    assert not graphjit.compile(broadcast, backend="eager")(torch.zeros(3)).flags.writeable
+    pair = graphjit.compile(twice, backend="eager")(torch.ones(2))
+    assert pair[0] is pair[1]
+    x = torch.tensor([1.0, 0.0] * 20)
+    assert np.array_equal(graphjit.compile(argsort_ties, backend="eager")(x), argsort_ties(x))

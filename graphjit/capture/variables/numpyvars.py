@@ -188,6 +188,7 @@ class NdarrayVariable(Variable):
         self.tensor = tensor
         self.scalar = scalar
         self.source = source
+        self.built_once = scalar is None       # one ndarray object wherever the frame's result holds it
 
     def python_type(self):
         return self.scalar or _np().ndarray
@@ -244,6 +245,14 @@ class NdarrayVariable(Variable):
 
     def __repr__(self):
         return f"ndarray({self.tensor!r}{', scalar' if self.scalar else ''})"
+
+
+_SORTS = {"argsort", "sort", "partition", "argpartition", "lexsort"}
+
+
+def _is_float16(var):
+    value = var.as_python_constant() if var.is_constant() else None
+    return (isinstance(value, _np().dtype) or is_scalar_type(value)) and _np().dtype(value) == _np().float16
 
 
 _INTEGER_ZERO_DIVISIONS = {"floor_divide", "floordiv", "remainder", "mod", "fmod", "divmod"}
@@ -346,6 +355,10 @@ def _same_results(expected, got, np_args, torch_args):
         np.allclose(got_np, expected, rtol=1e-5, atol=1e-6, equal_nan=True)
     if not equal:
         return "torch._numpy's values differ from NumPy's on probe values"
+    if not exact and not np.array_equal(np.signbit(got_np) | np.isnan(got_np), np.signbit(expected) | np.isnan(expected)):
+        return "torch._numpy's zeros differ in sign from NumPy's"
+    if isinstance(expected, np.ndarray) and not expected.flags.writeable:
+        return "NumPy gives a read-only array (a broadcast or diagonal view)"
     if isinstance(expected, np.ndarray):
         for a, t in zip(_arrays(np_args), _arrays(torch_args)):
             shares = np.shares_memory(expected, a)
@@ -378,6 +391,14 @@ def call(tx, name, args, kwargs):
             for a in args):
         # NumPy gives 0 (and a warning) for an integer divided by zero, torch raises
         unsupported(f"numpy {name.lstrip('.:')}() of integer arrays")
+    if any(isinstance(a, NdarrayVariable) and a.tensor.fake.dtype == torch.float16 for a in _flat_vars(
+            [*args, *kwargs.values()])) or any(_is_float16(v) for v in kwargs.values()):
+        # NumPy computes float16 sums, products and squares in float16, torch accumulates in float32
+        unsupported(f"numpy {name.lstrip('.:')}() of float16 arrays")
+    if name.lstrip(".:") in _SORTS and kwargs.get("kind", ConstantVariable(None)).as_python_constant() not in \
+            ("stable", "mergesort"):
+        # NumPy's default sort is not stable, and which equal elements it swaps depends on the length
+        unsupported(f"numpy {name.lstrip('.:')}() without kind='stable' (the order of ties is NumPy's own)")
     for rotation in _probe_runs(args, kwargs):
         expected, got = _check(name, args, kwargs, rotation)
     node_args = [_node_arg(a) for a in args]
@@ -386,7 +407,10 @@ def call(tx, name, args, kwargs):
     if not isinstance(result, TensorVariable) or result.fake.dtype != got.dtype or \
             tuple(result.fake.shape) != tuple(got.shape):
         unsupported(f"numpy {name.lstrip('.:')}() gave {result} while tracing")
-    return NdarrayVariable(result, type(expected) if isinstance(expected, np.generic) else None)
+    if isinstance(expected, np.generic):        # a NumPy scalar is a copy; torch._numpy's 0-d may be a view
+        result = record(tx, "call_function", torch.clone, [result], {})
+        return NdarrayVariable(result, type(expected))
+    return NdarrayVariable(result)
 
 
 def _check(name, args, kwargs, rotation):
