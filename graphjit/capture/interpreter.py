@@ -348,15 +348,14 @@ class Tracer:
             if pending is not None:
                 return pending
         if name in frame.f_globals:
-            value = frame.f_globals[name]
-            if frame.f_globals is self.root_globals:
-                source = GlobalSource(name)
-            else:
-                source = ItemSource(ObjectSource(frame.f_globals), name)
-            return wrap(self, value, source)
+            return wrap(self, frame.f_globals[name], self.global_source(frame.f_globals, name))
         if name in frame.f_builtins:
             return wrap(self, frame.f_builtins[name], None)
         unsupported(f"NameError: name {name!r} is not defined")
+
+    def global_source(self, f_globals, name):
+        """Where the global `name` of a function with these globals is read (and guarded)."""
+        return GlobalSource(name) if f_globals is self.root_globals else ItemSource(ObjectSource(f_globals), name)
 
     def call(self, fn, args, kwargs):
         return fn.call(self, list(args), dict(kwargs))

@@ -11,6 +11,7 @@ pushes the stack items back, and jumps to `index` in an otherwise unchanged copy
 The resume function is itself compiled through graphjit (its own cache entries and guards), so the rest
 of the frame is captured too. Resume functions are cached per (code, index, stack layout, locals).
 """
+import dataclasses
 import inspect
 import types
 
@@ -24,22 +25,14 @@ _ORIGIN = {}   # resume code -> (the original code, how far its instructions are
 NULL_SLOT = None
 
 
-class Reentered(str):
-    """A stack slot whose parameter the prologue replaces by `parameter.enter()`: a context manager's
+@dataclasses.dataclass(frozen=True)
+class Reentered:
+    """A stack slot whose parameter `name` the prologue replaces by `name.enter()`: a context manager's
     with-exit, for a block the break left (torchvars.ReenterAutocast)."""
+    name: str
 
-    @property
-    def name(self):
-        return str(self)
-
-    def __repr__(self):
-        return f"Reentered({str(self)!r})"
-
-    def __eq__(self, other):
-        return isinstance(other, Reentered) and str.__eq__(self, other)
-
-    def __hash__(self):
-        return hash(("reentered", str(self)))
+    def __str__(self):
+        return self.name
 
 
 def resume_function(code, index, stack_layout, local_names, f_globals, closure):

@@ -54,14 +54,9 @@ def _is_tensor(v):
 
 
 def binary_op(tx, op, a, b):
-    array = numpyvars.binary_operator(tx, op, a, b)
-    if array is not None:
-        return array
-    numpy = numpyvars.operands(tx, op, a, b)
-    if isinstance(numpy, Variable):
-        return numpy
-    if numpy is not None:
-        a, b = numpy
+    result, a, b = numpyvars.intercept(tx, op, a, b)
+    if result is not None:
+        return result
     names = dunders.binary_names(op)
     if dunders.takes_part(a, names) or dunders.takes_part(b, names):
         return dunders.binary(tx, op, a, b, lambda o, x, y: _builtin_binary(tx, o, x, y))
@@ -143,14 +138,9 @@ def wrap_result(tx, value):
 
 
 def compare_op(tx, op, a, b):
-    array = numpyvars.binary_operator(tx, op, a, b)
-    if array is not None:
-        return array
-    numpy = numpyvars.operands(tx, op, a, b)
-    if isinstance(numpy, Variable):
-        return numpy
-    if numpy is not None:
-        a, b = numpy
+    result, a, b = numpyvars.intercept(tx, op, a, b)
+    if result is not None:
+        return result
     name = dunders.COMPARE_DUNDERS[op]
     reflected = dunders.COMPARE_DUNDERS[dunders.SWAPPED[op]]
     if dunders.takes_part(a, (name, reflected)) or dunders.takes_part(b, (name, reflected)):

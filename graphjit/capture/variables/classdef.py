@@ -17,7 +17,7 @@ import abc
 import builtins
 import types
 
-from ..sources import GlobalSource, ItemSource, ObjectSource
+from ..sources import ObjectSource
 from .base import unsupported
 
 # what a class body may call: the builtin method decorators (their results wrap a function, nothing else)
@@ -56,8 +56,7 @@ def build_class(tx, body, name, *bases, **kwargs):
     loaded = _check_body(code, globals_)
     for n in sorted(loaded):                      # the globals the body read: guarded as any global read
         if n in globals_:
-            source = GlobalSource(n) if globals_ is tx.root_globals else ItemSource(ObjectSource(globals_), n)
-            wrap(tx, globals_[n], source)
+            wrap(tx, globals_[n], tx.global_source(globals_, n))
     cls = builtins.__build_class__(types.FunctionType(code, globals_, code.co_name), name.as_python_constant(),
                                    *real_bases)
     tx.keepalive.append(cls)

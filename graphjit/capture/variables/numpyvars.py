@@ -115,6 +115,18 @@ def as_python(var):
     return var
 
 
+def intercept(tx, op, a, b):
+    """A binary or comparison operator where NumPy takes part: (its result, a, b) with the result None
+    where the operator goes on as usual, with a and b (a NumPy scalar meeting a tensor as its number)."""
+    array = binary_operator(tx, op, a, b)
+    if array is not None:
+        return array, a, b
+    numpy = operands(tx, op, a, b)
+    if isinstance(numpy, Variable):
+        return numpy, a, b
+    return (None, a, b) if numpy is None else (None, *numpy)
+
+
 def operands(tx, op, a, b):
     """A binary or comparison operator with a NumPy scalar operand: (a, b), or the folded result of two
     constants (NumPy's own arithmetic); with a tensor, the scalar as its Python number. None where neither
@@ -260,18 +272,7 @@ _IN_PLACE_METHODS = {"fill", "sort", "resize", "put", "itemset", "setfield", "pa
 
 
 def involved(args, kwargs):
-    return any(isinstance(v, NdarrayVariable) for v in _flat([*args, *kwargs.values()]))
-
-
-def _flat(values):
-    from .containers import BaseListVariable
-    out = []
-    for v in values:
-        if isinstance(v, BaseListVariable):
-            out += _flat(v.items)
-        else:
-            out.append(v)
-    return out
+    return any(isinstance(v, NdarrayVariable) for v in _flat_vars([*args, *kwargs.values()]))
 
 
 # Probe values the check runs NumPy and torch._numpy on: signs, a signed zero, non-integers, repeats (ties
@@ -281,9 +282,8 @@ _FLOAT_PROBE = (0.5, -1.5, 2.0, -0.0, 3.25, -2.5, float("nan"), 1.0, float("inf"
 _INT_PROBE = (1, -2, 3, 0, -5, 2, 7, -1, 1, 4)
 
 
-def _probe_runs(args, kwargs):
+def _probe_runs(arrays):
     """Runs of the check: one where every array argument holds every probe value; else one per rotation."""
-    arrays = [a for a in _flat_vars([*args, *kwargs.values()]) if isinstance(a, NdarrayVariable)]
     small = any(a.scalar or a.tensor.fake.numel() < len(_FLOAT_PROBE) for a in arrays)
     return range(len(_FLOAT_PROBE)) if small else range(1)
 
@@ -373,7 +373,7 @@ def _node_arg(var):
         return var.tensor
     value = var.as_python_constant() if var.is_constant() else None
     if isinstance(value, _np().dtype) or is_scalar_type(value):
-        return ConstantVariable(_np().dtype(value).name)     # a dtype by name: torch._numpy reads it
+        return ConstantVariable(_dtype_names(value))
     if isinstance(var, BaseListVariable):
         items = [_node_arg(v) for v in var.items]
         return ListVariable(items) if var.python_cls is list else TupleVariable(items)
@@ -391,15 +391,15 @@ def call(tx, name, args, kwargs):
             for a in args):
         # NumPy gives 0 (and a warning) for an integer divided by zero, torch raises
         unsupported(f"numpy {name.lstrip('.:')}() of integer arrays")
-    if any(isinstance(a, NdarrayVariable) and a.tensor.fake.dtype == torch.float16 for a in _flat_vars(
-            [*args, *kwargs.values()])) or any(_is_float16(v) for v in kwargs.values()):
+    arrays = [a for a in _flat_vars([*args, *kwargs.values()]) if isinstance(a, NdarrayVariable)]
+    if any(a.tensor.fake.dtype == torch.float16 for a in arrays) or any(_is_float16(v) for v in kwargs.values()):
         # NumPy computes float16 sums, products and squares in float16, torch accumulates in float32
         unsupported(f"numpy {name.lstrip('.:')}() of float16 arrays")
     if name.lstrip(".:") in _SORTS and kwargs.get("kind", ConstantVariable(None)).as_python_constant() not in \
             ("stable", "mergesort"):
         # NumPy's default sort is not stable, and which equal elements it swaps depends on the length
         unsupported(f"numpy {name.lstrip('.:')}() without kind='stable' (the order of ties is NumPy's own)")
-    for rotation in _probe_runs(args, kwargs):
+    for rotation in _probe_runs(arrays):
         expected, got = _check(name, args, kwargs, rotation)
     node_args = [_node_arg(a) for a in args]
     result = record(tx, "call_function", tnp_call, [ConstantVariable(name), *node_args],
