@@ -203,3 +203,18 @@ def test_second_review_cases_match_eager():
     assert pair[0] is pair[1]
     x = torch.tensor([1.0, 0.0] * 20)
     assert np.array_equal(graphjit.compile(argsort_ties, backend="eager")(x), argsort_ties(x))
+
+
+def test_integer_remainder_and_floor_division_run_as_numpy():
+    """NumPy gives 0 (and a warning) for an integer divided by zero where torch raises: these calls break."""
+    def fn(a, b):
+        x, y = a.numpy(), b.numpy()
+        return np.remainder(x, y), x % y, np.floor_divide(x, y), x // y
+
+    compiled = graphjit.compile(fn, backend="eager")
+    a, b = torch.tensor([7, -7, 3]), torch.tensor([2, 0, -2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for got, expected in zip(compiled(a, b), fn(a, b)):
+            assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    assert "remainder() of integer arrays" in graphjit.explain(fn, a, b).break_reasons[0].reason

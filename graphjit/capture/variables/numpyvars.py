@@ -268,6 +268,12 @@ def _is_float16(var):
 
 
 _INTEGER_ZERO_DIVISIONS = {"floor_divide", "floordiv", "remainder", "mod", "fmod", "divmod"}
+def _operation(name):
+    """`.__rmod__` -> 'mod', `.remainder` -> 'remainder': the operation a call's name performs."""
+    bare = name.lstrip(".:").strip("_")
+    return bare[1:] if bare.startswith("r") and bare[1:] in _INTEGER_ZERO_DIVISIONS else bare
+
+
 _IN_PLACE_METHODS = {"fill", "sort", "resize", "put", "itemset", "setfield", "partition", "__setitem__"}
 
 
@@ -386,7 +392,7 @@ def call(tx, name, args, kwargs):
     from .tensor import TensorVariable, record
     if {"out", "where"} & set(kwargs):
         unsupported(f"numpy {name.lstrip('.:')}() with out= or where= (writes in place)")
-    if name.lstrip(".:_").rstrip("_").lstrip("r") in _INTEGER_ZERO_DIVISIONS and any(
+    if _operation(name) in _INTEGER_ZERO_DIVISIONS and any(
             isinstance(a, NdarrayVariable) and not (a.tensor.fake.is_floating_point() or a.tensor.fake.is_complex())
             for a in args):
         # NumPy gives 0 (and a warning) for an integer divided by zero, torch raises
