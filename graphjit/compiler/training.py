@@ -480,15 +480,13 @@ def _prods_as_eager(gm):
         return gm
     graph = torch.fx.Graph()
     env = {}
-    out = graph.graph_copy(gm.graph, env)
-    graph.output(out)
-    for node, (x, dim, keepdim) in found.items():
-        new = env[node]
-        with graph.inserting_before(new):
-            call = graph.call_function(prod_as_eager, (env[x], dim, keepdim))
-        call.meta = dict(new.meta)
-        new.replace_all_uses_with(call)
-        graph.erase_node(new)
+    for node in gm.graph.nodes:       # in order: a prod of a prod reads the replacement of the first
+        if node in found:
+            x, dim, keepdim = found[node]
+            env[node] = graph.call_function(prod_as_eager, (env[x], dim, keepdim))
+            env[node].meta = dict(node.meta)
+        else:
+            env[node] = graph.node_copy(node, env.__getitem__)
     traced = torch.fx.GraphModule(gm, graph)
     traced.meta.update(gm.meta)
     return traced

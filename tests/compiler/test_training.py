@@ -822,3 +822,26 @@ def test_prod_gradient_divides_as_eager_where_no_element_is_zero(values):
     assert counter.frame_count == 1 and not counter.ran_as_captured()
     if values[0] == float("-inf"):
         assert grads[0][0][0].isnan()
+
+
+def test_a_prod_of_a_prod_compiles():
+    """The second prod reads the first's replacement (grad fuzz 15000094: the backend failed on a graph
+    reading the erased first prod, and the graph ran as captured)."""
+    import warnings
+
+    def f(x):
+        return x.prod(-1).prod(-1) * 2, x.prod(0).prod()
+
+    counter = CompileCounter("graphjit")
+    compiled = graphjit.compile(f, backend=counter)
+    for call in range(2):
+        grads = []
+        for fn in (f, compiled):
+            x = torch.tensor([[1.5, -2.0, 0.5 + call], [float("inf"), 3.0, 0.25]], requires_grad=True)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                outs = fn(x)
+            assert not [str(w.message) for w in caught if "failed" in str(w.message)]
+            grads.append((outs, torch.autograd.grad(outs[0] + outs[1], x)))
+        torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
+    assert counter.frame_count == 1 and not counter.ran_as_captured()

@@ -193,6 +193,8 @@ FOUND = {
                                "kernel of elu's gradient takes the exponential branch for a NaN x (NaN times the "
                                "zero the index_fill passes), torch's decomposition the positive one (0); now as "
                                "eager's CPU kernel",
+    ("grad-tensor", 15000094): "a prod of a prod: the rewrite of prods into _ProdAsEager made the second read the "
+                               "erased first (the backend failed; the graph ran as captured)",
     ("grad-tensor", 14200674): "x ** x.min(): the exponent's NaN gradient (log of negative x) reached every "
                                "element of x through min's backward, eager's only the argmin (its CPU kernel "
                                "masked_fills; the traced formula multiplies by the mask); now where(mask, ...) "
