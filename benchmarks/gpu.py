@@ -1,6 +1,8 @@
 """GPU inference, side by side in one process: eager vs torch.compile (Inductor, default mode) vs
 graphjit.compile(model, backend="graphjit") (graphjit's compiler: Triton kernels + ATen extern calls).
-bf16 models built from configs with random weights (no downloads). Median ms per call (synchronized,
+Models (bf16, or fp32 with --dtype fp32) built from configs with random weights (no downloads); --only
+takes workloads and groups: core (GPT-2 prefill and one token, BERT, ResNet-50, ViT), zoo (benchmarks/zoo.py: more decoders, encoders, vision
+models and a diffusers UNet), decoders, vision, all. Median ms per call (synchronized,
 so CPU launch overhead counts), speedup over eager, cold compile seconds (first call, fresh caches for
 both compilers), max relative error vs eager (max |out - eager| / max |eager|).
 
@@ -33,13 +35,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import graphjit  # noqa: E402
+from benchmarks import zoo  # noqa: E402
 from graphjit.backends.registry import registered_backend  # noqa: E402
 
 DEVICE = "cuda"
-BF16 = torch.bfloat16
 SMOKE = "--smoke" in sys.argv       # tiny configs (CPU, Triton interpreter): exercises this script only
 if SMOKE:
     DEVICE = "cpu"
+# --dtype fp32 runs every workload in float32 (models and floating inputs); bf16 otherwise
+DTYPE = torch.float32 if "--dtype=fp32" in sys.argv or "--dtype fp32" in " ".join(sys.argv) else torch.bfloat16
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -58,7 +62,7 @@ def gpt2():
         from transformers import GPT2Config, GPT2LMHeadModel
         torch.manual_seed(0)
         config = GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=100) if SMOKE else GPT2Config()
-        _gpt2["model"] = GPT2LMHeadModel(config).to(DEVICE, BF16).eval()
+        _gpt2["model"] = GPT2LMHeadModel(config).to(DEVICE, DTYPE).eval()
     return _gpt2["model"]
 
 
@@ -67,14 +71,14 @@ def bert():
     torch.manual_seed(0)
     config = BertConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=2, intermediate_size=128,
                         vocab_size=100) if SMOKE else BertConfig()
-    return BertModel(config, add_pooling_layer=False).to(DEVICE, BF16).eval()
+    return BertModel(config, add_pooling_layer=False).to(DEVICE, DTYPE).eval()
 
 
 def resnet50():
     import torchvision
     torch.manual_seed(0)
     model = torchvision.models.resnet18() if SMOKE else torchvision.models.resnet50()
-    return model.to(DEVICE, BF16, memory_format=torch.channels_last).eval()
+    return model.to(DEVICE, DTYPE, memory_format=torch.channels_last).eval()
 
 
 def vit():
@@ -82,7 +86,7 @@ def vit():
     torch.manual_seed(0)
     config = ViTConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=2, intermediate_size=128,
                        image_size=32, patch_size=8) if SMOKE else ViTConfig()
-    return ViTModel(config, add_pooling_layer=False).to(DEVICE, BF16).eval()
+    return ViTModel(config, add_pooling_layer=False).to(DEVICE, DTYPE).eval()
 
 
 def ids(batch, length, vocab):
@@ -94,7 +98,7 @@ def ids(batch, length, vocab):
 
 def images(batch, channels_last=False):
     size = 32 if SMOKE else 224
-    x = torch.randn(min(batch, 2) if SMOKE else batch, 3, size, size, device=DEVICE, dtype=BF16)
+    x = torch.randn(min(batch, 2) if SMOKE else batch, 3, size, size, device=DEVICE, dtype=DTYPE)
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 
 
@@ -105,6 +109,13 @@ WORKLOADS = {
     "resnet50": ("ResNet-50, batch 32, channels_last", resnet50, lambda: (images(32, True),), lambda o: o),
     "vit": ("ViT-B/16, batch 32", vit, lambda: (images(32),), _hf_output),
 }
+CORE = list(WORKLOADS)
+WORKLOADS.update(zoo.workloads(DEVICE, DTYPE, SMOKE))
+# names --only takes for several workloads at once
+GROUPS = {"core": CORE, "zoo": [k for k in WORKLOADS if k not in CORE], "all": list(WORKLOADS)}
+GROUPS.update({"decoders": [k for k in WORKLOADS if k.endswith(("_prefill", "_decode"))],
+               "vision": ["resnet50", "vit", "convnext_t", "efficientnet_b0", "mobilenet_v3_l", "densenet121",
+                          "regnet_y_1_6gf", "swin_t"]})
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -307,10 +318,10 @@ def probe():
     aligned, vs the same product into row-padded output (+ copy back); (2) which attention the traced
     graphs of BERT and ViT call."""
     out = {}
-    a = torch.randn(4096, 768, device=DEVICE, dtype=BF16)
-    w = torch.randn(50257, 768, device=DEVICE, dtype=BF16)
+    a = torch.randn(4096, 768, device=DEVICE, dtype=DTYPE)
+    w = torch.randn(50257, 768, device=DEVICE, dtype=DTYPE)
     flops = 2 * 4096 * 768 * 50257
-    padded = torch.empty_strided((4096, 50257), (50264, 1), device=DEVICE, dtype=BF16)
+    padded = torch.empty_strided((4096, 50257), (50264, 1), device=DEVICE, dtype=DTYPE)
 
     def plain():
         return torch.mm(a, w.t())
@@ -348,12 +359,12 @@ def probe():
     small = dict(num_hidden_layers=1)
     for name, model, x in (("bert", BertModel(BertConfig(**small), add_pooling_layer=False), ids(16, 128, 30522)),
                            ("vit", ViTModel(ViTConfig(**small), add_pooling_layer=False), images(32))):
-        model = model.to(DEVICE, BF16).eval()
+        model = model.to(DEVICE, DTYPE).eval()
         with torch.inference_mode():
             graphjit.reset()
             graphjit.compile(model, backend=attention_ops(name))(x)
     out["traced attention"] = seen
-    q = torch.randn(32, 197, 12, 64, device=DEVICE, dtype=BF16).transpose(1, 2)
+    q = torch.randn(32, 197, 12, 64, device=DEVICE, dtype=DTYPE).transpose(1, 2)
     try:
         out["sdp choice, ViT shapes, real tensors"] = str(torch._fused_sdp_choice(q, q, q))
     except Exception as e:      # noqa: BLE001
@@ -479,7 +490,9 @@ def fmt_row(r, mode="default"):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--only", default="", help="comma-separated subset of: " + ", ".join(WORKLOADS))
+    parser.add_argument("--only", default="core", help="comma-separated workloads or groups (" + ", ".join(GROUPS)
+                        + "): " + ", ".join(WORKLOADS))
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for <workload>.json")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="tiny models on the CPU (GRAPHJIT_TRITON_CPU=1)")
@@ -501,12 +514,15 @@ def main():
     if args.smoke:
         args.runs = 2
     os.makedirs(args.out, exist_ok=True)
-    chosen = [w for w in args.only.split(",") if w] or list(WORKLOADS)
+    chosen = [k for w in args.only.split(",") if w for k in GROUPS.get(w, [w])]
+    unknown = [k for k in chosen if k not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workloads {unknown}")
     import triton
     machine = "CPU (smoke)" if SMOKE else "{0.name} ({0.multi_processor_count} SMs)".format(
         torch.cuda.get_device_properties(0))
     header = (f"{datetime.date.today()}, {machine}, python "
-              f"{platform.python_version()}, torch {torch.__version__}, triton {triton.__version__}; bf16 inference, "
+              f"{platform.python_version()}, torch {torch.__version__}, triton {triton.__version__}; {args.dtype} inference, "
               f"median of {args.runs} synchronized calls")
     bandwidth = copy_bandwidth() if args.profile else None
     print(header + (f"; device-to-device copy {bandwidth:.0f} GB/s" if bandwidth else ""), flush=True)

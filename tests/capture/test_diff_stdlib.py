@@ -6,6 +6,7 @@ import collections
 import enum
 import functools
 import heapq
+import inspect
 import itertools
 import operator
 
@@ -299,6 +300,21 @@ def counter_most_common_and_nlargest(x, words):
     largest = heapq.nlargest(3, [(2, "x"), (5, "y"), (2, "z"), (7, "w")], key=lambda p: p[0])
     smallest = heapq.nsmallest(2, iter([4, 1, 3, 1]))
     return x * top[0][1], top, largest, smallest, heapq.nlargest(0, [1, 2]), heapq.nlargest(-1, [1, 2])
+
+
+def _scaled(x, scale=2.0, *, shift=0):
+    return x * scale + shift
+
+
+@cases.add(lambda: (r(3),))
+def signature_parameters_and_their_views(x):
+    # diffusers' Attention.forward: set(inspect.signature(processor.__call__).parameters.keys())
+    params = inspect.signature(_scaled).parameters
+    names = set(params.keys())
+    defaults = [p.default for p in params.values() if p.default is not inspect.Parameter.empty]
+    kinds = [(n, p.kind.name) for n, p in params.items()]
+    return (x * len(names) if "scale" in names else x, sorted(names), defaults, kinds, list(params),
+            "shift" in params.keys(), len(params.values()), type(params.keys()).__name__)
 
 
 @pytest.mark.parametrize("case", cases.params())

@@ -135,11 +135,19 @@ class ConstantVariable(Variable):
         if callable(attr) and getattr(attr, "__self__", None) is self.value and not isinstance(self.value, type):
             return MethodOf(self, name)      # e.g. "abc".upper: folded when called on constants
         if isinstance(attr, OPAQUE_CONSTANT_TYPES):
-            return ConstantVariable(attr)
+            var = ConstantVariable(attr)
+            # a Signature's parameters: a read-only view of an OrderedDict only the Signature holds, so its
+            # keys/values/items views can never change either
+            var.frozen_mapping = isinstance(self.value, _inspect.Signature) and name == "parameters"
+            return var
         return wrap_constant_result(tx, attr)
+
+    frozen_mapping = False
 
     def call_method(self, tx, name, args, kwargs):
         from .builder import wrap_constant_result
+        if self.frozen_mapping and name in ("keys", "values", "items") and not args and not kwargs:
+            return ConstantVariable(getattr(self.value, name)())   # iterated, tested and measured as a constant
         if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
             method = getattr(self.value, name)
             cargs = [a.as_python_constant() for a in args]
