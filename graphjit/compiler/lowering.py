@@ -1934,6 +1934,38 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     return (cast(normed, out_meta_.dtype), cast(mean, mean_meta.dtype), cast(rstd, rstd_meta.dtype))
 
 
+@register(aten.native_group_norm.default)
+def native_group_norm(x, weight, bias, n, c, hw, group, eps):
+    """GroupNorm: x's channel dim (1) split into (group, channels per group), each (sample, group) normalized
+    over its channels and spatial dims as layer_norm normalizes a row (two passes, the mean shifted by
+    the group's first element and summed in float64 for float32), then the per-channel weight and bias.
+    Returns (out, mean, rstd), the statistics of shape (N, group) in float32 for 16-bit x."""
+    out_meta_, mean_meta, rstd_meta = out_meta()
+    sizes = list(x.sizes)
+    if len(sizes) < 2 or not as_expr(sizes[1]).is_Integer or int(sizes[1]) % group:
+        raise NotLowered("group norm of a tensor without a static channel dim divisible by the groups")
+    if any(as_expr(s) == 0 for s in out_meta_.shape):
+        raise NotLowered("group norm over zero elements (eager's kernel decides the statistics)")
+    acc = acc_dtype_of(x.dtype, "sum")
+    mean_acc = torch.float64 if acc == torch.float32 else acc
+    grouped_sizes = [sizes[0], group, int(sizes[1]) // group, *sizes[2:]]
+    grouped = view_reshape(x, grouped_sizes)
+    dims = list(range(2, len(grouped_sizes)))
+    mean, variance = _variance(grouped, dims, 0, True, acc, mean_acc, shifted=True)
+    mean = cast(mean, acc)
+    rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), variance, dtype=acc)
+    normed = make_pointwise(ops.mul, make_pointwise(ops.sub, grouped, mean, dtype=acc), rstd, dtype=acc)
+    normed = view_reshape(normed, sizes)
+    per_channel = [sizes[1]] + [1] * (len(sizes) - 2)
+    if weight is not None:
+        normed = make_pointwise(ops.mul, normed, view_reshape(cast(weight, acc), per_channel), dtype=acc)
+    if bias is not None:
+        normed = make_pointwise(ops.add, normed, view_reshape(cast(bias, acc), per_channel), dtype=acc)
+    stats = [sizes[0], group]
+    return (cast(normed, out_meta_.dtype), cast(view_reshape(mean, stats), mean_meta.dtype),
+            cast(view_reshape(rstd, stats), rstd_meta.dtype))
+
+
 @register(aten._native_batch_norm_legit_no_training.default)
 def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
     """BatchNorm with running statistics (eval): out = x * scale + shift per channel (dim 1), where

@@ -164,6 +164,13 @@ REDUCTIONS = [
                   (make((2, 5, 64), d), make((64,), d), make((64,), d)),
                   (make((40, 3), d).t(), make((40,), d), make((40,), d))]),
     Op("layer_norm_2d", lambda x, w: F.layer_norm(x, w.shape, w), lambda d: [(make((3, 5, 7), d), make((5, 7), d))]),
+    Op("group_norm", lambda x: F.group_norm(x, 4), lambda d: [
+        (make((2, 8, 5, 3), d, -3.0, 5.0),), (make((3, 12, 7), d),), (make((1, 4, 33), d),),
+        (make((2, 3, 8, 6), d).contiguous(memory_format=torch.channels_last).transpose(1, 2),)]),
+    Op("group_norm_affine", lambda x, w, b: F.group_norm(x, 2, w, b, 1e-6), lambda d: [
+        (make((2, 8, 5, 3), d), make((8,), d), make((8,), d)),
+        (make((2, 6, 4, 5), d).contiguous(memory_format=torch.channels_last), make((6,), d), make((6,), d)),
+        (make((4, 9, 2, 6), d)[:, 1:5], make((4,), d), make((4,), d))]),
 ]
 
 def _parts(parts):
@@ -250,6 +257,14 @@ PARAMS = [pytest.param(op, dtype, id=f"{op.name}-{str(dtype).replace('torch.', '
 @pytest.mark.parametrize("op,dtype", PARAMS)
 def test_op(op, dtype):
     run_cases(op.fn, op.inputs(dtype), **op.tol)
+
+
+def test_group_norm_is_lowered_whole():
+    """GroupNorm (diffusers' UNets hold dozens) is two reductions and a pointwise kernel of ours, not an ATen
+    call between kernels."""
+    x = make((2, 8, 5, 3), F32).contiguous(memory_format=torch.channels_last)
+    compiled = run_cases(lambda x, w, b: F.silu(F.group_norm(x, 4, w, b)), [(x, make((8,), F32), make((8,), F32))])
+    assert not compiled.graph.fallbacks, compiled.graph.fallbacks
 
 
 def test_every_lowering_is_exercised():
