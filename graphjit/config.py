@@ -149,6 +149,11 @@ fusion_parallel_elements = _knob("fusion_parallel_elements", int, 65536, codegen
 # array (a kernel's scratch) if an iteration makes at most this many of its elements.
 scratch_max_elements = _knob("scratch_max_elements", int, 4096, codegen=True)
 
+# Triton: an inference graph whose 2-D convolutions take NCHW inputs computes them, and what follows them,
+# in channels-last (NHWC) memory, where cuDNN's kernels need no conversion (it converts each NCHW operand
+# otherwise); outputs keep eager's strides. 0: eager's layouts throughout.
+conv_channels_last = _knob("conv_channels_last", int, 1, codegen=True)
+
 # ---- the compiler: C++/OpenMP (CPU) -------------------------------------------------------------------
 
 # The C++ compiler and its flags. No -ffast-math: results must match eager up to rounding order.

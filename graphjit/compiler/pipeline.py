@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from .. import logs, reporting
+from .. import config, logs, reporting
 from ..progress import Progress
 
 
@@ -173,6 +173,9 @@ def _run_stages(gm, concrete_inputs, example_inputs, facts):
         progress.update(done, f"next: {STAGES[done]}" if done < len(STAGES) else "")
     unit = device(job)
     job.aten_gm = decompose.decompose(gm, example_inputs, traced_by_aot=facts.autograd)
+    if device.name == "Triton" and config.conv_channels_last and not facts.autograd and \
+            not decompose._writes(job.aten_gm) and decompose.channels_last_convolutions(job.aten_gm):
+        logs.log("fusion", f"{facts.name}: convolutions computed channels-last")
     lap("decompose")
     logs.log("graph", lambda: f"graphjit compiler, ATen graph:\n{job.aten_gm.code}")
     job.graph = lowering.lower(job.aten_gm, example_inputs, autograd=facts.autograd)

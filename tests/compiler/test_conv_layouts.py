@@ -1,0 +1,103 @@
+"""Triton graphs compute 2-D convolutions and what follows them in channels-last memory
+(decompose.channels_last_convolutions, config.conv_channels_last): each convolution reads an NHWC input,
+the ops after it lay out their results as eager lays out ops on channels-last tensors, and the outputs come
+back in eager's strides. Run in Triton's interpreter on CPU tensors, against eager."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit import config as gj_config
+from graphjit.compiler import decompose
+
+from .harness import check_calls
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = torch.nn.GroupNorm(2, 8)
+        self.conv_mid = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.depthwise = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.conv_out = torch.nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        h = F.silu(self.norm(self.conv_in(x)))
+        h = self.conv_mid(h) + h
+        h = self.conv_out(F.gelu(self.depthwise(h)))
+        # outputs: NCHW in eager (a convolution's, an upsampled one, a slice), and a reduction
+        return h, h.mean((2, 3)), F.interpolate(h, scale_factor=2.0), h[:, 1:3].contiguous()
+
+
+def _convolution_inputs(fn, *args):
+    """[strides of each convolution's input] in the ATen graph the Triton compiler lowers."""
+    seen = []
+
+    def backend(gm, example_inputs):
+        aten = decompose.decompose(gm, example_inputs)
+        decompose.channels_last_convolutions(aten)
+        seen.extend(n.args[0].meta["val"].stride() for n in aten.graph.nodes
+                    if n.target is torch.ops.aten.convolution.default)
+        return gm.forward
+    graphjit.compile(fn, backend=backend)(*args)
+    return seen
+
+
+def test_convolutions_read_channels_last_inputs():
+    torch.manual_seed(0)
+    block = Block().eval()
+    with torch.no_grad():
+        strides = _convolution_inputs(block, torch.randn(2, 3, 8, 8))
+    # conv_in, conv_mid and conv_out read NHWC; the depthwise one reads what precedes it (NHWC too)
+    assert strides == [(192, 1, 24, 3), (512, 1, 64, 8), (512, 1, 64, 8), (512, 1, 64, 8)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_channels_last_convolutions_give_eager_values_and_strides(triton_interpreter, dtype):
+    torch.manual_seed(0)
+    block = Block().eval().to(dtype)
+
+    def make_inputs(call):
+        return (torch.randn(2, 3, 8, 8, dtype=dtype),)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+    with torch.no_grad():
+        counter = check_calls(block, make_inputs, "triton", **tol)
+        assert counter.frame_count == 1
+        (compiled,) = counter.compiled_functions()
+        convs = [i for i in compiled.items if "convolution" in str(getattr(i, "op", ""))]
+        assert len(convs) == 4 and all(int(c.args[0].strides[1]) == 1 for c in convs)     # NHWC inputs
+        x = make_inputs(0)[0]
+        got, want = graphjit.compile(block, backend="graphjit")(x), block(x)
+    assert [t.stride() for t in got] == [t.stride() for t in want]
+
+
+def test_inputs_already_channels_last_and_the_knob_off_keep_eager_layouts(triton_interpreter, monkeypatch):
+    torch.manual_seed(0)
+    block = Block().eval()
+    x = torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        strides = _convolution_inputs(block, x)
+    assert strides[0] == (192, 1, 24, 3)
+    monkeypatch.setattr(gj_config, "conv_channels_last", 0)
+    with torch.no_grad():
+        counter = check_calls(block, lambda call: (torch.randn(2, 3, 8, 8),), "triton", atol=1e-5, rtol=1e-5)
+    assert counter.frame_count == 1
+
+
+def test_an_output_in_neither_layout_keeps_the_graph_as_traced():
+    """An output whose eager strides are neither contiguous nor channels-last (a transposed convolution
+    result) can't be restored by a copy: the pass leaves the graph as it was."""
+    weight = torch.randn(4, 3, 3, 3)
+
+    def f(x):
+        return F.conv2d(x, weight).transpose(2, 3)
+    seen = []
+
+    def backend(gm, example_inputs):
+        aten = decompose.decompose(gm, example_inputs)
+        code = aten.code
+        seen.append((decompose.channels_last_convolutions(aten), aten.code == code))
+        return gm.forward
+    graphjit.compile(f, backend=backend)(torch.randn(1, 3, 6, 6))
+    assert seen == [(False, True)]
