@@ -1936,12 +1936,18 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
 
 @register(aten.native_group_norm.default)
 def native_group_norm(x, weight, bias, n, c, hw, group, eps):
-    """GroupNorm: x's channel dim (1) split into (group, channels per group), each (sample, group) normalized
-    over its channels and spatial dims as layer_norm normalizes a row (two passes, the mean shifted by
-    the group's first element and summed in float64 for float32), then the per-channel weight and bias.
-    Returns (out, mean, rstd), the statistics of shape (N, group) in float32 for 16-bit x."""
+    """GroupNorm: x's channel dim (1) split into (group, channels per group), each (sample, group)'s mean and
+    1 / sqrt(var + eps) taken over its channels and spatial dims as layer_norm takes a row's (two passes,
+    the mean shifted by the group's first element), then eager's formula out = x * a + b, with per channel
+    a = rstd * weight and b = bias - a * mean (Triton contracts it into a fused multiply-add, as CUDA's
+    kernel is compiled). Returns (out, mean, rstd), the statistics of shape (N, group). Triton only: eager's
+    CPU kernel adds with fused multiply-adds in its vector body, not in its scalar tail, whose rounding a
+    C++ kernel of ours does not reproduce (where x equals its group's mean, eager's output is that rounding,
+    ours 0, and a log of it differs)."""
     out_meta_, mean_meta, rstd_meta = out_meta()
     sizes = list(x.sizes)
+    if x.device.type == "cpu" and not config.triton_cpu:
+        raise NotLowered("group norm in C++: eager's CPU kernel rounds as its fused multiply-adds do")
     if len(sizes) < 2 or not as_expr(sizes[1]).is_Integer or int(sizes[1]) % group:
         raise NotLowered("group norm of a tensor without a static channel dim divisible by the groups")
     if any(as_expr(s) == 0 for s in out_meta_.shape):
@@ -1954,15 +1960,16 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
     mean, variance = _variance(grouped, dims, 0, True, acc, mean_acc, shifted=True)
     mean = cast(mean, acc)
     rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), variance, dtype=acc)
-    normed = make_pointwise(ops.mul, make_pointwise(ops.sub, grouped, mean, dtype=acc), rstd, dtype=acc)
-    normed = view_reshape(normed, sizes)
-    per_channel = [sizes[1]] + [1] * (len(sizes) - 2)
+    per_channel = [1, group, int(sizes[1]) // group] + [1] * (len(sizes) - 2)
+    scale = rstd
     if weight is not None:
-        normed = make_pointwise(ops.mul, normed, view_reshape(cast(weight, acc), per_channel), dtype=acc)
+        scale = make_pointwise(ops.mul, rstd, view_reshape(cast(weight, acc), per_channel), dtype=acc)
+    shift = make_pointwise(lambda a, m: ops.neg(ops.mul(a, m)), scale, mean, dtype=acc)
     if bias is not None:
-        normed = make_pointwise(ops.add, normed, view_reshape(cast(bias, acc), per_channel), dtype=acc)
+        shift = make_pointwise(ops.add, shift, view_reshape(cast(bias, acc), per_channel), dtype=acc)
+    normed = make_pointwise(lambda v, a, b: ops.add(ops.mul(v, a), b), grouped, scale, shift, dtype=acc)
     stats = [sizes[0], group]
-    return (cast(normed, out_meta_.dtype), cast(view_reshape(mean, stats), mean_meta.dtype),
+    return (cast(view_reshape(normed, sizes), out_meta_.dtype), cast(view_reshape(mean, stats), mean_meta.dtype),
             cast(view_reshape(rstd, stats), rstd_meta.dtype))
 
 

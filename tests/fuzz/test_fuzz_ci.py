@@ -195,6 +195,9 @@ FOUND = {
                                "eager's CPU kernel",
     ("grad-tensor", 15000094): "a prod of a prod: the rewrite of prods into _ProdAsEager made the second read the "
                                "erased first (the backend failed; the graph ran as captured)",
+    ("grad-tensor", 15004238): "log of a group norm over one-element groups: eager's CPU kernel computes x * a + b "
+                               "with fused multiply-adds (a rounding residual, log -9.2), our C++ lowering "
+                               "(x - mean) * rstd (0, log -inf); group norm is now lowered in Triton only",
     ("grad-tensor", 14200674): "x ** x.min(): the exponent's NaN gradient (log of negative x) reached every "
                                "element of x through min's backward, eager's only the argmin (its CPU kernel "
                                "masked_fills; the traced formula multiplies by the mask); now where(mask, ...) "
