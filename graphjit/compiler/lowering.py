@@ -588,11 +588,49 @@ def _buffer_strides(node):
     where Inductor pads). Not for graph outputs (their callers expect eager's strides)."""
     meta = node.meta.get("val")
     strides = _dense_strides(meta)
+    if strides is not None and _permuted_by_an_operand(node, meta):
+        return tuple(as_expr(s) for s in torch._prims_common.make_contiguous_strides_for(meta.shape))
     if strides is None or meta.dim() < 2 or not _unaligned_rows(meta) or \
             tuple(meta.stride()) != tuple(torch._prims_common.make_contiguous_strides_for(meta.shape)) or \
             meta.numel() < PAD_MM_OPERAND_MIN_ELEMENTS or not _feeds_matmul(node):
         return strides
     return _padded_row_strides(meta.shape)
+
+
+def _permuted_by_an_operand(node, meta):
+    """Whether a Triton buffer eager lays out permuted (dense, not contiguous) is stored contiguous instead.
+    Eager's elementwise ops take the layout of their first operand, so a residual stream that starts as a
+    convolution's output seen transposed (Whisper's encoder: conv1d, permute, + positions) stays
+    transposed through every residual add, each read against contiguous operands one strided element at a
+    time (17% of the copy bandwidth on the H100). Only where some operand of the same shape is contiguous,
+    the value is no graph output and not written (its layout is eager's there), and everything that reads
+    it (through views) is an op lowered here (an extern call gets its arguments in the traced strides)."""
+    if not (meta.device.type == "cuda" or config.triton_cpu) or meta.dim() < 2 or meta.is_contiguous() or \
+            node.op != "call_function" or node.target in _VIEW_OPS or _writes_any(node.graph):
+        return False
+    operands = [a.meta.get("val") for a in node.all_input_nodes]
+    if not any(isinstance(v, torch.Tensor) and v.shape == meta.shape and v.is_contiguous() for v in operands):
+        return False
+    seen, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for user in current.users:
+            if user.op != "call_function" or user.target not in LOWERINGS or user.target in EXTERN_OPS:
+                return False
+            if user.target in _VIEW_OPS:
+                stack.append(user)
+    return True
+
+
+def _writes_any(graph):
+    """Whether an fx graph writes in place (a functional graph's copy_ back into an input), memoized on it."""
+    if not hasattr(graph, "_graphjit_writes"):
+        graph._graphjit_writes = any(n.op == "call_function" and getattr(n.target, "_schema", None) is not None
+                                     and n.target._schema.is_mutable for n in graph.nodes)
+    return graph._graphjit_writes
 
 
 def _feeds_matmul(node):

@@ -101,3 +101,30 @@ def test_an_output_in_neither_layout_keeps_the_graph_as_traced():
         return gm.forward
     graphjit.compile(f, backend=backend)(torch.randn(1, 3, 6, 6))
     assert seen == [(False, True)]
+
+
+def test_a_residual_stream_eager_keeps_transposed_is_stored_contiguous(triton_interpreter):
+    """Whisper's encoder: conv1d, permute, + positions, then residual adds. Eager's adds take the layout of
+    their first operand, so the residual stays transposed and each add reads its contiguous operand one
+    strided element at a time; Triton buffers whose operand of the same shape is contiguous are stored
+    contiguous (lowering._permuted_by_an_operand). Outputs keep eager's strides."""
+    torch.manual_seed(0)
+    conv, norm, proj = torch.nn.Conv1d(4, 16, 3, padding=1), torch.nn.LayerNorm(16), torch.nn.Linear(16, 16)
+    positions = torch.randn(10, 16)
+
+    def encoder(x):
+        h = F.gelu(conv(x)).permute(0, 2, 1) + positions
+        for _ in range(3):
+            h = h + proj(norm(h))
+        return h, norm(h)
+    with torch.no_grad():
+        counter = check_calls(encoder, lambda call: (torch.randn(2, 4, 10),), "triton", atol=1e-5, rtol=1e-5)
+        (compiled,) = counter.compiled_functions()
+        residuals = [n for n in compiled.graph.nodes if type(n).__name__ == "ComputedBuffer"
+                     and tuple(int(s) for s in n.layout.sizes) == (2, 10, 16)]
+        transposed = [n.name for n in residuals if tuple(int(s) for s in n.layout.strides) == (160, 1, 10)]
+        # transposed: the first add's (its operands are transposed or broadcast) and the returned h's
+        assert len(residuals) >= 4 and len(transposed) == 2, transposed
+        x = torch.randn(2, 4, 10)
+        got, want = graphjit.compile(encoder, backend="graphjit")(x), encoder(x)
+    assert [t.stride() for t in got] == [t.stride() for t in want]
