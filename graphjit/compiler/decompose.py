@@ -1388,12 +1388,14 @@ def channels_last_convolutions(traced):
     output = next(n for n in graph.nodes if n.op == "output")
     leaves = [a for a in torch.utils._pytree.tree_leaves(output.args) if isinstance(a, torch.fx.Node)]
     before = {n: n.meta.get("val") for n in graph.nodes}
-    added = []
+    added, copies = [], {}
     for conv in convs:
-        with graph.inserting_before(conv):
-            copy = graph.call_function(aten.clone.default, (conv.args[0],), {"memory_format": torch.channels_last})
-        conv.replace_input_with(conv.args[0], copy)
-        added.append(copy)
+        if conv.args[0] not in copies:      # one copy of an input several convolutions read, before the first
+            with graph.inserting_before(conv):
+                copies[conv.args[0]] = graph.call_function(aten.clone.default, (conv.args[0],),
+                                                           {"memory_format": torch.channels_last})
+            added.append(copies[conv.args[0]])
+        conv.replace_input_with(conv.args[0], copies[conv.args[0]])
 
     def undo():
         for copy in added:

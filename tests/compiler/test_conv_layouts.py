@@ -128,3 +128,25 @@ def test_a_residual_stream_eager_keeps_transposed_is_stored_contiguous(triton_in
         x = torch.randn(2, 4, 10)
         got, want = graphjit.compile(encoder, backend="graphjit")(x), encoder(x)
     assert [t.stride() for t in got] == [t.stride() for t in want]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_convolution_bias_is_added_by_the_kernel_that_reads_the_result(triton_interpreter, dtype):
+    """Eager's CUDA convolution adds its bias in a kernel of its own; in Triton graphs the library call gets
+    no bias and the add (in float32 for 16-bit tensors, rounded once, as eager's) fuses into the next
+    kernel: a transposed convolution, a strided one and a 1-D one too."""
+    torch.manual_seed(0)
+    down = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1).to(dtype)
+    up = torch.nn.ConvTranspose2d(6, 4, 2, stride=2).to(dtype)
+    line = torch.nn.Conv1d(4, 5, 3).to(dtype)
+
+    def f(x, y):
+        h = F.silu(down(x))
+        return up(h) * 2, F.relu(line(y)), down(x)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
+    with torch.no_grad():
+        counter = check_calls(f, lambda call: (torch.randn(2, 4, 8, 8, dtype=dtype), torch.randn(2, 4, 9, dtype=dtype)),
+                              "triton", **tol)
+        (compiled,) = counter.compiled_functions()
+    convs = [i for i in compiled.items if "convolution" in str(getattr(i, "op", ""))]
+    assert len(convs) == 3 and all(c.args[2] is None for c in convs)
