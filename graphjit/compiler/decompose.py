@@ -1431,6 +1431,7 @@ def channels_last_convolutions(traced):
         with mode, torch.no_grad():
             back.meta["val"] = aten.clone.default(leaf.meta["val"], memory_format=fmt)
         output.replace_input_with(leaf, back)
+    merge_repeated_ops(traced)      # convolutions of one input now read one copy
     traced.recompile()
     return True
 
