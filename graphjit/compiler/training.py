@@ -19,6 +19,10 @@ extern ops (matmuls, convolutions, attention) reach the compiler as it expects t
 Grad mode and autocast changes inside the captured graph (`with torch.no_grad():`, `torch.autocast`)
 are applied while AOTAutograd traces, so the graphs the compiler sees no longer hold them.
 
+An output whose elements share memory (an unfold's overlapping windows) gets its tangent (the gradient
+coming into the backward for it) traced dense, in its memory format, not in the output's strides
+(_check_tangent_layouts): a gradient copied into those strides would keep one value per shared element.
+
 Randomness: dropout is traced into the forward graph as a float32 rand_like, a comparison and a product
 (decompose._native_dropout), which the lowering draws inside the fused forward kernel by Philox
 (lowering.py, "Random numbers"); the mask is a forward output the partitioner saves (random ops are never
@@ -88,12 +92,19 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
         return gm.forward
     traced, detached = _detach_after(gm)
     traced = _prods_as_eager(traced)
-    try:
+
+    def trace():
         with _quiet_meta_failures():
-            run = aot_module_simplified(traced, example_inputs, fw_compiler=half("forward"),
-                                        bw_compiler=half("backward"), inference_compiler=half("inference"),
-                                        partition_fn=absent.partition, decompositions=decomposition_table(),
-                                        keep_inference_input_mutations=True)
+            return aot_module_simplified(traced, example_inputs, fw_compiler=half("forward"),
+                                         bw_compiler=half("backward"), inference_compiler=half("inference"),
+                                         partition_fn=absent.partition, decompositions=decomposition_table(),
+                                         keep_inference_input_mutations=True)
+    try:
+        run = _with_dense_tangents_where_overlapping(trace, name)
+    except _OverlappingTangent as e:
+        logs.log("fusion", f"{name}: running the graph as captured: AOTAutograd traced a tangent whose elements "
+                           f"share memory ({e}): the backward would keep one of the gradients of each")
+        return gm.forward
     except ZeroDivisionError as e:
         # torch's decomposition of an op AOTAutograd traces (its fake-tensor meta too) divides by a count of
         # zero elements: native_group_norm_backward by H * W of an empty input (torch.compile raises there)
@@ -126,6 +137,19 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
     if _writes(gm):
         return _CheckingAliases(run, gm.forward, halves)
     return run
+
+
+def _with_dense_tangents_where_overlapping(trace, name):
+    """trace() (AOTAutograd's), traced again with every tangent dense, in its output's memory format, where
+    a tangent came in strides under which elements share memory (_check_tangent_layouts): at the backward
+    an incoming gradient in other strides is then copied dense, not into that overlapping layout."""
+    import torch._functorch.config as functorch_config
+    try:
+        return trace()
+    except _OverlappingTangent as e:
+        logs.log("fusion", f"{name}: tangents traced dense, in their outputs' memory format: {e}")
+    with functorch_config.patch(guess_tangent_strides_as_outputs=False):
+        return trace()
 
 
 class _quiet_meta_failures:
@@ -623,10 +647,30 @@ class _AbsentGradients:
 
     def partition(self, joint, joint_inputs, **kwargs):
         tangents = [n for n in joint.graph.nodes if _is_tangent(n)]
+        _check_tangent_layouts(tangents)
         self.enabled = self.allowed and bool(tangents) and all(_static(n.meta.get("val")) for n in tangents)
         if self.enabled:
             self.zero_reach = _zero_reach(joint.graph)
         return _partition(joint, joint_inputs, **kwargs)
+
+
+class _OverlappingTangent(Exception):
+    """AOTAutograd traced a tangent in the strides of an output whose elements share memory."""
+
+
+def _check_tangent_layouts(tangents):
+    """Raises _OverlappingTangent for a tangent traced with strides under which elements share memory.
+    AOTAutograd traces each tangent with its output's strides (torch >= 2.13,
+    guess_tangent_strides_as_outputs) unless it finds the output's elements overlapping, which it tells for
+    a stride-0 dim only; an unfold's windows (`x.unfold(0, 2, 1)`: strides (1, 1)) pass, and at the
+    backward the incoming gradient is copied into a tensor of those strides, which keeps one of the values
+    each shared element receives (a wrong gradient)."""
+    from .decompose import overlaps_itself
+    for node in tangents:
+        value = node.meta.get("val")
+        if _static(value) and value.layout == torch.strided and overlaps_itself(value):
+            raise _OverlappingTangent(f"{node.name} has sizes {tuple(value.shape)} and strides "
+                                      f"{tuple(value.stride())}, whose elements share memory")
 
 
 # ops whose derivative is zero: eager's backward of one hands on a zero tensor, not nothing
