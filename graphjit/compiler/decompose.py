@@ -137,6 +137,8 @@ def decomposition_table():
     table.update(EAGER_DTYPES)
     table[aten.logit.default] = _logit_as_cpu_kernel(table[aten.logit.default])
     table[aten.elu_backward.default] = _elu_backward_as_cpu_kernel(table[aten.elu_backward.default])
+    table[aten.hardswish_backward.default] = _hardswish_backward_as_cpu_kernel(
+        table[aten.hardswish_backward.default])
     table.update({op: _converting_alpha(table[op]) for op in EAGER_ALPHAS})
     for op, layout in EAGER_LAYOUTS.items():
         table[op] = _in_eager_layout(op, layout, table.get(op))
@@ -205,6 +207,22 @@ def _elu_backward_as_cpu_kernel(core):
         else:
             negative = grad_output * negiptcoef * negcoef * torch.exp(self_or_result * negiptcoef)
         return torch.where(self_or_result > 0, grad_output * poscoef, negative)
+    return decomposition
+
+
+def _hardswish_backward_as_cpu_kernel(core):
+    """hardswish's gradient as eager's vectorized CPU kernel computes it (in float32 for 16-bit dtypes): 0
+    where x <= -3, the incoming gradient where x >= 3, and its product with x / 3 + 0.5 elsewhere, so a NaN
+    x takes the middle branch and its gradient is NaN. torch's decomposition (eager's CUDA kernel, and the
+    CPU kernel's scalar tail) tests x < 3 for the middle branch, so a NaN x took the last one: the incoming
+    gradient, where eager's is NaN."""
+    def decomposition(grad_output, self):
+        if self.device.type != "cpu" or not self.dtype.is_floating_point:
+            return core(grad_output, self)
+        dtype = grad_output.dtype
+        compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        grad, x = grad_output.to(compute), self.to(compute)
+        return torch.where(x <= -3, 0.0, torch.where(x >= 3, grad, grad * (x / 3 + 0.5))).to(dtype)
     return decomposition
 
 

@@ -792,6 +792,30 @@ def test_elu_gradient_at_a_nan_input(alpha):
         assert got[1, 2].isnan()
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_hardswish_gradient_at_a_nan_input(dtype):
+    """eager's vectorized CPU kernel of hardswish's gradient takes the middle branch (g * (x / 3 + 0.5)) for
+    x neither <= -3 nor >= 3, so a NaN x gets a NaN gradient; torch's decomposition tested x < 3 for it and
+    passed the incoming gradient on (grad fuzz 15003344). 64 elements: all in eager's vector loop (its
+    scalar tail passes the gradient on), on any vector width up to 512 bits."""
+    def f(x):
+        v = x.sum(1)
+        return F.hardswish(v), v * 2
+
+    compiled = graphjit.compile(f, backend=CompileCounter("graphjit"))
+    for call in range(2):
+        g = torch.Generator().manual_seed(call)
+        x = torch.randn(64, 2, generator=g).to(dtype) * 3
+        x[7, 1] = x[40 + call, 0] = float("nan")
+        x[3] = torch.tensor([-1.5, -1.5])       # sums exactly on the branch bounds, and past them
+        x[4] = torch.tensor([1.5, 1.5])
+        x[5, 0], x[6, 0] = float("inf"), float("-inf")
+        weights = [torch.randn(64, generator=g).to(dtype), torch.randn(64, generator=g).to(dtype)]
+        want, got = _gradients_of(f, x, weights), _gradients_of(compiled, x, weights)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert got[7].isnan().all() and got[40 + call].isnan().all() and got[3:7].isfinite().all()
+
+
 def prods(x, y):
     return x.prod(), torch.prod(y, 1), y.prod(dim=0, keepdim=True), y.long().prod(1)
 

@@ -44,9 +44,10 @@ KNOWN = {
     "N8": (("fallback",), r"unfold", r"internal overlap", "in-place on an overlapping view (unfold)"),
     "N10": (WRONG, r"\*\*|\.pow\(", r"", "Triton: integer pow computed in floating point"),
     "N11": (("crash",), r"", r"out of bounds for uint8", "Triton: a negative constant with a uint8 tensor"),
-    "G1": (("wrong_grad",), r"\belu\(", r"NaN or infinities differ",
-           "elu's gradient at a NaN x: eager's CPU kernel takes the exponential branch in its vectorized body, "
-           "the positive one in its scalar tail (which elements fall there depends on the size and the CPU)"),
+    "G1": (("wrong_grad",), r"\belu\(|hardswish", r"NaN or infinities differ",
+           "elu's or hardswish's gradient at a NaN x: eager's CPU kernel takes the exponential (middle) branch in "
+           "its vectorized body, the positive (last) one in its scalar tail (which elements fall there depends on "
+           "the size and the CPU)"),
     "P15": (WRONG + ("crash",), r"_Box\.shared", r"", "a class attribute the frame writes is not guarded"),
     "P16": (("crash",), r"del \w+\.\w+", r"has no attribute", "an attribute set then deleted in one frame"),
     "P17": (("crash",), r"del \w+\[|\.pop\(", r"KeyError", "dict del/pop replayed after the frame's read"),
