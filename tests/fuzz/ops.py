@@ -134,7 +134,8 @@ def cast(g):
         src = f"{a}.nan_to_num(0.0).clamp({lo:g}, {hi:g})"
     form = g.rng.choice(["{s}.to({dt})", "{s}.to(dtype={dt})", "{s}.to({dt}).to({a}.dtype)"])
     if dt in ("F32", "torch.int64") and g.rng.random() < 0.3:
-        form = "{s}.float()" if dt == "F32" else "{s}.long()"
+        # .float() is float32 in the float64 reference run too, where F32 is float64: there it converts to F32
+        form = "{s}.float() if F32 == torch.float32 else {s}.to(F32)" if dt == "F32" else "{s}.long()"
     return g.stmt(f"{v} = {form.format(s=src, dt=dt, a=a)}", [v], "cast")
 
 

@@ -202,6 +202,19 @@ FOUND = {
                                "element of x through min's backward, eager's only the argmin (its CPU kernel "
                                "masked_fills; the traced formula multiplies by the mask); now where(mask, ...) "
                                "on the CPU",
+    ("grad-tensor", 15003709): "an unfold's overlapping windows as an output: AOTAutograd (torch >= 2.13) traced "
+                               "the tangent in those strides and copied the incoming gradient into them, one "
+                               "value kept per shared element; such tangents are now traced dense",
+    ("grad-tensor", 15003834): "a 1-D unfold (strides (1, 1)) of a reshaped log_softmax: its tangent traced in "
+                               "the overlapping strides (as 15003709)",
+    ("grad-tensor", 15002272): "a bfloat16 unfold of a hardtanh: its tangent traced in the overlapping strides "
+                               "(as 15003709)",
+    ("grad-tensor", 15003344): "hardswish's gradient at a NaN x: eager's vectorized CPU kernel takes the middle "
+                               "branch (NaN), torch's decomposition the last (the incoming gradient); now as "
+                               "eager's CPU kernel",
+    ("grad-tensor", 15002999): "layer_norm of x.float() with float64 weights in the float64 replay raised "
+                               "\"mixed dtype\", so eager's float32 overflow (NaN where compiled gives the bias) "
+                               "could not be judged; the program now casts to F32 in both runs",
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {key: FOUND[key] for key in [("grad-tensor", 12700945), ("grad-tensor", 13801457)]}

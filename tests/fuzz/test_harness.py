@@ -284,3 +284,27 @@ def test_a_program_that_kills_eager_alone_is_not_a_finding():
         res = worker.run(prog.source(), timeout=120)
     assert res["status"] == "invalid", res
     assert "eager alone dies too" in res["msg"]
+
+
+def test_a_cast_to_float32_stays_float64_in_the_reference():
+    """ops.cast's `.float()` form converts to F32, float64 in the reference replay: there `.float()` made a
+    float32 tensor beside float64 weights, layer_norm raised "mixed dtype", and eager's float32 overflow
+    (NaN where compiled gave the bias) could not be judged (grad fuzz 15002999)."""
+    import types
+    from . import ops
+
+    class Rng:      # the F32 target and the `.float()` form
+        def choice(self, seq):
+            return "F32" if "F32" in seq else seq[0]
+
+        def random(self):
+            return 0.0
+
+    g = types.SimpleNamespace(rng=Rng(), pick=lambda: "x1", new=lambda: "v1", first=lambda name: torch.zeros(3),
+                              stmt=lambda code, defs, tag: code)
+    cast = ops.cast(g)
+    assert ".float()" in cast
+    prog = _prog(cast, "v2 = F.layer_norm(v1, v1.shape[-1:], x2, x2, eps=1e-5)",
+                 inputs=(("x1", "f", ("a", 3)), ("x2", "f", (3,))), returns=("v2",))
+    assert runner._replay(prog.source(), prog.calls[:1])["out"][0].dtype == torch.float32
+    assert runner._replay(prog.source(), prog.calls[:1], ref=True)["out"][0].dtype == torch.float64
