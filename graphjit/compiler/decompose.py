@@ -1398,13 +1398,17 @@ def channels_last_convolutions(traced):
     graph = traced.graph
     convs = [n for n in graph.nodes if n.op == "call_function" and n.target is aten.convolution.default
              and _converts(n)]
-    if not convs:
+    if not convs or any(n.op == "call_function" and n.target in LAYOUT_READERS for n in graph.nodes):
         return False
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     values = [n.meta.get("val") for n in placeholders]
     mode = torch._guards.detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
     output = next(n for n in graph.nodes if n.op == "output")
     leaves = [a for a in torch.utils._pytree.tree_leaves(output.args) if isinstance(a, torch.fx.Node)]
+    if any(_returns_an_alias(leaf) for leaf in leaves):
+        # an output that is memory of another value (a view, a chunk) would come back as a copy: its
+        # storage, offset and sharing with other outputs would not be eager's
+        return False
     before = {n: n.meta.get("val") for n in graph.nodes}
     added, copies = [], {}
     for conv in convs:
@@ -1425,7 +1429,8 @@ def channels_last_convolutions(traced):
         return False
     try:
         from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-        with torch.no_grad():
+        from .training import _quiet_meta_failures      # no traceback printed for an op that refuses
+        with torch.no_grad(), _quiet_meta_failures():
             FakeTensorProp(traced, mode).propagate_dont_convert_inputs(*values)
     except Exception as e:      # noqa: BLE001 -- an op fake propagation can't rerun: eager's layouts
         from .. import logs
@@ -1446,12 +1451,29 @@ def channels_last_convolutions(traced):
     for leaf, fmt in restore.items():
         with graph.inserting_before(output):
             back = graph.call_function(aten.clone.default, (leaf,), {"memory_format": fmt})
-        with mode, torch.no_grad():
-            back.meta["val"] = aten.clone.default(leaf.meta["val"], memory_format=fmt)
+        eager = before[leaf]
+        with mode, torch.no_grad():     # eager's exact strides (size-1 dims too): the buffer is stored in them
+            back.meta["val"] = torch.empty_strided(eager.shape, eager.stride(), dtype=eager.dtype,
+                                                   device=eager.device)
         output.replace_input_with(leaf, back)
     merge_repeated_ops(traced)      # convolutions of one input now read one copy
     traced.recompile()
     return True
+
+
+# ops whose result depends on the strides of their input's memory, not only on its values
+LAYOUT_READERS = {aten.as_strided.default, aten.as_strided_.default, aten.as_strided_scatter.default,
+                  aten.view.dtype}
+
+
+def _returns_an_alias(node):
+    """Whether an output node's value is memory of another value: a view op's result, or an item of one
+    (split, chunk, unbind)."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return isinstance(node.args[0], torch.fx.Node) and _is_view(node.args[0])
+    return _is_view(node)
 
 
 def _converts(conv):

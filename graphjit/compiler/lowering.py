@@ -620,6 +620,7 @@ def _permuted_by_an_operand(node, meta):
     time (17% of the copy bandwidth on the H100). Only where some operand of the same shape is contiguous,
     the value is no graph output and not written (its layout is eager's there), and everything that reads
     it (through views) is an op lowered here (an extern call gets its arguments in the traced strides)."""
+    from . import decompose
     if not (meta.device.type == "cuda" or config.triton_cpu) or meta.dim() < 2 or meta.is_contiguous() or \
             node.op != "call_function" or node.target in _VIEW_OPS or _writes_any(node.graph):
         return False
@@ -633,7 +634,8 @@ def _permuted_by_an_operand(node, meta):
             continue
         seen.add(current)
         for user in current.users:
-            if user.op != "call_function" or user.target not in LOWERINGS or user.target in EXTERN_OPS:
+            if user.op != "call_function" or user.target not in LOWERINGS or user.target in EXTERN_OPS or \
+                    user.target in decompose.LAYOUT_READERS:
                 return False
             if user.target in _VIEW_OPS:
                 stack.append(user)
@@ -2015,6 +2017,9 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
         raise NotLowered("group norm in C++: eager's CPU kernel rounds as its fused multiply-adds do")
     if len(sizes) < 2 or not as_expr(sizes[1]).is_Integer or int(sizes[1]) % group:
         raise NotLowered("group norm of a tensor without a static channel dim divisible by the groups")
+    if any(t is not None and t.dtype != x.dtype for t in (weight, bias)):
+        raise NotLowered("group norm with a weight or bias of another dtype (eager's kernels decide the "
+                         "statistics' dtype, or raise)")
     if any(as_expr(s) == 0 for s in out_meta_.shape):
         raise NotLowered("group norm over zero elements (eager's kernel decides the statistics)")
     acc = acc_dtype_of(x.dtype, "sum")
@@ -2026,16 +2031,23 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
     mean = cast(mean, acc)
     rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), variance, dtype=acc)
     per_channel = [1, group, int(sizes[1]) // group] + [1] * (len(sizes) - 2)
-    scale = rstd
+    channel_sizes = [sizes[0]] + per_channel[1:]
     if weight is not None:
-        scale = make_pointwise(ops.mul, rstd, view_reshape(cast(weight, acc), per_channel), dtype=acc)
-    shift = make_pointwise(lambda a, m: ops.neg(ops.mul(a, m)), scale, mean, dtype=acc)
+        scale = make_pointwise(ops.mul, rstd, view_reshape(cast(weight, acc), per_channel), dtype=acc,
+                               sizes=channel_sizes)
+    else:
+        scale = make_pointwise(lambda r: r, rstd, dtype=acc, sizes=channel_sizes)
+    shift = make_pointwise(lambda a, m: ops.neg(ops.mul(a, m)), scale, mean, dtype=acc, sizes=channel_sizes)
     if bias is not None:
         shift = make_pointwise(ops.add, shift, view_reshape(cast(bias, acc), per_channel), dtype=acc)
-    normed = make_pointwise(lambda v, a, b: ops.add(ops.mul(v, a), b), grouped, scale, shift, dtype=acc)
+    # a and b per (sample, channel), and the output a value of its own over x's sizes (not a view of a
+    # grouped value: an output is stored in its traced strides, a view in its base's)
+    per_sample_channel = sizes[:2] + [1] * (len(sizes) - 2)
+    scale, shift = (view_reshape(v, per_sample_channel) for v in (scale, shift))
+    normed = make_pointwise(lambda v, a, b: ops.add(ops.mul(v, a), b), x, scale, shift,
+                            dtype=out_meta_.dtype, compute_dtype=acc)
     stats = [sizes[0], group]
-    return (cast(view_reshape(normed, sizes), out_meta_.dtype), cast(view_reshape(mean, stats), mean_meta.dtype),
-            cast(view_reshape(rstd, stats), rstd_meta.dtype))
+    return (normed, cast(view_reshape(mean, stats), mean_meta.dtype), cast(view_reshape(rstd, stats), rstd_meta.dtype))
 
 
 @register(aten._native_batch_norm_legit_no_training.default)

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 import graphjit
 from graphjit import config as gj_config
+from graphjit.testing import CompileCounter
 from graphjit.compiler import decompose
 
 from .harness import check_calls
@@ -150,3 +151,49 @@ def test_a_convolution_bias_is_added_by_the_kernel_that_reads_the_result(triton_
         (compiled,) = counter.compiled_functions()
     convs = [i for i in compiled.items if "convolution" in str(getattr(i, "op", ""))]
     assert len(convs) == 3 and all(c.args[2] is None for c in convs)
+
+
+def _outputs_like_eager(fn, *args, atol=1e-5):
+    """fn compiled (Triton) against eager: values, strides, storage offsets and which outputs share memory."""
+    counter = CompileCounter("graphjit")
+    with torch.no_grad():
+        want, got = fn(*args), graphjit.compile(fn, backend=counter)(*args)
+    assert not counter.ran_as_captured()
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w, atol=atol, rtol=atol)
+        # strides where the size is not 1 (no address depends on the others)
+        assert [st for st, n in zip(g.stride(), g.shape) if n != 1] == \
+            [st for st, n in zip(w.stride(), w.shape) if n != 1] and g.storage_offset() == w.storage_offset()
+    storages = lambda outs: [[a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() for b in outs]
+                             for a in outs]
+    assert storages(got) == storages(want)
+
+
+def test_outputs_that_alias_or_read_the_layout_keep_eager_memory(triton_interpreter):
+    """An output that is memory of another (a view, a chunk) and a graph with as_strided keep eager's
+    layouts (the pass would return copies, or as_strided would index the NHWC buffer); an output restored
+    into eager's layout gets eager's strides."""
+    torch.manual_seed(0)
+    w = torch.randn(4, 3, 3, 3)
+    x = torch.randn(2, 3, 6, 7)
+    _outputs_like_eager(lambda x: (F.conv2d(x, w), F.conv2d(x, w)[None]), x)
+    _outputs_like_eager(lambda x: (F.conv2d(x, w)[1] * 1, F.conv2d(x, w)[:, 1, 0, 0]), x)
+    _outputs_like_eager(lambda x: (F.conv2d(x, w).as_strided((2, 5), (1, 2)) + 1,), x)
+    _outputs_like_eager(lambda x: (F.conv2d(x, w).permute(0, 2, 3, 1) + 1,), torch.randn(2, 3, 3, 3))
+    _outputs_like_eager(lambda x: (F.conv2d(x, w[:1]).permute(0, 2, 3, 1) * 2,), x)
+
+
+def test_a_buffer_read_by_as_strided_keeps_eager_strides(triton_interpreter):
+    def f(a, b, z):
+        t = a.permute(0, 2, 1) * b.permute(0, 2, 1) + z
+        return t.as_strided((3, 4), (1, 7)) * 2, t.cumsum(1)
+    _outputs_like_eager(f, torch.randn(2, 8, 5), torch.randn(2, 8, 5), torch.randn(2, 5, 8))
+
+
+def test_group_norm_keeps_eager_layout_and_dtype_rules(triton_interpreter):
+    gw, gb = torch.randn(8), torch.randn(8)
+    x = torch.randn(2, 8, 6, 7).contiguous(memory_format=torch.channels_last)
+    _outputs_like_eager(lambda x: (F.group_norm(x, 4, gw, gb), F.group_norm(x, 2)), x)
+    with pytest.raises(RuntimeError, match="mixed dtype"):       # as eager's CPU kernel raises
+        with torch.no_grad():
+            graphjit.compile(lambda x: F.group_norm(x, 4, gw.half(), gb.half()), backend="graphjit")(x)
