@@ -137,7 +137,8 @@ class ConstantVariable(Variable):
         if isinstance(attr, OPAQUE_CONSTANT_TYPES):
             var = ConstantVariable(attr)
             # a Signature's parameters: a read-only view of an OrderedDict only the Signature holds, so its
-            # keys/values/items views can never change either
+            # keys view can never change either (the names come from the code object, which the function's
+            # variable guards; values and items hold defaults, which nothing guards: they stay opaque)
             var.frozen_mapping = isinstance(self.value, _inspect.Signature) and name == "parameters"
             return var
         return wrap_constant_result(tx, attr)
@@ -146,7 +147,7 @@ class ConstantVariable(Variable):
 
     def call_method(self, tx, name, args, kwargs):
         from .builder import wrap_constant_result
-        if self.frozen_mapping and name in ("keys", "values", "items") and not args and not kwargs:
+        if self.frozen_mapping and name == "keys" and not args and not kwargs:
             return ConstantVariable(getattr(self.value, name)())   # iterated, tested and measured as a constant
         if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
             method = getattr(self.value, name)

@@ -584,15 +584,31 @@ def real_value(var):
 
 
 def _introspection(fn):
-    """inspect.signature() and friends: evaluated on the real objects; the result is an opaque constant."""
+    """inspect.signature() and friends: evaluated on the real objects; the result is an opaque constant.
+    A function read from outside the frame is guarded on the objects a signature is made of (its code,
+    defaults and keyword defaults: `f.__defaults__ = None` makes every parameter required)."""
     def handler(tx, *args, **kwargs):
         try:
             real_args = [real_value(a) for a in args]
             real_kwargs = {k: real_value(v) for k, v in kwargs.items()}
         except NotConstant:
             unsupported(f"{fn.__name__}() of a value only known while tracing")
+        for var, value in zip(args, real_args):
+            _guard_signature_parts(tx, var, value)
         return ConstantVariable(fn(*real_args, **real_kwargs))
     return handler
+
+
+def _guard_signature_parts(tx, var, value):
+    source = getattr(var, "source", None)
+    function = getattr(value, "__func__", value)
+    if source is None or not isinstance(function, types.FunctionType):
+        return
+    path = "{0}.__func__" if function is not value else "{0}"
+    for attr in ("__code__", "__defaults__", "__kwdefaults__"):
+        held = tx.guards.obj([getattr(function, attr)])       # in a list: equal tuples are not shared
+        tx.guards.add(1, f"{path}.{attr} is {held}[0]", f"{source.expr()}'s {attr} is the one seen while tracing",
+                      (source,))
 
 
 BUILTIN_HANDLERS = {
