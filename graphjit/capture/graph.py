@@ -37,15 +37,26 @@ class OutputGraph:
         self.example_inputs = []     # the real values read at trace time
         self._placeholder_by_id = {}  # id(real tensor) or ("int", source) -> (node, fake or SymInt)
         self.nn_module_attrs = {}
+        self._placeholder_names = set()
 
     # ---- inputs ----
+    def _placeholder_name(self, source):
+        """A name for a new placeholder: the generated forward's argument, so unique (fx renames a clashing
+        node but keeps its target, the argument's name: globals `w` and `W` both read `g_w`)."""
+        base = name = _node_name(source.expr())
+        k = 1
+        while name in self._placeholder_names:
+            name, k = f"{base}_{k}", k + 1
+        self._placeholder_names.add(name)
+        return name
+
     def add_input(self, source, value: torch.Tensor, dynamic_dims=()):
         """A placeholder for a tensor read from `source`; the same tensor object gets the same placeholder.
         `dynamic_dims`: the dims given size symbols (see dynamic.py)."""
         hit = self._placeholder_by_id.get(id(value))
         if hit is not None:
             return hit
-        node = self.graph.placeholder(_node_name(source.expr()))
+        node = self.graph.placeholder(self._placeholder_name(source))
         if dynamic_dims:
             marks = getattr(value, dynamic.MARK_DYNAMIC, {})
             index = len(self.symbolic_inputs)
@@ -86,7 +97,7 @@ class OutputGraph:
         else:
             symbol = self.shape_env.create_unspecified_symbol(value, torch_source, DimDynamic.DYNAMIC)
         sym = make_sym(symbol, torch_source)
-        node = self.graph.placeholder(_node_name(source.expr()))
+        node = self.graph.placeholder(self._placeholder_name(source))
         node.meta["example_value"] = sym
         node.meta["source"] = source
         self.symbolic_inputs.append((sym, source, None))

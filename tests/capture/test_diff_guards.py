@@ -354,3 +354,21 @@ def test_the_sign_of_a_zero_in_a_complex_argument_is_guarded():
     compiled = graphjit.compile(fn, backend="eager")
     for z in (0j, complex(-0.0, 0), complex(0, -0.0)):
         assert torch.equal(compiled(torch.ones(1), z), fn(torch.ones(1), z))
+
+
+CASE_W = torch.randn(3)
+CASE_w = torch.randn(3)
+
+
+def test_globals_whose_names_differ_in_case_are_two_graph_inputs():
+    """Both become argument `g_case_w` of the graph's forward: a duplicate argument (SyntaxError) made the
+    whole frame run eagerly, without a warning."""
+    import graphjit
+
+    def fn(x):
+        return x * CASE_w + CASE_W
+
+    counter = CompileCounter("eager")
+    compiled = graphjit.compile(fn, backend=counter)
+    x = torch.randn(3)
+    assert torch.equal(compiled(x), fn(x)) and counter.frame_count == 1
