@@ -654,6 +654,22 @@ def _splits_bias(args):
         all(isinstance(n, int) for n in meta.shape)
 
 
+def _returned(node):
+    """Whether node's value, an item of it (a multi-output op's) or a view of either is a graph output."""
+    stack, seen = [node], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for user in current.users:
+            if user.op == "output":
+                return True
+            if user.op == "call_function" and (user.target is operator.getitem or user.target in _VIEW_OPS):
+                stack.append(user)
+    return False
+
+
 def _writes_any(graph):
     """Whether an fx graph writes in place (a functional graph's copy_ back into an input), memoized on it."""
     if not hasattr(graph, "_graphjit_writes"):
@@ -2017,6 +2033,12 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
         raise NotLowered("group norm in C++: eager's CPU kernel rounds as its fused multiply-adds do")
     if len(sizes) < 2 or not as_expr(sizes[1]).is_Integer or int(sizes[1]) % group:
         raise NotLowered("group norm of a tensor without a static channel dim divisible by the groups")
+    x_meta = _current[-1].args[0].meta.get("val")
+    if not (isinstance(x_meta, torch.Tensor) and x_meta.is_contiguous()) and _returned(_current[-1]):
+        # eager's kernels lay out a channels-last input's output by device (the CPU's keeps the format,
+        # CUDA's is contiguous) and torch's meta function, whose strides we store in, by version
+        raise NotLowered("a returned group norm of a tensor that is not contiguous (eager's kernel decides "
+                         "its layout)")
     if any(t is not None and t.dtype != x.dtype for t in (weight, bias)):
         raise NotLowered("group norm with a weight or bias of another dtype (eager's kernels decide the "
                          "statistics' dtype, or raise)")

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from .conftest import _triton_available
 from .harness import binary_inputs, make, run_cases, unary_inputs
 
 F32, BF16, I64 = torch.float32, torch.bfloat16, torch.int64
@@ -259,6 +260,7 @@ def test_op(op, dtype):
     run_cases(op.fn, op.inputs(dtype), **op.tol)
 
 
+@pytest.mark.skipif(not _triton_available(), reason="Triton is not installed")
 def test_group_norm_is_lowered_whole(triton_interpreter):
     """GroupNorm (diffusers' UNets hold dozens) is two reductions and a pointwise kernel of ours in Triton,
     not an ATen call between kernels (in C++ it stays eager's kernel: see lowering.native_group_norm)."""
