@@ -1393,8 +1393,8 @@ def channels_last_convolutions(traced):
     eager lays out ops on channels-last tensors, and the next convolution's input needs no copy), and each
     output whose strides changed is copied back into eager's. cuDNN converts an NCHW input and its output
     for each call otherwise (SD-1.5's UNet: 101 conversions, 3 ms a step on the H100). Leaves traced as it
-    was and returns False where nothing is converted or an output's eager layout is neither contiguous
-    nor channels-last."""
+    was and returns False where nothing is converted, the graph reads layouts (LAYOUT_READERS), an output
+    is memory of another value, or an output's eager layout is neither contiguous nor channels-last."""
     graph = traced.graph
     convs = [n for n in graph.nodes if n.op == "call_function" and n.target is aten.convolution.default
              and _converts(n)]

@@ -627,19 +627,8 @@ def _permuted_by_an_operand(node, meta):
     operands = [a.meta.get("val") for a in node.all_input_nodes]
     if not any(isinstance(v, torch.Tensor) and v.shape == meta.shape and v.is_contiguous() for v in operands):
         return False
-    seen, stack = set(), [node]
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        for user in current.users:
-            if user.op != "call_function" or user.target not in LOWERINGS or user.target in EXTERN_OPS or \
-                    user.target in decompose.LAYOUT_READERS:
-                return False
-            if user.target in _VIEW_OPS:
-                stack.append(user)
-    return True
+    return all(user.op == "call_function" and user.target in LOWERINGS and user.target not in EXTERN_OPS and
+               user.target not in decompose.LAYOUT_READERS for user in _readers(node))
 
 
 def _splits_bias(args):
@@ -656,18 +645,7 @@ def _splits_bias(args):
 
 def _returned(node):
     """Whether node's value, an item of it (a multi-output op's) or a view of either is a graph output."""
-    stack, seen = [node], set()
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        for user in current.users:
-            if user.op == "output":
-                return True
-            if user.op == "call_function" and (user.target is operator.getitem or user.target in _VIEW_OPS):
-                stack.append(user)
-    return False
+    return any(user.op == "output" for user in _readers(node, _VIEW_OPS | {operator.getitem}))
 
 
 def _writes_any(graph):
@@ -681,20 +659,21 @@ def _writes_any(graph):
 def _feeds_matmul(node):
     """Whether node's value reaches a matmul's operand through view ops, with neither it nor any of those
     views a graph output."""
-    closure, stack, feeds = set(), [node], False
+    readers = list(_readers(node))
+    return not any(user.op == "output" for user in readers) and \
+        any(user.op == "call_function" and user.target in MM_OPS for user in readers)
+
+
+def _readers(node, through=_VIEW_OPS):
+    """The nodes that read node's value, directly or through ops in `through` (views of it), each once."""
+    stack, seen = [node], {node}
     while stack:
-        current = stack.pop()
-        if current in closure:
-            continue
-        closure.add(current)
-        for user in current.users:
-            if user.op == "output":
-                return False
-            if user.op == "call_function" and user.target in MM_OPS:
-                feeds = True
-            elif user.op == "call_function" and user.target in _VIEW_OPS:
-                stack.append(user)
-    return feeds
+        for user in stack.pop().users:
+            if user not in seen:
+                seen.add(user)
+                yield user
+                if user.op == "call_function" and user.target in through:
+                    stack.append(user)
 
 
 def _dense_strides(meta):
