@@ -554,7 +554,7 @@ def decompose(gm, example_inputs, traced_by_aot=False):
                 from .ir import StaticOnly
                 raise StaticOnly("a graph that writes through views, with symbolic sizes")
             eager_writes(traced)
-            eager = _expands_as_views(_views_before_expands(traced))
+            eager = _unfolds_as_views(_expands_as_views(_views_before_expands(traced)))
             check_writes_through_expands(eager)
             try:
                 traced = trace(torch.func.functionalize(eager, remove="mutations"))(*example_inputs)
@@ -926,6 +926,54 @@ def _expands_as_views(gm):
             node.target, node.args, node.kwargs = aten.view.default, (node.args[0], list(after)), {}
     gm.recompile()
     return gm
+
+
+def _unfolds_as_views(gm):
+    """gm with each unfold that a write goes through as slice, view, slice and permute, the same view:
+    functionalization writes through an unfold as unfold_backward(new value), which is zero where no window
+    reaches (`y.unfold(-1, 2, 2).mul_(2)` of a last dim of 5 zeroed y[..., 4]) and sums where windows
+    overlap. Refused where the windows can't be such a chain: they overlap (a write through one window of
+    them is legal in eager) or leave a gap after the last that a whole number of steps overruns."""
+    written = _written_view_chains(gm)
+    for node in list(gm.graph.nodes):
+        if node not in written or node.target is not aten.unfold.default:
+            continue
+        replacement = _unfold_as_view_chain(gm, node)
+        if replacement is None:
+            raise Refused(f"a write through {node.name}, an unfold whose windows overlap in memory or leave an "
+                          f"uneven gap (functionalization would write it back as unfold_backward, not exactly)")
+        node.replace_all_uses_with(replacement)
+        gm.graph.erase_node(node)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _unfold_as_view_chain(gm, node):
+    """x.unfold(d, size, step) as x[d: :m*step].view(.., m, step, ..)[d+1: :size].movedim(d+1, -1), inserted
+    before node, or None where that is not the same view (windows overlap, or m*step overruns the dim)."""
+    x, dim, size, step = node.args
+    t = x.meta["val"]
+    dim = dim % max(t.dim(), 1)
+    if t.dim() == 0:
+        return None
+    length = t.shape[dim]
+    windows = (length - size) // step + 1
+    step = size if windows == 1 else step
+    if step < size or windows * step > length:
+        return None
+    with gm.graph.inserting_before(node):
+        cut = _call(gm, aten.slice.Tensor, (x, dim, 0, windows * step))
+        shape = list(t.shape[:dim]) + [windows, step] + list(t.shape[dim + 1:])
+        split = _call(gm, aten.view.default, (cut, shape))
+        narrowed = _call(gm, aten.slice.Tensor, (split, dim + 1, 0, size))
+        order = [i for i in range(len(shape)) if i != dim + 1] + [dim + 1]
+        new = _call(gm, aten.permute.default, (narrowed, order))
+    if not _same_view(new.meta["val"], node.meta["val"]):
+        for n in (new, narrowed, split, cut):
+            gm.graph.erase_node(n)
+        return None
+    return new
 
 
 # view'(base) of the expand's input (added: the dims expand adds in front) for a view of the expand along

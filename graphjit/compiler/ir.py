@@ -815,6 +815,7 @@ class Pointwise:
 
     view_base = None      # (lazy base, view function): see _reindexed
     realized = None       # the StorageView this value was computed into, once it is
+    node = None           # the fx node whose value this is (lowering.realize lays a viewed base out as it)
 
     def make_loader(self):
         if self.realized is not None:     # computed into a buffer: readers load it

@@ -136,6 +136,8 @@ class Lowering(torch.fx.Interpreter):
         meta = n.meta.get("val")
         if isinstance(result, Slot):
             self._slots[n] = result
+            if isinstance(result.value, Pointwise) and result.value.node is None:
+                result.value.node = n
             if isinstance(meta, torch.Tensor):
                 storage = _storage(meta)
                 if storage in self._owners and self._owners[storage] is None:
@@ -544,8 +546,10 @@ def realize(value, graph, strides=None):
     if isinstance(value, Pointwise):
         if value.realized is None:
             if value.view_base is not None:
+                # the base in its node's layout (eager's), so that the view has eager's strides too
                 base, view = value.view_base
-                value.realized = realize(view(realize(base, graph)), graph, strides)
+                base_strides = _buffer_strides(base.node) if base.node is not None else None
+                value.realized = realize(view(realize(base, graph, base_strides)), graph, strides)
             else:
                 value.realized = _new_buffer(value, graph, strides)
         return value.realized
@@ -628,7 +632,7 @@ def _permuted_by_an_operand(node, meta):
     if not any(isinstance(v, torch.Tensor) and v.shape == meta.shape and v.is_contiguous() for v in operands):
         return False
     return all(user.op == "call_function" and user.target in LOWERINGS and user.target not in EXTERN_OPS and
-               user.target not in decompose.LAYOUT_READERS for user in _readers(node))
+               user.target not in decompose.LAYOUT_READERS for user in _readers(node, ANY_VIEW))
 
 
 def _splits_bias(args):
@@ -643,9 +647,23 @@ def _splits_bias(args):
         all(isinstance(n, int) for n in meta.shape)
 
 
+class _AnyView:
+    """`target in ANY_VIEW`: an op whose result views its argument's memory (an ATen view op, getitem)."""
+
+    def __contains__(self, target):
+        if target is operator.getitem:
+            return True
+        schema = getattr(target, "_schema", None)
+        return schema is not None and not schema.is_mutable and bool(schema.returns) and \
+            schema.returns[0].alias_info is not None
+
+
+ANY_VIEW = _AnyView()
+
+
 def _returned(node):
     """Whether node's value, an item of it (a multi-output op's) or a view of either is a graph output."""
-    return any(user.op == "output" for user in _readers(node, _VIEW_OPS | {operator.getitem}))
+    return any(user.op == "output" for user in _readers(node, ANY_VIEW))
 
 
 def _writes_any(graph):

@@ -538,7 +538,22 @@ def views_of_a_product(x, w):
     return y[:, 1:], y.t(), y[0]
 
 
+def unsqueeze_of_a_permuted_sum(a, z):
+    return (a.permute(0, 2, 1) + z).unsqueeze(1)     # eager lays the sum out as a is: the view keeps that
+
+
+def view_back_of_a_channels_last_difference(x):
+    return (x.view(2, 4, 2, 6, 7) - 1).view(2, 8, 6, 7)  # eager: channels-last again
+
+
+def _channels_last(seed):
+    return torch.randn(2, 8, 6, 7, generator=_gen(seed)).contiguous(memory_format=torch.channels_last)
+
+
 @pytest.mark.parametrize("fn,make", [
+    (unsqueeze_of_a_permuted_sum, lambda: [torch.randn(2, 8, 5, generator=_gen(28)),
+                                           torch.randn(2, 5, 8, generator=_gen(29))]),
+    (view_back_of_a_channels_last_difference, lambda: [_channels_last(30)]),
     (slice_and_whole, lambda: [torch.randn(2, 6, generator=_gen(21)) * 3]),
     (row_of_a_cast_and_the_cast, lambda: [torch.tensor([[1.0, float("inf"), 2.0], [-float("inf"), 0.0, 1.0]])]),
     (rows_of_a_value_not_returned, lambda: [torch.randn(3, 4, generator=_gen(22))]),

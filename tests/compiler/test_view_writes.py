@@ -6,7 +6,8 @@ writes back through an expand as base + sum_to(new - base): nan for inf, an erro
 2.11 a scatter into the expand whose meta function lays it out expanded while its kernel returns it
 dense); writes through other views of such an expand (refused); an in-place op whose other operand views
 memory it writes (refused, unless no element is shared); a write through a view chain made with as_strided
-(refused: functionalization can't replay it)."""
+(refused: functionalization can't replay it); a write through an unfold (as slice, view, slice and
+permute, or refused where windows overlap or leave an uneven gap)."""
 import pytest
 import torch
 import torch.fx
@@ -141,3 +142,62 @@ def test_write_through_as_strided_view_chain_is_refused(backend):
     check(add_through_as_strided, make, calls=3)
     with pytest.raises(decompose.Refused, match="as_strided"):
         decompose.decompose(make_fx(add_through_as_strided)(*make()), make())
+
+
+# ---- a write through an unfold: functionalization's inverse (unfold_backward) is not the base ----
+
+def scale_windows_of_a_value(x):
+    y = x * 1
+    y.unfold(3, 2, 2).mul_(2)        # y[..., 4] is in no window: it keeps x's values
+    return (y,)
+
+
+def add_to_windows_of_the_input(x):
+    x.unfold(-1, 2, 2).add_(1)
+    return (x * 1,)
+
+
+def scale_one_of_overlapping_windows(x):
+    y = x + 1
+    y.unfold(1, 3, 1)[:, 1].mul_(3)  # windows overlap; one window does not
+    return (y,)
+
+
+def negate_windows_with_gaps(x):
+    y = x * 2
+    y.unfold(1, 2, 3)[:, 0].neg_()   # windows at 0 and 3 of 5: two steps overrun the dim
+    return (y,)
+
+
+def zero_the_one_window_of_a_transpose(x):
+    y = x * 2
+    y.t().unfold(0, 3, 2).zero_()    # one window: step 2 never taken
+    return (y,)
+
+
+@pytest.mark.parametrize("fn,make", [
+    (scale_windows_of_a_value, lambda: [torch.randn(2, 4, 4, 5, generator=_gen(14))]),
+    (add_to_windows_of_the_input, lambda: [torch.randn(3, 7, generator=_gen(15))]),
+    (scale_one_of_overlapping_windows, lambda: [torch.randn(3, 5, generator=_gen(16))]),
+    (negate_windows_with_gaps, lambda: [torch.randn(3, 5, generator=_gen(17))]),
+    (zero_the_one_window_of_a_transpose, lambda: [torch.randn(4, 3, generator=_gen(18))]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_write_through_unfold_keeps_what_no_window_reaches(fn, make, backend):
+    check(fn, make, calls=3)
+
+
+@pytest.mark.parametrize("fn,compiled", [
+    (scale_windows_of_a_value, True), (add_to_windows_of_the_input, True),
+    (zero_the_one_window_of_a_transpose, True),
+    (scale_one_of_overlapping_windows, False), (negate_windows_with_gaps, False)],
+    ids=lambda v: getattr(v, "__name__", str(v)))
+def test_write_through_unfold_is_a_view_chain_or_refused(fn, compiled):
+    shape = {scale_windows_of_a_value: (2, 4, 4, 5), zero_the_one_window_of_a_transpose: (4, 3)}.get(fn, (3, 5))
+    make = lambda: [torch.randn(shape, generator=_gen(19))]      # noqa: E731
+    if compiled:
+        traced = decompose.decompose(make_fx(fn)(*make()), make())
+        assert not any(n.target in (torch.ops.aten.unfold_backward.default, torch.ops.aten.unfold.default)
+                       for n in traced.graph.nodes)
+    else:
+        with pytest.raises(decompose.Refused, match="unfold"):
+            decompose.decompose(make_fx(fn)(*make()), make())
