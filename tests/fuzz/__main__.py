@@ -26,7 +26,7 @@ from .worker import Worker
 
 def make(mode, seed, triton, dynamic=False, grad=False, float_args=False):
     prog = pyprog.generate(seed) if mode == "python" else \
-        generator.generate(seed, triton=triton, float_args=float_args)
+        generator.generate(seed, triton=triton, float_args=float_args, grad=grad)
     if dynamic:
         prog.dynamic = True
     prog.grad = grad

@@ -7,13 +7,18 @@ The generator runs each candidate statement eagerly, as it goes, on the inputs o
 L), so it knows each value's dtype and shape, and keeps only statements eager accepts in all three. Sizes
 are symbols ("a", "b", "c") with a value per variant, so that inputs built from them broadcast together
 in every variant; ops read other sizes from `.shape` in the program text.
+
+In a program of the gradient mode (grad=True) the floating inputs require grad there too, as in
+runner.run: eager refuses in-place writes into them or their views, and running stats that require grad.
+A value eager cannot backpropagate from (an op without a derivative, or a value a backward saved written
+in place later) is left out of the returns.
 """
 import random
 import warnings
 
 import torch
 
-from . import ops
+from . import ops, runner
 from .program import VARIANTS, Input, Program, Stmt, load
 
 SYMBOLS = ("a", "b", "c")
@@ -32,9 +37,9 @@ def weighted(rng, table):
 class Gen:
     """The program being built and, per variant, the namespace it has reached (inputs + defined names)."""
 
-    def __init__(self, seed, triton=False):
+    def __init__(self, seed, triton=False, grad=False):
         self.rng = random.Random(seed)
-        self.prog = Program(mode="tensor", seed=seed, triton=triton)
+        self.prog = Program(mode="tensor", seed=seed, triton=triton, grad=grad)
         self.envs = {}
         self.count = 0
 
@@ -47,7 +52,8 @@ class Gen:
         for variant in VARIANTS:
             env = dict(ns)
             try:
-                env.update(zip(self.prog.arg_names(), ns["make_inputs"](0, variant)))
+                inputs = runner.requiring_grad(ns["make_inputs"](0, variant), self.prog.grad)
+                env.update(zip(self.prog.arg_names(), inputs))
             except Exception:  # noqa: BLE001 - an alias input invalid in this variant: left unbound
                 pass
             for stmt in self.prog.stmts:
@@ -65,6 +71,19 @@ class Gen:
             self.rebuild()
             return False
         self.prog.stmts.append(stmt)
+        return True
+
+    def differentiable(self, name):
+        """Whether eager's backward from value `name` into the inputs that require grad runs in every
+        variant (always true for a value that does not require grad)."""
+        for env in self.envs.values():
+            inputs = [env[n] for n in self.prog.arg_names() if isinstance(env.get(n), torch.Tensor)]
+            inputs = [t for t in inputs if t.requires_grad]
+            if inputs and env[name].requires_grad:
+                try:
+                    torch.autograd.grad(env[name].float().sum(), inputs, allow_unused=True, retain_graph=True)
+                except RuntimeError:
+                    return False
         return True
 
     def values(self, name):
@@ -180,18 +199,19 @@ def _sizes(rng):
     return {"A": a, "B": b, "L": dict(a)}
 
 
-def generate(seed, n_stmts=None, triton=False, float_args=False):
+def generate(seed, n_stmts=None, triton=False, float_args=False, grad=False):
     """A random program, valid in eager for the inputs of every variant (most of the time for others).
     float_args: the program also takes a Python float, another value each call, that scalar operands and
     the float_arg ops read (a symbolic graph input once it has changed); off, a seed's program is what it
-    always was."""
+    always was. grad: a program of the gradient mode (Program.grad): statements are checked with floating
+    inputs requiring grad, and only values eager can backpropagate from are returned."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # eager's own warnings about candidate statements
-        return _generate(seed, n_stmts, triton, float_args)
+        return _generate(seed, n_stmts, triton, float_args, grad)
 
 
-def _generate(seed, n_stmts, triton, float_args=False):
-    g = Gen(seed, triton)
+def _generate(seed, n_stmts, triton, float_args=False, grad=False):
+    g = Gen(seed, triton, grad)
     g.prog.sizes = _sizes(g.rng)
     for _ in range(g.rng.choice([1, 2, 2, 3])):
         g.random_input()
@@ -213,7 +233,7 @@ def _generate(seed, n_stmts, triton, float_args=False):
             if len(g.prog.inputs) > n_inputs:      # weights made for a candidate not taken
                 del g.prog.inputs[n_inputs:]
                 g.rebuild()
-    g.prog.returns = _returns(g)
+    g.prog.returns = [n for n in _returns(g) if not grad or g.differentiable(n)]
     g.prog.calls = _calls(g.rng)
     _add_third_sizes(g.prog, seed)
     return g.prog

@@ -73,7 +73,7 @@ def run_eager(src, grad=False):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for variant, seed in ns["CALLS"]:
-            args = _requiring_grad(ns["make_inputs"](seed, variant), grad)
+            args = requiring_grad(ns["make_inputs"](seed, variant), grad)
             try:
                 out = ns["f"](*args)
                 if grad:
@@ -101,14 +101,14 @@ class Counting:
 def _call(ns_e, ns_c, compiled, variant, seed, grad=False):
     """One call of the plan: {} when eager and compiled agree, else the fields that say how not."""
     try:
-        args_e = _requiring_grad(ns_e["make_inputs"](seed, variant), grad)
+        args_e = requiring_grad(ns_e["make_inputs"](seed, variant), grad)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out_e = ns_e["f"](*args_e)
             grads_e = _gradients(out_e, args_e) if grad else None
     except Exception as e:  # noqa: BLE001 - any eager error makes the program invalid, not a failure
         return {"status": "invalid", "msg": f"eager raised {type(e).__name__}: {str(e)[:300]}"}
-    args_c = _requiring_grad(ns_c["make_inputs"](seed, variant), grad)
+    args_c = requiring_grad(ns_c["make_inputs"](seed, variant), grad)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -144,7 +144,7 @@ def _torch():
     return torch
 
 
-def _requiring_grad(args, grad):
+def requiring_grad(args, grad):
     """args, with each floating tensor that is a leaf made to require grad (when grad)."""
     if not grad:
         return args
@@ -273,7 +273,7 @@ def _triage_gradients(src, calls, res):
         with warnings.catch_warnings(), functorch_config.patch(donated_buffer=False):
             warnings.simplefilter("ignore")
             for variant, seed in calls:
-                args = _requiring_grad(ns["make_inputs"](seed, variant), True)
+                args = requiring_grad(ns["make_inputs"](seed, variant), True)
                 reference = _gradients(compiled(*args), args)
     except Exception as e:  # noqa: BLE001
         res.setdefault("notes", []).append(f"AOTAutograd-only replay raised {type(e).__name__}: {str(e)[:200]}")
@@ -376,7 +376,7 @@ def _reference_gradients(src, calls, res):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for variant, seed in calls:
-                args = _requiring_grad(ns["make_inputs"](seed, variant), True)
+                args = requiring_grad(ns["make_inputs"](seed, variant), True)
                 torch.set_default_dtype(torch.float64)
                 try:
                     grads = _gradients(ns["f"](*args), args)
@@ -582,7 +582,7 @@ def _run_last_call_in(mode, src, calls, ref=False, grad=False, finite=False):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for variant, seed in calls[:-1]:
-            ns["f"](*_requiring_grad(ns["make_inputs"](seed, variant), grad))
+            ns["f"](*requiring_grad(ns["make_inputs"](seed, variant), grad))
         args = ns["make_inputs"](calls[-1][1], calls[-1][0])
         if finite:
             for t in args:
@@ -590,7 +590,7 @@ def _run_last_call_in(mode, src, calls, ref=False, grad=False, finite=False):
                     # through the whole storage: an expanded input refuses a write through itself
                     whole = _torch().empty(0, dtype=t.dtype).set_(t.untyped_storage())
                     whole.copy_(whole.nan_to_num(0.0, 0.0, 0.0))
-        args = _requiring_grad(args, grad)
+        args = requiring_grad(args, grad)
         try:
             if ref:
                 _torch().set_default_dtype(_torch().float64)
