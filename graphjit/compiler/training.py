@@ -29,7 +29,6 @@ Randomness: dropout is traced into the forward graph as a float32 rand_like, a c
 recomputed), so the backward reads the mask the forward drew. config.fallback_random keeps eager's
 native_dropout instead.
 """
-import re
 
 import torch
 
@@ -37,7 +36,6 @@ from .. import logs
 
 
 SAVED_VALUE_WRITTEN = "one of the variables needed for gradient computation has been modified by an inplace"
-NO_DERIVATIVE = re.compile(r"derivative for \S+ is not implemented")
 
 
 def wants_aot(gm, example_inputs):
@@ -112,11 +110,11 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
                            f"({e}): an op's decomposition over zero elements")
         return gm.forward
     except RuntimeError as e:
-        if NO_DERIVATIVE.search(str(e)):
-            # an op whose derivative torch does not implement (floor_divide), its result needing gradients:
-            # eager raises only if a backward reaches it; AOTAutograd's joint trace raises at once
-            logs.log("fusion", f"{name}: running the graph as captured: {str(e).splitlines()[0]} (eager raises "
-                               f"only if a backward reaches it)")
+        if _eager_backward_raises(gm, example_inputs):
+            # eager's own backward raises (an op without a derivative, a formula refusing its operands'
+            # dtypes), but only if a backward reaches that op; AOTAutograd's joint trace raises at once
+            logs.log("fusion", f"{name}: running the graph as captured: {str(e).splitlines()[0]} (eager's "
+                               f"backward raises too, only if a backward reaches it)")
             return gm.forward
         if SAVED_VALUE_WRITTEN not in str(e) and not _writes(gm):
             raise
@@ -137,6 +135,34 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
     if _writes(gm):
         return _CheckingAliases(run, gm.forward, halves)
     return run
+
+
+def _eager_backward_raises(gm, example_inputs):
+    """Whether eager's own backward from every output of gm that requires grad raises: gm run on fake
+    tensors, then torch's derivative formulas with their meta functions, without our decompositions. An op
+    torch has no derivative for (floor_divide) raises there, and so does a formula refusing its operands
+    (addcdiv's for an integer divisor divides an int64 tensor in place). Eager raises that only where a
+    backward reaches the op, AOTAutograd's joint trace at once. False where gm does not run on fakes."""
+    from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    mode = detect_fake_mode(example_inputs) or FakeTensorMode()
+    try:
+        with mode, torch.enable_grad(), _quiet_meta_failures():
+            inputs = [mode.from_tensor(v) if isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor) else v
+                      for v in example_inputs]
+            outputs = [o for o in torch.utils._pytree.tree_leaves(gm(*inputs))
+                       if isinstance(o, torch.Tensor) and o.requires_grad]
+    except Exception:  # noqa: BLE001 - gm does not run on fakes (a data-dependent op): no answer
+        return False
+    leaves = [v for v in inputs if isinstance(v, torch.Tensor) and v.requires_grad]
+    if not outputs or not leaves:
+        return False
+    try:
+        with mode, _quiet_meta_failures():
+            torch.autograd.grad(outputs, leaves, [torch.ones_like(o) for o in outputs], allow_unused=True)
+    except RuntimeError:
+        return True
+    return False
 
 
 def _with_dense_tangents_where_overlapping(trace, name):

@@ -215,6 +215,10 @@ FOUND = {
     ("grad-tensor", 15002999): "layer_norm of x.float() with float64 weights in the float64 replay raised "
                                "\"mixed dtype\", so eager's float32 overflow (NaN where compiled gives the bias) "
                                "could not be judged; the program now casts to F32 in both runs",
+    ("grad-tensor", 15100652): "addcdiv by an int64 tensor, its value live across a break but never "
+                               "differentiated: eager's formula for the dividend's gradient divides an int64 "
+                               "tensor in place and raises, AOTAutograd's joint trace at once (the backend "
+                               "failed); now runs as captured where eager's backward on fakes raises too",
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {key: FOUND[key] for key in [("grad-tensor", 12700945), ("grad-tensor", 13801457)]}
