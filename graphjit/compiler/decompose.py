@@ -656,9 +656,9 @@ def _held_by_outputs(nodes, through_writes=True):
 
 
 def _is_view(node):
-    """Whether node's value is memory of its arguments: getitem, or an op that returns an alias (a view, or
-    an in-place op's result)."""
-    return node.op == "call_function" and (node.target is operator.getitem or (
+    """Whether node's value is memory of its arguments: getitem, _unsafe_view (a reshape's view of its copy,
+    whose schema declares no alias), or an op that returns an alias (a view, or an in-place op's result)."""
+    return node.op == "call_function" and (node.target in (operator.getitem, aten._unsafe_view.default) or (
         isinstance(node.target, torch._ops.OpOverload) and
         any(r.alias_info is not None for r in node.target._schema.returns)))
 
@@ -1076,10 +1076,12 @@ def _writes_in_place(node):
 
 
 def _view_chain(node):
-    """node and the nodes it views, back to the one owning the memory (through in-place ops' results)."""
+    """node and the nodes it views, back to the one owning the memory (through in-place ops' results, and
+    through getitem to the split, chunk or unbind whose piece it is)."""
     chain = [node]
-    while node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
-            node.target._schema.returns and node.target._schema.returns[0].alias_info is not None and \
+    while node.op == "call_function" and (node.target is operator.getitem or (
+            isinstance(node.target, torch._ops.OpOverload) and node.target._schema.returns and
+            node.target._schema.returns[0].alias_info is not None)) and \
             node.args and isinstance(node.args[0], torch.fx.Node):
         node = node.args[0]
         chain.append(node)

@@ -675,11 +675,10 @@ def _writes_any(graph):
 
 
 def _feeds_matmul(node):
-    """Whether node's value reaches a matmul's operand through view ops, with neither it nor any of those
-    views a graph output."""
-    readers = list(_readers(node))
-    return not any(user.op == "output" for user in readers) and \
-        any(user.op == "call_function" and user.target in MM_OPS for user in readers)
+    """Whether node's value reaches a matmul's operand through view ops, with neither it nor any view of it
+    a graph output."""
+    return not _returned(node) and \
+        any(user.op == "call_function" and user.target in MM_OPS for user in _readers(node))
 
 
 def _readers(node, through=_VIEW_OPS):
@@ -1995,10 +1994,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     acc = acc_dtype_of(x.dtype, "sum")
     ndim = len(x.sizes)
     dims = list(range(ndim - len(normalized_shape), ndim))
-    # the shifted mean is summed in float64: x - first and its sum over a row overflow float32 where x's
-    # own sum does not (a first element of -3e38: eager's mean is finite, its variance inf, its output 0;
-    # a float32 sum gave an infinite mean and NaN)
-    mean_acc = torch.float64 if acc == torch.float32 else acc
+    mean_acc = _shifted_mean_dtype(acc, x)
     mean, variance = _variance(x, dims, 0, True, acc, mean_acc, shifted=True)
     mean = cast(mean, acc)
     rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), variance, dtype=acc)
@@ -2012,6 +2008,15 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
         # weight's sign
         normed = make_pointwise(ops.add, normed, 0.0, dtype=acc)
     return (cast(normed, out_meta_.dtype), cast(mean, mean_meta.dtype), cast(rstd, rstd_meta.dtype))
+
+
+def _shifted_mean_dtype(acc, x):
+    """What a norm's shifted mean (the sum of x - first over a row) is summed in. On the CPU float64 where
+    acc is float32: x - first and its sum overflow float32 where x's own sum does not, and eager's CPU kernel
+    keeps such a mean finite (a first element of -3e38: its variance inf, its output 0; a float32 sum gave
+    an infinite mean and NaN). On CUDA acc: eager's kernels run Welford in float32, whose x - mean overflows
+    there as well, and float64 conversions and sums slow a 16-bit layer norm's kernel."""
+    return torch.float64 if acc == torch.float32 and x.device.type != "cuda" else acc
 
 
 @register(aten.native_group_norm.default)
@@ -2042,7 +2047,7 @@ def native_group_norm(x, weight, bias, n, c, hw, group, eps):
     if any(as_expr(s) == 0 for s in out_meta_.shape):
         raise NotLowered("group norm over zero elements (eager's kernel decides the statistics)")
     acc = acc_dtype_of(x.dtype, "sum")
-    mean_acc = torch.float64 if acc == torch.float32 else acc
+    mean_acc = _shifted_mean_dtype(acc, x)
     grouped_sizes = [sizes[0], group, int(sizes[1]) // group, *sizes[2:]]
     grouped = view_reshape(x, grouped_sizes)
     dims = list(range(2, len(grouped_sizes)))

@@ -550,7 +550,13 @@ def _channels_last(seed):
     return torch.randn(2, 8, 6, 7, generator=_gen(seed)).contiguous(memory_format=torch.channels_last)
 
 
+def two_reshapes_of_a_permuted_product(a):
+    v = a.transpose(1, 2) * 2
+    return v.reshape(4, 4), v.reshape(16)     # each reshape copies: two outputs of their own memory
+
+
 @pytest.mark.parametrize("fn,make", [
+    (two_reshapes_of_a_permuted_product, lambda: [torch.randn(4, 2, 2, generator=_gen(31))]),
     (unsqueeze_of_a_permuted_sum, lambda: [torch.randn(2, 8, 5, generator=_gen(28)),
                                            torch.randn(2, 5, 8, generator=_gen(29))]),
     (view_back_of_a_channels_last_difference, lambda: [_channels_last(30)]),

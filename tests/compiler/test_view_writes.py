@@ -175,7 +175,27 @@ def zero_the_one_window_of_a_transpose(x):
     return (y,)
 
 
+def add_to_a_chunk_of_windows(x):
+    y = x * 1
+    y.unfold(1, 2, 2).chunk(2, 1)[1].add_(100)   # through getitem of chunk, to the unfold
+    return (y,)
+
+
+def negate_a_split_of_windows_of_the_input(x):
+    x.unfold(0, 2, 3).split(1, 0)[0].neg_()
+    return (x.sum(),)
+
+
+def scale_a_split_of_overlapping_windows(x):
+    y = x + 1
+    y.unfold(1, 3, 1).split(1, 1)[1].mul_(3)
+    return (y,)
+
+
 @pytest.mark.parametrize("fn,make", [
+    (add_to_a_chunk_of_windows, lambda: [torch.randn(3, 5, generator=_gen(20))]),
+    (negate_a_split_of_windows_of_the_input, lambda: [torch.randn(7, generator=_gen(21))]),
+    (scale_a_split_of_overlapping_windows, lambda: [torch.randn(3, 5, generator=_gen(22))]),
     (scale_windows_of_a_value, lambda: [torch.randn(2, 4, 4, 5, generator=_gen(14))]),
     (add_to_windows_of_the_input, lambda: [torch.randn(3, 7, generator=_gen(15))]),
     (scale_one_of_overlapping_windows, lambda: [torch.randn(3, 5, generator=_gen(16))]),
@@ -201,3 +221,25 @@ def test_write_through_unfold_is_a_view_chain_or_refused(fn, compiled):
     else:
         with pytest.raises(decompose.Refused, match="unfold"):
             decompose.decompose(make_fx(fn)(*make()), make())
+
+
+def add_through_a_split_of_an_expand(x):
+    x.expand(2, *x.shape).split(1, 0)[1].add_(1)     # inf + 1 is inf
+    return (x * 1,)
+
+
+def fill_bool_through_a_chunk_of_an_expand(x):
+    m = x > 0
+    m.expand(2, *m.shape).chunk(2, 0)[0].fill_(True)
+    return (m, m.sum())
+
+
+@pytest.mark.parametrize("fn", [add_through_a_split_of_an_expand, fill_bool_through_a_chunk_of_an_expand],
+                         ids=lambda f: f.__name__)
+def test_write_through_a_piece_of_an_expand_is_refused(fn, backend):
+    """A write through a split or chunk piece (getitem) of a broadcasting expand is seen as one through the
+    expand."""
+    make = lambda: [_with_infinities((3, 4), 23)]      # noqa: E731
+    check(fn, make, calls=3)
+    with pytest.raises(decompose.Refused, match="broadcasting expand"):
+        decompose.decompose(make_fx(fn)(*make()), make())
