@@ -48,6 +48,10 @@ KNOWN = {
            "elu's or hardswish's gradient at a NaN x: eager's CPU kernel takes the exponential (middle) branch in "
            "its vectorized body, the positive (last) one in its scalar tail (which elements fall there depends on "
            "the size and the CPU)"),
+    "N12": (WRONG, r"group_norm", r"", "Triton interpreter: group norm where x equals its group's mean (one-element "
+            "groups): eager's CPU kernel leaves a fused multiply-add's rounding residual, the interpreter's "
+            "unfused x * a + b gives 0 (a GPU's Triton contracts it, as CUDA's kernel does), and a discontinuity "
+            "(remainder, log) amplifies it"),
     "P15": (WRONG + ("crash",), r"_Box\.shared", r"", "a class attribute the frame writes is not guarded"),
     "P16": (("crash",), r"del \w+\.\w+", r"has no attribute", "an attribute set then deleted in one frame"),
     "P17": (("crash",), r"del \w+\[|\.pop\(", r"KeyError", "dict del/pop replayed after the frame's read"),
