@@ -504,8 +504,8 @@ class _Ops:
     """`ops.exp(x)` calls `exp` on the handler installed when it runs (so `ops.exp` can be passed around)."""
 
     def __getattr__(self, name):
-        def call(*args):
-            return getattr(_handlers[-1], name)(*args)
+        def call(*args, **kwargs):
+            return getattr(_handlers[-1], name)(*args, **kwargs)
         call.__name__ = name
         return call
 
@@ -571,7 +571,7 @@ class RecordingOps:
             self._masked -= 1
         return self._count("masked")
 
-    def indirect_indexing(self, value, size, check=True):
+    def indirect_indexing(self, value, size, check=True, wrap=True):
         return index_symbol(f"ind{next(self._indirect)}")
 
     def rand(self, seed, offset):
@@ -628,7 +628,7 @@ class PrintingOps:
         self.lines += ["    " + line for line in inner] + [f"    -> {result}"]
         return self._emit(f"masked_result({result})")
 
-    def indirect_indexing(self, value, size, check=True):
+    def indirect_indexing(self, value, size, check=True, wrap=True):
         sym = index_symbol(f"ind{next(self._indirect)}")
         self.lines.append(f"{sym} = indirect_indexing({value}, size={size})")
         return sym

@@ -1091,6 +1091,17 @@ def remainder(a, b):
     return make_pointwise(ops.remainder, held(a, dtype), held(b, dtype), dtype=dtype)
 
 
+@register(aten.fmod.Scalar)
+def fmod(a, b):
+    """fmod of integers by a number other than 0 and -1 (eager raises for 0; INT_MIN by -1 overflows): a -
+    trunc(a / b) * b, the sign of a's (torch.roll's decomposition wraps its indices so)."""
+    dtype = out_meta().dtype
+    if dtype.is_floating_point or dtype == torch.bool or not isinstance(b, int) or isinstance(b, bool) or \
+            b in (0, -1):
+        raise NotLowered("fmod of floats, or by 0, -1 or a tensor")
+    return make_pointwise(lambda x, y: ops.sub(x, ops.mul(ops.truncdiv(x, y), y)), a, b, dtype=dtype)
+
+
 @register(aten.where.self)
 def where(cond, a, b):
     dtype = out_meta().dtype
@@ -1572,7 +1583,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     sizes = tuple(indices.sizes) + (weight.sizes[1],)
 
     def inner(index):
-        row = ops.indirect_indexing(index_loader(index[:-1]), rows)
+        row = ops.indirect_indexing(index_loader(index[:-1]), rows, wrap=False)
         return weight_loader([row, index[-1]])
     return Pointwise(sizes, weight.dtype, weight.device, inner)
 
@@ -1589,9 +1600,28 @@ def gather(x, dim, index, sparse_grad=False):
 
     def inner(idx):
         src = list(idx)
-        src[dim] = ops.indirect_indexing(index_loader(idx), size)
+        src[dim] = ops.indirect_indexing(index_loader(idx), size, wrap=False)
         return x_loader(src)
     return Pointwise(tuple(index.sizes), x.dtype, x.device, inner)
+
+
+@register(aten.index_select.default)
+def index_select(x, dim, index):
+    """x's slices along dim at the positions `index` (1-d, or 0-d for one) holds: a gather (torch.roll's
+    decomposition, a Swin block's shifted windows)."""
+    if len(x.sizes) == 0 or len(index.sizes) > 1:
+        raise NotLowered("index_select of a 0-d tensor or by a multi-dimensional index")
+    dim = dim % len(x.sizes)
+    x_loader, index_loader = x.make_loader(), index.make_loader()
+    size = x.sizes[dim]
+    picked = index.sizes[0] if index.sizes else sympy.Integer(1)
+    sizes = tuple(x.sizes[:dim]) + (picked,) + tuple(x.sizes[dim + 1:])
+
+    def inner(idx):
+        src = list(idx)
+        src[dim] = ops.indirect_indexing(index_loader([idx[dim]] if index.sizes else []), size, wrap=False)
+        return x_loader(src)
+    return Pointwise(sizes, x.dtype, x.device, inner)
 
 
 @register(aten.index.Tensor)

@@ -72,6 +72,18 @@ def like_inputs(dtype):
             (make((33, 7), dtype, gen=g).t(),), (channels_last(make((2, 3, 4, 5), dtype, gen=g)),)]
 
 
+def index_select_inputs(dtype):
+    """(x, i): positions i < x.shape[1] (i[0] a row, i[1, 0] a 0-d index), x plain and transposed."""
+    g = torch.Generator().manual_seed(7)
+    return [(make((5, 6), dtype, gen=g), torch.randint(0, 6, (2, 3), generator=g)),
+            (make((9, 4), dtype, gen=g).t(), torch.randint(0, 9, (2, 3), generator=g))]
+
+
+def roll_inputs(dtype):
+    g = torch.Generator().manual_seed(8)
+    return [(make((7, 5), dtype, gen=g),), (make((5, 9), dtype, gen=g).t(),), (make((2, 1), dtype, gen=g),)]
+
+
 def gather_inputs(dim, x_shape, index_shapes, transposed=False):
     """(x, index) pairs: index as large as x, smaller in other dims, and transposed."""
     def inputs(dtype):
@@ -132,6 +144,11 @@ OPS = [
     Op("gather_3d_logprobs", lambda x, i: torch.gather(F.log_softmax(x, -1), 2, i).squeeze(-1),
        gather_inputs(2, (2, 5, 33), [(2, 5, 1)]), (F32, BF16)),
     Op("gather_bool", lambda x, i: torch.gather(x, 1, i), gather_inputs(1, (4, 6), [(4, 8)]), (torch.bool,)),
+    Op("index_select", lambda x, i: (torch.index_select(x, 1, i[0]) * 2, x.index_select(-1, i[0, :2]),
+                                     x.t().index_select(0, i[1, 0])), index_select_inputs, (F32, BF16, I64)),
+    Op("roll", lambda x: (x.roll(2, 0) + 1, x.roll((-3, 1), (1, 0)), x.t().roll(7, 1)), roll_inputs, (F32, I64)),
+    Op("fmod_integers", lambda x: (torch.fmod(x, 3), torch.fmod(x, -4), torch.fmod(x.t(), 7) * 2),
+       lambda d: [(make((5, 6), d, -20, 20),), (make((1, 7), d, -9, 9),)], (I64, torch.int32)),
 ]
 
 PARAMS = [pytest.param(op, dtype, id=f"{op.name}-{str(dtype).replace('torch.', '')}")
@@ -142,7 +159,7 @@ NEW_LOWERINGS = {
     aten._native_batch_norm_legit_no_training.default, aten.native_batch_norm.default,
     aten.any.dim, aten.any.dims, aten.any.default, aten.all.dim, aten.all.default,
     aten.full_like.default, aten.zeros_like.default, aten.ones_like.default, aten.empty_like.default,
-    aten.gather.default,
+    aten.gather.default, aten.index_select.default, aten.fmod.Scalar,
 }
 
 
@@ -215,6 +232,33 @@ def test_full_like_keeps_the_layout_of_its_input():
     assert not compiled.graph.fallbacks, compiled.graph.fallbacks
     for case, got in zip(cases, compiled(*[c[0] for c in cases])):
         assert got.stride() == torch.full_like(case[0], 2.0).stride(), describe(case)
+
+
+@pytest.mark.parametrize("op", [lambda x, i: x.index_select(1, i), lambda x, i: torch.gather(x, 1, i.expand(3, 3)),
+                                lambda x, i: F.embedding(i, x.t())], ids=["index_select", "gather", "embedding"])
+@pytest.mark.parametrize("bad", [6, -1], ids=["past_the_end", "negative"])
+def test_index_out_of_range_raises_as_eager(op, bad):
+    """index_select, gather and embedding raise for a negative index too (advanced indexing wraps it)."""
+    from .harness import compile_cases
+    x = make((3, 6), F32)
+    compiled, _ = compile_cases(op, [(x, torch.tensor([0, 5, 2]))])
+    assert torch.equal(compiled(x, torch.tensor([1, 5, 0]))[0], op(x, torch.tensor([1, 5, 0])))
+    with pytest.raises((IndexError, RuntimeError)):
+        op(x, torch.tensor([1, bad, 0]))
+    with pytest.raises(IndexError, match="index out of range"):
+        compiled(x, torch.tensor([1, bad, 0]))
+
+
+@pytest.mark.parametrize("op", [lambda x, i: x.index_select(1, i), lambda x, i: torch.gather(x, 1, i.expand(3, 3))],
+                         ids=["index_select", "gather"])
+def test_negative_index_raises_triton_interpreter(op):
+    pytest.importorskip("triton")
+    from . import test_triton
+    x = make((3, 6), F32)
+    compiled, _, _ = test_triton.compile_triton(op, [(x, torch.tensor([0, 5, 2]))], "cpu")
+    assert torch.equal(compiled(x, torch.tensor([1, 5, 0]))[0], op(x, torch.tensor([1, 5, 0])))
+    with pytest.raises(IndexError, match="index out of range"):
+        compiled(x, torch.tensor([1, -1, 0]))
 
 
 def test_gather_index_out_of_range_raises():

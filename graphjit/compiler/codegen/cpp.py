@@ -440,11 +440,12 @@ class CppOps:
                     f"{inner}\n    return {result};\n}}();")
         return self.k.typed(name, dtype)
 
-    def indirect_indexing(self, value, size, check=True):
+    def indirect_indexing(self, value, size, check=True, wrap=True):
         name = f"ind{next(self.k.indirect_ids)}"
         size = cexpr(size)
         self.k.emit(f"int64_t {name} = static_cast<int64_t>({value});")
-        self.k.emit(f"if ({name} < 0) {name} += {size};")
+        if wrap:
+            self.k.emit(f"if ({name} < 0) {name} += {size};")
         if check:
             self.k.uses_status = True
             self.k.emit(f"if ({name} < 0 || {name} >= {size}) {{ __atomic_store_n(&gj_status, "

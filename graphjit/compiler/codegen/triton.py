@@ -555,8 +555,8 @@ class TritonOps:
         return k.typed(k.cse(f"tl.where({mask}, {result}, {k.constant(other, dtype)})", k.dims_of(mask, result)),
                        dtype)
 
-    def indirect_indexing(self, value, size, check=True):
-        return self.k.indirect(value, size, check)
+    def indirect_indexing(self, value, size, check=True, wrap=True):
+        return self.k.indirect(value, size, check, wrap)
 
     def rand(self, seed, offset):
         return self.k.typed(self.k.cse(f"gj_rand({seed}, {offset})", self.k.dims_of(seed, offset)), torch.float32)
@@ -755,8 +755,9 @@ class TritonKernel:
             self.emit(f"tl.store({ptr}, {stored}, {mask})" if mask else f"tl.store({ptr}, {stored})")
         self._stores[scope][(name, index)] = value
 
-    def indirect(self, value, size, check):
-        """An index read from a tensor (embedding, gather): negative wraps; out of range reads element 0,
+    def indirect(self, value, size, check, wrap=True):
+        """An index read from a tensor (embedding, gather): negative wraps where `wrap` (advanced indexing;
+        embedding, gather and index_select raise for it); out of range reads element 0,
         and with index checks on sets the kernel's status flag (check_indices "status": the wrapper raises
         IndexError) or fails a device-side assert ("assert")."""
         name = f"ind{next(self._indirect_ids)}"
@@ -768,7 +769,8 @@ class TritonKernel:
             # computed from loop positions and constants (a mask's arange, a shifted position): in range
             return sympy.Symbol(name, integer=True)
         size = texpr(size)
-        self.emit(f"{name} = tl.where({name} < 0, {name} + {size}, {name})")
+        if wrap:
+            self.emit(f"{name} = tl.where({name} < 0, {name} + {size}, {name})")
         bad = f"({name} < 0) | ({name} >= {size})"
         if check and self.check_indices:
             all_dims = dims | self.dims_of(*self.masks)
