@@ -142,9 +142,13 @@ def _eager_backward_raises(gm, example_inputs):
     tensors, then torch's derivative formulas with their meta functions, without our decompositions. An op
     torch has no derivative for (floor_divide) raises there, and so does a formula refusing its operands
     (addcdiv's for an integer divisor divides an int64 tensor in place). Eager raises that only where a
-    backward reaches the op, AOTAutograd's joint trace at once. False where gm does not run on fakes."""
+    backward reaches the op, AOTAutograd's joint trace at once. False where gm does not run on fakes, and
+    for a graph that changes grad mode or autocast (a run failing midway would leave the change set)."""
     from torch._guards import detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from .decompose import changes_state
+    if changes_state(gm) is not None:
+        return False
     mode = detect_fake_mode(example_inputs) or FakeTensorMode()
     try:
         with mode, torch.enable_grad(), _quiet_meta_failures():
