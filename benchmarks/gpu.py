@@ -374,19 +374,23 @@ def probe():
 
 
 def kernel_bytes(recording):
-    """Triton kernel name -> bytes its argument buffers hold (each read or written once: the floor)."""
+    """Triton kernel name -> bytes its argument buffers hold, summed over every launch of it in one call of
+    the compiled graphs (each buffer read or written once: the floor). A kernel shared by launches of
+    several sizes (kernel sharing) counts each launch's own buffers."""
     sizes = {}
     for fn in recording.compiled:
         graph = getattr(fn, "graph", None)
         if graph is None:
             continue
         buffers = {b.name: b for b in graph.buffers()}
-        for name, launch in getattr(fn, "launches", {}).items():
-            total = 0
-            for arg in launch.args:
-                layout = buffers[arg].layout
-                total += int(layout.storage_size()) * torch.empty(0, dtype=layout.dtype).element_size()
-            sizes[name] = total
+        for item in getattr(fn, "launches", {}).values():
+            for launch in getattr(item, "launches", [item]):
+                total = 0
+                for arg in launch.args:
+                    if arg in buffers:
+                        layout = buffers[arg].layout
+                        total += int(layout.storage_size()) * torch.empty(0, dtype=layout.dtype).element_size()
+                sizes[launch.name] = sizes.get(launch.name, 0) + total
     return sizes
 
 
@@ -452,10 +456,9 @@ def run_workload(key, runs, do_profile, bandwidth, cprofile=(), modes=("default"
                     top = sorted(((ms, name, count) for name, (ms, count) in by_kernel.items() if name in sizes),
                                  reverse=True)[:12]
                     row["graphjit_top_kernels"] = [
-                        dict(name=name, ms=ms, calls=count, mb=sizes[name] / 1e6,
-                             gbps=sizes[name] * count / (ms / 1e3) / 1e9 if ms else None,
-                             of_copy=(sizes[name] * count / (ms / 1e3) / 1e9) / bandwidth if ms and bandwidth
-                             else None)
+                        dict(name=name, ms=ms, calls=count, mb=sizes[name] / 1e6 / max(count, 1),
+                             gbps=sizes[name] / (ms / 1e3) / 1e9 if ms else None,
+                             of_copy=(sizes[name] / (ms / 1e3) / 1e9) / bandwidth if ms and bandwidth else None)
                         for ms, name, count in top]
             except Exception as e:           # noqa: BLE001
                 row[f"profile{suffix}_error"] = f"{type(e).__name__}: {e}"[:800]
