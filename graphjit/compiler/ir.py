@@ -70,7 +70,7 @@ def _known(env, cond):
 
 def _from_torch(expr, env=None):
     """A ShapeEnv expression in graphjit's index functions: torch's FloorDiv and ModularIndexing become
-    ours (sizes are non-negative, so C's truncating division is the floor); a Max or Min whose winner
+    ours where their operands are proven non-negative (C's truncating division is the floor there); a Max or Min whose winner
     `env` proves from its ranges and guards (the contiguous stride Max(1, n) of a dim padded to a multiple
     of 8) becomes that argument; anything else but sums, products and powers of symbols and integers is
     StaticOnly."""
@@ -83,6 +83,11 @@ def _from_torch(expr, env=None):
         name = type(e).__name__
         if isinstance(e, (sympy.Add, sympy.Mul)) or (isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0):
             return e.func(*args)
+        if name in ("FloorDiv", "CleanDiv", "ModularIndexing", "Mod", "PythonMod") and \
+                not all(_nonnegative(a, env) for a in args):
+            # ours print as C's truncating / and %, the floor only for non-negative operands (a roll by an
+            # int symbol larger than its dim: (n - s) % n)
+            raise StaticOnly(f"size expression {expr}: {name} of an operand not proven non-negative")
         if name in ("FloorDiv", "CleanDiv") and len(args) == 2:
             return FloorDiv(*args)
         if name == "ModularIndexing" and len(args) == 3:
@@ -91,6 +96,13 @@ def _from_torch(expr, env=None):
             return Mod(*args)
         raise StaticOnly(f"size expression {expr} ({name})")
     return convert(expr)
+
+
+def _nonnegative(e, env):
+    """Whether e >= 0, by its symbols' assumptions (sizes are) or, failing those, env's ranges and guards."""
+    if e.is_nonnegative:
+        return True
+    return env is not None and _known(env, sympy.Ge(e, 0))
 
 
 def _proven_extreme(env, e):

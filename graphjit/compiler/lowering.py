@@ -1093,12 +1093,17 @@ def remainder(a, b):
 
 @register(aten.fmod.Scalar)
 def fmod(a, b):
-    """fmod of integers by a number other than 0 and -1 (eager raises for 0; INT_MIN by -1 overflows): a -
-    trunc(a / b) * b, the sign of a's (torch.roll's decomposition wraps its indices so)."""
+    """fmod of integers by a number other than 0 and -1 in their dtype (eager raises for 0, int8 by 256
+    included; INT_MIN by -1 overflows): a - trunc(a / b) * b, the sign of a's (torch.roll's decomposition
+    wraps its indices so)."""
     dtype = out_meta().dtype
-    if dtype.is_floating_point or dtype == torch.bool or not isinstance(b, int) or isinstance(b, bool) or \
-            b in (0, -1):
-        raise NotLowered("fmod of floats, or by 0, -1 or a tensor")
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or not isinstance(b, int) or \
+            isinstance(b, bool):
+        raise NotLowered("fmod of floats, or by a tensor")
+    info = torch.iinfo(dtype)
+    b = (b - info.min) % (info.max - info.min + 1) + info.min      # the number as eager converts it to dtype
+    if b in (0, -1):
+        raise NotLowered("fmod by 0 or -1 in the tensor's dtype")
     return make_pointwise(lambda x, y: ops.sub(x, ops.mul(ops.truncdiv(x, y), y)), a, b, dtype=dtype)
 
 
@@ -1609,9 +1614,11 @@ def gather(x, dim, index, sparse_grad=False):
 def index_select(x, dim, index):
     """x's slices along dim at the positions `index` (1-d, or 0-d for one) holds: a gather (torch.roll's
     decomposition, a Swin block's shifted windows)."""
-    if len(x.sizes) == 0 or len(index.sizes) > 1:
-        raise NotLowered("index_select of a 0-d tensor or by a multi-dimensional index")
+    if len(x.sizes) == 0 or len(index.sizes) > 1 or index.dtype not in (torch.int32, torch.int64):
+        raise NotLowered("index_select of a 0-d tensor, or by an index not 1-d (or 0-d) int32 or int64")
     dim = dim % len(x.sizes)
+    if as_expr(x.sizes[dim]) == 0:
+        raise NotLowered("index_select along a dim without elements (eager raises)")
     x_loader, index_loader = x.make_loader(), index.make_loader()
     size = x.sizes[dim]
     picked = index.sizes[0] if index.sizes else sympy.Integer(1)

@@ -261,6 +261,19 @@ def test_negative_index_raises_triton_interpreter(op):
         compiled(x, torch.tensor([1, -1, 0]))
 
 
+@pytest.mark.parametrize("fn,make_args", [
+    (lambda x: torch.fmod(x, 256), lambda: [torch.arange(-5, 5, dtype=torch.int8)]),     # 0 as an int8
+    (lambda x: torch.fmod(x, 2 ** 32 - 1), lambda: [torch.arange(-5, 5, dtype=torch.int32)]),  # -1 as int32
+    (lambda x, i: x.index_select(1, i), lambda: [torch.randn(3, 0), torch.tensor([0])]),
+    (lambda x, i: x.index_select(1, i), lambda: [torch.randn(3, 4), torch.tensor([1.0, 2.0])]),
+], ids=["fmod_int8_by_256", "fmod_int32_by_minus_one", "index_select_empty_dim", "index_select_float_index"])
+def test_fmod_and_index_select_stay_eager_where_eager_raises_or_overflows(fn, make_args):
+    """Not lowered (the ATen call gives eager's outcome): a divisor that is 0 or -1 in the tensor's dtype,
+    a dim without elements, an index that is not int32 or int64."""
+    _, fallbacks = aten_targets(fn, [tuple(make_args())])
+    assert fallbacks, "lowered"
+
+
 def test_gather_index_out_of_range_raises():
     from .harness import compile_cases
     x = make((3, 5), F32)

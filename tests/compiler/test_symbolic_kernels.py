@@ -474,3 +474,15 @@ def test_one_hot_of_static_sizes_checks_its_classes():
         with pytest.raises(RuntimeError, match=message):
             compiled(torch.tensor(bad))
     torch.testing.assert_close(compiled(good), one_hot_of(good))
+
+
+def test_roll_by_an_int_symbol_larger_than_its_dim(backend):
+    """(n - s) % n with an int s past n is negative: C's % is not Python's there, so such a graph is
+    compiled per size (a kernel indexed with it read out of range and raised IndexError)."""
+    def f(x, s):
+        return x.roll(s, 0) * 2
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(f, backend=counter, dynamic=True)
+    for n, s in [(5, 6), (5, 2), (7, 9), (6, -8), (4, 3)]:
+        x = _on_device(torch.randn(n, 3))
+        assert_same(compiled(x, s), f(x, s), where=f"size {n}, shift {s}")
