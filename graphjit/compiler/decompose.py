@@ -135,6 +135,8 @@ def decomposition_table():
     table.update(POINTWISE_FORMS)
     table.update(EAGER_SCALARS)
     table.update(EAGER_DTYPES)
+    if aten.index_add.default in table:
+        table[aten.index_add.default] = _index_add_of_a_0d_index(table[aten.index_add.default])
     table[aten.logit.default] = _logit_as_cpu_kernel(table[aten.logit.default])
     table[aten.elu_backward.default] = _elu_backward_as_cpu_kernel(table[aten.elu_backward.default])
     table[aten.hardswish_backward.default] = _hardswish_backward_as_cpu_kernel(
@@ -143,6 +145,17 @@ def decomposition_table():
     for op, layout in EAGER_LAYOUTS.items():
         table[op] = _in_eager_layout(op, layout, table.get(op))
     return table
+
+
+def _index_add_of_a_0d_index(decomposed):
+    """index_add with a 0-d index as with that index in one element: torch's decomposition indexes with the
+    0-d index (dropping dim) and puts a source that keeps it, which the kernel refuses ("shape mismatch")
+    where eager's index_add takes it (index_select's gradient by a 0-d index)."""
+    def index_add(x, dim, index, source, alpha=1):
+        if index.dim() == 0:
+            index = index.unsqueeze(0)
+        return decomposed(x, dim, index, source, alpha=alpha)
+    return index_add
 
 
 def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):

@@ -907,3 +907,21 @@ def test_a_prod_of_a_prod_compiles():
             grads.append((outs, torch.autograd.grad(outs[0] + outs[1], x)))
         torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
     assert counter.frame_count == 1 and not counter.ran_as_captured()
+
+
+class RowOfTable(torch.nn.Module):
+    """A row picked by a 0-d index: index_select's gradient is an index_add by that 0-d index."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(6, 5, generator=torch.Generator().manual_seed(3)))
+
+    def forward(self, x, i):
+        return self.table.index_select(0, i) * x
+
+
+def test_index_select_by_a_0d_index_backward(backend):
+    """torch's index_add decomposition indexed with the 0-d index and put a source keeping the dim: the
+    backward kernel raised "shape mismatch" where eager's index_add takes it."""
+    calls = iter(range(100))
+    check_training(RowOfTable, lambda: (r(1, 5), torch.tensor(next(calls) % 6)), backend=graphjit_backend, **TOL)
