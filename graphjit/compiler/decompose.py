@@ -393,6 +393,12 @@ def _elementwise(out, a, b, *args, **kwargs):
     return torch._prims_common.compute_elementwise_output_strides(*operands)
 
 
+def _roll_layout(out, x, shifts, dims=(), *args, **kwargs):
+    """roll's CPU kernel: its input's suggested memory format along dims; without dims it rolls the flattened
+    tensor and views it back, contiguous."""
+    return _input_format_on_cpu(out, x) if dims else _contiguous_on_cpu(out, x)
+
+
 # Ops whose eager kernel lays its (first) result out otherwise than torch's meta function, which the traced
 # graph's strides come from: traced with a copy into eager's layout where the two differ, so outputs and
 # what reads their strides (a later .view()) are as in eager. (Composite ops: EAGER_FUNCTION_LAYOUTS.)
@@ -403,6 +409,7 @@ EAGER_LAYOUTS = {
     aten._native_batch_norm_legit_no_training.default: _input_format_on_cpu,
     aten._native_batch_norm_legit_functional.default: _input_format_on_cpu,
     aten.channel_shuffle.default: _input_format_on_cpu,
+    aten.roll.default: _roll_layout,
     aten.pow.Scalar: _contiguous,
     aten.copysign.Tensor: _elementwise,
     aten.copysign.Scalar: _elementwise,

@@ -274,6 +274,16 @@ def test_fmod_and_index_select_stay_eager_where_eager_raises_or_overflows(fn, ma
     assert fallbacks, "lowered"
 
 
+def test_roll_keeps_eager_layouts():
+    """Eager's CPU roll keeps a channels-last input's format along dims; rolled flat, it is contiguous."""
+    from .harness import compile_cases
+    fn = lambda y: (y.roll(1, 1), y.roll((2, -1), (2, 3)) * 2, y.roll(3))     # noqa: E731
+    y = channels_last(make((2, 3, 4, 5), F32))
+    compiled, _ = compile_cases(fn, [(y,)])
+    for got, want in zip(compiled(y)[0], fn(y)):
+        assert torch.equal(got, want) and got.stride() == want.stride(), (got.stride(), want.stride())
+
+
 def test_gather_index_out_of_range_raises():
     from .harness import compile_cases
     x = make((3, 5), F32)
