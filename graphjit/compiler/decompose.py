@@ -974,9 +974,9 @@ def _unfold_as_view_chain(gm, node):
     before node, or None where that is not the same view (windows overlap, or m*step overruns the dim)."""
     x, dim, size, step = node.args
     t = x.meta["val"]
-    dim = dim % max(t.dim(), 1)
     if t.dim() == 0:
         return None
+    dim = dim % t.dim()
     length = t.shape[dim]
     windows = (length - size) // step + 1
     step = size if windows == 1 else step
@@ -1095,13 +1095,20 @@ def _writes_in_place(node):
         node.target._schema.is_mutable
 
 
+def aliases_its_argument(target):
+    """Whether a call of target returns memory of its first argument: getitem (a piece of a split, chunk or
+    unbind), or an ATen op whose first result is an alias (a view, or an in-place op's result)."""
+    if target is operator.getitem:
+        return True
+    schema = getattr(target, "_schema", None)
+    return schema is not None and bool(schema.returns) and schema.returns[0].alias_info is not None
+
+
 def _view_chain(node):
     """node and the nodes it views, back to the one owning the memory (through in-place ops' results, and
     through getitem to the split, chunk or unbind whose piece it is)."""
     chain = [node]
-    while node.op == "call_function" and (node.target is operator.getitem or (
-            isinstance(node.target, torch._ops.OpOverload) and node.target._schema.returns and
-            node.target._schema.returns[0].alias_info is not None)) and \
+    while node.op == "call_function" and aliases_its_argument(node.target) and \
             node.args and isinstance(node.args[0], torch.fx.Node):
         node = node.args[0]
         chain.append(node)

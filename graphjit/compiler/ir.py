@@ -70,10 +70,10 @@ def _known(env, cond):
 
 def _from_torch(expr, env=None):
     """A ShapeEnv expression in graphjit's index functions: torch's FloorDiv and ModularIndexing become
-    ours where their operands are proven non-negative (C's truncating division is the floor there); a Max or Min whose winner
-    `env` proves from its ranges and guards (the contiguous stride Max(1, n) of a dim padded to a multiple
-    of 8) becomes that argument; anything else but sums, products and powers of symbols and integers is
-    StaticOnly."""
+    ours where their operands are proven non-negative (C's truncating division is the floor there); a Max
+    or Min whose winner `env` proves from its ranges and guards (the contiguous stride Max(1, n) of a dim
+    padded to a multiple of 8) becomes that argument; anything else but sums, products and powers of
+    symbols and integers is StaticOnly."""
     def convert(e):
         if e.is_Symbol or e.is_Integer:
             return e
@@ -642,7 +642,7 @@ class PrintingOps:
 
     def indirect_indexing(self, value, size, check=True, wrap=True):
         sym = index_symbol(f"ind{next(self._indirect)}")
-        self.lines.append(f"{sym} = indirect_indexing({value}, size={size})")
+        self.lines.append(f"{sym} = indirect_indexing({value}, size={size}{'' if wrap else ', wrap=False'})")
         return sym
 
     def rand(self, seed, offset):
@@ -663,6 +663,13 @@ def int_of(value, dtype):
     if isinstance(value, float):
         return torch.tensor(value, dtype=torch.float64, device="cpu").to(dtype).item()
     return int(value)
+
+
+def wrap_int(value, dtype):
+    """value as the integer dtype holds it: eager casts a Python scalar to the tensor's dtype (-3 with a
+    uint8 tensor is 253, 256 with an int8 one is 0)."""
+    info = torch.iinfo(dtype)
+    return (int(value) - info.min) % (info.max - info.min + 1) + info.min
 
 
 def dtype_name(dtype):

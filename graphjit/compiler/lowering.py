@@ -28,7 +28,7 @@ from .ir import FloorDiv, Mod
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
                  Reduction, StorageView, as_expr, broadcast_index, contiguous_strides, full_view, is_value, linear_index,
                  ops, product, reduction_identity, view_as_strided, view_expand, view_permute, view_reshape,
-                 view_select, view_slice, view_squeeze, view_unsqueeze)
+                 view_select, view_slice, view_squeeze, view_unsqueeze, wrap_int)
 
 aten = torch.ops.aten
 
@@ -648,14 +648,13 @@ def _splits_bias(args):
 
 
 class _AnyView:
-    """`target in ANY_VIEW`: an op whose result views its argument's memory (an ATen view op, getitem)."""
+    """`target in ANY_VIEW`: an op whose result views its argument's memory (an ATen view op, getitem), not
+    an in-place op."""
 
     def __contains__(self, target):
-        if target is operator.getitem:
-            return True
+        from .decompose import aliases_its_argument
         schema = getattr(target, "_schema", None)
-        return schema is not None and not schema.is_mutable and bool(schema.returns) and \
-            schema.returns[0].alias_info is not None
+        return aliases_its_argument(target) and not (schema is not None and schema.is_mutable)
 
 
 ANY_VIEW = _AnyView()
@@ -1100,8 +1099,7 @@ def fmod(a, b):
     if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or not isinstance(b, int) or \
             isinstance(b, bool):
         raise NotLowered("fmod of floats, or by a tensor")
-    info = torch.iinfo(dtype)
-    b = (b - info.min) % (info.max - info.min + 1) + info.min      # the number as eager converts it to dtype
+    b = wrap_int(b, dtype)
     if b in (0, -1):
         raise NotLowered("fmod by 0 or -1 in the tensor's dtype")
     return make_pointwise(lambda x, y: ops.sub(x, ops.mul(ops.truncdiv(x, y), y)), a, b, dtype=dtype)
@@ -1612,23 +1610,19 @@ def gather(x, dim, index, sparse_grad=False):
 
 @register(aten.index_select.default)
 def index_select(x, dim, index):
-    """x's slices along dim at the positions `index` (1-d, or 0-d for one) holds: a gather (torch.roll's
-    decomposition, a Swin block's shifted windows)."""
+    """x's slices along dim at the positions `index` (1-d, or 0-d for one) holds: a gather by the index
+    viewed along dim and expanded over x's other dims (torch.roll's decomposition, a Swin block's shifted
+    windows)."""
     if len(x.sizes) == 0 or len(index.sizes) > 1 or index.dtype not in (torch.int32, torch.int64):
         raise NotLowered("index_select of a 0-d tensor, or by an index not 1-d (or 0-d) int32 or int64")
     dim = dim % len(x.sizes)
     if as_expr(x.sizes[dim]) == 0:
         raise NotLowered("index_select along a dim without elements (eager raises)")
-    x_loader, index_loader = x.make_loader(), index.make_loader()
-    size = x.sizes[dim]
     picked = index.sizes[0] if index.sizes else sympy.Integer(1)
-    sizes = tuple(x.sizes[:dim]) + (picked,) + tuple(x.sizes[dim + 1:])
-
-    def inner(idx):
-        src = list(idx)
-        src[dim] = ops.indirect_indexing(index_loader([idx[dim]] if index.sizes else []), size, wrap=False)
-        return x_loader(src)
-    return Pointwise(sizes, x.dtype, x.device, inner)
+    sizes = list(x.sizes[:dim]) + [picked] + list(x.sizes[dim + 1:])
+    along = [sympy.Integer(1)] * len(sizes)
+    along[dim] = picked
+    return gather(x, dim, view_expand(view_reshape(index, along), sizes))
 
 
 @register(aten.index.Tensor)

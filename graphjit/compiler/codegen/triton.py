@@ -48,7 +48,7 @@ from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, reduct
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
 from .cpp import by_output_strides, group_index_exprs, merge_dims
 from ..facts import GraphFacts
-from ..ir import FloorDiv, StorageView, guard_bool, int_of, is_one, size_hint
+from ..ir import FloorDiv, StorageView, guard_bool, int_of, is_one, size_hint, wrap_int
 from .cpp import used_size_symbols
 from .wrapper import WrapperCode, pyexpr, run_source
 
@@ -353,13 +353,6 @@ def literal(value, dtype):
         return repr(value)
     value = wrap_int(int_of(value, dtype), dtype)
     return "(-9223372036854775807 - 1)" if value == -(2 ** 63) else str(value)
-
-
-def wrap_int(value, dtype):
-    """value as the integer dtype holds it: eager casts a Python scalar to the tensor's dtype (-3 with a
-    uint8 tensor is 253)."""
-    lo, hi = INT_LIMITS[dtype]
-    return (int(value) - lo) % (hi - lo + 1) + lo
 
 
 def reduction_init(reduction_type, dtype):
