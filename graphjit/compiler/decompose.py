@@ -594,8 +594,10 @@ def decompose(gm, example_inputs, traced_by_aot=False):
 
 
 def _finish(traced, aliases):
-    """decompose's passes after the trace: scatters of dense values, constants folded, dead code gone."""
+    """decompose's passes after the trace: scatters of dense values, index checks of indexing ops read in
+    part, constants folded, dead code gone."""
     _dense_scatter_values(traced)
+    check_indices_read_in_part(traced)
     folded = fold_constants(traced)
     merge_repeated_ops(traced)
     traced.graph.eliminate_dead_code()
@@ -1366,6 +1368,102 @@ def _rebuild(k, t, inputs, strided):
     raise Refused(f"output {k} views memory of the inputs that no single input covers")
 
 
+# Indexing ops whose kernels check each index they read, where eager checks them all: op -> its arguments
+# -> (the indexed tensor, the index, the indexed dim)
+INDEX_READS = {
+    aten.gather.default: lambda x, dim, index, *_: (x, index, dim),
+    aten.index_select.default: lambda x, dim, index: (x, index, dim),
+    aten.embedding.default: lambda weight, indices, *_: (weight, indices, 0),
+}
+
+# Ops that read every element of their arguments and keep their result in memory (a lazy pointwise
+# value may be read in part by what reads it; these are computed whole), besides reductions and extern ops
+READS_WHOLE = {aten.native_layer_norm.default, aten.native_group_norm.default, aten._softmax.default,
+               aten._log_softmax.default}
+
+# Checks that return nothing and raise eager's error (the compiled graph runs them as ATen calls)
+RUNTIME_CHECKS = (aten._assert_async.msg, aten._assert_async.default)
+
+# Ops that return a view of every element of their argument
+VIEWS_WHOLE = {
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
+    aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.t.default,
+    aten.transpose.int, aten.alias.default,
+}
+
+
+def check_indices_read_in_part(gm):
+    """Adds a runtime check of every index to each indexing op (INDEX_READS, advanced indexing) whose
+    result is read in part: its kernel checks only the indices of the elements that are read
+    (`index_select(x, 0, i)[:1] * 2` read one index), where eager raises for any index out of range. Not on
+    a GPU where config.triton_check_indices turns index checks off."""
+    from .. import config
+    whole = {}      # node -> whether every element of its value is read
+    for node in reversed(gm.graph.nodes):
+        whole[node] = bool(node.users) and all(_reads_whole(user, whole) for user in node.users)
+    for node in list(gm.graph.nodes):
+        for x, index, dim in [] if whole[node] else _indexed(node):
+            if index.meta["val"].device.type != "cpu" and config.triton_check_indices == 0:
+                continue
+            size = x.meta["val"].shape[dim]
+            with gm.graph.inserting_before(node.next):
+                _insert_range_check(gm, x, index, dim, size, -size if node.target is aten.index.Tensor else 0)
+
+
+def _indexed(node):
+    """(indexed tensor, index, dim) of each integer index an indexing node reads."""
+    if node.target in INDEX_READS:
+        x, index, dim = INDEX_READS[node.target](*node.args)
+        return [(x, index, dim % max(x.meta["val"].dim(), 1))]
+    if node.target is aten.index.Tensor:
+        return [(node.args[0], index, d) for d, index in enumerate(node.args[1])
+                if isinstance(index, torch.fx.Node) and not index.meta["val"].dtype.is_floating_point and
+                index.meta["val"].dtype not in (torch.bool, torch.uint8)]
+    return []
+
+
+def _insert_range_check(gm, x, index, dim, size, low):
+    """_assert_async(all(low <= index < size)) at the insertion point (size: the indexed dim's size)."""
+    if isinstance(size, torch.SymInt):
+        size = _call(gm, aten.sym_size.int, (x, dim))
+        low = 0 if isinstance(low, int) and low == 0 else _call(gm, aten.neg.default, (size,))
+    above = _call(gm, aten.ge.Scalar, (index, low))
+    below = _call(gm, aten.lt.Scalar, (index, size))
+    inside = _call(gm, aten.logical_and.default, (above, below))
+    gm.graph.call_function(aten._assert_async.msg, (_call(gm, aten.all.default, (inside,)),
+                                                    "index out of range in self"))
+
+
+def _reads_whole(user, whole):
+    """Whether user reads every element of its arguments: it is the output, reads them all and keeps its
+    result (READS_WHOLE, a reduction, an extern op), or is a pointwise op or a whole view whose own value
+    is read whole."""
+    from .lowering import EXTERN_OPS
+    target = user.target
+    if user.op == "output":
+        return True
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    if target in READS_WHOLE or target in EXTERN_OPS or torch.Tag.reduction in target.tags:
+        return True
+    passes = target in VIEWS_WHOLE or torch.Tag.pointwise in target.tags
+    return passes and not _drops_elements(user) and whole[user]
+
+
+def _drops_elements(node):
+    """Whether node's value has no elements where one of its tensor arguments may have some (a broadcast
+    to an empty shape)."""
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and _empty(val) and any(
+        isinstance(a.meta.get("val"), torch.Tensor) and not _empty(a.meta["val"]) for a in node.all_input_nodes)
+
+
+def _empty(t):
+    """Whether t is known to have no elements (a symbolic count is not known)."""
+    count = t.numel()
+    return isinstance(count, int) and count == 0
+
+
 # Ops returning a copy of `self` with a part written: torch 2.11's meta functions lay the result out as
 # `self` even where self's elements share memory (an expand); the kernels return a dense tensor.
 SCATTERS = {aten.slice_scatter.default, aten.select_scatter.default, aten.diagonal_scatter.default}
@@ -1419,6 +1517,9 @@ def fold_constants(gm, limit=1 << 16):
             with torch.no_grad():
                 value = target(*args, **kwargs)
         except Exception:   # noqa: BLE001 -- left to run per call, as before
+            continue
+        if target in RUNTIME_CHECKS:
+            gm.graph.erase_node(node)          # it passed on constants: it passes on every call
             continue
         if not isinstance(value, torch.Tensor) or value.numel() > limit:
             continue

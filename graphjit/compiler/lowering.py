@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 from .. import logs
 from .. import config
 from . import scheduler
+from .decompose import RUNTIME_CHECKS
 from .ir import (SizeFloat, StaticOnly, guard_bool, is_one, is_static, size_hint, static_int, sym_max, sym_min)
 from .ir import FloorDiv, Mod
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
@@ -96,9 +97,6 @@ def size_value(expr):
     """ops value of a size: a constant, or an index expression over the size symbols."""
     expr = as_expr(expr)
     return ops.constant(int(expr), torch.int64) if expr.is_Integer else ops.index_expr(expr, torch.int64)
-
-
-_RUNTIME_CHECKS = (aten._assert_async.msg, aten._assert_async.default)
 
 
 def out_meta():
@@ -190,7 +188,7 @@ class Lowering(torch.fx.Interpreter):
                                  "should not have")
             self._input_writes.append((_current[-1], args, kwargs))
             return args[0]
-        if target in _RUNTIME_CHECKS:
+        if target in RUNTIME_CHECKS:
             # a check a decomposition adds where sizes are symbolic (one_hot's `all(x >= 0)`): ATen's op
             # raises eager's error; it returns nothing, so nothing fuses with it
             return self._extern(target, args, kwargs, "extern op")

@@ -249,6 +249,43 @@ def test_index_out_of_range_raises_as_eager(op, bad):
         compiled(x, torch.tensor([1, bad, 0]))
 
 
+@pytest.mark.parametrize("op", [lambda x, i: x.index_select(1, i)[:, :1] * 2,
+                                lambda x, i: torch.gather(x, 1, i.expand(3, 3))[:, :1] * 2,
+                                lambda x, i: F.embedding(i, x.t())[:1] * 2, lambda x, i: x[:, i][:, :1] * 2,
+                                lambda x, i: x.index_select(1, i).roll(1, 1)[:, :1]],
+                         ids=["index_select", "gather", "embedding", "advanced_index", "roll_of_it"])
+@pytest.mark.parametrize("device", ["cpp", "interpret"])
+def test_index_out_of_range_raises_where_read_in_part(op, device):
+    """An indexing op read in part (sliced after) checks every index, as eager does: the kernel reads, and
+    checks, only the indices of the elements read; the last one out of range went unnoticed."""
+    x = make((3, 6), F32)
+    if device == "cpp":
+        from .harness import compile_cases
+        compiled, _ = compile_cases(op, [(x, torch.tensor([0, 5, 2]))])
+    else:
+        pytest.importorskip("triton")
+        from . import test_triton
+        compiled, _, _ = test_triton.compile_triton(op, [(x, torch.tensor([0, 5, 2]))], "cpu")
+    assert torch.equal(compiled(x, torch.tensor([1, 5, 0]))[0], op(x, torch.tensor([1, 5, 0])))
+    with pytest.raises((IndexError, RuntimeError)):
+        op(x, torch.tensor([1, 0, 7]))
+    with pytest.raises(RuntimeError, match="index out of range"):
+        compiled(x, torch.tensor([1, 0, 7]))
+
+
+def test_index_read_whole_or_by_positions_gets_no_separate_check():
+    """The separate check is added only where an indexing op is read in part: not where it is read whole
+    (an embedding into a layer norm, a gather squeezed and summed), nor where its indices are built from
+    positions (a roll's index_select read in part: the check passes on the folded constants)."""
+    x, i = make((4, 4), F32), torch.tensor([1, 2])
+    fns = [lambda w, i: F.layer_norm(F.embedding(i, w) + 1, (4,)),
+           lambda x, i: torch.gather(x, 1, i[None].expand(4, 2)).squeeze(1).sum(),
+           lambda x, i: torch.roll(x, 1, 0)[:2] * 2]
+    for fn in fns:
+        gm = decompose.decompose(trace_cases(fn, [(x, i)]), [x, i])
+        assert not [n for n in gm.graph.nodes if n.target in decompose.RUNTIME_CHECKS], gm.code
+
+
 @pytest.mark.parametrize("op", [lambda x, i: x.index_select(1, i), lambda x, i: torch.gather(x, 1, i.expand(3, 3))],
                          ids=["index_select", "gather"])
 def test_negative_index_raises_triton_interpreter(op):
