@@ -15,7 +15,7 @@ compiler, a graph-cache hit included) and after (the entry's build and the first
 Workloads: on the CPU, transformers' GPT-2, BERT, ViT and Llama from configs (12, 12, 12 and 8 layers of
 256, random weights, fp32) and a plain-torch ResNet; on CUDA, the bf16 workloads of benchmarks/gpu.py.
 
-    python benchmarks/warm_start.py [--device cpu|cuda] [--only gpt2,bert] [--contenders graphjit,inductor]
+    python benchmarks/warm_start.py [--device cpu|cuda] [--only gpt2,bert] [--contenders graphjit,inductor] [--profile DIR]
     ./dev python 3.11 benchmarks/warm_start.py --smoke      # one tiny workload, to check the script
 """
 import argparse
@@ -88,8 +88,9 @@ def cuda_workloads():
             for key, (title, make_model, make_inputs, _) in gpu.WORKLOADS.items()}
 
 
-def child(key, contender, device, smoke):
-    """One first call, in this (fresh) process; prints one JSON line."""
+def child(key, contender, device, smoke, profile=None):
+    """One first call, in this (fresh) process; prints one JSON line. profile: a file that receives
+    cProfile's table of that call (cumulative and own time)."""
     start = time.perf_counter()
     import torch
     import graphjit
@@ -117,9 +118,17 @@ def child(key, contender, device, smoke):
                 marks.append(time.perf_counter())
                 return fn
             compiled = graphjit.compile(model, backend=timed)
+        profiler = None
+        if profile:
+            import cProfile
+            profiler = cProfile.Profile()
+            profiler.enable()
         compiled(*args, **kwargs)
         sync()
         row["first_call_s"] = time.perf_counter() - began
+        if profiler is not None:
+            profiler.disable()
+            _write_profile(profiler, profile)
         if marks:
             backend = sum(b - a for a, b in zip(marks[::2], marks[1::2]))
             row.update(capture_s=marks[0] - began, backend_s=backend, graphs=len(marks) // 2,
@@ -127,7 +136,18 @@ def child(key, contender, device, smoke):
     print("RESULT " + json.dumps(row), flush=True)
 
 
-def measure(key, contender, caches, device, smoke, timeout):
+def _write_profile(profiler, path):
+    import io
+    import pstats
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("cumulative").print_stats(60)
+    stats.sort_stats("tottime").print_stats(40)
+    with open(path, "w") as f:
+        f.write(out.getvalue())
+
+
+def measure(key, contender, caches, device, smoke, timeout, profile=None):
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
                TRITON_CACHE_DIR=os.path.join(caches, "triton"), GRAPHJIT_CACHE_DIR=os.path.join(caches, "graphjit"))
     env.pop("GRAPHJIT_GRAPH_CACHE", None)
@@ -135,7 +155,7 @@ def measure(key, contender, caches, device, smoke, timeout):
     # process would then compile graphjit's modules from source: 0.15 s of each first call)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", key, contender, "--device", device] + \
-        (["--smoke"] if smoke else [])
+        (["--smoke"] if smoke else []) + (["--profile", profile] if profile else [])
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -153,10 +173,12 @@ def main():
     parser.add_argument("--contenders", default="graphjit,inductor")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one process may take")
     parser.add_argument("--smoke", action="store_true", help="one tiny workload")
+    parser.add_argument("--profile", default="", help="a folder: each warm graphjit process writes cProfile's "
+                        "table of its first call there (<workload>.txt); its times then include the profiler's")
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "CONTENDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(*args.child, args.device, args.smoke)
+        return child(*args.child, args.device, args.smoke, args.profile or None)
     sys.path.insert(0, ROOT)
     if args.device == "cuda":
         sys.path.insert(0, HERE)
@@ -175,7 +197,11 @@ def main():
             caches = tempfile.mkdtemp(prefix="warm-start-")
             try:
                 cold = measure(key, contender, caches, args.device, args.smoke, args.timeout)
-                warm = measure(key, contender, caches, args.device, args.smoke, args.timeout)
+                profile = os.path.join(os.path.abspath(args.profile), f"{key}.txt") \
+                    if args.profile and contender == "graphjit" else None
+                if profile:
+                    os.makedirs(args.profile, exist_ok=True)
+                warm = measure(key, contender, caches, args.device, args.smoke, args.timeout, profile)
             finally:
                 shutil.rmtree(caches, ignore_errors=True)
             rows[key, contender] = (cold, warm)
