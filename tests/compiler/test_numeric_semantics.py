@@ -104,18 +104,44 @@ def int_divisions(a, b):
     return a // b, torch.div(a, b, rounding_mode="trunc"), torch.remainder(a, b)
 
 
+def _compiled_for(device, fn, cases):
+    """(compiled, its inputs) of fn over cases for device: "cpp", or "interpret" (Triton's interpreter)."""
+    if device == "cpp":
+        return compile_cases(fn, cases)
+    pytest.importorskip("triton")
+    from .test_triton import compile_triton
+    compiled, _, inputs = compile_triton(fn, cases, "cpu")
+    return compiled, inputs
+
+
+@pytest.mark.parametrize("device", ["cpp", "interpret"])
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8], ids=str)
-def test_integer_division_by_zero_raises_as_eager(dtype):
-    """C++ integer division by 0 traps (SIGFPE killed the process): eager's RuntimeError instead."""
+def test_integer_division_by_zero_raises_as_eager(dtype, device):
+    """Eager's CPU kernels raise for an integer division by 0: C++ traps (SIGFPE killed the process), the
+    Triton interpreter's division returned a value; both raise eager's RuntimeError instead."""
     a, b = torch.arange(1, 13, dtype=dtype), torch.arange(12, dtype=dtype) % 5
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         int_divisions(a, b)
-    compiled, inputs = compile_cases(int_divisions, [(a, b)])
+    compiled, inputs = _compiled_for(device, int_divisions, [(a, b)])
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         compiled(*inputs)
     b += 1
     for got, want in zip(compiled(*inputs)[0], int_divisions(a, b)):
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("device", ["cpp", "interpret"])
+def test_integer_division_checks_only_the_lanes_it_computes(device):
+    """A division inside a cat's piece: the lanes of the other pieces load no divisor (0 where masked) and
+    must not count as a division by 0; a divisor known to be nonzero (a constant) is not checked."""
+    def fn(a, b, c):
+        return torch.cat([a // b, c]), torch.cat([c, torch.remainder(a, b)]) // 3
+    a, b, c = torch.arange(1, 7), torch.arange(1, 7) % 4 + 1, torch.arange(5)
+    compiled, inputs = _compiled_for(device, fn, [(a, b, c)])
+    for got, want in zip(compiled(*inputs)[0], fn(a, b, c)):
+        assert torch.equal(got, want)
+    if device == "interpret":
+        assert "tl.store(gj_status" in compiled.source and ", 3 == 0)" not in compiled.source
 
 
 # ---- floats: floor division, signed zeros, NaN -----------------------------------------------------------

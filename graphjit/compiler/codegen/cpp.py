@@ -455,15 +455,6 @@ class CppOps:
     def rand(self, seed, offset):
         return self.k.cse(f"gj_rand({seed}, {offset})", torch.float32)
 
-    def floordiv(self, a, b):
-        return self._division("floordiv", a, b)
-
-    def truncdiv(self, a, b):
-        return self._division("truncdiv", a, b)
-
-    def remainder(self, a, b):
-        return self._division("remainder", a, b)
-
     def _division(self, name, a, b):
         """An integer division by 0 traps in C++ (SIGFPE kills the process) where eager raises: it sets the
         kernel's status instead, and divides by 1."""
@@ -473,6 +464,10 @@ class CppOps:
             self.k.emit(f"if ({b} == 0) __atomic_store_n(&gj_status, {ZERO_DIVISION}, __ATOMIC_RELAXED);")
             b = self.k.cse(f"({b} == 0 ? {literal(1, dtype)} : {b})", dtype)
         return self._typed_op(EXPRESSIONS[name].format(a, b), dtype)
+
+    floordiv = functools.partialmethod(_division, "floordiv")
+    truncdiv = functools.partialmethod(_division, "truncdiv")
+    remainder = functools.partialmethod(_division, "remainder")
 
     def __getattr__(self, name):
         template = EXPRESSIONS.get(name)

@@ -46,7 +46,8 @@ from ... import config, logs
 from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, reduction_identity, simplify_with_ranges,
                   use_ops, value_range)
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
-from .cpp import by_output_strides, group_index_exprs, merge_dims
+from .cpp import (INDEX_OUT_OF_RANGE, ZERO_DIVISION, by_output_strides, group_index_exprs, kernel_error,
+                  merge_dims)
 from ..facts import GraphFacts
 from ..ir import FloorDiv, StorageView, guard_bool, int_of, is_one, size_hint, wrap_int
 from .cpp import used_size_symbols
@@ -401,7 +402,8 @@ class Launch:
     constexprs: dict
     num_warps: int
     num_stages: int = 1
-    checks_indices: bool = False    # takes a status flag that the wrapper reads after the launch
+    checks_indices: bool = False    # takes a status flag that the wrapper reads after the launch (an index
+                                    # out of range, an integer division by 0: cpp.STATUS_ERRORS)
     kind: str = "pointwise"
     sizes: tuple = (1, 1, False)    # (outer elements, row length, rows strided along x): autotuning's input
     written: tuple = ()             # the args it stores to
@@ -534,6 +536,15 @@ class TritonOps:
         expr, dtype = self._expression(op, a, b)
         return self.k.typed(self.k.bounded(self.k.cse(expr, self.k.dims_of(a, b)), bounds), dtype)
 
+    def _division(self, name, a, b):
+        expr, dtype = self._expression(name, a, b)
+        self.k.check_divisor(b, dtype)
+        return self.k.typed(self.k.cse(expr, self.k.dims_of(a, b)), dtype)
+
+    floordiv = functools.partialmethod(_division, "floordiv")
+    truncdiv = functools.partialmethod(_division, "truncdiv")
+    remainder = functools.partialmethod(_division, "remainder")
+
     def masked(self, mask, body, other, dtype):
         """Every lane runs the body; its loads are masked by `mask` too, and the result is `other` off it.
         Values computed inside are scoped to it (masked-off lanes loaded zeros)."""
@@ -606,6 +617,7 @@ class TritonKernel:
         self.needs_barrier = False
         self.uses_status = False
         self.uses_assert = False
+        self.check_division = False         # integer divisors checked for 0 (check_divisor)
         self._group_scope_open = False
         self.epilogue_input = self.epilogue_index = None    # set by epilogue()
         self.in_registers = in_registers    # may keep scratch buffers in registers (_keep_in_registers)
@@ -775,10 +787,24 @@ class TritonKernel:
                           f"embedding or gather index outside [0, {size}))\")")
             else:
                 self.uses_status = True
-                self.emit(f"tl.store(gj_status + tl.full({self.shape(all_dims)}, 0, tl.int32), 1, "
-                          f"{' & '.join([f'({bad})'] + masks)})")
+                self.emit(f"tl.store(gj_status + tl.full({self.shape(all_dims)}, 0, tl.int32), "
+                          f"{INDEX_OUT_OF_RANGE}, {' & '.join([f'({bad})'] + masks)})")
         self.emit(f"{name} = tl.where({bad}, 0, {name})")
         return sympy.Symbol(name, integer=True)
+
+    def check_divisor(self, divisor, dtype):
+        """An integer division by 0 raises in eager's CPU kernels: with check_division (CPU tensors, under
+        Triton's interpreter) a divisor that may be 0 sets the kernel's status flag (the wrapper raises
+        eager's error). Eager's CUDA kernels divide by 0 without a check."""
+        known = self.bounds.get(divisor)
+        if not self.check_division or dtype is None or dtype.is_floating_point or dtype == torch.bool or \
+                known is not None and not known[0] <= 0 <= known[1]:
+            return
+        self.uses_status = True
+        dims = self.dims_of(divisor) | self.dims_of(*self.masks)
+        masks, _ = self.mask_for(dims)
+        self.emit(f"tl.store(gj_status + tl.full({self.shape(dims)}, 0, tl.int32), {ZERO_DIVISION}, "
+                  f"{' & '.join([f'({divisor} == 0)'] + masks)})")
 
     # -- index collection and loop merging (as codegen/cpp.py) --
     def _index_exprs(self, group, xs):
@@ -1192,6 +1218,7 @@ def generate(graph, items, check=False, tuning=None, device=None, candidates=Tru
         for in_registers in (True, False):
             tk = TritonKernel(piece, buffers, name, check, cfg, in_registers)
             tk.size_names = size_names
+            tk.check_division = check == "status" and (device is None or device.type == "cpu")
             try:
                 with use_ops(TritonOps(tk)):
                     generated = tk.generate()
@@ -1470,8 +1497,8 @@ class TritonWrapperCode(WrapperCode):
         else:
             lines.append(line)
         if launch.checks_indices:
-            lines.append(f"if gj_status.item(): raise IndexError('graphjit: index out of range in {name} "
-                         "(an embedding or gather index outside the table)')")
+            self.globals["kernel_error"] = kernel_error
+            lines.append(f"if status := gj_status.item(): kernel_error(status, {name!r})")
         return lines
 
 
