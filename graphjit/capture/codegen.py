@@ -42,6 +42,7 @@ class ReturnCodegen:
         self._building = set()     # ids of Variables being rebuilt (cycle detection)
         self._kept = []            # the Variables _temps names, alive while this codegen keys by their ids
         self.frame_objects = {}    # the tracer's: objects that may not leave the frame (classdef.py)
+        self.raised = {}           # the tracer's: exceptions raised while tracing
 
     def _refuse_frame_object(self, value):
         """A class built while tracing (or one of its functions) may not leave the frame, not even inside a
@@ -80,9 +81,14 @@ class ReturnCodegen:
     def const(self, value):
         if type(value) in _LITERAL_TYPES or (type(value) is float and math.isfinite(value)):
             return repr(value)
-        if isinstance(value, BaseException) and isinstance(type(value).__init__, types.WrapperDescriptorType) and \
-                not (vars(value) or value.__cause__ or value.__context__ or value.__traceback__):
+        if id(value) in self.raised:
+            unsupported(f"{type(value).__name__} raised in the frame leaves it (its __traceback__ and "
+                        "__context__ are made by a raise in CPython)")
+        if isinstance(value, BaseException):
             # an exception made in the frame: a new object each call, as eager makes one (it is mutable)
+            if not isinstance(type(value).__init__, types.WrapperDescriptorType) or \
+                    vars(value) or value.__cause__ or value.__context__ or value.__traceback__:
+                unsupported(f"{type(value).__name__} made in the frame, changed there, leaves it")
             return f"{self.obj(type(value))}({''.join(self.const(a) + ', ' for a in value.args)})"
         return self.obj(value)
 

@@ -362,6 +362,7 @@ def _finish(fn, options, tracer, record, make_tail):
     namespace = {}
     cg = ReturnCodegen(namespace)
     cg.frame_objects = tracer.frame_objects
+    cg.raised = tracer.raised
     values, tail = make_tail(cg)
     replay = tracer.side_effects.replay_lines(cg)
     gm, sources, example_inputs = tracer.graph.finish(cg.output_nodes)
@@ -436,6 +437,10 @@ def breakable(fn, error):
         return "an exception raised by the code itself"
     if index is None or index < 0:
         return "no instruction of the frame to break at"
+    if getattr(error, "in_handler", False):
+        # CPython would run the rest without the exception the trace is handling (sys.exception(), bare
+        # raise, __context__ and the handler's restore of the caller's exception all depend on it)
+        return "graph break inside an except, finally or __exit__ handler"
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return "graph breaks in generators are not supported"
     opname = bytecode.read(code)[index].opname

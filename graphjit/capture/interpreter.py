@@ -55,6 +55,8 @@ class FrameState:
         self.parent = parent
         self.is_generator = generator
         self.current = None
+        self.exc_value = None        # a generator's own handled exception (CPython's gi_exc_state)
+        self.open_handlers = 0       # except/finally/with-exit handlers running in this frame now
 
     def push(self, value):
         self.stack.append(value)
@@ -96,6 +98,16 @@ class _Return:
 
 class _Yield(_Return):
     pass
+
+
+class _CallersException:
+    """The exception the caller of the compiled frame is handling, if any: not known while tracing."""
+
+    def __repr__(self):
+        return "<the caller's exception>"
+
+
+CALLERS_EXCEPTION = _CallersException()
 
 
 class BreakPoint:
@@ -186,6 +198,11 @@ class Tracer:
         self._real_cells = {}
         self._hooks_guarded = False
         self.root_globals = fn.__globals__
+        # the exception being handled (sys.exception()) outside generators: the caller's, unknown while
+        # tracing, until a handler in the trace runs
+        self.exc_value = CALLERS_EXCEPTION
+        # id -> (exception raised while tracing, whether its __context__ is the caller's exception)
+        self.raised = {}
 
     # ---- entry ----
     def trace(self, args, kwargs):
@@ -306,6 +323,7 @@ class Tracer:
                 try:
                     result = handler(self, frame, inst)
                 except UserError as e:
+                    self.set_context(e)
                     if not self.deliver_exception(frame, e):
                         raise
                     continue
@@ -319,6 +337,7 @@ class Tracer:
             e.user_stack.append(frame.location())          # innermost first
             if frame is self.root_frame and getattr(e, "root_index", None) is None:
                 e.root_index = frame.ip - 1
+                e.in_handler = frame.open_handlers > 0
             raise
         except (NotConstant, KeyError, IndexError, TypeError, AttributeError, ValueError,
                 AssertionError, NotImplementedError, RuntimeError) as e:
@@ -327,6 +346,33 @@ class Tracer:
                               f"{type(e).__name__}: {e}", filename=filename, lineno=lineno) from e
         finally:
             self.frames.pop()
+
+    # ---- the exception being handled (sys.exception(), __context__ of a new one) ----
+    def exception_owner(self):
+        """Where the handled exception is kept now: the innermost running generator, else the tracer."""
+        return next((fr for fr in reversed(self.frames) if fr.is_generator), self)
+
+    def handled_exception(self):
+        """sys.exception() at this point: a generator's own, else its caller's (CALLERS_EXCEPTION where
+        only the caller of the compiled frame can be handling one)."""
+        return next((fr.exc_value for fr in reversed(self.frames) if fr.is_generator and fr.exc_value is not None),
+                    self.exc_value)
+
+    def set_context(self, error):
+        """A new raise sets the exception's __context__ to the one being handled, as CPython does."""
+        if getattr(error, "context_set", False):
+            return
+        error.context_set = True
+        exc, context = error.exc, self.handled_exception()
+        self.raised[id(exc)] = (exc, context is CALLERS_EXCEPTION)
+        if context is not None and context is not CALLERS_EXCEPTION and context is not exc:
+            link = context
+            while link is not None:        # CPython cuts a cycle exc -> ... -> exc
+                if link.__context__ is exc:
+                    link.__context__ = None
+                    break
+                link = link.__context__
+            exc.__context__ = context
 
     def deliver_exception(self, frame, error):
         """Jump to the frame's handler for the instruction that raised, as CPython's exception table says."""
@@ -916,19 +962,33 @@ def _import_from(tx, f, inst):
 @handles("RAISE_VARARGS")
 def _raise(tx, f, inst):
     if inst.argval == 0:
-        unsupported("bare `raise` re-raising the current exception")
-    if inst.argval == 2:
-        f.pop()   # the cause of `raise X from Y`
-    exc = f.pop()
-    try:
-        value = exc.as_python_constant()
-    except NotConstant:
-        unsupported(f"raising {exc}")
-    if isinstance(value, type) and issubclass(value, BaseException):
-        value = value()
-    if not isinstance(value, BaseException):
-        unsupported(f"raising a non-exception {value!r}")
+        value = tx.handled_exception()
+        if value is None or value is CALLERS_EXCEPTION:
+            unsupported("bare `raise` outside an except block of the frame")
+        error = UserError(value)
+        error.context_set = True         # a re-raise keeps the exception's context
+        raise error
+    cause = _exception_value(f.pop(), "raise ... from") if inst.argval == 2 else False
+    value = _exception_value(f.pop(), "raise")
+    if value is None:
+        raise UserError(TypeError("exceptions must derive from BaseException"))
+    if cause is not False:
+        value.__cause__ = cause          # sets __suppress_context__ too
     raise UserError(value)
+
+
+def _exception_value(var, what):
+    """The exception (an instance; a class is instantiated, as `raise` does) a `raise` statement names."""
+    try:
+        value = var.as_python_constant()
+    except NotConstant:
+        unsupported(f"{what} {var}")
+    if isinstance(value, type) and issubclass(value, BaseException):
+        from .variables.classes import new_exception
+        value = new_exception(value)
+    if value is not None and not isinstance(value, BaseException):
+        unsupported(f"{what} a non-exception {value!r}")
+    return value
 
 
 @handles("LOAD_BUILD_CLASS")
@@ -948,13 +1008,17 @@ def _assertion(tx, f, inst):
 @handles("PUSH_EXC_INFO")
 def _push_exc_info(tx, f, inst):
     exc = f.pop()
-    f.push(ConstantVariable(None))    # the previously handled exception (none while tracing)
+    owner = tx.exception_owner()
+    f.push(ConstantVariable(owner.exc_value))    # the previously handled exception, restored by POP_EXCEPT
+    owner.exc_value = exc.as_python_constant()
+    f.open_handlers += 1
     f.push(exc)
 
 
 @handles("POP_EXCEPT")
 def _pop_except(tx, f, inst):
-    f.pop()
+    tx.exception_owner().exc_value = f.pop().as_python_constant()
+    f.open_handlers -= 1
 
 
 @handles("CHECK_EXC_MATCH")
@@ -969,7 +1033,9 @@ def _reraise(tx, f, inst):
     exc = f.pop()
     if inst.argval:
         f.pop()
-    raise UserError(exc.as_python_constant())
+    error = UserError(exc.as_python_constant())
+    error.context_set = True             # re-raised: its context stays
+    raise error
 
 
 @handles("WITH_EXCEPT_START")

@@ -83,6 +83,17 @@ class Cases:
         return len(self.cases)
 
 
+def assert_refused(fn, *args):
+    """Capture refuses fn(*args): compiled with fullgraph=True it raises Unsupported. Resets the caches
+    before and after, so the caller's next compile starts fresh."""
+    import pytest
+    from graphjit.exc import Unsupported
+    gj.reset()
+    with pytest.raises(Unsupported):
+        gj.compile(fn, backend="eager", fullgraph=True)(*args)
+    gj.reset()
+
+
 def r(*shape):
     """torch.randn(*shape): the cases' arguments (check seeds each call)."""
     return torch.randn(*shape)

@@ -128,6 +128,11 @@ class ConstantVariable(Variable):
     def getattr(self, tx, name):
         from .builder import wrap_constant_result
         from .builtins import AttributeMissing
+        raised = tx.raised.get(id(self.value))
+        if raised is not None and (name in ("__traceback__", "with_traceback") or
+                                   name == "__context__" and raised[1]):
+            unsupported(f"{name} of {type(self.value).__name__} raised in the frame "
+                        f"({'the caller' if name == '__context__' else 'CPython'} makes it)")
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:

@@ -406,6 +406,8 @@ def wrap_constant_result(tx, value):
         unsupported("a tensor computed outside the graph")
     if type(value) in _CONSTANT_TYPES or isinstance(value, _TORCH_CONSTANT_TYPES) or numpyvars.is_scalar(value):
         return ConstantVariable(value)
+    if isinstance(value, BaseException):     # one made in the frame, read from another (its __cause__)
+        return ConstantVariable(value)
     if isinstance(value, torch.Size):
         return SizeVariable([ConstantVariable(v) for v in value])
     if type(value) is tuple:

@@ -111,7 +111,8 @@ def _user_class(tx, cls, args, kwargs):
         return _module_in_frame(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):
         if all_constant(args, kwargs):
-            return ConstantVariable(cls(*constants(*args)))
+            return ConstantVariable(new_exception(cls, constants(*args), {k: v.as_python_constant()
+                                                                          for k, v in kwargs.items()}))
         unsupported(f"creating exception {cls.__name__} from non-constant arguments")
     for base in cls.__mro__[1:-1]:
         if base.__module__ == "builtins" and base is not dict:
@@ -127,6 +128,15 @@ def _user_class(tx, cls, args, kwargs):
     init = obj.class_attribute(tx, "__init__")
     init.call(tx, args, kwargs)
     return obj
+
+
+def new_exception(cls, args=(), kwargs=None):
+    """An exception made in the frame, built now: only where its class runs builtin __new__ and __init__
+    (a user's may have effects, which each call repeats in eager)."""
+    for klass in cls.__mro__:
+        if klass.__module__ != "builtins" and ("__init__" in vars(klass) or "__new__" in vars(klass)):
+            unsupported(f"creating exception {cls.__name__}: {klass.__name__} defines __init__ or __new__")
+    return cls(*args, **(kwargs or {}))
 
 
 def _deque(tx, cls, args, kwargs):

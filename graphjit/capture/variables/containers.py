@@ -111,8 +111,9 @@ class BaseListVariable(Variable):
             return self.new(self.items[idx])
         try:
             return self.items[idx]
-        except IndexError as e:
-            raise UserError(e)
+        except IndexError:
+            kind = "tuple" if issubclass(self.python_type(), tuple) else "list"
+            raise UserError(IndexError(f"{kind} index out of range")) from None
 
     def new(self, items):
         """A value of the same kind, built in the frame (no source)."""

@@ -1,0 +1,211 @@
+"""Exceptions raised and handled in captured code: `raise ... from`, the implicit `__context__` of a raise
+inside a handler, bare `raise`, messages of builtin errors, exception classes with Python `__init__`, and
+what capture refuses (a traceback, the caller's exception as context, a graph break inside a handler).
+Each case runs compiled (fullgraph) against plain Python; refused cases assert Unsupported under
+fullgraph and Python's result without it.
+
+PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
+rewriting.
+"""
+import sys
+
+import pytest
+import torch
+
+from .harness import Cases, assert_refused, gj, r
+
+cases = Cases()
+
+
+def one():
+    return (r(3),)
+
+
+@cases.add(one)
+def raise_from_sets_cause(x):
+    try:
+        try:
+            raise ValueError("a")
+        except ValueError as e:
+            raise KeyError("b") from e
+    except KeyError as e2:
+        cause = e2.__cause__
+        return x + 1, type(cause).__name__, str(cause), e2.__suppress_context__, e2.__context__ is cause
+
+
+@cases.add(one)
+def raise_from_none_suppresses_context(x):
+    try:
+        try:
+            raise ValueError("a")
+        except ValueError:
+            raise KeyError("b") from None
+    except KeyError as e2:
+        return x + 1, e2.__cause__ is None, e2.__suppress_context__, type(e2.__context__).__name__
+
+
+@cases.add(one)
+def raise_in_handler_sets_context(x):
+    try:
+        try:
+            raise ValueError("a")
+        except ValueError:
+            raise KeyError("b")
+    except KeyError as e2:
+        return x + 1, type(e2.__context__).__name__, e2.__cause__ is None, e2.__suppress_context__
+
+
+@cases.add(one)
+def error_of_a_builtin_in_handler_gets_context(x):
+    d = {}
+    try:
+        try:
+            raise ValueError("a")
+        except ValueError:
+            d["missing"]
+    except KeyError as e2:
+        return x + 1, type(e2.__context__).__name__
+
+
+def _raises_in_handler():
+    try:
+        raise ValueError("inner")
+    except ValueError:
+        raise TypeError("callee")
+
+
+@cases.add(one)
+def context_across_an_inlined_call(x):
+    try:
+        _raises_in_handler()
+    except TypeError as e:
+        return x * 2, str(e.__context__)
+
+
+@cases.add(one)
+def a_finished_handler_restores_the_outer_one(x):
+    try:
+        raise TypeError("outer")
+    except TypeError:
+        try:
+            raise ValueError("a")
+        except ValueError:
+            pass
+        try:
+            raise KeyError("b")
+        except KeyError as e:
+            return x + 1, type(e.__context__).__name__
+
+
+@cases.add(one)
+def bare_raise_reraises_the_handled_exception(x):
+    try:
+        try:
+            raise ValueError("v")
+        except ValueError:
+            x = x + 1
+            raise
+    except ValueError as e:
+        return x, str(e)
+
+
+@cases.add(lambda: (r(3), (1, 2)))
+def tuple_index_error_message(x, t):
+    try:
+        return t[5]
+    except IndexError as e:
+        return x + 1, str(e)
+
+
+@cases.add(lambda: (r(3), [1, 2]))
+def list_index_error_message(x, t):
+    try:
+        return t[5]
+    except IndexError as e:
+        return x + 1, str(e)
+
+
+@pytest.mark.parametrize("case", cases.params())
+def test_exceptions(case):
+    case.run()
+
+
+# ------------------------------------------------------------------------------------ refused
+
+LOG = []
+
+
+class LoggingError(Exception):
+    def __init__(self, message):
+        LOG.append(message)
+        super().__init__(message)
+
+
+def _user_exception_init_has_effects(x):
+    try:
+        raise LoggingError("m")
+    except LoggingError as e:
+        return x + 1, str(e)
+
+
+def _traceback_of_a_caught_exception(x):
+    try:
+        raise ValueError("a")
+    except ValueError as e:
+        return x, e.__traceback__ is None
+
+
+def _context_is_the_callers_exception(x):
+    try:
+        raise ValueError("in")
+    except ValueError as e:
+        return x, type(e.__context__).__name__
+
+
+def _caught_exception_returned(x):
+    try:
+        raise ValueError("a")
+    except ValueError as e:
+        return x, e
+
+
+def _exc_info_in_handler(x):
+    try:
+        raise ValueError("in")
+    except ValueError:
+        return x + 1, sys.exc_info()[0].__name__
+
+
+REFUSED = [_user_exception_init_has_effects, _traceback_of_a_caught_exception, _context_is_the_callers_exception,
+           _caught_exception_returned, _exc_info_in_handler]
+
+
+def _outcome(fn, x):
+    """fn(x) called while the caller handles a KeyError, as (result repr, LOG)."""
+    LOG.clear()
+    try:
+        raise KeyError("outer")
+    except KeyError:
+        out = [fn(x.clone()) for _ in range(2)]
+    return repr([(o[0], str(o[1]) if isinstance(o[1], BaseException) else o[1]) for o in out]), list(LOG)
+
+
+@pytest.mark.parametrize("fn", REFUSED, ids=lambda f: f.__name__.lstrip("_"))
+def test_refused(fn):
+    assert_refused(fn, r(3))
+    x = r(3)
+    assert _outcome(gj.compile(fn, backend="eager"), x) == _outcome(fn, x)
+
+
+def _breaks_in_handler(x):
+    try:
+        raise ValueError("in")
+    except ValueError:
+        print("handling")
+        return x + 1, repr(sys.exc_info()[1])
+
+
+def test_a_graph_break_inside_a_handler_runs_the_frame_eagerly(capsys):
+    gj.reset()
+    x = r(3)
+    assert _outcome(gj.compile(_breaks_in_handler, backend="eager"), x) == _outcome(_breaks_in_handler, x)
