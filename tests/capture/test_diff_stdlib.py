@@ -17,7 +17,7 @@ import graphjit
 from graphjit import testing
 from graphjit.capture import polyfills
 
-from .harness import Cases, r
+from .harness import Cases, assert_refused, r
 
 cases = Cases()
 
@@ -109,6 +109,22 @@ def keywords_of_a_partial_made_in_the_frame(x):
     before = p(x)
     k["shift"] = 3.0                 # the partial's own dict: the next call sees it
     return before, p(x), p.keywords["shift"], sorted(k), p.keywords is k
+
+
+@cases.add(lambda: (r(3),))
+def a_partial_of_a_partial_is_flattened(x):
+    inner = functools.partial(scaled, x, shift=1.0)
+    k = inner.keywords
+    k["shift"] = 2.0                 # the inner partial's dict as it is when the outer one is made
+    p = functools.partial(inner, 3.0)
+    return p(), p.func is scaled, len(p.args), p.args[1], p.keywords, p.keywords is k
+
+
+def test_a_partial_over_an_outside_partial_keeps_its_attributes_opaque():
+    """partial(PARTIAL, x) flattens PARTIAL only if it has no instance dict, which can't be read without
+    making one: its func, args and keywords are refused, a call is captured."""
+    assert_refused(lambda x: functools.partial(PARTIAL, x).func(x), r(3))
+    testing.check(lambda x: functools.partial(PARTIAL, x, shift=1.0)(), lambda: (r(3),))
 
 
 @cases.add(lambda: (r(3),))

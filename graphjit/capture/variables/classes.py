@@ -153,7 +153,16 @@ def _deque(tx, cls, args, kwargs):
 
 def _partial(tx, cls, args, kwargs):
     from .functions import PartialVariable
-    return PartialVariable(args[0], args[1:], kwargs)
+    inner = args[0]
+    if isinstance(inner, PartialVariable) and inner.value is None:
+        # partial(partial(f, a), b) is partial(f, a, b): functools' constructor flattens a partial without
+        # an instance dict (one made in the frame has none)
+        keywords = inner.keywords if inner.keywords_read is None else dict(inner.keywords_read.items)
+        return PartialVariable(inner.func, [*inner.args, *args[1:]], {**keywords, **kwargs})
+    made = PartialVariable(inner, args[1:], kwargs)
+    # an outside partial is flattened only if it has no instance dict, which can't be read without making it
+    made.opaque = isinstance(inner, PartialVariable)
+    return made
 
 
 def _fold_constructor(tx, cls, args, kwargs):

@@ -463,6 +463,7 @@ class PartialVariable(Variable):
         self.func, self.args, self.keywords, self.source = func, list(args), dict(keywords), source
         self.value = value              # the partial object itself, for one from outside the frame
         self.keywords_read = None       # its .keywords dict, once the frame read it
+        self.opaque = False             # func, args and keywords unknown (see classes._partial)
 
     def python_type(self):
         return functools.partial
@@ -490,6 +491,8 @@ class PartialVariable(Variable):
         outside the frame only (read through its source, so writes to it are replayed on the real dict;
         a call after such a write is refused, since the call would use the keywords as traced)."""
         from .containers import TupleVariable
+        if self.opaque and name in ("func", "args", "keywords"):
+            unsupported(f"partial.{name} of a partial over a partial from outside the frame")
         if name == "func":
             return self.func
         if name == "args":
