@@ -1426,7 +1426,7 @@ def _insert_range_check(gm, x, index, dim, size, low):
     """_assert_async(all(low <= index < size)) at the insertion point (size: the indexed dim's size)."""
     if isinstance(size, torch.SymInt):
         size = _call(gm, aten.sym_size.int, (x, dim))
-        low = 0 if isinstance(low, int) and low == 0 else _call(gm, aten.neg.default, (size,))
+        low = 0 if isinstance(low, int) and low == 0 else _call(gm, operator.neg, (size,))
     above = _call(gm, aten.ge.Scalar, (index, low))
     below = _call(gm, aten.lt.Scalar, (index, size))
     inside = _call(gm, aten.logical_and.default, (above, below))

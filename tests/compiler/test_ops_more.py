@@ -273,6 +273,23 @@ def test_index_out_of_range_raises_where_read_in_part(op, device):
         compiled(x, torch.tensor([1, 0, 7]))
 
 
+def test_index_read_in_part_checked_with_symbolic_sizes():
+    """The check of an index read in part, with the indexed dim's size a symbol: advanced indexing allows
+    [-n, n) (its lower bound is the symbol negated), index_select [0, n)."""
+    import graphjit
+    fns = {"advanced_index": (lambda x, i: x[:, i][:, :1] * 2, -1), "index_select": (
+        lambda x, i: x.index_select(1, i)[:, :1] * 2, 0)}
+    for name, (fn, lowest) in fns.items():
+        compiled = graphjit.compile(fn, dynamic=True)
+        for n in (4, 5, 6):
+            x = make((3, n), F32)
+            good = torch.tensor([0, lowest * n, n - 1])
+            assert torch.equal(compiled(x, good), fn(x, good)), name
+            for bad in (n, lowest * n - 1):
+                with pytest.raises(RuntimeError, match="index out of range"):
+                    compiled(x, torch.tensor([0, bad]))
+
+
 def test_index_read_whole_or_by_positions_gets_no_separate_check():
     """The separate check is added only where an indexing op is read in part: not where it is read whole
     (an embedding into a layer norm, a gather squeezed and summed), nor where its indices are built from
