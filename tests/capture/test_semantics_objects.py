@@ -7,6 +7,7 @@ result as Python without it.
 PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
 rewriting.
 """
+import abc
 import collections
 import dataclasses
 import functools
@@ -504,6 +505,33 @@ def slots_in_frame(x):
     return x + 1, out
 
 
+class Shape(abc.ABC):
+    @abc.abstractmethod
+    def area(self):
+        ...
+
+    def double(self):
+        return 2 * self.area()
+
+
+class Square(Shape):
+    def __init__(self, side):
+        self.side = side
+
+    def area(self):
+        return self.side ** 2
+
+
+@cases.add(one)
+def abstract_class_instantiation_raises(x):
+    try:
+        Shape()
+        message = None
+    except TypeError as e:
+        message = str(e)
+    return x * Square(3).double(), message
+
+
 @cases.add(one)
 def frozen_dataclass_in_frame(x):
     f = Frozen(2)
@@ -799,8 +827,25 @@ def _torch_function_object(x):
     return x == TF()
 
 
+class Stamping(type):
+    def __call__(cls, *args, **kwargs):
+        made = super().__call__(*args, **kwargs)
+        made.stamped = True
+        return made
+
+
+class Stamped(metaclass=Stamping):
+    def __init__(self, v):
+        self.v = v
+
+
+def _metaclass_defining_call(x):
+    s = Stamped(2)
+    return x * s.v, getattr(s, "stamped", False)
+
+
 REFUSED = [_tuple_subclass, _user_iterator, _id_of, _identity_of_equal_tuples, _hash_of_plain,
-           _namedtuple_overriding_len, _torch_function_object]
+           _namedtuple_overriding_len, _torch_function_object, _metaclass_defining_call]
 
 
 @pytest.mark.parametrize("fn", REFUSED, ids=lambda f: f.__name__.lstrip("_"))

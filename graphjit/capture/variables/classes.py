@@ -117,6 +117,8 @@ def _user_class(tx, cls, args, kwargs):
     for base in cls.__mro__[1:-1]:
         if base.__module__ == "builtins" and base is not dict:
             unsupported(f"{cls.__name__} subclasses builtin {base.__name__}")
+    if _class_lookup(type(cls), "__call__") is not type.__call__:
+        unsupported(f"creating a {cls.__name__}: its metaclass {type(cls).__name__} defines __call__")
     new = _class_lookup(cls, "__new__")
     if new in (dict.__new__, collections.OrderedDict.__new__):
         new = object.__new__
@@ -124,6 +126,12 @@ def _user_class(tx, cls, args, kwargs):
         unsupported(f"{cls.__name__} defines __new__")
     if isinstance(new, staticmethod) and new.__func__ is not object.__new__:
         unsupported(f"{cls.__name__} defines __new__")
+    if getattr(cls, "__abstractmethods__", None):
+        try:
+            object.__new__(cls)         # raises the TypeError naming the abstract methods
+        except TypeError as e:
+            from ...exc import UserError
+            raise UserError(e) from None
     obj = UserObjectVariable(cls=cls)
     init = obj.class_attribute(tx, "__init__")
     init.call(tx, args, kwargs)
