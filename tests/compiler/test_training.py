@@ -542,6 +542,27 @@ def test_group_norm_of_an_empty_input_needing_gradients():
         assert_same(results[0], results[1], where=f"spatial {spatial}")
 
 
+def test_sgn_of_an_einsum_needing_gradients_runs_as_captured_without_a_warning():
+    """sgn's zero gradient (an efficient zero tensor) reaching einsum's permutes: AOTAutograd's joint trace
+    meets a real tensor in the fake mode and asserts (torch.compile raises there). The graph runs as
+    captured, with eager's results and gradients and no warning (fuzz grad 15900114)."""
+    import warnings
+
+    def f(x):
+        return torch.einsum('...ij,...kj->...ik', x, x).sgn() + x.sum()
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    results, x0 = [], torch.randn(1, 1, 2, dtype=torch.float64)
+    for fn in (compiled, f):
+        x = x0.clone().requires_grad_()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = fn(x)
+            out.sum().backward()
+        assert not [str(c.message) for c in caught if "graphjit" in str(c.message)]
+        results.append((out.detach(), x.grad))
+    assert_same(results[0], results[1])
+
+
 @pytest.mark.parametrize("model, retraced", [(MLP, 0), (ConvBN, 2)], ids=["mlp", "conv_bn"])
 def test_halves_are_not_traced_again_where_a_trace_would_change_nothing(monkeypatch, model, retraced):
     """Both halves of an MLP's training graph (no writes, no op EAGER_LAYOUTS lays out) are taken as
