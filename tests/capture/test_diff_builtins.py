@@ -3,6 +3,7 @@
 PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
 rewriting.
 """
+import functools
 import math
 import operator
 
@@ -79,6 +80,27 @@ def getattr_hasattr_setattr(x):
 @cases.add(lambda: (r(3), 4, 9))
 def min_max_python_numbers(x, a, b):
     return x * max(a, b) + min(a, b) + max([3, 1, 2]) + min(5, 6, 4) + max((1.5, 0.5)), max(x.shape)
+
+
+@functools.total_ordering
+class Version:
+    def __init__(self, major, minor, log):
+        self.major, self.minor, self.log = major, minor, log
+
+    def __eq__(self, other):
+        return (self.major, self.minor) == (other.major, other.minor)
+
+    def __lt__(self, other):
+        self.log.append((self.minor, other.minor))
+        return (self.major, self.minor) < (other.major, other.minor)
+
+
+@cases.add(lambda: (r(3),))
+def min_max_by_user_comparisons(x):
+    log = []
+    a, b, c = Version(1, 2, log), Version(1, 5, log), Version(1, 5, log)
+    hi, lo = max(a, b, c), min([b, a, c])
+    return x * hi.minor + lo.minor, hi is b, log, max([a, b], key=lambda v: -v.minor) is a
 
 
 @cases.add(lambda: (r(3),))

@@ -388,26 +388,29 @@ def b_filter(tx, fn, iterable):
 
 def _min_max(name):
     real = min if name == "min" else max
+    op = "<" if name == "min" else ">"
 
     def handler(tx, *args, key=None, default=None):
         if len(args) > 1 and key is None and symbolic.takes_part(*args):
             return symbolic.apply(tx, real, list(args))       # torch.sym_min / sym_max
-        # one iterable: each item is pulled, then its key computed, before the next is pulled
+        # one iterable: each item is pulled, its key computed and compared with the best so far (by its
+        # __lt__ for min, __gt__ for max) before the next is pulled, as CPython's min_max does
         items = containers.iterate(tx, args[0]) if len(args) == 1 else iter(args)
-        kept, keys = [], []
+        best = best_key = None
         for v in items:
             if _is_tensor(v) and key is None:
                 unsupported(f"{name}() over tensors compares their values", hint="use torch.maximum / torch.max")
-            kept.append(v)
-            keys.append((key.call(tx, [v], {}) if key is not None else v).as_python_constant())
-        if not kept:
+            k = key.call(tx, [v], {}) if key is not None else v
+            if best is None or compare_op(tx, op, k, best_key).truth(tx):
+                best, best_key = v, k
+        if best is None:
             if default is not None:
                 return default
             try:
                 real([])
             except ValueError as e:
                 raise UserError(e)
-        return kept[real(range(len(kept)), key=lambda i: keys[i])]
+        return best
     return handler
 
 
