@@ -498,3 +498,47 @@ def test_function_code_replaced_in_the_frame_is_a_graph_break():
                     state=[(_plus_one, "__code__")], fullgraph=False)
     finally:
         _plus_one.__code__ = _PLUS_ONE_CODE
+
+
+# --------------------------------------------------------------- closures of functions from outside
+
+def _class_logging_to(log):
+    class Logged:
+        def __enter__(self):
+            log.append("enter")
+            return 2
+
+        def __exit__(self, *exc):
+            log.append("exit")
+
+        @property
+        def size(self):
+            log.append("size")
+            return len(log)
+    return Logged
+
+
+CLOSURE_LOG = []
+Logged = _class_logging_to(CLOSURE_LOG)
+
+
+def methods_append_to_their_closures_list(t):
+    o = Logged()
+    with o as k:
+        t = t * k
+    return t + o.size
+
+
+def test_methods_found_on_a_class_mutate_lists_in_their_closures():
+    """A method reached through its class has no source of its own: its closure cells are read through
+    the function object, so the list in a cell is the outside list and its appends are replayed."""
+    gj.reset()
+    compiled = gj.compile(methods_append_to_their_closures_list, backend="eager", fullgraph=True)
+    for _ in range(3):
+        t = r(3)
+        CLOSURE_LOG.clear()
+        expected = methods_append_to_their_closures_list(t)
+        expected_log = list(CLOSURE_LOG)
+        CLOSURE_LOG.clear()
+        assert_same(compiled(t), expected)
+        assert CLOSURE_LOG == expected_log

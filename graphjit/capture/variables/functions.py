@@ -208,8 +208,8 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def get_closure(self, tx):
         cells = self.fn.__closure__ or ()
-        src = AttrSource(self.source, "__closure__") if self.source is not None else None
-        return [tx.closure_cell(c, ItemSource(src, i) if src else None) for i, c in enumerate(cells)]
+        src = AttrSource(self.read_source(), "__closure__")
+        return [tx.closure_cell(c, ItemSource(src, i)) for i, c in enumerate(cells)]
 
     def reconstruct(self, cg):
         return self.source.expr() if self.source is not None else cg.obj(self.fn)
