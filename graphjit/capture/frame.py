@@ -305,7 +305,7 @@ def _translate(fn, options, args, kwargs, defer_logging, policy):
     except Unsupported as e:
         if options.fullgraph:
             raise
-        record.break_reason = e
+        record.break_reason = _without_frames(e)
         entry = reporter = None
         why_not = breakable(fn, e)
         if why_not is None:
@@ -424,6 +424,18 @@ _SINGLE = {
     "STORE_ATTR": (2, False, lambda i, a: f"{a[1]}.{i.argval} = {a[0]}"),
     "STORE_SUBSCR": (3, False, lambda i, a: f"{a[1]}[{a[2]}] = {a[0]}"),
 }
+
+
+def _without_frames(error):
+    """`error` with no tracebacks, itself and the exceptions chained to it: a kept break reason's traceback
+    holds the translation's frames and, through them, its callers', whose locals (the user's tensors, a
+    generator the caller dropped) would then live until a garbage collection."""
+    seen, link = set(), error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        link.__traceback__ = None
+        link = link.__cause__ or link.__context__
+    return error
 
 
 def breakable(fn, error):

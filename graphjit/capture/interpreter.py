@@ -203,6 +203,7 @@ class Tracer:
         self.exc_value = CALLERS_EXCEPTION
         # id -> (exception raised while tracing, whether its __context__ is the caller's exception)
         self.raised = {}
+        self.generators = []           # generators made while tracing
 
     # ---- entry ----
     def trace(self, args, kwargs):
@@ -228,6 +229,7 @@ class Tracer:
         self.grad_modes = (torch.is_grad_enabled(), None)     # (at the start, where the traced code ends)
         try:
             result = self.run_frame(frame)
+            self._refuse_generators_left_in_handlers()
             if isinstance(result, BreakPoint):
                 return result
             if isinstance(result, _Yield):
@@ -236,6 +238,17 @@ class Tracer:
         finally:
             self.grad_modes = (self.grad_modes[0], torch.is_grad_enabled())
             self.run_cleanups()
+
+    def _refuse_generators_left_in_handlers(self):
+        """A generator paused inside a try or with block runs its finally or __exit__ when it is closed
+        (collected, in CPython, when its last reference goes), which the trace does not model."""
+        from .resume import enclosing_handler_kinds
+        for gen in self.generators:
+            frame = gen.frame
+            if gen.started and not gen.done and \
+                    {"try", "with"} & set(enclosing_handler_kinds(frame.code, frame.ip - 1)):
+                unsupported(f"generator {frame.code.co_qualname} left paused inside a try or with block "
+                            "(closing it runs its handler)")
 
     def _guard_global_state(self):
         g = self.guards
@@ -300,7 +313,8 @@ class Tracer:
             cells[name] = cell
         frame = FrameState(code, f_globals, bound, cells, parent=self.current_frame, generator=generator)
         if generator:
-            return GeneratorVariable(frame)
+            self.generators.append(GeneratorVariable(frame))
+            return self.generators[-1]
         return self.run_frame(frame).value
 
     def run_frame(self, frame):

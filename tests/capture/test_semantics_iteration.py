@@ -335,7 +335,23 @@ def _refuse_returned_zip_over_generator(x):
     return x + 1, z
 
 
+def _paused_in_try(log):
+    try:
+        yield 1
+        yield 2
+    finally:
+        log.append("closed")
+
+
+def _refuse_generator_left_paused_in_try(x, log):
+    # the generator is closed when the loop drops it: its finally runs before the return reads the log
+    for v in _paused_in_try(log):
+        break
+    return x + v, list(log)
+
+
 REFUSED = [
+    (_refuse_generator_left_paused_in_try, lambda: (r(2), [])),
     (_refuse_set_of_tensors, lambda: (r(2),)),
     (_refuse_same_size_key_change, lambda: (r(2),)),
     (_refuse_input_set_mutated_then_iterated, lambda: (r(2), {"a", "b"})),
