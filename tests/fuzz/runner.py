@@ -17,6 +17,7 @@ an exact comparison or the sign of a zero, amplify one op's rounding?), eager's 
 overflow the float64 run does not have. `rerun(path)` is
 the entry point of a saved reproducer.
 """
+import itertools
 import os
 import re
 import sys
@@ -673,12 +674,16 @@ def _eager_overflowed(src, calls, notes, grad=False):
 def _overflowed(low, ref):
     """Whether the float32/16 run's _nonfinite_log shows an op making more infs or NaNs than the float64
     reference's same op. The logs align op by op once dtype conversions are left out (a float64 run
-    converts where a float32 one has nothing to do); where they still do not, whether the float32 run made
-    any where the reference made none."""
-    low, ref = ([n for name, n in log if name not in CONVERSIONS] for log in (low, ref))
-    if len(low) == len(ref):
-        return any(a > b for a, b in zip(low, ref))
-    return sum(low) > 0 == sum(ref)
+    converts where a float32 one has nothing to do), as far as their ops are the same (a backward's ops may
+    differ past an overflow: a formula takes another path); where they part with no such op found, whether
+    the float32 run made any where the reference made none."""
+    low, ref = ([(name, n) for name, n in log if name not in CONVERSIONS] for log in (low, ref))
+    same = list(itertools.takewhile(lambda pair: pair[0][0] == pair[1][0], zip(low, ref)))
+    if any(a > b for (_, a), (_, b) in same):
+        return True
+    if len(same) == len(low) == len(ref):
+        return False
+    return sum(n for _, n in low) > 0 == sum(n for _, n in ref)
 
 
 CONVERSIONS = frozenset(("_to_copy", "to", "copy_", "_copy_from_and_resize", "alias", "detach"))

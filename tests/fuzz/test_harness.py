@@ -239,6 +239,9 @@ def test_overflow_logs_align_without_conversions():
     assert not runner._overflowed(low[:1] + [("native_layer_norm", 0)] + low[2:], ref)
     assert not runner._overflowed([("add", 1), ("sum", 1)], [("add", 1)])  # misaligned, reference non-finite too
     assert runner._overflowed([("add", 1), ("sum", 1)], [("add", 0)])
+    # the backwards part (another formula's path past the overflow): the forward's layer norm still counts
+    parted = [("native_layer_norm", 1), ("lerp", 1), ("mul", 0), ("add", 1)]
+    assert runner._overflowed(parted, [("native_layer_norm", 0), ("lerp", 0), ("sub", 0), ("mul", 0), ("add", 1)])
 
 
 def test_noise_dominated_leaves_are_judged_as_a_whole():
