@@ -372,3 +372,23 @@ def test_globals_whose_names_differ_in_case_are_two_graph_inputs():
     compiled = graphjit.compile(fn, backend=counter)
     x = torch.randn(3)
     assert torch.equal(compiled(x), fn(x)) and counter.frame_count == 1
+
+
+def _scaled_by_attribute(x):
+    return x * getattr(x, "scale", 1), hasattr(x, "flag")
+
+
+def test_attributes_set_on_a_tensor_input_are_read_and_guarded():
+    """`t.scale = 3` on an input: read through the input (it was missing on the fake tensor); a missing one
+    stays missing (guarded), so setting or deleting it between calls recompiles."""
+    gj.reset()
+    counter = CompileCounter()
+    compiled = gj.compile(_scaled_by_attribute, backend=counter, fullgraph=True)
+    t = torch.ones(2)
+    for change in (None, lambda: setattr(t, "scale", 3), lambda: setattr(t, "flag", True),
+                   lambda: setattr(t, "scale", 4), lambda: delattr(t, "scale")):
+        if change is not None:
+            change()
+        expected, actual = _scaled_by_attribute(t), compiled(t)
+        assert torch.equal(actual[0], expected[0]) and actual[1] == expected[1]
+    assert counter.frame_count == 5

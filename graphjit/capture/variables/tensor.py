@@ -73,8 +73,7 @@ class TensorVariable(Variable):
             return TensorMethodVariable(self, name)
         attr = getattr(type(self.fake), name, None)
         if attr is None and not hasattr(self.fake, name):
-            from .builtins import AttributeMissing
-            raise AttributeMissing(f"'Tensor' object has no attribute {name!r}")
+            return self._instance_attribute(tx, name)
         if callable(attr) and not isinstance(attr, property):
             return TensorMethodVariable(self, name)
         # properties recorded as getattr nodes: .T, .mT, .H, .real, .imag, .data
@@ -82,6 +81,18 @@ class TensorVariable(Variable):
 
     def call_method(self, tx, name, args, kwargs):
         return TensorMethodVariable(self, name).call(tx, args, kwargs)
+
+    def _instance_attribute(self, tx, name):
+        """An attribute the tensor's class lacks: one set on the tensor object (`t.scale = 3`, a
+        parameter's flag), read through the input's source; missing, guarded to stay missing."""
+        from .builtins import AttributeMissing
+        if self.real is not None and self.source is not None:
+            from ..sources import AttrSource
+            from .builder import wrap
+            if name in vars(self.real):
+                return wrap(tx, vars(self.real)[name], AttrSource(self.source, name))
+            tx.guards.add(3, f"{name!r} not in {{0}}.__dict__", None, (self.source,))
+        raise AttributeMissing(f"'{self.python_type().__name__}' object has no attribute {name!r}")
 
     def unpack(self, tx):
         if self.fake.dim() == 0:
