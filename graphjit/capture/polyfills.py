@@ -24,6 +24,14 @@ def chain(*iterables):
         yield from iterable
 
 
+def _chain_from_iterable(iterables):
+    for iterable in iterables:          # the outer iterable is pulled lazily too
+        yield from iterable
+
+
+chain.from_iterable = _chain_from_iterable
+
+
 def product(*iterables, repeat=1):
     if repeat < 0:
         raise ValueError("repeat argument cannot be negative")
@@ -41,6 +49,45 @@ def _items(items):
 def _repeat(value):
     while True:
         yield value
+
+
+def repeat(obj, times=None):
+    if times is None:
+        return _repeat(obj)
+    return _items([obj] * max(times, 0))
+
+
+def combinations(iterable, r):
+    if r < 0:
+        raise ValueError("r must be non-negative")
+    pool = tuple(iterable)                  # consumed when called, as the C version does
+    return _items([tuple(pool[i] for i in indices) for indices in _index_combinations(len(pool), r, False)])
+
+
+def combinations_with_replacement(iterable, r):
+    if r < 0:
+        raise ValueError("r must be non-negative")
+    pool = tuple(iterable)
+    return _items([tuple(pool[i] for i in indices) for indices in _index_combinations(len(pool), r, True)])
+
+
+def _index_combinations(n, r, replace):
+    """Sorted index tuples of length r from range(n), in the order itertools' emits them."""
+    result = [()]
+    for _ in range(r):
+        result = [c + (i,) for c in result for i in range(c[-1] + (0 if replace else 1) if c else 0, n)]
+    return result
+
+
+def permutations(iterable, r=None):
+    pool = tuple(iterable)
+    r = len(pool) if r is None else r
+    if r < 0:
+        raise ValueError("r must be non-negative")
+    result = [()]
+    for _ in range(r):
+        result = [p + (i,) for p in result for i in range(len(pool)) if i not in p]
+    return _items([tuple(pool[i] for i in p) for p in result])
 
 
 def accumulate(iterable, func=None, *, initial=None):
@@ -312,6 +359,10 @@ POLYFILLS = {
     itertools.starmap: starmap,
     itertools.takewhile: takewhile,
     itertools.dropwhile: dropwhile,
+    itertools.repeat: repeat,
+    itertools.combinations: combinations,
+    itertools.combinations_with_replacement: combinations_with_replacement,
+    itertools.permutations: permutations,
     functools.reduce: reduce,
 }
 if hasattr(itertools, "pairwise"):

@@ -197,6 +197,22 @@ def enum_members_by_value(x):
             Split("eval") is Split.EVAL, unknown)
 
 
+@cases.add(lambda: (r(3),))
+def enum_classes_iterated_and_measured(x):
+    return (x * len(Color), [c.name for c in Color], list(Access), Split.EVAL in Split,
+            sum(c.value for c in Color), sorted(Split, reverse=True))
+
+
+@cases.add(lambda: (r(3), "abcd"))
+def itertools_combinatorics(x, s):
+    pairs = itertools.combinations(s, 2)       # the iterable is consumed when called, as the C functions
+    return (x + len(list(pairs)), list(itertools.permutations(s[:3])), list(itertools.permutations(s, 2)),
+            list(itertools.combinations_with_replacement(s[:2], 2)), list(itertools.repeat(x, 2))[1] is x,
+            list(itertools.chain.from_iterable([[1], (2, 3), "ab"])),
+            sorted(collections.Counter(s + "aa").elements()),
+            list(itertools.islice(itertools.repeat(7), 3)), list(itertools.combinations(range(3), 5)))
+
+
 @cases.add(lambda: (r(3), {"a": 1}))
 def isinstance_with_typing_aliases(x, d):
     import typing
@@ -366,9 +382,17 @@ def test_a_partials_keywords_written_in_the_frame_reach_the_partial():
     assert p.keywords == {"scale": 2.0, "shift": 5.0}
 
 
+@pytest.mark.parametrize("name", ["combinations", "combinations_with_replacement", "permutations"])
+def test_combinatoric_polyfills_emit_what_itertools_emits(name):
+    for pool in ("", "a", "abcd", range(5)):
+        for n in range(6):
+            assert list(getattr(polyfills, name)(pool, n)) == list(getattr(itertools, name)(pool, n)), (pool, n)
+
+
 def test_each_polyfill_is_registered_for_its_c_original():
     assert polyfills.POLYFILLS[itertools.chain] is polyfills.chain
     assert polyfills.POLYFILLS[functools.reduce] is polyfills.reduce
+    assert polyfills.POLYFILLS[itertools.combinations] is polyfills.combinations
     assert polyfills.polyfill_of([]) is None            # unhashable values have none
 
 

@@ -4,6 +4,7 @@ import functools
 import logging
 import os
 import dataclasses
+import enum
 import sys
 import types
 import weakref
@@ -1033,6 +1034,27 @@ class ClassVariable(ObjectLikeVariable):
         if self.source is not None:
             return AttrSource(self.source, name)
         return _class_value_source(tx, self.cls, name)
+
+    def _enum_members(self):
+        """An enum class's members (fixed when the class was made), or None for another class or an enum
+        whose metaclass iterates otherwise."""
+        meta = type(self.cls)
+        if isinstance(self.cls, enum.EnumMeta) and meta.__iter__ is enum.EnumMeta.__iter__ and \
+                meta.__len__ is enum.EnumMeta.__len__:
+            return list(self.cls)
+        return None
+
+    def unpack(self, tx):
+        members = self._enum_members()
+        if members is None:
+            return super().unpack(tx)
+        return [ConstantVariable(m) for m in members]
+
+    def length(self, tx):
+        members = self._enum_members()
+        if members is None:
+            return self.call_method(tx, "__len__", [], {})
+        return ConstantVariable(len(members))
 
     def call(self, tx, args, kwargs):
         from .classes import construct
