@@ -1044,9 +1044,7 @@ def _check_exc_match(tx, f, inst):
 
 @handles("RERAISE")
 def _reraise(tx, f, inst):
-    exc = f.pop()
-    if inst.argval:
-        f.pop()
+    exc = f.pop()           # the lasti below it (RERAISE 1, 2) stays: the handler's unwind cuts the stack
     error = UserError(exc.as_python_constant())
     error.context_set = True             # re-raised: its context stays
     raise error

@@ -125,6 +125,30 @@ def list_index_error_message(x, t):
         return x + 1, str(e)
 
 
+class _Passes:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+
+@cases.add(one)
+def with_block_reraise_restores_the_handled_exception(x):
+    try:
+        raise TypeError("outer")
+    except TypeError:
+        try:
+            with _Passes():
+                raise IndexError("i")
+        except IndexError as e:
+            inner = e.args
+        try:
+            raise KeyError("k")
+        except KeyError as e:
+            return x + 1, inner, type(e.__context__).__name__
+
+
 @pytest.mark.parametrize("case", cases.params())
 def test_exceptions(case):
     case.run()
