@@ -24,7 +24,7 @@ from .graph import OutputGraph
 from .guards import GuardSet
 from .side_effects import SideEffects
 from .sources import LocalSource, GlobalSource, ItemSource, ObjectSource, ClosureSource
-from .variables.base import Variable, ConstantVariable, NULL, NullVariable, NotConstant, unsupported
+from .variables.base import Variable, ConstantVariable, NULL, NullVariable, NotConstant, TracebackVariable, unsupported
 from .variables.builder import wrap
 from .variables.builtins import (binary_op, compare_op, is_op, contains_op, unary_op, getitem, length,
                                  BuiltinVariable)
@@ -1054,7 +1054,7 @@ def _reraise(tx, f, inst):
 def _with_except_start(tx, f, inst):
     exc = f.stack[-1].as_python_constant()
     exit_fn = f.stack[-4]
-    f.push(exit_fn.call(tx, [ConstantVariable(type(exc)), ConstantVariable(exc), ConstantVariable(None)], {}))
+    f.push(exit_fn.call(tx, [ConstantVariable(type(exc)), ConstantVariable(exc), TracebackVariable()], {}))
 
 
 @handles("CALL_INTRINSIC_1")

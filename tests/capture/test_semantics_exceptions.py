@@ -149,6 +149,24 @@ def with_block_reraise_restores_the_handled_exception(x):
             return x + 1, inner, type(e.__context__).__name__
 
 
+class _Remembers:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, value, tb):
+        self.seen = (typ is None, tb is None)
+        self.tb = tb
+        return True
+
+
+@cases.add(one)
+def exit_gets_a_traceback(x):
+    c = _Remembers()
+    with c:
+        raise KeyError("k")
+    return x + 1, c.seen, c.tb is None
+
+
 @pytest.mark.parametrize("case", cases.params())
 def test_exceptions(case):
     case.run()

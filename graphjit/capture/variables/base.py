@@ -150,6 +150,11 @@ class ConstantVariable(Variable):
 
     frozen_mapping = False
 
+    def setattr(self, tx, name, value):
+        if name == "__traceback__" and id(self.value) in tx.raised and isinstance(value, TracebackVariable):
+            return      # a raised exception's traceback is not modelled: reading it is refused
+        super().setattr(tx, name, value)
+
     def call_method(self, tx, name, args, kwargs):
         from .builder import wrap_constant_result
         if self.frozen_mapping and name == "keys" and not args and not kwargs:
@@ -174,6 +179,17 @@ class ConstantVariable(Variable):
 
     def __repr__(self):
         return f"Const({self.value!r})"
+
+
+class TracebackVariable(Variable):
+    """The traceback of an exception raised while tracing (what __exit__ receives): a traceback object,
+    never None, whose contents CPython makes; any other use is refused."""
+
+    def python_type(self):
+        return _types.TracebackType
+
+    def __repr__(self):
+        return "<traceback>"
 
 
 BINARY_OPS = {
