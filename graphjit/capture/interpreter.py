@@ -138,16 +138,70 @@ class GeneratorVariable(Variable):
 
     def next(self, tx):
         if self.done:
+            self.return_value = None       # only the call that finishes the generator carries it
             return None
         if self.started:
             self.frame.push(ConstantVariable(None))   # the value of the `yield` expression
+        return self._resume(tx)
+
+    def _resume(self, tx, thrown=None):
+        """Run the frame to its next yield (its value) or its end (None); an exception leaving the frame
+        finishes the generator, as in CPython."""
+        if thrown is not None and self.frame.instructions[self.frame.ip - 2].opname == "SEND":
+            # CPython throws into the sub-iterator first, which the trace does not model
+            unsupported(f"throwing into generator {self.frame.code.co_qualname} paused in `yield from`")
         self.started = True
-        result = tx.run_frame(self.frame)
+        try:
+            result = tx.run_frame(self.frame, thrown)
+        except UserError as e:
+            self.done = True
+            error = stop_iteration_error(tx, e.exc)      # 3.11 (3.12+ made it in the frame)
+            if error is e.exc:
+                raise
+            raised = UserError(error)
+            raised.context_set = True
+            raise raised from None
         if isinstance(result, _Yield):
             return result.value
         self.done = True
         self.return_value = result.value
         return None
+
+    def stop_iteration(self):
+        """The StopIteration a finished generator's __next__ raises: it carries the return value."""
+        value = getattr(self, "return_value", None)
+        if value is None or value.is_constant() and value.as_python_constant() is None:
+            return UserError(StopIteration())
+        if not value.is_constant():
+            unsupported(f"generator {self.frame.code.co_qualname} returns {value} through StopIteration")
+        return UserError(StopIteration(value.as_python_constant()))
+
+    def throw(self, tx, exc):
+        """generator.throw(exc): exc raised at the paused yield; the next value yielded, else StopIteration
+        or the exception that leaves the frame."""
+        if not self.started or self.done:
+            self.done = True
+            raise UserError(exc)
+        value = self._resume(tx, UserError(exc))
+        if value is None:
+            raise self.stop_iteration()
+        return value
+
+    def close(self, tx):
+        """generator.close(): GeneratorExit raised at the paused yield, so its finally and with-exits run."""
+        if not self.started or self.done:
+            self.done = True
+            return
+        try:
+            value = self._resume(tx, UserError(GeneratorExit()))
+        except UserError as e:
+            if isinstance(e.exc, (GeneratorExit, StopIteration)):
+                return
+            raise
+        if value is not None:
+            raise UserError(RuntimeError("generator ignored GeneratorExit"))
+        if sys.version_info >= (3, 13):
+            return getattr(self, "return_value", None)
 
     def unpack(self, tx):
         items = []
@@ -156,13 +210,14 @@ class GeneratorVariable(Variable):
         return items
 
     def call_method(self, tx, name, args, kwargs):
-        if name == "close":
-            self.done = True
-            return ConstantVariable(None)
+        if name == "close" and not args and not kwargs:
+            return self.close(tx) or ConstantVariable(None)
+        if name == "throw" and 1 <= len(args) <= 3 and not kwargs:
+            return self.throw(tx, _thrown(args))
         if name == "__next__":
             value = self.next(tx)
             if value is None:
-                raise UserError(StopIteration())
+                raise self.stop_iteration()
             return value
         if name == "__iter__":
             return self
@@ -317,11 +372,16 @@ class Tracer:
             return self.generators[-1]
         return self.run_frame(frame).value
 
-    def run_frame(self, frame):
-        """Run until RETURN_VALUE (returns _Return) or, in a generator, YIELD_VALUE (returns _Yield)."""
+    def run_frame(self, frame, thrown=None):
+        """Run until RETURN_VALUE (returns _Return) or, in a generator, YIELD_VALUE (returns _Yield).
+        `thrown`: a UserError raised at the instruction before frame.ip (generator.throw at its yield)."""
         self.frames.append(frame)
         try:
             instructions = frame.instructions
+            if thrown is not None:
+                self.set_context(thrown)
+                if not self.deliver_exception(frame, thrown):
+                    raise thrown
             while True:
                 if frame.ip == self.stop_at and frame is self.root_frame:
                     return BreakPoint(frame, frame.ip)
@@ -991,6 +1051,18 @@ def _raise(tx, f, inst):
     raise UserError(value)
 
 
+def _thrown(args):
+    """The exception of generator.throw(exc) or throw(type, value[, traceback])."""
+    value = args[1].as_python_constant() if len(args) > 1 and args[1].is_constant() else None
+    if len(args) > 1 and not isinstance(value, BaseException):
+        if value is not None or not args[1].is_constant():
+            unsupported(f"generator.throw() with the value {args[1]}")
+    exc = value if isinstance(value, BaseException) else _exception_value(args[0], "generator.throw()")
+    if exc is None:
+        unsupported("generator.throw(None)")
+    return exc
+
+
 def _exception_value(var, what):
     """The exception (an instance; a class is instantiated, as `raise` does) a `raise` statement names."""
     try:
@@ -1059,7 +1131,21 @@ def _with_except_start(tx, f, inst):
 
 @handles("CALL_INTRINSIC_1")
 def _intrinsic(tx, f, inst):
-    unsupported(f"{inst.argval}")
+    if inst.argval != "INTRINSIC_STOPITERATION_ERROR":
+        unsupported(f"{inst.argval}")
+    # a generator's outermost handler (3.12+): a StopIteration leaving it becomes a RuntimeError
+    f.push(ConstantVariable(stop_iteration_error(tx, f.pop().as_python_constant())))
+
+
+def stop_iteration_error(tx, exc):
+    """The exception a generator raises for `exc` leaving its frame (PEP 479): a StopIteration becomes
+    RuntimeError("generator raised StopIteration"), caused by it."""
+    if not isinstance(exc, StopIteration):
+        return exc
+    error = RuntimeError("generator raised StopIteration")
+    error.__cause__ = error.__context__ = exc
+    tx.raised[id(error)] = (error, False)
+    return error
 
 
 @handles("NOP")

@@ -6,6 +6,7 @@ results, mutated arguments and the calls made by side-effecting functions (recor
 PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode.
 """
 import collections
+import contextlib
 
 import pytest
 import torch
@@ -278,6 +279,149 @@ def returned_iterators_have_their_types(x, log):
     next(m)
     return (x + 1, type(it).__name__, type(m).__name__, type(zip()).__name__, type(enumerate([])).__name__,
             type(reversed(xs)).__name__, type(iter({})).__name__, type(iter("a")).__name__)
+
+
+def _closes_with_finally(x, log):
+    try:
+        yield 1
+        yield 2
+    finally:
+        x.add_(1)
+        log.append("closed")
+
+
+@cases.add(x_log)
+def generator_close_runs_its_finally(x, log):
+    it = _closes_with_finally(x, log)
+    first = next(it)
+    it.close()
+    it.close()
+    return x * first, list(log), next(it, "done")
+
+
+def _ignores_exit():
+    try:
+        yield 1
+    except GeneratorExit:
+        yield 2
+
+
+@cases.add(lambda: (r(2),))
+def generator_close_ignored_raises(x):
+    it = _ignores_exit()
+    next(it)
+    try:
+        it.close()
+    except RuntimeError as e:
+        return x + 1, str(e)
+
+
+def _catches(log):
+    try:
+        yield 1
+        yield 2
+    except KeyError as e:
+        log.append(e.args)
+        yield 10
+    finally:
+        log.append("fin")
+
+
+@cases.add(x_log)
+def generator_throw(x, log):
+    it = _catches(log)
+    a = next(it)
+    b = it.throw(KeyError("t"))
+    try:
+        it.throw(ValueError("u"))
+    except ValueError as e:
+        c = e.args
+    fresh = _catches(log)
+    try:
+        fresh.throw(KeyError("unstarted"))
+    except KeyError as e:
+        d = e.args
+    return x + a + b, list(log), c, next(it, "end"), d, next(fresh, "closed")
+
+
+def _raises_then_yields():
+    yield 1
+    raise ValueError("v")
+    yield 2
+
+
+def _returns_seven():
+    yield 1
+    return 7
+
+
+def _leaks_stop_iteration():
+    yield 1
+    next(iter([]))
+    yield 2
+
+
+@cases.add(lambda: (r(2),))
+def generator_finished_by_an_exception_or_a_return(x):
+    it = _raises_then_yields()
+    next(it)
+    try:
+        next(it)
+    except ValueError:
+        pass
+    after_raise = next(it, "done"), list(it)
+    it = _returns_seven()
+    next(it)
+    try:
+        next(it)
+    except StopIteration as e:
+        first = e.value
+    try:
+        next(it)
+    except StopIteration as e:
+        later = e.value
+    try:
+        list(_leaks_stop_iteration())
+    except RuntimeError as e:
+        leaked = str(e), type(e.__cause__).__name__, type(e.__context__).__name__
+    return x + 1, after_raise, first, later, leaked
+
+
+@contextlib.contextmanager
+def _managed(log):
+    log.append("enter")
+    try:
+        yield 5
+    except KeyError as e:
+        log.append(("caught", e.args))
+    finally:
+        log.append("exit")
+
+
+@contextlib.contextmanager
+def _converts():
+    try:
+        yield
+    except KeyError:
+        raise ValueError("converted")
+
+
+@cases.add(x_log)
+def contextmanager_body_raises(x, log):
+    with _managed(log) as v:
+        x = x + v
+        raise KeyError("k")
+    try:
+        with _managed(log):
+            raise IndexError("i")
+    except IndexError as e:
+        propagated = e.args
+    try:
+        with _converts():
+            raise KeyError("k")
+    except ValueError as e:
+        converted = e.args, type(e.__context__).__name__
+    return x, list(log), propagated, converted
 
 
 # ------------------------------------------------------------------------------------------- tensor identity

@@ -507,7 +507,8 @@ def b_next(tx, iterator, default=None):
     value = iterator.next(tx)
     if value is None:
         if default is None:
-            raise UserError(StopIteration())
+            stop = getattr(iterator, "stop_iteration", None)
+            raise stop() if stop is not None else UserError(StopIteration())
         return default
     return value
 
