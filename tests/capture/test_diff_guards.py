@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 from graphjit.testing import check, check_steps, Step
-from .harness import gj, r
+from .harness import assert_refused, gj, r
 
 from graphjit.testing import CompileCounter
 
@@ -392,3 +392,18 @@ def test_attributes_set_on_a_tensor_input_are_read_and_guarded():
         expected, actual = _scaled_by_attribute(t), compiled(t)
         assert torch.equal(actual[0], expected[0]) and actual[1] == expected[1]
     assert counter.frame_count == 5
+
+
+def _tensor_dunders(x):
+    return x + 1, x.__dict__, x.__module__
+
+
+def test_a_tensor_inputs_dunder_attributes_are_not_the_fake_tensors():
+    """x.__dict__ (and other dunders of the tensor's class) would read the fake tensor's: refused, and the
+    frame runs eagerly with the real one's."""
+    assert_refused(_tensor_dunders, torch.ones(2))
+    t = torch.ones(2)
+    t.scale = 3
+    out = gj.compile(_tensor_dunders, backend="eager")(t)
+    assert out[1] == {"scale": 3} and out[2] == "torch"
+    gj.reset()

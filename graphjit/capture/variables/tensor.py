@@ -76,6 +76,9 @@ class TensorVariable(Variable):
             return self._instance_attribute(tx, name)
         if callable(attr) and not isinstance(attr, property):
             return TensorMethodVariable(self, name)
+        if name.startswith("__") and name.endswith("__"):
+            # __dict__, __module__, __weakref__ ...: the fake tensor's are not the tensor's
+            unsupported(f"tensor attribute {name!r}")
         # properties recorded as getattr nodes: .T, .mT, .H, .real, .imag, .data
         return record(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
 
