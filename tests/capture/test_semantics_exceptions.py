@@ -125,6 +125,18 @@ def list_index_error_message(x, t):
         return x + 1, str(e)
 
 
+@cases.add(one)
+def errors_of_operators_on_builtin_values_are_caught(x):
+    out = []
+    for call in (lambda: 1 / 0, lambda: int("abc"), lambda: "a" < 1, lambda: (1, 2) + [3], lambda: abs("a"),
+                 lambda: [v for v in 5], lambda: "abc"[7]):
+        try:
+            out.append(call())
+        except (ZeroDivisionError, ValueError, TypeError, IndexError) as e:
+            out.append((type(e).__name__, str(e)))
+    return x + 1, out
+
+
 class _Passes:
     def __enter__(self):
         return self

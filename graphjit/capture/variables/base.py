@@ -170,7 +170,10 @@ class ConstantVariable(Variable):
     def unpack(self, tx):
         try:
             items = list(self.value)
-        except TypeError:
+        except TypeError as e:
+            if type(self.value).__module__ == "builtins":
+                from ...exc import UserError
+                raise UserError(e) from None        # `for v in 5`: CPython's TypeError, which code may catch
             unsupported(f"iterating over {type(self.value).__name__}")
         return [ConstantVariable(v) for v in items]
 

@@ -129,7 +129,21 @@ def _fold(tx, fn, *values):
     try:
         return wrap_result(tx, fn(*values))
     except Exception as e:
+        if all(map(_builtin_value, values)):
+            # CPython's own error for these values (1 / 0, int("a"), "a" < 1): the code may catch it
+            raise UserError(e) from None
         raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
+
+
+def _builtin_value(value):
+    """A value of builtin types all through (no user dunder can run when an operator meets it)."""
+    if type(value).__module__ != "builtins":
+        return False
+    if type(value) in (tuple, list, set, frozenset):
+        return all(map(_builtin_value, value))
+    if type(value) is dict:
+        return all(map(_builtin_value, value)) and all(map(_builtin_value, value.values()))
+    return True
 
 
 def wrap_result(tx, value):
