@@ -82,6 +82,18 @@ def min_max_python_numbers(x, a, b):
     return x * max(a, b) + min(a, b) + max([3, 1, 2]) + min(5, 6, 4) + max((1.5, 0.5)), max(x.shape)
 
 
+@cases.add(lambda: (r(3),))
+def min_max_call_shapes_and_errors(x):
+    out = []
+    for call in (lambda: max(), lambda: min(1, 2, default=0), lambda: max(5), lambda: max([]),
+                 lambda: max([1, "a"]), lambda: min([2, 1.0, 1]), lambda: max([1, 3, 3.0])):
+        try:
+            out.append(call())
+        except (TypeError, ValueError) as e:
+            out.append((type(e).__name__, str(e)))
+    return x + 1, out, max([1, 3], key=None), min(4, 2, key=None), max([], default=None)
+
+
 @functools.total_ordering
 class Version:
     def __init__(self, major, minor, log):

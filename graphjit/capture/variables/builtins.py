@@ -405,6 +405,13 @@ def _min_max(name):
     op = "<" if name == "min" else ">"
 
     def handler(tx, *args, key=None, default=None):
+        if key is not None and key.is_constant() and key.as_python_constant() is None:
+            key = None
+        if not args or len(args) > 1 and default is not None:
+            try:                    # CPython's TypeError for the call's shape (no argument, or a default
+                real(*[0] * len(args), **({"default": 0} if default is not None else {}))  # with several)
+            except TypeError as e:
+                raise UserError(e) from None
         if len(args) > 1 and key is None and symbolic.takes_part(*args):
             return symbolic.apply(tx, real, list(args))       # torch.sym_min / sym_max
         # one iterable: each item is pulled, its key computed and compared with the best so far (by its
