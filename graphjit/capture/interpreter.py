@@ -1088,7 +1088,7 @@ def _load_build_class(tx, f, inst):
 
 @handles("LOAD_ASSERTION_ERROR")
 def _assertion(tx, f, inst):
-    f.push(ConstantVariable(AssertionError))
+    f.push(wrap(tx, AssertionError, None))     # as the builtin name would load it
 
 
 @handles("PUSH_EXC_INFO")

@@ -137,6 +137,22 @@ def errors_of_operators_on_builtin_values_are_caught(x):
     return x + 1, out
 
 
+@cases.add(one)
+def failed_asserts_are_caught(x):
+    out = []
+    for n in (3, 4):
+        try:
+            assert x.shape[0] == n, f"size {x.shape[0]} is not {n}"
+            out.append("held")
+        except AssertionError as e:
+            out.append(e.args)
+    try:
+        assert x.dim() == 2
+    except AssertionError as e:
+        out.append(e.args)
+    return x + 1, out
+
+
 class _Passes:
     def __enter__(self):
         return self
