@@ -163,6 +163,8 @@ def _run_stages(gm, concrete_inputs, example_inputs, facts):
                                          "source": reporting._clip(call.source), "cached": True,
                                          "wrapper": reporting._clip(call.wrapper_source)})
             return call
+    env = graph_cache.shape_env()
+    known_guards = len(env.guards) if env is not None else 0
     job = Job(gm, list(example_inputs), facts, concrete_inputs=list(concrete_inputs))
     # a compile past a second shows its stage on stderr (progress.py: a terminal redraws one line)
     progress = Progress(f"compiling {facts.name} ({device.name})", total=len(STAGES), after=1.0, start=start)
@@ -199,7 +201,7 @@ def _run_stages(gm, concrete_inputs, example_inputs, facts):
     call.graph, call.items, call.source, call.timings = job.graph, job.items, job.source, job.timings
     call.kernel_count = n_kernels
     if cache_key is not None:
-        graph_cache.store(cache_key, job, unit, call)
+        graph_cache.store(cache_key, job, unit, call, env.guards[known_guards:] if env is not None else ())
     if reporting.active():
         _report(gm, device, job, call)
     return call

@@ -197,17 +197,107 @@ def test_a_damaged_entry_is_warned_about_removed_and_rebuilt(cache, damage):
 
 
 @graphjit.allow_in_graph
-def user_op(x):
+def test_a_fresh_process_loads_a_graph_with_size_symbols(tmp_path):
+    """Size symbols are named the same in every process: the second one, at other sizes, loads the entry."""
+    script = tmp_path / "warm_dynamic.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch, graphjit
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.LayerNorm(16)).eval()
+        compiled = graphjit.compile(model, dynamic=True)
+        with torch.no_grad():
+            for n in map(int, sys.argv[1:]):
+                x = torch.randn(n, 16)
+                print("equal", torch.allclose(compiled(x), model(x), rtol=1e-5, atol=1e-5))
+    """))
+    env = dict(os.environ, PYTHONPATH=ROOT, GRAPHJIT_CACHE_DIR=str(tmp_path / "c"), GRAPHJIT_LOGS="fusion")
+    runs = [subprocess.run([sys.executable, str(script), *sizes], capture_output=True, text=True, env=env,
+                           timeout=300) for sizes in (("3", "5"), ("7", "4", "9"))]
+    for run in runs:
+        assert run.returncode == 0 and "equal False" not in run.stdout and "equal True" in run.stdout, \
+            run.stderr[-2000:]
+    assert "loaded from the compiled-graph cache" not in runs[0].stderr
+    assert runs[1].stderr.count("loaded from the compiled-graph cache") == 1
+    assert "compiled in" not in runs[1].stderr
+
+
+@graphjit.allow_in_graph
+def opaque_op(x):
     return x * 3
 
 
 def test_graphs_whose_code_could_change_are_not_cached(cache):
-    compiled, _ = compiled_with_record(lambda x: user_op(x.sin()) + 1)
-    compiled(torch.randn(4))
-    compiled, _ = compiled_with_record(lambda x: x.cos() * 2, dynamic=True)
-    compiled(torch.randn(4))
-    compiled(torch.randn(5))
+    """A graph calling a function of the user's (allow_in_graph: one node, not traced into) is not kept:
+    that function's code could differ in the next process."""
+    compiled, _ = compiled_with_record(lambda x: opaque_op(x.sin()) + 1)
+    torch.testing.assert_close(compiled(x := torch.randn(4)), x.sin() * 3 + 1)
     assert entries(cache) == []
+
+
+def symbolic_made(fn, sizes, make_args):
+    """Compile fn with dynamic=True after a reset and call it at each size; results equal eager's. Returns
+    for each backend compile whether it was loaded from the cache."""
+    graphjit.reset()
+    compiled, made = compiled_with_record(fn, dynamic=True)
+    for n in sizes:
+        args = make_args(n)
+        torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-5, atol=1e-5)
+    return [getattr(m, "cached", False) for m in made]
+
+
+def test_a_graph_with_size_symbols_loads_for_other_sizes(cache):
+    """One entry serves every size: a later compile at sizes the first never saw loads it."""
+    def make(n):
+        return torch.randn(n, n + 2), torch.randn(n, n + 2)
+    assert symbolic_made(pointwise, (3, 5, 6), make) == [False]
+    assert len(entries(cache)) == 1
+    body = json.loads(entries(cache)[0].read_text())["body"]
+    assert ".size(0)" in body["wrapper_source"]          # sizes read off the inputs, not baked in
+    assert symbolic_made(pointwise, (9, 4), make) == [True]
+
+
+def upper_half_max(x):
+    return x[x.shape[0] // 2:].amax(0)
+
+
+def test_guards_the_compile_added_come_back_with_the_entry(cache):
+    """The compile of upper_half_max decides that its row count n - n // 2 is not 1 (a guard in the
+    ShapeEnv). Loaded in a later process, the entry brings that guard back: at n = 2 (one row) it fails,
+    and the graph is compiled again rather than the loaded code run."""
+    def make(n):
+        return (torch.randn(n, 4),)
+    assert symbolic_made(upper_half_max, (5, 7, 9), make) == [False]
+    (entry,) = entries(cache)
+    stored = json.loads(entry.read_text())["body"]["shape_guards"]
+    assert any(tree[0] == "Unequality" for tree in stored), stored
+    assert symbolic_made(upper_half_max, (11, 6, 2), make) == [True, False]
+
+
+def test_an_entry_whose_size_guards_fail_here_is_compiled_again_and_kept(cache):
+    """An entry compiled for one row (n = 2) and loaded where the trace's sizes have more rows: its guard
+    fails on them, so the graph is compiled, with no warning about the file."""
+    def make(n):
+        return (torch.randn(n, 4),)
+    assert symbolic_made(upper_half_max, (2,), make) == [False]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert symbolic_made(upper_half_max, (2,), make) == [True]
+        assert symbolic_made(upper_half_max, (8,), make) == [False]
+
+
+def test_size_guard_trees_round_trip_and_refuse_other_functions():
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv, Mod
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    expr = sympy.And(sympy.Ne(FloorDiv(s0, 2) * s1 + Mod(s1, 3), 1), sympy.Le(s0, 2 * s1 - 1))
+    tree = graph_cache.expression_tree(expr)
+    assert graph_cache.expression_from_tree(json.loads(json.dumps(tree)), {"s0": s0, "s1": s1}) == expr
+    with pytest.raises(ValueError):
+        graph_cache.expression_from_tree(tree, {"s0": s0})                   # a symbol this trace lacks
+    with pytest.raises(ValueError):
+        graph_cache.expression_from_tree(["__import__", [["int", 1]]], {})   # only size functions
+    with pytest.raises(graph_cache.NotCacheable):
+        graph_cache.expression_tree(sympy.sin(s0))
 
 
 def test_inputs_of_other_layouts_get_their_own_entry(cache):
@@ -281,3 +371,16 @@ def test_triton_graphs_load_from_the_cache(cache, monkeypatch):
     body = json.loads(entry.read_text())["body"]
     assert body["triton"]["interpret"] and body["triton"]["module_names"]
     assert "@triton.jit" in body["kernel_source"] and made[-1].kernel_count == made[0].kernel_count > 0
+
+
+def test_triton_graphs_with_size_symbols_load_for_other_sizes(cache, monkeypatch):
+    """Symbolic Triton kernels take sizes as arguments: the entry compiled at some sizes runs at others."""
+    pytest.importorskip("triton")
+    monkeypatch.setattr(graphjit.config, "triton_cpu", 1)
+
+    def make(n):
+        return torch.randn(n, n + 2), torch.randn(n, n + 2)
+    assert symbolic_made(pointwise, (3, 5), make) == [False]
+    assert symbolic_made(pointwise, (6, 4), make) == [True]
+    assert symbolic_made(upper_half_max, (5, 7), lambda n: (torch.randn(n, 4),)) == [False]
+    assert symbolic_made(upper_half_max, (9, 2), lambda n: (torch.randn(n, 4),)) == [True, False]

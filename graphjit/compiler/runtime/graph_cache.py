@@ -9,9 +9,14 @@ The key hashes everything the generated code depends on: the captured graph's co
 strides, offset, dtype, device and requires_grad, which inputs share memory, the content of its tensor
 constants, the graph facts, the versions of graphjit (and a hash of its source), torch and Python,
 config.codegen_key(), the C++ compiler, its flags and the CPU, and the process state the compiler reads
-(default dtype, threads). A
-graph is not cached where a part of that cannot be keyed: size symbols, a call of a function from outside
-torch (its code could change between processes), a submodule, a constant too large to keep.
+(default dtype, threads). A graph with size symbols is keyed by its inputs' symbolic sizes and by what
+its ShapeEnv knows before the compile (guards, ranges, replacements), not by the example sizes: its entry
+serves every size, and keeps the guards the compile added (`shape_guards`, as expression trees). A load
+checks them on this process's sizes (an entry whose guards fail is for other sizes: compiled again) and
+records them in the ShapeEnv, as the compile would have, so that capture puts them into the entry's
+guards. A graph is not cached where a part of the key cannot be read: a SymFloat or SymBool input, a call
+of a function from outside torch (its code could change between processes), a submodule, a constant too
+large to keep.
 
 An entry is one JSON file, `cache_dir/graphs/<key>.json`, holding the kernels' source (C++: its library is
 runtime/cpp_build.py's, cached by its own key; Triton: the module, whose kernels are compiled again for
@@ -79,9 +84,20 @@ def _source_fingerprint():
 _TORCH_MODULES = ("torch", "_operator", "operator", "math", "builtins", "_functools", "functools")
 
 
+def shape_env():
+    """The ShapeEnv of the graph being compiled (compiler/ir.py's sizes_of), None for concrete sizes."""
+    from .. import ir
+    return ir._shape_envs[-1] if ir._shape_envs else None
+
+
 def _key(gm, concrete_inputs, example_inputs, facts, language="C++"):
     from .cpp_build import _cpu_id, compiler_id
     import graphjit
+    symbolic = any(isinstance(s, torch.SymInt) for v in example_inputs
+                   for s in ((v,) if not isinstance(v, torch.Tensor) else (*v.shape, *v.stride(), v.storage_offset())))
+    env = shape_env()
+    if symbolic and env is None:
+        raise NotCacheable("size symbols without their ShapeEnv")
     parts = [f"format {FORMAT}", language, *_triton_parts(language, concrete_inputs),
              graphjit.__version__, _source_fingerprint(), torch.__version__,
              sys.version.split()[0],
@@ -90,7 +106,9 @@ def _key(gm, concrete_inputs, example_inputs, facts, language="C++"):
              torch.get_float32_matmul_precision(), str(torch.are_deterministic_algorithms_enabled()),
              repr(dataclasses.replace(facts, name=""))]
     for value in example_inputs:
-        parts.append(_input_part(value))
+        parts.append(_input_part(value, symbolic))
+    if symbolic:
+        parts.append(_shape_env_part(env))
     storages = {}
     for value in concrete_inputs:        # which inputs share memory (real tensors, or AOT's fake ones)
         if isinstance(value, torch.Tensor):
@@ -137,18 +155,83 @@ _PRINTED_EXACTLY = (torch.fx.Node, type(None), bool, int, float, complex, str, t
                     torch.layout, torch.memory_format, slice, type(Ellipsis), torch.Size)
 
 
-def _input_part(value):
+def _input_part(value, symbolic=False):
+    """An input as the key reads it; with `symbolic`, sizes and ints as their expressions over the size
+    symbols (so the key holds for every size)."""
     if isinstance(value, torch.Tensor):
-        sizes = (*value.shape, *value.stride(), value.storage_offset())
-        if any(isinstance(s, torch.SymInt) for s in sizes):
-            raise NotCacheable("the graph has size symbols")
-        return (f"tensor {tuple(value.shape)} {value.stride()} {value.storage_offset()} {value.dtype} "
-                f"{value.device} {value.requires_grad} {value.layout}")
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise NotCacheable("the graph has size symbols")
+        return (f"tensor {tuple(str(s) for s in value.shape)} {tuple(str(s) for s in value.stride())} "
+                f"{value.storage_offset()} {value.dtype} {value.device} {value.requires_grad} {value.layout}")
+    if isinstance(value, torch.SymInt):
+        return f"symint {value}"
+    if isinstance(value, (torch.SymFloat, torch.SymBool)):
+        raise NotCacheable(f"a {type(value).__name__} input")
     if value is None or isinstance(value, (bool, int, float)):
         return f"value {value!r}"
     raise NotCacheable(f"an input of type {type(value).__name__}")
+
+
+def _shape_env_part(env):
+    """What a symbolic compile may decide by besides the graph: the ShapeEnv's guards (from the trace),
+    its symbols' ranges and its replacements."""
+    guards = [str(g.expr) for g in env.guards]
+    ranges = sorted(f"{s} in [{r.lower}, {r.upper}]" for s, r in env.var_to_range.items())
+    replaced = sorted(f"{s} = {e}" for s, e in env.replacements.items())
+    return "shape env " + "; ".join(guards) + " | " + "; ".join(ranges) + " | " + "; ".join(replaced)
+
+
+def _hints(env):
+    values = getattr(env, "backed_var_to_val", None)
+    return values if values is not None else env.var_to_val
+
+
+@functools.lru_cache(maxsize=None)
+def _expression_classes():
+    """Name -> class of the sympy and torch size functions a stored guard may be built of."""
+    import inspect
+    import sympy
+    from torch.utils._sympy import functions
+    classes = {c.__name__: c for c in (sympy.Add, sympy.Mul, sympy.Pow, sympy.Eq, sympy.Ne, sympy.Lt, sympy.Le,
+                                       sympy.Gt, sympy.Ge, sympy.And, sympy.Or, sympy.Not, sympy.Abs)}
+    classes.update({name: c for name, c in vars(functions).items()
+                    if inspect.isclass(c) and issubclass(c, sympy.Function) and c.__module__ == functions.__name__})
+    return classes
+
+
+def expression_tree(expr):
+    """A size expression as JSON: ["int", n], ["sym", name], ["bool", b] or [class name, [arguments]]."""
+    import sympy
+    if isinstance(expr, sympy.Integer):
+        return ["int", int(expr)]
+    if isinstance(expr, sympy.Rational):
+        return ["rational", int(expr.p), int(expr.q)]
+    if isinstance(expr, sympy.Symbol):
+        return ["sym", expr.name]
+    if expr is sympy.true or expr is sympy.false:
+        return ["bool", bool(expr)]
+    name = type(expr).__name__
+    if _expression_classes().get(name) is not type(expr):
+        raise NotCacheable(f"a size guard of {name} ({expr})")
+    return [name, [expression_tree(a) for a in expr.args]]
+
+
+def expression_from_tree(tree, symbols):
+    """The expression of an expression_tree, over `symbols` (name -> Symbol); ValueError for anything else."""
+    import sympy
+    kind = tree[0]
+    if kind == "int":
+        return sympy.Integer(int(tree[1]))
+    if kind == "rational":
+        return sympy.Rational(int(tree[1]), int(tree[2]))
+    if kind == "sym":
+        if tree[1] not in symbols:
+            raise ValueError(f"a size guard names {tree[1]!r}, which this trace has no symbol for")
+        return symbols[tree[1]]
+    if kind == "bool":
+        return sympy.true if tree[1] else sympy.false
+    cls = _expression_classes().get(kind)
+    if cls is None:
+        raise ValueError(f"a size guard of unknown function {kind!r}")
+    return cls(*(expression_from_tree(a, symbols) for a in tree[1]))
 
 
 def _attr(gm, target):
@@ -203,12 +286,14 @@ def _helpers():
     return helpers
 
 
-def store(key, job, unit, call):
-    """Write the entry of a graph compiled under `key` (nothing where a global has no recipe)."""
+def store(key, job, unit, call, shape_guards=()):
+    """Write the entry of a graph compiled under `key` (nothing where a global has no recipe).
+    shape_guards: the guards on size symbols the compile added to the ShapeEnv."""
     code = getattr(call, "wrapper_code", None)
     if code is None:
         return
     try:
+        guards = [expression_tree(g.expr) for g in shape_guards]
         helpers = _helpers()
         triton = _triton_part(unit) if getattr(unit, "name", "") == "Triton" else None
         kernels = set(unit.signatures or ()) if triton is None else set(triton["module_names"]) | \
@@ -233,7 +318,7 @@ def store(key, job, unit, call):
     body = {"format": FORMAT, "key": key,
             "kernel_source": job.source if (triton is not None or unit.signatures) else "",
             "signatures": {n: [len(s.args), len(s.sizes)] for n, s in (getattr(unit, "signatures", None) or {}).items()},
-            "triton": triton,
+            "triton": triton, "shape_guards": guards,
             "wrapper_source": call.wrapper_source, "globals": recipes,
             "kernels": [{"name": i.name, "text": str(i)} for i in job.items if isinstance(i, scheduler.Kernel)],
             "externs": sum(not isinstance(i, scheduler.Kernel) for i in job.items)}
@@ -457,7 +542,13 @@ def load(key, gm, facts):
             raise ValueError("its digest does not match its content (truncated or altered)")
         if body["format"] != FORMAT or body["key"] != key:
             raise ValueError(f"it is of format {body.get('format')} for key {body.get('key')}")
+        guards = _shape_guards(body.get("shape_guards") or [])
+        if guards is None:
+            return None
         call = _instantiate(body, gm, facts)
+        env = shape_env()
+        for guard in guards:                # as the compile recorded them: capture adds them to the entry
+            env.evaluate_expr(guard)
     except Exception as e:   # noqa: BLE001 -- any fault of the file: compile again
         warnings.warn(f"graphjit: the compiled-graph cache entry {path} is unusable ({type(e).__name__}: {e}); "
                       f"it is removed and the graph compiled again", RuntimeWarning)
@@ -468,6 +559,25 @@ def load(key, gm, facts):
         return None
     call.timings = {"cache load": time.perf_counter() - start}
     return call
+
+
+def _shape_guards(trees):
+    """The stored size guards over this compile's symbols; None where one fails on this process's sizes
+    (the entry was compiled under assumptions these sizes break: they compile again)."""
+    if not trees:
+        return []
+    env = shape_env()
+    if env is None:
+        raise ValueError("it has size guards, but the graph has no size symbols")
+    symbols = {s.name: s for s in env.var_to_range}
+    guards = [expression_from_tree(t, symbols) for t in trees]
+    hints = _hints(env)
+    for guard in guards:
+        if not bool(guard.xreplace(hints)):
+            logs.log("fusion", f"the compiled-graph cache entry assumes {guard}, which these sizes break: "
+                               f"compiling again")
+            return None
+    return guards
 
 
 def _instantiate(body, gm, facts):
