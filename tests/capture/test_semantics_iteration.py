@@ -424,6 +424,29 @@ def contextmanager_body_raises(x, log):
     return x, list(log), propagated, converted
 
 
+def _paused_in_managed_block(log):
+    with _managed(log):
+        try:
+            raise ValueError("handled")
+        except ValueError:
+            yield 1
+            yield 2
+
+
+@cases.add(x_log)
+def generator_close_runs_with_exits_and_nested_managers(x, log):
+    it = _paused_in_managed_block(log)
+    next(it)
+    it.close()
+    try:
+        with _managed(log), _managed(log):
+            x = x + 1
+            raise IndexError("both")
+    except IndexError as e:
+        propagated = e.args
+    return x, list(log), propagated
+
+
 # ------------------------------------------------------------------------------------------- tensor identity
 
 @cases.add(lambda: (r(3), r(3)))
