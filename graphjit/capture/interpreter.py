@@ -1111,7 +1111,16 @@ def _pop_except(tx, f, inst):
 def _check_exc_match(tx, f, inst):
     types_ = f.pop().as_python_constant()
     exc = f.stack[-1].as_python_constant()
-    f.push(ConstantVariable(isinstance(exc, types_)))
+    f.push(ConstantVariable(exception_matches(exc, types_)))
+
+
+def exception_matches(exc, types_):
+    """`except types_` catching exc, as CPython's PyErr_GivenExceptionMatches: by the class's MRO (a
+    metaclass __instancecheck__ or __subclasscheck__ is not asked)."""
+    for t in types_ if isinstance(types_, tuple) else (types_,):
+        if not (isinstance(t, type) and issubclass(t, BaseException)):
+            raise UserError(TypeError("catching classes that do not inherit from BaseException is not allowed"))
+    return any(t in type(exc).__mro__ for t in (types_ if isinstance(types_, tuple) else (types_,)))
 
 
 @handles("RERAISE")

@@ -153,6 +153,39 @@ def failed_asserts_are_caught(x):
     return x + 1, out
 
 
+class _MatchesAll(type):
+    def __instancecheck__(cls, instance):
+        return True
+
+    def __subclasscheck__(cls, subclass):
+        return True
+
+
+class _ClaimsAll(Exception, metaclass=_MatchesAll):
+    pass
+
+
+@cases.add(one)
+def except_matches_by_the_class_not_its_metaclass(x):
+    out = []
+    for exc in (KeyError("k"), _ClaimsAll("c")):
+        try:
+            try:
+                raise exc
+            except _ClaimsAll:
+                out.append("claims")
+        except KeyError:
+            out.append("key")
+    try:
+        try:
+            raise KeyError("k")
+        except (5, KeyError):
+            out.append("tuple")
+    except TypeError as e:
+        out.append(str(e))
+    return x + 1, out
+
+
 class _Passes:
     def __enter__(self):
         return self
