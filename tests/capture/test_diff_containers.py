@@ -255,6 +255,17 @@ def slice_objects(x):
     return items[s], x[s], x[slice(None, None, 2)]
 
 
+@cases.add(lambda: (r(3),))
+def dict_from_bad_pairs_raises_cpythons_errors(x):
+    out = []
+    for pairs in ([("a", x), (1,)], [("a", 1), 5], ["ab", ("c", x)]):
+        try:
+            out.append(dict(pairs))
+        except (TypeError, ValueError) as e:
+            out.append((type(e).__name__, str(e)))
+    return x + 1, out
+
+
 @pytest.mark.parametrize("case", cases.params())
 def test_containers(case):
     case.run()

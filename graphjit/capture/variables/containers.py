@@ -761,12 +761,20 @@ class DictVariable(Variable):
                     hasattr(other.python_type(), "keys"):
                 unsupported(f"dict.update() from a mapping that is not a dict: {other}")
             iterator = make_iterator(tx, other)
+            index = 0
             while (pair := iterator.next(tx)) is not None:
-                parts = pair.unpack(tx)
+                try:
+                    parts = pair.unpack(tx)
+                except UserError as e:
+                    if not isinstance(e.exc, TypeError):
+                        raise
+                    raise UserError(TypeError(f"cannot convert dictionary update sequence element #{index} to a "
+                                              "sequence")) from None
                 if len(parts) != 2:
-                    raise UserError(ValueError(f"dictionary update sequence element has length {len(parts)}; "
-                                               "2 is required"))
+                    raise UserError(ValueError(f"dictionary update sequence element #{index} has length "
+                                               f"{len(parts)}; 2 is required"))
                 self.store(tx, parts[0], parts[1])
+                index += 1
 
     def method_copy(self, tx):
         copy = DictVariable(self.items, python_cls=self.python_cls)
