@@ -51,10 +51,12 @@ def _repeat(value):
         yield value
 
 
-def repeat(obj, times=None):
-    if times is None:
+def repeat(obj, times=_MISSING):
+    if times is _MISSING:
         return _repeat(obj)
-    return _items([obj] * max(times, 0))
+    if times is None:                   # an argument of the C version, not its default
+        raise TypeError("'NoneType' object cannot be interpreted as an integer")
+    return _items([obj] * max(times if isinstance(times, int) else operator.index(times), 0))
 
 
 def combinations(iterable, r):

@@ -213,6 +213,16 @@ def itertools_combinatorics(x, s):
             list(itertools.islice(itertools.repeat(7), 3)), list(itertools.combinations(range(3), 5)))
 
 
+@cases.add(lambda: (r(3),))
+def itertools_repeat_times(x):
+    out = [list(zip("ab", itertools.repeat(x))), list(itertools.repeat(2, times=2)), list(itertools.repeat(3, -2))]
+    try:
+        out.append(list(zip("ab", itertools.repeat(1, None))))
+    except TypeError as e:
+        out.append(str(e))
+    return x + 1, out
+
+
 @cases.add(lambda: (r(3), {"a": 1}))
 def isinstance_with_typing_aliases(x, d):
     import typing
