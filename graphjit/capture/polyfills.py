@@ -249,7 +249,8 @@ def _gt(a, b):
 
 def _heap_list(heap, name):
     if not isinstance(heap, list):
-        raise TypeError(f"{name}() argument 1 must be list, not {type(heap).__name__}")
+        which = "argument" if name in ("heappop", "heapify", "heappop_max", "heapify_max") else "argument 1"
+        raise TypeError(f"{name}() {which} must be list, not {type(heap).__name__}")   # as Argument Clinic words it
     return heap
 
 

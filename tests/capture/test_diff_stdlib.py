@@ -328,7 +328,8 @@ def heap_comparisons_are_the_c_functions(x):
 @cases.add(lambda: (r(3),))
 def heap_errors_match(x):
     out = []
-    for call in (lambda: heapq.heappop([]), lambda: heapq.heapreplace([], 1), lambda: heapq.heappush((), 1)):
+    for call in (lambda: heapq.heappop([]), lambda: heapq.heapreplace([], 1), lambda: heapq.heappush((), 1),
+                 lambda: heapq.heappop((1,)), lambda: heapq.heapify((1,)), lambda: heapq.heappushpop((), 1)):
         try:
             call()
         except (IndexError, TypeError) as e:
