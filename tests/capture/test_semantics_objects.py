@@ -1076,3 +1076,23 @@ def test_a_property_computing_a_new_list_of_tensors_breaks_with_its_reason():
     with pytest.raises(Unsupported, match="computed on every read"):
         graphjit.compile(_computed_tensors, backend="eager", fullgraph=True)(r(2), ComputedConfig())
     check(_computed_tensors, lambda: (r(2), ComputedConfig()), graphs=None)
+
+
+class _Index:
+    def __index__(self):
+        return 1
+
+
+def _string_indexed_by_an_object(x):
+    return x + 1, "ab"[_Index()]
+
+
+def test_a_constants_method_on_an_object_argument_is_refused_with_its_reason():
+    """"ab"[obj] calls str.__getitem__, which runs only on constants: refused by name (it recursed through
+    the constant's method lookup until Python's recursion limit), and eager runs the frame."""
+    from graphjit.exc import Unsupported
+    gj.reset()
+    with pytest.raises(Unsupported, match="str.__getitem__"):
+        gj.compile(_string_indexed_by_an_object, backend="eager", fullgraph=True)(torch.ones(2))
+    assert gj.compile(_string_indexed_by_an_object, backend="eager")(torch.ones(2))[1] == "b"
+    gj.reset()

@@ -164,8 +164,11 @@ class ConstantVariable(Variable):
             cargs = [a.as_python_constant() for a in args]
             ckw = {k: v.as_python_constant() for k, v in kwargs.items()}
             return wrap_constant_result(tx, method(*cargs, **ckw))
-        # e.g. 2 * tensor via int.__mul__: defer to the generic binary-op path
-        return super().call_method(tx, name, args, kwargs)
+        attr = self.getattr(tx, name)
+        if isinstance(attr, MethodOf) and attr.obj is self:
+            # its own method, which only runs on constants ("ab"[obj] with a user __index__)
+            unsupported(f"{type(self.value).__name__}.{name}() with arguments that are not constants")
+        return attr.call(tx, args, kwargs)
 
     def unpack(self, tx):
         try:
