@@ -186,6 +186,31 @@ def except_matches_by_the_class_not_its_metaclass(x):
     return x + 1, out
 
 
+def _handled_in_a_generator():
+    try:
+        raise IndexError("g")
+    except IndexError:
+        yield sys.exception().args
+    yield sys.exc_info()[1].args
+
+
+@cases.add(one)
+def exc_info_in_handlers(x):
+    out = []
+    try:
+        raise ValueError("in")
+    except ValueError as e:
+        t, v, tb = sys.exc_info()
+        out.append((t is ValueError, v is e, tb is None, t.__name__, sys.exception() is e))
+        try:
+            raise KeyError("k")
+        except KeyError:
+            out.append(sys.exc_info()[0].__name__)
+        out.append(type(sys.exception()).__name__)
+        out.append(list(_handled_in_a_generator()))
+    return x + 1, out
+
+
 class _Passes:
     def __enter__(self):
         return self
@@ -272,15 +297,12 @@ def _caught_exception_returned(x):
         return x, e
 
 
-def _exc_info_in_handler(x):
-    try:
-        raise ValueError("in")
-    except ValueError:
-        return x + 1, sys.exc_info()[0].__name__
+def _exc_info_outside_a_handler(x):
+    return x + 1, sys.exception() is None
 
 
 REFUSED = [_user_exception_init_has_effects, _traceback_of_a_caught_exception, _context_is_the_callers_exception,
-           _caught_exception_returned, _exc_info_in_handler]
+           _caught_exception_returned, _exc_info_outside_a_handler]
 
 
 def _outcome(fn, x):

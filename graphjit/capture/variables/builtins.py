@@ -694,6 +694,28 @@ def _build_class(tx, *args, **kwargs):
 
 
 BUILTIN_HANDLERS[builtins.__build_class__] = _build_class
+
+
+def _handled_exception(tx):
+    """The exception sys.exception() gives: one a handler of the trace is handling, or None after one."""
+    from ..interpreter import CALLERS_EXCEPTION
+    exc = tx.handled_exception()
+    if exc is CALLERS_EXCEPTION:
+        unsupported("sys.exception() outside the frame's own handlers (the caller's exception)")
+    return exc
+
+
+def _exc_info(tx):
+    from .base import TracebackVariable
+    from .builder import wrap
+    exc = _handled_exception(tx)
+    if exc is None:
+        return TupleVariable([ConstantVariable(None)] * 3)
+    return TupleVariable([wrap(tx, type(exc), None), ConstantVariable(exc), TracebackVariable()])
+
+
+BUILTIN_HANDLERS[sys.exception] = lambda tx: ConstantVariable(_handled_exception(tx))
+BUILTIN_HANDLERS[sys.exc_info] = _exc_info
 BUILTIN_HANDLERS[__import__("copy").deepcopy] = lambda tx, x, memo=None: _copy_var(tx, x, True, {})
 BUILTIN_HANDLERS[__import__("copy").copy] = lambda tx, x: _copy_var(tx, x, False, {})
 
