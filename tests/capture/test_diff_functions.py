@@ -6,6 +6,7 @@ PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, wit
 rewriting.
 """
 import functools
+import types
 
 import pytest
 import torch
@@ -226,6 +227,30 @@ def _make_closure_case(scale):
 
 
 cases.add_fn(_make_closure_case(4), lambda: (r(3),), name="closure_from_factory")
+
+class _Holder:
+    def __init__(self, k):
+        self.k = k
+
+
+def _scale(self, x):
+    return x * self.k
+
+
+_HELD = _Holder(3)
+
+
+@cases.add(lambda: (r(3),))
+def method_type_binds_a_function(x):
+    h = _Holder(2)
+    m = types.MethodType(_scale, h)
+    _HELD.bound = types.MethodType(_scale, _HELD)
+    try:
+        types.MethodType(_scale, None)
+    except TypeError as e:
+        error = str(e)
+    return m(x) + _HELD.bound(x), m.__self__ is h, m.__func__ is _scale, m.__name__, error
+
 
 
 @pytest.mark.parametrize("case", cases.params())

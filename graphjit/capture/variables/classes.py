@@ -147,6 +147,18 @@ def new_exception(cls, args=(), kwargs=None):
     return cls(*args, **(kwargs or {}))
 
 
+def _method(tx, cls, args, kwargs):
+    """types.MethodType(function, instance): the function bound as a method of the instance."""
+    from .functions import BoundMethodVariable
+    if len(args) != 2 or kwargs:
+        return None
+    func, obj = args
+    if obj.is_constant() and obj.as_python_constant() is None:
+        from ...exc import UserError
+        raise UserError(TypeError("instance must not be None"))
+    return BoundMethodVariable(func, obj)
+
+
 def _deque(tx, cls, args, kwargs):
     from .containers import DequeVariable
     iterable = args[0] if args else kwargs.get("iterable")
@@ -210,6 +222,7 @@ _CONSTRUCTORS = [
      if isinstance(c, type) else False, lambda tx, c, a, k: ConstantVariable(c(*constants(*a)))),
     (lambda c: getattr(c, "__module__", None) == "operator", _fold_constructor),
     (lambda c: c is functools.partial, _partial),
+    (lambda c: c is types.MethodType, _method),
     (lambda c: c in BUILTIN_HANDLERS, _builtin),
     (lambda c: c is torch.Size, _size),
     (lambda c: isinstance(c, type) and issubclass(c, tuple) and hasattr(c, "_fields"), _namedtuple),
