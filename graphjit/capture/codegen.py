@@ -15,6 +15,7 @@ parameter), so the original's parameters are plain locals and guards read them d
 """
 import inspect
 import math
+import sys
 import types
 
 import torch
@@ -165,7 +166,7 @@ def entry_namespace(fn, guards):
     from .side_effects import discard_attr
     namespace = dict(guards.objects)
     namespace.update(REFS)
-    namespace.update({"__gj_MISS": MISS, "__gj_torch": torch, "__gj_G": fn.__globals__,
+    namespace.update({"__gj_MISS": MISS, "__gj_torch": torch, "__gj_sys": sys, "__gj_G": fn.__globals__,
                       "__gj_new_object": new_object, "__gj_autocast_state": autocast_state,
                       "__gj_global_module_hooks_present": global_module_hooks_present,
                       "__gj_discard_attr": discard_attr})

@@ -13,6 +13,7 @@ import dis
 import functools
 import inspect
 import sys
+import threading
 
 import torch
 
@@ -108,6 +109,15 @@ class _CallersException:
 
 
 CALLERS_EXCEPTION = _CallersException()
+
+
+class _Caller(threading.local):
+    """What the call being translated found of its caller's state: `exception`, sys.exception() where the
+    compiled function was called (frame.FrameCache.miss sets it), CALLERS_EXCEPTION outside a translation."""
+    exception = CALLERS_EXCEPTION
+
+
+CALLER = _Caller()
 
 
 class BreakPoint:
@@ -256,6 +266,7 @@ class Tracer:
         # the exception being handled (sys.exception()) outside generators: the caller's, unknown while
         # tracing, until a handler in the trace runs
         self.exc_value = CALLERS_EXCEPTION
+        self.callers_exception = CALLER.exception
         # id -> (exception raised while tracing, whether its __context__ is the caller's exception)
         self.raised = {}
         self.generators = []           # generators made while tracing
@@ -431,6 +442,14 @@ class Tracer:
         only the caller of the compiled frame can be handling one)."""
         return next((fr.exc_value for fr in reversed(self.frames) if fr.is_generator and fr.exc_value is not None),
                     self.exc_value)
+
+    def caller_handles_none(self):
+        """Whether the caller of the compiled frame handles no exception (sys.exception() is None there):
+        True, guarded, where the call being translated found none; False where that is not known."""
+        if self.callers_exception is not None:
+            return False
+        self.guards.add_state("__gj_sys.exception() is None", "the caller is handling no exception")
+        return True
 
     def set_context(self, error):
         """A new raise sets the exception's __context__ to the one being handled, as CPython does."""
@@ -1037,8 +1056,10 @@ def _import_from(tx, f, inst):
 def _raise(tx, f, inst):
     if inst.argval == 0:
         value = tx.handled_exception()
-        if value is None or value is CALLERS_EXCEPTION:
-            unsupported("bare `raise` outside an except block of the frame")
+        if value is None or value is CALLERS_EXCEPTION and tx.caller_handles_none():
+            raise UserError(RuntimeError("No active exception to reraise"))
+        if value is CALLERS_EXCEPTION:
+            unsupported("bare `raise` outside an except block of the frame (the caller's exception)")
         error = UserError(value)
         error.context_set = True         # a re-raise keeps the exception's context
         raise error

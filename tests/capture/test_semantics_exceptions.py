@@ -1,6 +1,7 @@
 """Exceptions raised and handled in captured code: `raise ... from`, the implicit `__context__` of a raise
-inside a handler, bare `raise`, messages of builtin errors, exception classes with Python `__init__`, and
-what capture refuses (a traceback, the caller's exception as context, a graph break inside a handler).
+inside a handler, bare `raise`, messages of builtin errors, exception classes with Python `__init__`, the caller's exception
+(guarded to be none, refused where there is one), and what capture refuses (a traceback, a graph break
+inside a handler).
 Each case runs compiled (fullgraph) against plain Python; refused cases assert Unsupported under
 fullgraph and Python's result without it.
 
@@ -301,8 +302,10 @@ def _exc_info_outside_a_handler(x):
     return x + 1, sys.exception() is None
 
 
-REFUSED = [_user_exception_init_has_effects, _traceback_of_a_caught_exception, _context_is_the_callers_exception,
-           _caught_exception_returned, _exc_info_outside_a_handler]
+REFUSED = [_user_exception_init_has_effects, _traceback_of_a_caught_exception, _caught_exception_returned]
+
+# what the caller handles: known (and guarded) where it handles nothing, refused where it handles one
+CALLERS = [_context_is_the_callers_exception, _exc_info_outside_a_handler]
 
 
 def _outcome(fn, x):
@@ -319,6 +322,33 @@ def _outcome(fn, x):
 def test_refused(fn):
     assert_refused(fn, r(3))
     x = r(3)
+    assert _outcome(gj.compile(fn, backend="eager"), x) == _outcome(fn, x)
+
+
+def _bare_raise_outside_a_handler(x):
+    try:
+        raise
+    except (RuntimeError, KeyError) as e:
+        return x + 1, repr(e)
+
+
+CALLERS.append(_bare_raise_outside_a_handler)
+
+
+@pytest.mark.parametrize("fn", CALLERS, ids=lambda f: f.__name__.lstrip("_"))
+def test_the_callers_exception(fn):
+    from graphjit.exc import Unsupported
+    gj.reset()
+    compiled = gj.compile(fn, backend="eager", fullgraph=True)
+    x = r(3)
+    expected, actual = fn(x), compiled(x)
+    assert torch.equal(actual[0], expected[0]) and actual[1:] == expected[1:]
+    try:
+        raise KeyError("outer")
+    except KeyError:
+        with pytest.raises(Unsupported):
+            compiled(x)
+    gj.reset()
     assert _outcome(gj.compile(fn, backend="eager"), x) == _outcome(fn, x)
 
 

@@ -130,7 +130,7 @@ class ConstantVariable(Variable):
         from .builtins import AttributeMissing
         raised = tx.raised.get(id(self.value))
         if raised is not None and (name in ("__traceback__", "with_traceback") or
-                                   name == "__context__" and raised[1]):
+                                   name == "__context__" and raised[1] and not tx.caller_handles_none()):
             unsupported(f"{name} of {type(self.value).__name__} raised in the frame "
                         f"({'the caller' if name == '__context__' else 'CPython'} makes it)")
         try:

@@ -697,9 +697,12 @@ BUILTIN_HANDLERS[builtins.__build_class__] = _build_class
 
 
 def _handled_exception(tx):
-    """The exception sys.exception() gives: one a handler of the trace is handling, or None after one."""
+    """The exception sys.exception() gives: one a handler of the trace is handling, or None where the
+    caller handles none either."""
     from ..interpreter import CALLERS_EXCEPTION
     exc = tx.handled_exception()
+    if exc is CALLERS_EXCEPTION and tx.caller_handles_none():
+        return None
     if exc is CALLERS_EXCEPTION:
         unsupported("sys.exception() outside the frame's own handlers (the caller's exception)")
     return exc
