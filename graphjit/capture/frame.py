@@ -24,7 +24,7 @@ from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, en
 from . import dynamic
 from .dynamic import DynamicPolicy
 from .guards import TENSOR as TENSOR_GUARD_COST
-from .interpreter import Tracer, BreakPoint, CALLER, CALLERS_EXCEPTION
+from .interpreter import Tracer, BreakPoint, CALLER
 from .intercept import Interceptor, intercepting_function, rebound
 from .sources import AttrSource, ItemSource
 from .variables.base import BINARY_OPS
@@ -128,11 +128,11 @@ class FrameCache:
         with TRANSLATION_LOCK:
             if self.generation != generation:
                 return RETRY
-            CALLER.exception = sys.exception()       # the caller's, as no handler of graphjit's runs here
+            outer, CALLER.exception = CALLER.exception, sys.exception()   # the caller's: no handler runs here
             try:
                 entry = self._translate_locked(fn, closure, options, args, kwargs)
             finally:
-                CALLER.exception = CALLERS_EXCEPTION
+                CALLER.exception = outer
         if entry is None:
             return eager_function(fn, closure, options)(*args, **kwargs)
         # the fresh entry runs outside the lock: user code may wait on a thread that is translating
