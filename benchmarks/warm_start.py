@@ -16,6 +16,7 @@ Workloads: on the CPU, transformers' GPT-2, BERT, ViT and Llama from configs (12
 256, random weights, fp32) and a plain-torch ResNet; on CUDA, the bf16 workloads of benchmarks/gpu.py.
 
     python benchmarks/warm_start.py [--device cpu|cuda] [--only gpt2,bert] [--contenders graphjit,inductor] [--profile DIR]
+                                       [--dynamic]
     ./dev python 3.11 benchmarks/warm_start.py --smoke      # one tiny workload, to check the script
 """
 import argparse
@@ -88,9 +89,35 @@ def cuda_workloads():
             for key, (title, make_model, make_inputs, _) in gpu.WORKLOADS.items()}
 
 
-def child(key, contender, device, smoke, profile=None):
+def other_sizes(args, kwargs):
+    """The inputs at other sizes, for the warm process of --dynamic: token ids 3/4 as long, a batch of 4 or
+    more 3/4 as large (images keep their size: some models accept only the size they were built for)."""
+    import torch
+
+    def fresh(t):           # laid out as a new tensor (contiguous() keeps a size-1 dim's old stride)
+        return torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
+
+    def shrink(t):
+        if not isinstance(t, torch.Tensor) or t.dim() == 0:
+            return t
+        if not t.is_floating_point() and t.dim() == 2 and t.shape[-1] >= 8:
+            return fresh(t[:, : t.shape[-1] * 3 // 4])
+        if t.is_floating_point() and t.shape[0] >= 4:
+            return fresh(t[: t.shape[0] * 3 // 4]).contiguous(memory_format=_format(t))
+        return t
+    return tuple(shrink(a) for a in args), {k: shrink(v) for k, v in kwargs.items()}
+
+
+def _format(t):
+    import torch
+    return torch.channels_last if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and \
+        not t.is_contiguous() else torch.contiguous_format
+
+
+def child(key, contender, device, smoke, profile=None, dynamic=None):
     """One first call, in this (fresh) process; prints one JSON line. profile: a file that receives
-    cProfile's table of that call (cumulative and own time)."""
+    cProfile's table of that call (cumulative and own time). dynamic: None, or "cold"/"warm": compiled with
+    dynamic=True, the warm process at other sizes (other_sizes)."""
     start = time.perf_counter()
     import torch
     import graphjit
@@ -99,6 +126,9 @@ def child(key, contender, device, smoke, profile=None):
     _, make_model, make_inputs = loads[key]
     model = make_model()
     args, kwargs = make_inputs()
+    if dynamic == "warm":
+        args, kwargs = other_sizes(args, kwargs)
+    options = dict(dynamic=True) if dynamic else {}
 
     def sync():
         if device == "cuda":
@@ -110,14 +140,14 @@ def child(key, contender, device, smoke, profile=None):
         marks = []
         began = time.perf_counter()
         if contender == "inductor":
-            compiled = torch.compile(model)
+            compiled = torch.compile(model, **options)
         else:
             def timed(gm, example_inputs):
                 marks.append(time.perf_counter())
                 fn = graphjit_backend(gm, example_inputs)
                 marks.append(time.perf_counter())
                 return fn
-            compiled = graphjit.compile(model, backend=timed)
+            compiled = graphjit.compile(model, backend=timed, **options)
         profiler = None
         if profile:
             import cProfile
@@ -147,7 +177,7 @@ def _write_profile(profiler, path):
         f.write(out.getvalue())
 
 
-def measure(key, contender, caches, device, smoke, timeout, profile=None):
+def measure(key, contender, caches, device, smoke, timeout, profile=None, dynamic=None):
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
                TRITON_CACHE_DIR=os.path.join(caches, "triton"), GRAPHJIT_CACHE_DIR=os.path.join(caches, "graphjit"))
     env.pop("GRAPHJIT_GRAPH_CACHE", None)
@@ -155,7 +185,8 @@ def measure(key, contender, caches, device, smoke, timeout, profile=None):
     # process would then compile graphjit's modules from source: 0.15 s of each first call)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", key, contender, "--device", device] + \
-        (["--smoke"] if smoke else []) + (["--profile", profile] if profile else [])
+        (["--smoke"] if smoke else []) + (["--profile", profile] if profile else []) + \
+        (["--dynamic-child", dynamic] if dynamic else [])
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -175,10 +206,13 @@ def main():
     parser.add_argument("--smoke", action="store_true", help="one tiny workload")
     parser.add_argument("--profile", default="", help="a folder: each warm graphjit process writes cProfile's "
                         "table of its first call there (<workload>.txt); its times then include the profiler's")
+    parser.add_argument("--dynamic", action="store_true", help="compile with dynamic=True; the warm process "
+                        "calls with other sizes (shorter token ids, a smaller batch of 4 or more)")
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "CONTENDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--dynamic-child", choices=("cold", "warm"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(*args.child, args.device, args.smoke, args.profile or None)
+        return child(*args.child, args.device, args.smoke, args.profile or None, args.dynamic_child)
     sys.path.insert(0, ROOT)
     if args.device == "cuda":
         sys.path.insert(0, HERE)
@@ -196,12 +230,14 @@ def main():
         for contender in contenders:
             caches = tempfile.mkdtemp(prefix="warm-start-")
             try:
-                cold = measure(key, contender, caches, args.device, args.smoke, args.timeout)
+                cold = measure(key, contender, caches, args.device, args.smoke, args.timeout,
+                               dynamic="cold" if args.dynamic else None)
                 profile = os.path.join(os.path.abspath(args.profile), f"{key}.txt") \
                     if args.profile and contender == "graphjit" else None
                 if profile:
                     os.makedirs(args.profile, exist_ok=True)
-                warm = measure(key, contender, caches, args.device, args.smoke, args.timeout, profile)
+                warm = measure(key, contender, caches, args.device, args.smoke, args.timeout, profile,
+                               dynamic="warm" if args.dynamic else None)
             finally:
                 shutil.rmtree(caches, ignore_errors=True)
             rows[key, contender] = (cold, warm)
