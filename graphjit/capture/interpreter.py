@@ -1043,13 +1043,39 @@ def _match_keys(tx, f, inst):
 @handles("IMPORT_NAME")
 def _import_name(tx, f, inst):
     fromlist, level = f.pop().as_python_constant(), f.pop().as_python_constant()
-    module = __import__(inst.argval, f.f_globals, None, fromlist, level)
+    try:
+        module = __import__(inst.argval, f.f_globals, None, fromlist, level)
+    except ImportError as e:
+        # whether it fails again depends on the import system's state (sys.path, finders): not guarded
+        unsupported(f"import of {inst.argval!r} failed: {e}")
     f.push(PythonModuleVariable(module))
 
 
 @handles("IMPORT_FROM")
 def _import_from(tx, f, inst):
-    f.push(f.stack[-1].getattr(tx, inst.argval))
+    from .variables.builtins import AttributeMissing
+    module = f.stack[-1]
+    try:
+        f.push(module.getattr(tx, inst.argval))
+    except AttributeMissing:
+        if not isinstance(module, PythonModuleVariable) or not isinstance(module.value.__name__, str):
+            raise
+        full = f"{module.value.__name__}.{inst.argval}"
+        # CPython falls back to sys.modules[full] before raising its ImportError
+        tx.guards.add_state(f"{full!r} not in __gj_sys.modules", f"module {full} is not imported")
+        raise UserError(_import_from_error(module.value, inst.argval)) from None
+
+
+def _import_from_error(module, name):
+    """The ImportError CPython's IMPORT_FROM raises for `from module import name` (its message names the
+    module's file, or a circular import)."""
+    namespace = {"__builtins__": {"__import__": lambda *args: module}}
+    try:
+        exec(f"from _ import {name}", namespace)
+    except ImportError as e:
+        e.__traceback__ = None
+        return e
+    unsupported(f"from {module.__name__} import {name}: found in sys.modules")
 
 
 @handles("RAISE_VARARGS")

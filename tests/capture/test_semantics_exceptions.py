@@ -9,6 +9,7 @@ PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, wit
 rewriting.
 """
 import sys
+import types
 
 import pytest
 import torch
@@ -302,7 +303,16 @@ def _exc_info_outside_a_handler(x):
     return x + 1, sys.exception() is None
 
 
-REFUSED = [_user_exception_init_has_effects, _traceback_of_a_caught_exception, _caught_exception_returned]
+def _imports_a_missing_module(x):
+    try:
+        import graphjit_no_such_module  # noqa: F401
+        return x
+    except ImportError:
+        return x + 1
+
+
+REFUSED = [_user_exception_init_has_effects, _traceback_of_a_caught_exception, _caught_exception_returned,
+           _imports_a_missing_module]
 
 # what the caller handles: known (and guarded) where it handles nothing, refused where it handles one
 CALLERS = [_context_is_the_callers_exception, _exc_info_outside_a_handler]
@@ -364,3 +374,36 @@ def test_a_graph_break_inside_a_handler_runs_the_frame_eagerly(capsys):
     gj.reset()
     x = r(3)
     assert _outcome(gj.compile(_breaks_in_handler, backend="eager"), x) == _outcome(_breaks_in_handler, x)
+
+
+_MODULE = types.ModuleType("graphjit_test_module")
+
+
+def _from_import(x):
+    try:
+        from graphjit_test_module import helper
+        return x * helper
+    except ImportError as e:
+        return x + 1, str(e), e.name, e.path
+
+
+def test_from_import_of_a_missing_name_raises_cpythons_import_error():
+    """`from m import name` where m lacks it: CPython's ImportError (message, name, path), caught in the
+    frame; guarded on the module still lacking it, so setting it recompiles."""
+    sys.modules["graphjit_test_module"] = _MODULE
+    try:
+        gj.reset()
+        compiled = gj.compile(_from_import, backend="eager", fullgraph=True)
+        x = r(3)
+        for change in (None, lambda: setattr(_MODULE, "helper", 3), lambda: delattr(_MODULE, "helper")):
+            if change is not None:
+                change()
+            expected, actual = _from_import(x), compiled(x)
+            assert type(actual) is type(expected)
+            if isinstance(expected, tuple):
+                assert torch.equal(actual[0], expected[0]) and actual[1:] == expected[1:]
+            else:
+                assert torch.equal(actual, expected)
+    finally:
+        del sys.modules["graphjit_test_module"]
+        gj.reset()
