@@ -66,6 +66,10 @@ class SideEffects:
             raise AttributeMissing(f"attribute {name!r} was deleted")
         return True, hit[1]
 
+    def has_attr_stores(self, real_obj):
+        """Whether the trace stored or deleted any attribute of real_obj."""
+        return any(key[0] == id(real_obj) for key in self.attr_stores)
+
     def attr_present(self, real_obj, name):
         """None where the frame neither stored nor deleted obj.name; else whether it holds a value now."""
         hit = self.attr_stores.get((id(real_obj), name))

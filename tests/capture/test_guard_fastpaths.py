@@ -8,6 +8,7 @@
   the type, length and item guards only when it is another object.
 
 Each test changes one thing between calls and checks compiled == eager and the recompile count."""
+import pytest
 import torch
 
 import graphjit
@@ -146,3 +147,36 @@ def test_entry_checks_the_tuple_by_identity_first():
     roots = {expr for expr, _ in sources}
     assert any(expr.endswith(".stride") for expr in roots) and any(expr.endswith(".padding") for expr in roots)
     assert all(n >= 2 for _, n in sources)          # type and length at least, inside the block
+
+
+class DoublingReads:
+    def __init__(self):
+        self.v = 1
+
+    def __getattribute__(self, key):
+        value = object.__getattribute__(self, key)
+        return value * 2 if key == "v" else value
+
+
+def _set_then_read_alias(x, cfg):
+    cfg.n_embd = 7
+    return x * cfg.hidden_size
+
+
+def _set_then_read_back(x, obj):
+    obj.v = 3
+    return x * obj.v
+
+
+@pytest.mark.parametrize("fn,make", [(_set_then_read_alias, lambda: AliasedConfig(n_embd=4)),
+                                     (_set_then_read_back, DoublingReads)])
+def test_reads_through_a_python_getattribute_after_a_store_match_eager(fn, make):
+    """After the frame sets an attribute, a read through the class's Python __getattribute__ would read
+    the object as it was before (the alias of a stored name) or skip the hook (the stored value read
+    back): refused, and the frame runs in CPython."""
+    from .harness import assert_refused
+    assert_refused(fn, torch.ones(2), make())
+    compiled = graphjit.compile(fn, backend="eager")
+    for _ in range(2):
+        assert torch.equal(compiled(torch.ones(2), make()), fn(torch.ones(2), make()))
+    graphjit.reset()

@@ -484,10 +484,16 @@ class UserObjectVariable(ObjectLikeVariable):
         raise NotConstant(self)
 
     def getattr(self, tx, name):
-        if self.is_new and isinstance(_class_lookup(self.cls, "__getattribute__"), types.FunctionType):
+        python_hook = isinstance(_class_lookup(self.cls, "__getattribute__"), types.FunctionType)
+        if self.is_new and python_hook:
             # an object made in the frame whose class customizes attribute lookup (e.g. attribute_map)
             hook = self.class_attribute(tx, "__getattribute__")
             return hook.call(tx, [ConstantVariable(name)], {})
+        if python_hook and tx.side_effects.has_attr_stores(self.value):
+            # the real __getattribute__ would read the object as it was before the frame's stores, and a
+            # stored value read back skips it
+            unsupported(f"reading {type(self.value).__name__}.{name} through its Python __getattribute__ after "
+                        "the frame set an attribute on it")
         return self.raw_getattr(tx, name)
 
     def raw_getattr(self, tx, name):
