@@ -266,6 +266,22 @@ def dict_from_bad_pairs_raises_cpythons_errors(x):
     return x + 1, out
 
 
+def _size_concatenations(x):
+    s = x.shape
+    out = [(1,) + s, () + s, (x.shape[0],) + s, s + (1,)]
+    for call in (lambda: s + [1], lambda: [1] + s):
+        try:
+            out.append(call())
+        except TypeError as e:
+            out.append(str(e))
+    return x + 1, out, [type(v).__name__ for v in out]
+
+
+cases.add_fn(_size_concatenations, lambda: (r(3, 2),), name="size_concatenations")
+cases.add_fn(_size_concatenations, lambda: (r(3, 2),), name="size_concatenations_dynamic",
+             compile_kwargs={"dynamic": True, "fullgraph": True})
+
+
 @pytest.mark.parametrize("case", cases.params())
 def test_containers(case):
     case.run()

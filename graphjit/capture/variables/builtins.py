@@ -107,8 +107,13 @@ def _concatenate(tx, a, b):
     ta, tb = dunders.type_of(a), dunders.type_of(b)
     base = list if issubclass(ta, list) else tuple
     if tb is None or not issubclass(tb, base):
-        raise UserError(TypeError(f'can only concatenate {base.__name__} (not "{tb.__name__ if tb else b}") '
-                                  f'to {base.__name__}'))
+        if ta is torch.Size:            # torch.Size.__add__'s own words
+            raise UserError(TypeError(f"can only concatenate tuple (not {tb.__name__ if tb else b}) to torch.Size"))
+        name = "torch.Size" if tb is torch.Size else tb.__name__ if tb else b      # the C type's tp_name
+        raise UserError(TypeError(f'can only concatenate {base.__name__} (not "{name}") to {base.__name__}'))
+    if ta is tuple and tb is torch.Size:
+        # torch.Size overrides __radd__ and subclasses tuple: CPython asks it first, and it makes a Size
+        return containers.SizeVariable([*a.unpack(tx), *b.unpack(tx)])
     if isinstance(a, ConstantVariable):
         symbolic_items = isinstance(b, BaseListVariable) and any(
             isinstance(v, symbolic.SymNodeVariable) for v in b.items)
