@@ -213,6 +213,32 @@ def exc_info_in_handlers(x):
     return x + 1, out
 
 
+def _reads_with_context(d):
+    try:
+        return d["missing"]
+    except KeyError as e:
+        e.args = (f"while reading: {e.args[0]}",) + e.args[1:]
+        raise
+
+
+@cases.add(one)
+def reraise_after_changing_args(x):
+    out = []
+    try:
+        _reads_with_context({})
+    except KeyError as e:
+        out.append((str(e), e.args))
+    try:
+        try:
+            raise ValueError("a", 1)
+        except ValueError as e:
+            e.args = [2, 3]
+            raise
+    except ValueError as e:
+        out.append(e.args)
+    return x + 1, out
+
+
 class _Passes:
     def __enter__(self):
         return self

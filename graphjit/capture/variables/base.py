@@ -153,6 +153,10 @@ class ConstantVariable(Variable):
     def setattr(self, tx, name, value):
         if name == "__traceback__" and id(self.value) in tx.raised and isinstance(value, TracebackVariable):
             return      # a raised exception's traceback is not modelled: reading it is refused
+        if name == "args" and id(self.value) in tx.raised and value.is_constant():
+            # an exception raised in the trace is the trace's own object (`e.args = (msg,) + e.args[1:]`)
+            self.value.args = value.as_python_constant()
+            return
         super().setattr(tx, name, value)
 
     def call_method(self, tx, name, args, kwargs):
