@@ -433,3 +433,50 @@ def test_from_import_of_a_missing_name_raises_cpythons_import_error():
     finally:
         del sys.modules["graphjit_test_module"]
         gj.reset()
+
+
+_PREFIX = ["a"]
+
+
+class _CodedError(Exception):
+    code = 3
+
+
+class _WordyError(Exception):
+    def __str__(self):
+        return _PREFIX[0] + ":" + super().__str__()
+
+
+def _reads_the_class(x):
+    try:
+        raise _CodedError("m")
+    except _CodedError as e:
+        return x * e.code, str(e), getattr(e, "extra", None)
+
+
+def _formats_through_its_str(x):
+    try:
+        raise _WordyError("m")
+    except _WordyError as e:
+        return x + 1, str(e), f"{e}"
+
+
+def test_a_user_exception_class_is_read_as_it_is_at_each_call():
+    """A user exception class's data attributes are guarded (reassigned, added, deleted: recompiles); one
+    that defines methods (__str__ reading a global) is refused: its methods would run once while tracing."""
+    gj.reset()
+    compiled = gj.compile(_reads_the_class, backend="eager", fullgraph=True)
+    x = r(3)
+    for change in (None, lambda: setattr(_CodedError, "code", 5), lambda: setattr(_CodedError, "extra", "x"),
+                   lambda: delattr(_CodedError, "extra")):
+        if change is not None:
+            change()
+        expected, actual = _reads_the_class(x), compiled(x)
+        assert torch.equal(actual[0], expected[0]) and actual[1:] == expected[1:]
+    _CodedError.code = 3
+    assert_refused(_formats_through_its_str, x)
+    compiled = gj.compile(_formats_through_its_str, backend="eager")
+    for prefix in ("a", "b"):
+        _PREFIX[0] = prefix
+        assert compiled(x)[1:] == _formats_through_its_str(x)[1:]
+    gj.reset()

@@ -133,6 +133,19 @@ class ConstantVariable(Variable):
                                    name == "__context__" and raised[1] and not tx.caller_handles_none()):
             unsupported(f"{name} of {type(self.value).__name__} raised in the frame "
                         f"({'the caller' if name == '__context__' else 'CPython'} makes it)")
+        cls = type(self.value)
+        if isinstance(self.value, BaseException) and cls.__module__ != "builtins" and \
+                name not in getattr(self.value, "__dict__", {}):
+            # a user exception class's own data attribute (`code = 3`): guarded, it may be reassigned
+            from ..sources import AttrSource, ObjectSource
+            from .builder import wrap
+            owner = next((k for k in cls.__mro__ if name in vars(k)), None)
+            if owner is None or owner.__module__ != "builtins":
+                source = AttrSource(ObjectSource(cls), name)
+                if owner is None:
+                    tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (ObjectSource(cls),))
+                    raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
+                return wrap(tx, getattr(cls, name), source)
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:

@@ -144,6 +144,12 @@ def new_exception(cls, args=(), kwargs=None):
     for klass in cls.__mro__:
         if klass.__module__ != "builtins" and ("__init__" in vars(klass) or "__new__" in vars(klass)):
             unsupported(f"creating exception {cls.__name__}: {klass.__name__} defines __init__ or __new__")
+        if klass.__module__ != "builtins":
+            # the exception is a constant of the trace, whose methods (__str__ too) would run once, unguarded
+            code = [name for name, value in vars(klass).items() if name not in ("__dict__", "__weakref__") and
+                    (callable(value) and not isinstance(value, type) or hasattr(type(value), "__get__"))]
+            if code:
+                unsupported(f"creating exception {cls.__name__}: {klass.__name__} defines {code[0]}")
     return cls(*args, **(kwargs or {}))
 
 
