@@ -460,6 +460,36 @@ def test_lru_cached_function_with_effects_breaks():
     assert any("lru_cache" in e.reason for e in explained.break_reasons), explained.break_reasons
 
 
+_STATE = [2]
+
+
+@functools.lru_cache(maxsize=None)
+def cached_from_state(k):
+    return _STATE[0] * k
+
+
+def _scaled_by_cached_state(x):
+    return x * cached_from_state(1)
+
+
+@pytest.mark.parametrize("compiled_first", [False, True])
+def test_lru_cached_value_from_an_earlier_state_is_what_eager_returns(compiled_first):
+    """The cache keeps the value computed when it was filled: after the state the body reads changes
+    (its guards retrace), the traced body's value is not the cached one, so the call is refused."""
+    _STATE[0] = 2
+    cached_from_state.cache_clear()
+    graphjit.reset()
+    compiled = graphjit.compile(_scaled_by_cached_state, backend="eager")
+    x = torch.ones(2)
+    for step in range(3):
+        if step == 1:
+            _STATE[0] = 5
+        calls = (compiled, _scaled_by_cached_state) if compiled_first else (_scaled_by_cached_state, compiled)
+        results = [fn(x) for fn in calls]
+        assert torch.equal(results[0], results[1]) and results[0][0].item() == 2.0
+    graphjit.reset()
+
+
 class Lazy:
     def __init__(self, k):
         self.k = k

@@ -238,7 +238,24 @@ class LruCachedFunctionVariable(UserFunctionVariable):
         if tx.side_effects.recorded() != before:
             unsupported(f"{self.fn.__qualname__} is lru_cache'd and has effects outside itself, which run "
                         "only on a cache miss")
+        self._check_cached(args, kwargs, result)
         return result
+
+    def _check_cached(self, args, kwargs, result):
+        """A constant result must be the one the cache gives: a value cached before the state its body
+        reads changed is what eager returns (the body's guards retrace when that state changes)."""
+        if not (result.is_constant() and all(a.is_constant() for a in args) and
+                all(v.is_constant() for v in kwargs.values())):
+            return
+        traced = result.as_python_constant()
+        try:
+            cached = self.wrapper(*[a.as_python_constant() for a in args],
+                                  **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except Exception as e:      # noqa: BLE001 -- whatever it is, the traced result can't be trusted
+            unsupported(f"calling lru_cache'd {self.fn.__qualname__} raised {type(e).__name__}: {e}")
+        if cached is not traced and (type(cached) is not type(traced) or cached != traced):
+            unsupported(f"lru_cache'd {self.fn.__qualname__} returns {cached!r}, cached from an earlier "
+                        f"state; its body gives {traced!r} now")
 
 
 class NestedFunctionVariable(BaseFunctionVariable):
