@@ -1381,8 +1381,23 @@ INDEX_READS = {
 READS_WHOLE = {aten.native_layer_norm.default, aten.native_group_norm.default, aten._softmax.default,
                aten._log_softmax.default}
 
+@torch.library.custom_op("graphjit::check_indices", mutates_args=())
+def check_indices(inside: torch.Tensor, message: str) -> None:
+    """Raises IndexError(message) unless the 0-d bool `inside` holds: eager's CPU indexing kernels raise
+    IndexError for an index out of range, where aten._assert_async raises RuntimeError."""
+    if not bool(inside):
+        raise IndexError(message)
+
+
+@check_indices.register_fake
+def _check_indices_fake(inside, message):
+    return None
+
+
+torch.fx.node.has_side_effect(torch.ops.graphjit.check_indices.default)
+
 # Checks that return nothing and raise eager's error (the compiled graph runs them as ATen calls)
-RUNTIME_CHECKS = (aten._assert_async.msg, aten._assert_async.default)
+RUNTIME_CHECKS = (aten._assert_async.msg, aten._assert_async.default, torch.ops.graphjit.check_indices.default)
 
 # Ops that return a view of every element of their argument
 VIEWS_WHOLE = {
@@ -1407,7 +1422,8 @@ def check_indices_read_in_part(gm):
                 continue
             size = x.meta["val"].shape[dim]
             with gm.graph.inserting_before(node.next):
-                _insert_range_check(gm, x, index, dim, size, -size if node.target is aten.index.Tensor else 0)
+                _insert_range_check(gm, x, index, dim, size, -size if node.target is aten.index.Tensor else 0,
+                                    _eager_index_error(node.target, dim, x.meta["val"].dim()))
 
 
 def _indexed(node):
@@ -1422,16 +1438,40 @@ def _indexed(node):
     return []
 
 
-def _insert_range_check(gm, x, index, dim, size, low):
-    """_assert_async(all(low <= index < size)) at the insertion point (size: the indexed dim's size)."""
+@functools.lru_cache(maxsize=None)
+def _eager_index_error(target, dim, ndim):
+    """The exception class eager's CPU kernel of an indexing op along `dim` of an `ndim`-d tensor raises for
+    an index out of range (it differs between ops, dims and torch versions: on torch 2.13 index_select
+    raises IndexError along dim 0 and RuntimeError along dim 1), found by running the op on a probe."""
+    x, bad = torch.zeros((2,) * max(ndim, 1)), torch.tensor([5])
+    gather_index = torch.full([1 if d == dim else 2 for d in range(x.dim())], 5)
+    probes = {aten.gather.default: lambda: (x, dim, gather_index),
+              aten.index_select.default: lambda: (x, dim, bad),
+              aten.embedding.default: lambda: (torch.zeros(2, 2), bad),
+              aten.index.Tensor: lambda: (x, [None] * dim + [bad])}
+    try:
+        target(*probes[target]())
+    except IndexError:
+        return IndexError
+    except Exception:   # noqa: BLE001 -- RuntimeError, as _assert_async raises
+        pass
+    return RuntimeError
+
+
+def _insert_range_check(gm, x, index, dim, size, low, error=RuntimeError):
+    """A check that all(low <= index < size) at the insertion point (size: the indexed dim's size),
+    raising `error` on the CPU."""
     if isinstance(size, torch.SymInt):
         size = _call(gm, aten.sym_size.int, (x, dim))
         low = 0 if isinstance(low, int) and low == 0 else _call(gm, operator.neg, (size,))
     above = _call(gm, aten.ge.Scalar, (index, low))
     below = _call(gm, aten.lt.Scalar, (index, size))
     inside = _call(gm, aten.logical_and.default, (above, below))
-    gm.graph.call_function(aten._assert_async.msg, (_call(gm, aten.all.default, (inside,)),
-                                                    "index out of range in self"))
+    # CPU: IndexError, as eager's kernels raise (a synchronous check costs nothing there); on a GPU eager's
+    # kernels assert on the device, and so does _assert_async, without waiting for the GPU
+    check = torch.ops.graphjit.check_indices.default if index.meta["val"].device.type == "cpu" and \
+        error is IndexError else aten._assert_async.msg
+    gm.graph.call_function(check, (_call(gm, aten.all.default, (inside,)), "index out of range in self"))
 
 
 def _reads_whole(user, whole):

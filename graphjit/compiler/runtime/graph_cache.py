@@ -408,6 +408,8 @@ def _op_name(op):
 
 def _op(name):
     namespace, rest = name.split("::")
+    if namespace == "graphjit":
+        from .. import decompose        # noqa: F401 -- registers graphjit's own ops
     packet, _, overload = rest.partition(".")
     return getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
 
