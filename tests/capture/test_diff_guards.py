@@ -407,3 +407,31 @@ def test_a_tensor_inputs_dunder_attributes_are_not_the_fake_tensors():
     out = gj.compile(_tensor_dunders, backend="eager")(t)
     assert out[1] == {"scale": 3} and out[2] == "torch"
     gj.reset()
+
+
+def _reads_process_flags(x):
+    return (x * 2, torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.enabled,
+            torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32)
+
+
+def test_process_flags_read_in_the_frame_are_guarded():
+    """torch's process-wide flags (deterministic algorithms, cudnn.enabled, the float32 matmul precision)
+    read in the frame are answered at each call as eager does: guarded, a change recompiles."""
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.enabled,
+             torch.get_float32_matmul_precision())
+    try:
+        gj.reset()
+        compiled = gj.compile(_reads_process_flags, backend="eager", fullgraph=True)
+        x = torch.ones(2)
+        for change in (None, lambda: torch.use_deterministic_algorithms(True),
+                       lambda: setattr(torch.backends.cudnn, "enabled", not saved[1]),
+                       lambda: torch.set_float32_matmul_precision("high")):
+            if change is not None:
+                change()
+            expected, actual = _reads_process_flags(x), compiled(x)
+            assert torch.equal(actual[0], expected[0]) and actual[1:] == expected[1:]
+    finally:
+        torch.use_deterministic_algorithms(saved[0])
+        torch.backends.cudnn.enabled = saved[1]
+        torch.set_float32_matmul_precision(saved[2])
+        gj.reset()

@@ -1277,6 +1277,11 @@ class PythonModuleVariable(Variable):
                 source = self.source if self.source is not None else ObjectSource(self.value)
                 tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
             raise AttributeMissing(f"module {self.value.__name__!r} has no attribute {name!r}")
+        if type(self.value) is not types.ModuleType and _is_data_descriptor(_class_lookup(type(self.value), name)):
+            # a property of a module subclass (torch.backends.cudnn.enabled): process state, guarded
+            from ..sources import ObjectSource
+            source = self.source if self.source is not None else ObjectSource(self.value)
+            return wrap(tx, value, AttrSource(source, name))
         return wrap(tx, value, None if frozen or self.source is None else AttrSource(self.source, name))
 
     def reconstruct(self, cg):

@@ -24,6 +24,19 @@ _COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_comp
                       torch._utils.is_compiling}
 
 
+# Getters of process-wide flags that user code toggles (torch.use_deterministic_algorithms,
+# set_float32_matmul_precision, torch.backends.*.enabled ...): answered while tracing and guarded to
+# give the same answer at each call.
+_STATE_QUERIES = {getattr(torch._C, name) for name in (
+    "_get_deterministic_algorithms", "_get_deterministic_algorithms_warn_only",
+    "_get_deterministic_fill_uninitialized_memory", "_get_float32_matmul_precision", "_get_cudnn_enabled",
+    "_get_cudnn_benchmark", "_get_cudnn_deterministic", "_get_cudnn_allow_tf32", "_get_cublas_allow_tf32",
+    "_get_cublas_allow_fp16_reduced_precision_reduction", "_get_cublas_allow_bf16_reduced_precision_reduction",
+    "_get_mkldnn_enabled", "_get_flash_sdp_enabled", "_get_mem_efficient_sdp_enabled", "_get_math_sdp_enabled",
+    "_get_cudnn_sdp_enabled", "_get_warnAlways", "get_num_threads", "get_num_interop_threads")
+    if hasattr(torch._C, name)}
+
+
 def is_torch_op(value):
     if isinstance(value, type):
         return False
@@ -84,6 +97,10 @@ class TorchOpVariable(Variable):
                         "set_float32_matmul_precision and the backends' flags call)")
         if fn in _COMPILING_QUERIES:
             return ConstantVariable(True)
+        if fn in _STATE_QUERIES and not args and not kwargs:
+            value = fn()
+            tx.guards.add_state(f"{tx.guards.obj(fn)}() == {value!r}", f"torch._C.{fn.__name__}() == {value!r}")
+            return ConstantVariable(value)
         if fn is torch._C._set_grad_enabled:
             tx.set_grad_mode(bool(args[0].as_python_constant()))
             return ConstantVariable(None)
