@@ -686,10 +686,11 @@ def test_a_gradient_formula_eager_refuses_runs_as_captured():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         actual = compiled(x, k)
-    assert_same(actual[0].detach(), expected[0].detach(), where="h.exp()")
+    # where the graph compiles (torch 2.11), its exp may be an ulp from eager's vectorized one
+    assert_same(actual[0].detach(), expected[0].detach(), where="h.exp()", atol=None, rtol=None)
     assert_same(actual[1].detach(), expected[1].detach(), where="addcdiv")
     (first, second), (first_e, second_e) = gradients(actual), gradients(expected)
-    assert_same(first, first_e, where="x's gradient from h.exp()")
+    assert_same(first, first_e, where="x's gradient from h.exp()", atol=None, rtol=None)
     if counter.ran_as_captured() == [0]:
         assert second == second_e
     else:   # torch 2.11: the functionalized trace copies the quotient into the int64 tensor, where eager's

@@ -19,7 +19,9 @@ def _same_grads(eager, compiled):
     for k, (e, c) in enumerate(zip(eager, compiled)):
         assert (e is None) == (c is None), f"gradient {k}: eager {e}, compiled {c}"
         if e is not None:
-            torch.testing.assert_close(c, e, equal_nan=True, msg=f"gradient {k}")
+            # exp(1000 * tanh(..)) turns an ulp of difference in tanh (the matmul's summation order) into
+            # up to 1000 ulp: compared within 1e-4
+            torch.testing.assert_close(c, e, equal_nan=True, rtol=1e-4, atol=1e-5, msg=f"gradient {k}")
 
 
 def _run_both(fn, make_inputs, pick, calls=3, backend="graphjit"):

@@ -485,15 +485,12 @@ class UserObjectVariable(ObjectLikeVariable):
 
     def getattr(self, tx, name):
         python_hook = isinstance(_class_lookup(self.cls, "__getattribute__"), types.FunctionType)
-        if self.is_new and python_hook:
-            # an object made in the frame whose class customizes attribute lookup (e.g. attribute_map)
+        if python_hook and (self.is_new or tx.side_effects.has_attr_stores(self.value)):
+            # the class customizes attribute lookup (e.g. attribute_map) and the object is made in the frame,
+            # or the frame set attributes on it: the hook is traced, so it reads the object as the frame
+            # left it (the real one would read it as it was before the stores)
             hook = self.class_attribute(tx, "__getattribute__")
             return hook.call(tx, [ConstantVariable(name)], {})
-        if python_hook and tx.side_effects.has_attr_stores(self.value):
-            # the real __getattribute__ would read the object as it was before the frame's stores, and a
-            # stored value read back skips it
-            unsupported(f"reading {type(self.value).__name__}.{name} through its Python __getattribute__ after "
-                        "the frame set an attribute on it")
         return self.raw_getattr(tx, name)
 
     def raw_getattr(self, tx, name):
