@@ -176,8 +176,13 @@ def size_hint(expr):
     env = _shape_envs[-1] if _shape_envs else None
     if env is None:
         raise StaticOnly(f"no sizes known for {expr}")
+    return int(expr.xreplace(example_values(env)))
+
+
+def example_values(env):
+    """symbol -> its value for the example inputs, in a ShapeEnv (backed_var_to_val on newer torch)."""
     values = getattr(env, "backed_var_to_val", None)
-    return int(expr.xreplace(values if values is not None else env.var_to_val))
+    return values if values is not None else env.var_to_val
 
 
 def guard_bool(cond):

@@ -179,11 +179,6 @@ def _shape_env_part(env):
     return "shape env " + "; ".join(guards) + " | " + "; ".join(ranges) + " | " + "; ".join(replaced)
 
 
-def _hints(env):
-    values = getattr(env, "backed_var_to_val", None)
-    return values if values is not None else env.var_to_val
-
-
 @functools.lru_cache(maxsize=None)
 def _expression_classes():
     """Name -> class of the sympy and torch size functions a stored guard may be built of."""
@@ -573,7 +568,8 @@ def _shape_guards(trees):
         raise ValueError("it has size guards, but the graph has no size symbols")
     symbols = {s.name: s for s in env.var_to_range}
     guards = [expression_from_tree(t, symbols) for t in trees]
-    hints = _hints(env)
+    from .. import ir
+    hints = ir.example_values(env)
     for guard in guards:
         if not bool(guard.xreplace(hints)):
             logs.log("fusion", f"the compiled-graph cache entry assumes {guard}, which these sizes break: "
