@@ -13,6 +13,7 @@ runner.run: eager refuses in-place writes into them or their views, and running 
 A value eager cannot backpropagate from (an op without a derivative, or a value a backward saved written
 in place later) is left out of the returns.
 """
+import contextlib
 import random
 import warnings
 
@@ -48,17 +49,30 @@ class Gen:
     def rebuild(self):
         """The namespaces, recomputed from scratch (after an input is added or a candidate failed)."""
         ns = load(self.prog.source())
-        self.envs = {}
-        for variant in VARIANTS:
-            env = dict(ns)
-            try:
-                inputs = runner.requiring_grad(ns["make_inputs"](0, variant), self.prog.grad)
-                env.update(zip(self.prog.arg_names(), inputs))
-            except Exception:  # noqa: BLE001 - an alias input invalid in this variant: left unbound
-                pass
+        self.envs = {variant: self._run(ns, variant) for variant in VARIANTS}
+
+    def _run(self, ns, variant, mode=contextlib.nullcontext()):
+        """The namespace of the statements so far run (in `mode`) on variant's inputs."""
+        env = dict(ns)
+        try:
+            inputs = runner.requiring_grad(ns["make_inputs"](0, variant), self.prog.grad)
+            env.update(zip(self.prog.arg_names(), inputs))
+        except Exception:  # noqa: BLE001 - an alias input invalid in this variant: left unbound
+            pass
+        with mode:
             for stmt in self.prog.stmts:
                 exec(stmt.code, env)
-            self.envs[variant] = env
+        return env
+
+    def exact(self, name):
+        """Whether no op rounded the value of `name` in any variant (runner.RoundedValues): its bits are the
+        same in every correct implementation."""
+        ns = load(self.prog.source())
+        for variant in VARIANTS:
+            mode = runner.RoundedValues()
+            if mode.rounded(self._run(ns, variant, mode)[name]):
+                return False
+        return True
 
     def accept(self, stmt):
         """Adds stmt if it runs in every variant and binds small tensors; otherwise leaves no trace."""

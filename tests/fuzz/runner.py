@@ -574,6 +574,44 @@ def _Nudging(generator):
     return Nudging()
 
 
+def RoundedValues():
+    """A dispatch mode that tells which storages hold values some op rounded: an op not in EXACT_OPS with a
+    floating result rounds; whatever is computed from a rounded value (the result of an op reading one, a
+    write in place into its storage) is rounded too. A value it does not call rounded has the same bits in
+    every correct implementation: the generator bit-views only such values (a float's bits as int32 make
+    one ulp a difference that no float tolerance covers).
+
+        with RoundedValues() as mode:
+            v = x.sin().view(torch.int32)
+        mode.rounded(v)        # True
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+    import torch
+
+    def storage(t):
+        return t.untyped_storage()._cdata
+
+    class Rounded(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.storages = set()
+
+        def rounded(self, t):
+            return storage(t) in self.storages
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+            rounds = func.overloadpacket.__name__ not in EXACT_OPS and any(t.is_floating_point() for t in outs)
+            if rounds or any(self.rounded(t) for t in ins):
+                self.storages.update(storage(t) for t in outs)
+            return out
+
+    return Rounded()
+
+
 def _run_last_call_in(mode, src, calls, ref=False, grad=False, finite=False):
     """(out, args, namespace) of an eager run of the plan whose last call runs in a dispatch mode; with
     grad, (gradients, args, namespace), the gradients computed in the mode too (the backward's ops); with
