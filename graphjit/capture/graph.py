@@ -9,9 +9,21 @@ import re
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._guards import SLoc
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from . import dynamic
+
+
+class _ShapeEnv(ShapeEnv):
+    """torch's ShapeEnv without its provenance walk: for every symbol it makes and every guard it records,
+    ShapeEnv walks the Python stack for the first frame outside a set of torch's files (`_get_stack_summary`),
+    and the first walk imports those files' modules: torch.export and, through it, networkx (0.25 s of a
+    process's first symbolic capture). The location only labels torch's debug logs; graphjit reports its
+    guards by their sources (guards.py) and the instruction's file:line (explain())."""
+
+    def _get_stack_summary(self, is_debug=False, framework_loc=None):
+        return SLoc(framework_loc, None), ""
 
 
 def _node_name(source_expr: str) -> str:
@@ -30,7 +42,7 @@ class OutputGraph:
         self.graph = torch.fx.Graph()
         # data-dependent results (.item(), nonzero, boolean masks) raise while tracing, as without a
         # ShapeEnv, so capture breaks there rather than making unbacked symbols
-        self.shape_env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+        self.shape_env = _ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
         self.symbolic_inputs = []    # (fake tensor or SymInt, source, symbolic context) per input with symbols
         self.input_sources = []      # source per placeholder, in order
