@@ -69,8 +69,11 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
             graph.meta["graphjit"] = {"name": f"{name} ({which})", "boxed": True, "autograd": True}
             if which == "backward" and absent.enabled:
                 return _BackwardOfPresent(graph, inputs, absent)     # compiled at its first call
+            if which == "backward":
+                return _CheckingSavedVersions(compile_half(which, graph, inputs), _unchecked_read(graph))
             compiled = compile_half(which, graph, inputs)
-            return _ForwardRecording(compiled, absent) if which == "forward" and absent.enabled else compiled
+            unchecked = _unchecked_outputs(graph) if which == "forward" else []
+            return _ForwardRecording(compiled, absent, unchecked) if absent.enabled or unchecked else compiled
         return compiler
 
     if _writes_through_overlap(gm):
@@ -232,6 +235,7 @@ def _partition(joint, joint_inputs, **kwargs):
     tangent_dependent = _tangent_dependent(joint.graph)
     backward_reads = _read_by_backward(joint.graph, tangent_dependent)
     _save_compared_operands(joint.graph, backward_reads, tangent_dependent)
+    _versions_checked_when_read(joint.graph, kwargs.get("num_fwd_outputs"), tangent_dependent)
     for node in joint.graph.nodes:
         if node.op == "call_function" and _op_name(node) in _NORMALIZATIONS and "recompute" not in node.meta \
                 and node in backward_reads and not any(user.op == "output" for user in node.users):
@@ -240,6 +244,81 @@ def _partition(joint, joint_inputs, **kwargs):
                 for step in (node, *path):
                     step.meta.setdefault("recompute", CheckpointPolicy.PREFER_RECOMPUTE)
     return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+
+# In-place writes into saved values. Eager's node of each op checks the version of what it saved when its
+# own backward runs: a user who writes into a graph's output (or input) after the call gets an error only
+# from a backward that reads the old value. AOTAutograd's one node checks every saved tensor at any
+# backward, so a loss on another output raised (fuzz grad 12700945: abs(median(x)) saved for var's
+# backward, written in place after the graph, the loss on other outputs). The saved values the user can
+# reach (those sharing memory with a graph input or output) are saved without AOTAutograd's check; the
+# forward notes each one's version (_ForwardRecording) and the backward compares the ones it reads
+# (_check_saved_versions), per set of missing tangents (_BackwardOfPresent).
+
+# the node meta key AOTAutograd's partitioner reads: a saved value stashed on its node without a version check
+UNCHECKED = "saved_tensor_with_no_vc_check"
+# the attribute holding a saved tensor's version at the forward (on the tensor AOTAutograd keeps)
+SAVED_VERSION = "_graphjit_saved_version"
+
+
+def _versions_checked_when_read(graph, num_fwd_outputs, tangent_dependent):
+    """Marks the forward values of a joint graph that share memory with a graph input or forward output
+    as saved without AOTAutograd's version check (UNCHECKED): graphjit checks them when read."""
+    from torch.utils._pytree import tree_leaves
+    if num_fwd_outputs is None:
+        return
+    (out,) = [n for n in graph.nodes if n.op == "output"]
+    outputs = [n for n in tree_leaves(out.args)[:num_fwd_outputs] if isinstance(n, torch.fx.Node)]
+    inputs = [n for n in graph.nodes if n.op == "placeholder" and not _is_tangent(n)]
+    visible = {_fake_storage(n) for n in inputs + outputs} - {None}
+    for node in graph.nodes:
+        if node.op in ("placeholder", "call_function") and node not in tangent_dependent and \
+                _fake_storage(node) in visible:
+            node.meta[UNCHECKED] = True
+
+
+def _fake_storage(node):
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor) and value.layout == torch.strided and not value._is_zerotensor():
+        return value.untyped_storage()._cdata
+    return None
+
+
+def _unchecked_outputs(graph):
+    """Positions of a forward graph's outputs that AOTAutograd saves without its version check."""
+    (out,) = [n for n in graph.graph.nodes if n.op == "output"]
+    descs = out.meta.get("desc")
+    marked = [n for n in out.args[0] if isinstance(n, torch.fx.Node) and n.meta.get(UNCHECKED)]
+    if descs is None:
+        if marked:
+            raise RuntimeError("AOTAutograd's forward graph names no output descriptions: cannot tell which "
+                               "saved tensors it keeps without a version check")
+        return []
+    return [k for k, d in enumerate(descs) if type(d).__name__ == "SavedForBackwardsNoVcCheckAOTOutput"]
+
+
+def _unchecked_read(gm):
+    """Positions of a backward graph's placeholders that are saved tensors without AOTAutograd's version
+    check and that something the graph returns (or a write it makes) is computed from."""
+    live = set()
+    for node in reversed(gm.graph.nodes):
+        if node.op == "output" or node.op != "placeholder" and node.is_impure() or \
+                any(user in live for user in node.users):
+            live.add(node)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return [i for i, n in enumerate(placeholders) if n.meta.get(UNCHECKED) and n in live]
+
+
+def _check_saved_versions(args, positions):
+    """Raises autograd's error where a saved tensor at one of `positions` of a backward's arguments was
+    written in place since the forward saved it."""
+    for i in positions:
+        t = args[i]
+        saved = getattr(t, SAVED_VERSION, None)
+        if saved is not None and t._version != saved:
+            raise RuntimeError(f"{SAVED_VALUE_WRITTEN} operation: [{t.type()} {list(t.shape)}], which is saved by "
+                               f"a graph compiled by graphjit, is at version {t._version}; expected version "
+                               f"{saved} instead.")
 
 
 # Comparisons whose result flips on a difference in the last bit of an operand
@@ -739,17 +818,39 @@ def _static(value):
 
 
 class _ForwardRecording:
-    """The compiled forward half (boxed), noting the tensors it returns: _UndefinedGradsKept finds this
-    call's autograd node as the grad_fn of a user output that is one of them."""
+    """The compiled forward half (boxed), noting the tensors it returns (_UndefinedGradsKept finds this
+    call's autograd node as the grad_fn of a user output that is one of them), and returning each one
+    AOTAutograd saves without its version check (at positions `unchecked`) as a tensor of its own holding
+    its version now (SAVED_VERSION; a detach shares the version counter)."""
     _boxed_call = True
 
-    def __init__(self, compiled, absent):
-        self.compiled, self.absent = compiled, absent
+    def __init__(self, compiled, absent, unchecked=()):
+        self.compiled, self.absent, self.unchecked = compiled, absent, unchecked
 
     def __call__(self, args):
         out = self.compiled(args)
-        self.absent.produced = out
+        if self.unchecked:
+            out = list(out)
+            for k in self.unchecked:
+                out[k] = out[k].detach()
+                setattr(out[k], SAVED_VERSION, out[k]._version)
+        if self.absent.enabled:
+            self.absent.produced = out
         return out
+
+
+class _CheckingSavedVersions:
+    """The backward half (boxed), checking first the versions of the saved tensors it reads that
+    AOTAutograd saved without its check (`read`: positions; _BackwardOfPresent checks its own, per set of
+    missing tangents)."""
+    _boxed_call = True
+
+    def __init__(self, compiled, read):
+        self.compiled, self.read = compiled, read
+
+    def __call__(self, args):
+        _check_saved_versions(args, self.read)
+        return self.compiled(args)
 
 
 class _UndefinedGradsKept:
@@ -789,14 +890,18 @@ class _BackwardOfPresent:
 
     def __call__(self, args):
         missing = tuple(i for i in self.tangents if args[i] is None)
-        run = self.variants.get(missing)
-        if run is None:
-            run = self.variants[missing] = self._compile(missing)
+        variant = self.variants.get(missing)
+        if variant is None:
+            variant = self.variants[missing] = self._compile(missing)
+        run, read = variant
+        _check_saved_versions(args, read)
         return run(args)
 
     def _compile(self, missing):
+        """(the boxed backward for this set of missing tangents, the positions of the arguments it reads that
+        AOTAutograd saved without its version check)."""
         if not missing:
-            return self.absent.compile_half("backward", self.graph, self.inputs)
+            return self.absent.compile_half("backward", self.graph, self.inputs), _unchecked_read(self.graph)
         name = f"{self.absent.name} (backward)"
         if len(self.variants) >= self.absent.LIMIT:
             logs.log("fusion", f"{name}: {self.absent.LIMIT} sets of missing output gradients compiled; "
@@ -816,18 +921,17 @@ class _BackwardOfPresent:
             values = [args[i] for i in kept]
             args.clear()
             return compiled(values)
-        return run
+        return run, [kept[j] for j in _unchecked_read(gm)]
 
     def _filled(self, missing):
         def run(args):
             for i in missing:
                 val = self.placeholders[i].meta["val"]     # static sizes (_AbsentGradients.enabled)
                 args[i] = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device=val.device).zero_()
-            whole = self.variants.get(())
-            if whole is None:
-                whole = self.variants[()] = self._compile(())
-            return whole(args)
-        return run
+            if () not in self.variants:
+                self.variants[()] = self._compile(())
+            return self.variants[()][0](args)
+        return run, _unchecked_read(self.graph)
 
 
 class _NoZeroFor(Exception):

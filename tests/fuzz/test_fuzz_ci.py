@@ -159,7 +159,8 @@ FOUND = {
     ("grad-tensor", 12700945): "a graph output that the graph's backward saves (abs(median(x)), saved for "
                                "var's backward), written in place after the graph: autograd's version check "
                                "fails for the loss on another output, which eager's separate nodes never "
-                               "check (Inductor through the same capture fails alike)",
+                               "check (Inductor through the same capture fails alike); such saved values are "
+                               "now checked only where the backward reads them",
     ("tensor", 13001325): "argmax of a log_softmax beside an isfinite of its input: the max pass recomputed "
                           "the log in one loop, the index pass in another of a different vector width, no "
                           "element equalled the max and the index was 4 of 4 (now stored before the passes)",
@@ -233,7 +234,7 @@ FOUND = {
                                "far as their ops agree)",
 }
 # Seeds failing on a bug still open.
-KNOWN_OPEN = {key: FOUND[key] for key in [("grad-tensor", 12700945)]}
+KNOWN_OPEN = {key: FOUND[key] for key in []}
 
 
 def _plus_found(mode, seeds):
