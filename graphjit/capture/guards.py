@@ -20,6 +20,7 @@ from .sources import ItemSource, Source
 STATE, IDENTITY, TYPE, CONSTANT, LENGTH, TENSOR = range(6)
 
 _REPR_SAFE = (int, float, str, bool, type(None), bytes)
+_ABSENT = object()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,12 +100,40 @@ class GuardSet:
 
     def add_same_tuple(self, source: Source, value):
         """`{0} is value` for a tuple: this very object (obj() would share it with an equal tuple)."""
+        name = self.same_object(value)
+        self.add(IDENTITY, f"{{0}} is {name}", f"{source.expr()} is the tuple seen while tracing", (source,))
+
+    def add_module_attr(self, module, name, value):
+        """`module.name is value`, for an attribute read from a module without a source (torch's and the
+        standard library's: F.gelu, torch.special.expit, math.sqrt). Replacing it (monkeypatching) is a
+        miss. One guard per (module, name), however often the frame reads it: an identity test on the
+        entry of the module's __dict__ (a module's __dict__ is never replaced), ~25 ns; an attribute the
+        dict doesn't hold (a module __getattr__, a class attribute of a module subclass) is read with
+        getattr."""
+        if module.__dict__.get(name, _ABSENT) is value:
+            template = self._entry_is(module.__dict__, name, value)
+        else:
+            template = f"getattr({self.obj(module)}, {name!r}) is {self.same_object(value)}"
+        self.add(IDENTITY, template, f"{getattr(module, '__name__', module)}.{name} is {_short(value)}")
+
+    def add_builtin(self, f_globals, f_builtins, name, value):
+        """A builtin read by LOAD_GLOBAL: still not shadowed by a global of that name, and the same object
+        in the builtins (`builtins.len = ...` is a miss)."""
+        self.add(IDENTITY, f"{name!r} not in {self.obj(f_globals)} and {self._entry_is(f_builtins, name, value)}",
+                 f"builtin {name} is {_short(value)}, not shadowed by a global")
+
+    def _entry_is(self, namespace, name, value):
+        return f"{self.obj(namespace)}[{name!r}] is {self.same_object(value)}"
+
+    def same_object(self, value) -> str:
+        """A name for this very object (obj() lets equal tuples share one)."""
+        if type(value) is not tuple:
+            return self.obj(value)
         key = ("same", id(value))
         if key not in self._object_names:
             self._object_names[key] = f"__gj_o{len(self.objects)}"
             self.objects[self._object_names[key]] = value
-        name = self._object_names[key]
-        self.add(IDENTITY, f"{{0}} is {name}", f"{source.expr()} is the tuple seen while tracing", (source,))
+        return self._object_names[key]
 
     def add_equals(self, source: Source, value):
         if value is None or isinstance(value, bool):

@@ -489,7 +489,9 @@ class Tracer:
         if name in frame.f_globals:
             return wrap(self, frame.f_globals[name], self.global_source(frame.f_globals, name))
         if name in frame.f_builtins:
-            return wrap(self, frame.f_builtins[name], None)
+            value = frame.f_builtins[name]
+            self.guards.add_builtin(frame.f_globals, frame.f_builtins, name, value)
+            return wrap(self, value, None)
         unsupported(f"NameError: name {name!r} is not defined")
 
     def global_source(self, f_globals, name):

@@ -1279,7 +1279,10 @@ class PythonModuleVariable(Variable):
             from ..sources import ObjectSource
             source = self.source if self.source is not None else ObjectSource(self.value)
             return wrap(tx, value, AttrSource(source, name))
-        return wrap(tx, value, None if frozen or self.source is None else AttrSource(self.source, name))
+        if frozen or self.source is None:
+            tx.guards.add_module_attr(self.value, name, value)
+            return wrap(tx, value, None)
+        return wrap(tx, value, AttrSource(self.source, name))
 
     def reconstruct(self, cg):
         return self.source.expr() if self.source is not None else cg.obj(self.value)
