@@ -23,7 +23,7 @@ class _ShapeEnv(ShapeEnv):
     guards by their sources (guards.py) and the instruction's file:line (explain())."""
 
     def _get_stack_summary(self, is_debug=False, framework_loc=None):
-        return SLoc(framework_loc, None), ""
+        return SLoc(framework_loc or "graphjit", None), ""    # a str: torch 2.11's SLoc can't print None
 
 
 def _node_name(source_expr: str) -> str:

@@ -357,3 +357,13 @@ def test_a_constant_tuple_plus_symbolic_sizes_stays_symbolic():
         return x.reshape(shape + (-1,)).sum(-1) * x.shape.numel(), [2] + list(x.shape)
     run_sequence(f, [(torch.randn(2, n, 3),) for n in (4, 6, 9, 11)], graphs=2)
     run_sequence(f, [(torch.randn(2, n, 3),) for n in (4, 6, 9, 11)], graphs=1, dynamic=True)
+
+
+def test_a_size_bounded_by_a_table_stays_one_symbolic_graph():
+    # a slice of a 32-row table as long as the input: the symbolic length gets an upper bound, a range
+    # guard whose provenance torch prints when it makes the guards (torch 2.11 cannot print an empty one)
+    table = torch.randn(32, 4)
+
+    def f(x):
+        return x + table[:x.shape[1]]
+    run_sequence(f, [(torch.randn(2, n, 4),) for n in (5, 7, 9, 12)], graphs=2)
