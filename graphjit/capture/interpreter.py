@@ -19,7 +19,7 @@ import torch
 
 from .. import config
 from ..exc import Unsupported, UserError
-from . import bytecode
+from . import bytecode, polyfills
 from .dynamic import DynamicPolicy
 from .graph import OutputGraph
 from .guards import GuardSet
@@ -141,6 +141,7 @@ class GeneratorVariable(Variable):
         self.frame = frame
         self.started = False
         self.done = False
+        self.raised = False                # finished by an exception
 
     def python_type(self):
         import types
@@ -148,6 +149,9 @@ class GeneratorVariable(Variable):
 
     def next(self, tx):
         if self.done:
+            if self.raised and self.is_polyfill():
+                unsupported(f"{self.frame.code.co_qualname.lstrip('_')} pulled again after an exception left "
+                            "it: the C iterator it stands for would pull its source again")
             self.return_value = None       # only the call that finishes the generator carries it
             return None
         if self.started:
@@ -158,13 +162,21 @@ class GeneratorVariable(Variable):
         """Run the frame to its next yield (its value) or its end (None); an exception leaving the frame
         finishes the generator, as in CPython."""
         if thrown is not None and self.frame.instructions[self.frame.ip - 2].opname == "SEND":
-            # CPython throws into the sub-iterator first, which the trace does not model
-            unsupported(f"throwing into generator {self.frame.code.co_qualname} paused in `yield from`")
+            kind, outcome = self._throw_into_sub_iterator(tx, thrown)
+            if kind == "yielded":
+                return outcome
+            if kind == "returned":
+                self._leave_yield_from(outcome)
+                thrown = None
+            else:
+                thrown = outcome
+        if thrown is not None:
+            self.frame.push(ConstantVariable(None))    # CPython pushes the value "sent" with a throw too
         self.started = True
         try:
             result = tx.run_frame(self.frame, thrown)
         except UserError as e:
-            self.done = True
+            self.done = self.raised = True
             error = stop_iteration_error(tx, e.exc)      # 3.11 (3.12+ made it in the frame)
             if error is e.exc:
                 raise
@@ -176,6 +188,43 @@ class GeneratorVariable(Variable):
         self.done = True
         self.return_value = result.value
         return None
+
+    def _throw_into_sub_iterator(self, tx, thrown):
+        """generator.throw() (or close()) while paused in `yield from`, as CPython's _gen_throw: GeneratorExit
+        closes the sub-iterator, then is thrown here (or the error its close raised is); another exception
+        goes to the sub-iterator's throw(), and what it does decides: ("yielded", value) it yielded,
+        ("returned", value) it finished (the `yield from` gives value), ("thrown", error) raise error at
+        the `yield from`. A sub-iterator without throw/close (a C iterator) is left alone."""
+        sub = self.frame.stack[-1]
+        name = "close" if isinstance(thrown.exc, GeneratorExit) else "throw"
+        if not _has_generator_method(sub, name):
+            return "thrown", thrown
+        if name == "close":
+            try:
+                sub.close(tx)
+            except UserError as e:
+                return "thrown", e
+            return "thrown", thrown
+        try:
+            return "yielded", sub.throw(tx, thrown.exc)
+        except UserError as e:
+            if isinstance(e.exc, StopIteration) and sub.done:
+                return "returned", getattr(sub, "return_value", None) or ConstantVariable(None)
+            return "thrown", e
+
+    def _leave_yield_from(self, value):
+        """Continue after the `yield from` the frame is paused in, with `value` as its result (what SEND does
+        when the sub-iterator ends)."""
+        frame = self.frame
+        send = frame.instructions[frame.ip - 2]
+        frame.push(value)
+        if frame.instructions[send.target].opname != "END_SEND":
+            del frame.stack[-2]
+        frame.ip = send.target
+
+    def is_polyfill(self):
+        """Made by a pure-Python equivalent of a C iterator (polyfills.py), which has no generator methods."""
+        return self.frame.code.co_filename == polyfills.__file__
 
     def stop_iteration(self):
         """The StopIteration a finished generator's __next__ raises: it carries the return value."""
@@ -235,7 +284,24 @@ class GeneratorVariable(Variable):
 
     def getattr(self, tx, name):
         from .variables.base import MethodOf
+        if self.is_polyfill() and name not in ("__next__", "__iter__"):
+            unsupported(f"{name} of the iterator {self.frame.code.co_qualname.lstrip('_')} stands for (a C "
+                        "iterator, not a generator)")
         return MethodOf(self, name)
+
+
+_HEAPTYPE = 1 << 9      # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or type())
+
+
+def _has_generator_method(iterator, name):
+    """Whether a `yield from`'s sub-iterator has throw() or close(): a generator the trace made does; a
+    C iterator (a list's, map, a polyfilled itertools object) doesn't; anything else is refused."""
+    if isinstance(iterator, GeneratorVariable):
+        return not iterator.is_polyfill()
+    cls = iterator.python_type()
+    if cls.__flags__ & _HEAPTYPE or hasattr(cls, name):
+        unsupported(f"throwing into a `yield from` over a {cls.__name__}, which has its own {name}()")
+    return False
 
 
 class Tracer:
@@ -1185,6 +1251,20 @@ def _with_except_start(tx, f, inst):
     exc = f.stack[-1].as_python_constant()
     exit_fn = f.stack[-4]
     f.push(exit_fn.call(tx, [ConstantVariable(type(exc)), ConstantVariable(exc), TracebackVariable()], {}))
+
+
+@handles("CLEANUP_THROW")
+def _cleanup_throw(tx, f, inst):
+    """3.12+: an exception thrown into a generator at a `yield from`: StopIteration ends the `yield from`
+    with its value, anything else is raised on."""
+    exc = f.pop().as_python_constant()
+    del f.stack[-2:]                     # the last value sent and the sub-iterator
+    if not isinstance(exc, StopIteration):
+        error = UserError(exc)
+        error.context_set = True
+        raise error
+    f.push(ConstantVariable(None))
+    f.push(ConstantVariable(exc.value))
 
 
 @handles("CALL_INTRINSIC_1")

@@ -17,6 +17,7 @@ import itertools
 import operator
 
 _MISSING = object()
+_VALUE_TYPES = (int, float, complex, bool, str, bytes, tuple, type(None))
 
 
 def chain(*iterables):
@@ -216,6 +217,134 @@ def _pairwise(it):
         a = b
 
 
+def count(start=0, step=1):
+    if not (_is_number(start) and _is_number(step)):
+        raise TypeError("a number is required")
+    if isinstance(start, int) and isinstance(step, int) and operator.index(step) == 1:
+        start = operator.index(start)   # the C version's fast mode counts in plain ints: count(True) gives 1
+    return _count(start, step)
+
+
+def _is_number(value):
+    """CPython's PyNumber_Check: a complex, or a type with __index__, __int__ or __float__."""
+    cls = type(value)
+    return isinstance(value, complex) or hasattr(cls, "__index__") or hasattr(cls, "__int__") or \
+        hasattr(cls, "__float__")
+
+
+def _count(n, step):
+    while True:
+        yield n
+        n = n + step                    # PyNumber_Add each step, as the C version (no multiplication)
+
+
+def cycle(iterable):
+    return _cycle(iter(iterable))
+
+
+def _cycle(it):
+    saved = []
+    for element in it:                  # the first pass pulls the source lazily, saving what it yields
+        saved.append(element)
+        yield element
+    if not saved:
+        return
+    while True:
+        yield from saved
+
+
+def groupby(iterable, key=None):
+    # the state the groupby object and its groupers share, as CPython's groupbyobject:
+    # [iterator, key function, target key, current key, current value, number of the live grouper]
+    return _groupby([iter(iterable), key, _MISSING, _MISSING, _MISSING, 0])
+
+
+def _groupby_step(state):
+    """Pull the next value and its key (StopIteration passes through); a failing key function leaves the
+    current value and key as they were."""
+    value = next(state[0])
+    key = value if state[1] is None else state[1](value)
+    state[4], state[3] = value, key
+
+
+def _same_or_equal(a, b):
+    """PyObject_RichCompareBool(a, b, Py_EQ): identity first, then a == b made a bool. For values whose
+    identity the trace does not model (strings, numbers, tuples) the same object is an equal one, but for
+    a NaN, which is refused."""
+    if type(a) in _VALUE_TYPES and type(b) in _VALUE_TYPES:
+        if type(a) in (float, complex) and a != a or type(b) in (float, complex) and b != b:
+            refuse("itertools.groupby with a NaN key (CPython compares keys by identity first)")
+        return a == b
+    return a is b or bool(a == b)
+
+
+def _groupby(state):
+    while True:
+        state[5] += 1                   # a grouper made before this step stops
+        while state[3] is _MISSING or state[2] is not _MISSING and _same_or_equal(state[2], state[3]):
+            try:
+                _groupby_step(state)
+            except StopIteration:
+                return
+        state[2] = state[3]
+        yield state[3], _grouper(state, state[2], state[5])
+
+
+def _grouper(state, target, number):
+    while state[5] == number:
+        if state[4] is _MISSING:
+            try:
+                _groupby_step(state)
+            except StopIteration:
+                return
+        if not _same_or_equal(target, state[3]):
+            return
+        value = state[4]
+        state[4] = state[3] = _MISSING
+        yield value
+
+
+def tee(iterable, n=2):
+    if type(n) is not int:
+        n = operator.index(n)
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    if n == 0:
+        return ()                       # the iterable is not even iterated, as in the C version
+    it = iter(iterable)
+    if made_by(it, _tee):
+        refuse("itertools.tee of an iterator tee made: the C version returns that iterator itself and "
+               "copies of it")
+    head = [_MISSING, None]             # a linked list of the items pulled: [item, next link]
+    return tuple([_tee(it, head) for _ in range(n)])
+
+
+def _tee(it, link):
+    while True:
+        if link[1] is None:             # no tee has pulled this item yet
+            link[0] = next(it, _MISSING)
+            if link[0] is _MISSING:
+                return
+            link[1] = [_MISSING, None]
+        value, link = link
+        yield value
+
+
+def made_by(iterator, generator_function):
+    """Whether `iterator` is a generator that generator_function made (the trace answers it:
+    functions.IntrinsicVariable)."""
+    return getattr(iterator, "gi_code", None) is generator_function.__code__
+
+
+def refuse(reason):
+    """Where the C original does what its equivalent can't: the trace stops with `reason` (the trace
+    answers it: functions.IntrinsicVariable)."""
+    raise NotImplementedError(reason)
+
+
+INTRINSICS = (made_by, refuse)
+
+
 def reduce(function, iterable, initial=_MISSING):
     it = iter(iterable)
     if initial is _MISSING:
@@ -366,6 +495,10 @@ POLYFILLS = {
     itertools.combinations: combinations,
     itertools.combinations_with_replacement: combinations_with_replacement,
     itertools.permutations: permutations,
+    itertools.count: count,
+    itertools.cycle: cycle,
+    itertools.groupby: groupby,
+    itertools.tee: tee,
     functools.reduce: reduce,
 }
 if hasattr(itertools, "pairwise"):

@@ -129,7 +129,9 @@ class ConstantVariable(Variable):
         from .builder import wrap_constant_result
         from .builtins import AttributeMissing
         raised = tx.raised.get(id(self.value))
-        if raised is not None and (name in ("__traceback__", "with_traceback") or
+        if raised is not None and name == "__traceback__":
+            return TracebackVariable()      # never None once raised; passed along (ExitStack's callbacks)
+        if raised is not None and (name == "with_traceback" or
                                    name == "__context__" and raised[1] and not tx.caller_handles_none()):
             unsupported(f"{name} of {type(self.value).__name__} raised in the frame "
                         f"({'the caller' if name == '__context__' else 'CPython'} makes it)")
@@ -169,6 +171,12 @@ class ConstantVariable(Variable):
         if name == "args" and id(self.value) in tx.raised and value.is_constant():
             # an exception raised in the trace is the trace's own object (`e.args = (msg,) + e.args[1:]`)
             self.value.args = value.as_python_constant()
+            return
+        if name == "__context__" and id(self.value) in tx.raised and self.source is None and value.is_constant() \
+                and isinstance(value.as_python_constant(), (BaseException, type(None))):
+            # the chain ExitStack.__exit__ restores after its re-raise: trace-known from now on
+            self.value.__context__ = value.as_python_constant()
+            tx.raised[id(self.value)] = (self.value, False)
             return
         super().setattr(tx, name, value)
 

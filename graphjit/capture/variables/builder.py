@@ -338,6 +338,7 @@ _CALLABLE_TABLE = [
     # (check, factory, guard)
     # C functions with a traced pure-Python equivalent (polyfills.py): itertools, functools.reduce ...
     (_has_polyfill, _polyfill, "id"),
+    (lambda v: any(v is f for f in _polyfills().INTRINSICS), _make("functions.IntrinsicVariable"), None),
     (_is_handled_builtin, _make("builtins.BuiltinVariable"), "id"),
     (numpyvars.is_ufunc, _make("builtins.BuiltinVariable"), "id"),     # folded on constants, else a break
     (lambda v: callable(v) and getattr(v, "_dynamo_marked_constant", False) is True, _assumed_constant, "id"),
@@ -375,6 +376,11 @@ _CALLABLE_TABLE = [
 def _torchvars():
     from . import torchvars
     return torchvars
+
+
+def _polyfills():
+    from .. import polyfills
+    return polyfills
 
 
 def wrap_fake_result(tx, node, example):

@@ -561,6 +561,27 @@ class DisabledFunctionVariable(Variable):
                     hint="graphjit.disable functions always run in CPython")
 
 
+class IntrinsicVariable(Variable):
+    """polyfills.made_by and polyfills.refuse, called by a pure-Python equivalent of a C function: what
+    only the trace knows (which function made a generator), and a refusal with the equivalent's reason."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+
+    @classmethod
+    def create(cls, tx, value, source):
+        return cls(value)
+
+    def call(self, tx, args, kwargs):
+        from .. import polyfills
+        from ..interpreter import GeneratorVariable
+        if self.fn is polyfills.refuse:
+            unsupported(args[0].as_python_constant(), hint="the call runs in CPython")
+        iterator, function = args
+        return ConstantVariable(isinstance(iterator, GeneratorVariable) and
+                                iterator.frame.code is function.fn.__code__)
+
+
 class CheckpointVariable(Variable):
     """torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, **kwargs): fn is traced inline (its
     values are what checkpoint returns: it only changes what autograd keeps, and its backward replays the
