@@ -109,12 +109,21 @@ class GuardSet:
         miss. One guard per (module, name), however often the frame reads it: an identity test on the
         entry of the module's __dict__ (a module's __dict__ is never replaced), ~25 ns; an attribute the
         dict doesn't hold (a module __getattr__, a class attribute of a module subclass) is read with
-        getattr."""
-        if module.__dict__.get(name, _ABSENT) is value:
-            template = self._entry_is(module.__dict__, name, value)
-        else:
+        getattr, or, where each read makes a new object, checked to be made the same way."""
+        namespace = module.__dict__
+        label = f"{getattr(module, '__name__', module)}.{name}"
+        if namespace.get(name, _ABSENT) is value:
+            template = self._entry_is(namespace, name, value)
+        elif getattr(module, name, _ABSENT) is value:
             template = f"getattr({self.obj(module)}, {name!r}) is {self.same_object(value)}"
-        self.add(IDENTITY, template, f"{getattr(module, '__name__', module)}.{name} is {_short(value)}")
+        else:   # a new object on each read (a module __getattr__, a method of a module subclass): made the
+            # same way, by the module's own __getattr__ or its class, while the dict doesn't hold the name
+            maker = self._entry_is(namespace, "__getattr__", namespace["__getattr__"]) \
+                if "__getattr__" in namespace else f"type({self.obj(module)}) is {self.obj(type(module))}"
+            self.add(IDENTITY, f"{name!r} not in {self.obj(namespace)} and {maker}",
+                     f"{label} is made anew on each read, the same way")
+            return
+        self.add(IDENTITY, template, f"{label} is {_short(value)}")
 
     def add_builtin(self, f_globals, f_builtins, name, value):
         """A builtin read by LOAD_GLOBAL: still not shadowed by a global of that name, and the same object

@@ -139,3 +139,27 @@ def test_a_global_shadowing_a_builtin_is_followed():
         ])
     finally:
         globals().pop("abs", None)
+
+
+def test_an_attribute_a_module_getattr_makes_anew_on_each_read():
+    """Guarded by the maker (the module's __getattr__, the name still absent), not by identity: the
+    entry's guards pass on the next call instead of failing on a new object every time."""
+    import types
+    module = types.ModuleType("torch._graphjit_test_lazy")
+    module.__getattr__ = lambda name: (name, object())
+    guards = GuardSet()
+    guards.add_module_attr(module, "thing", module.thing)
+    (guard,) = guards.ordered()
+    namespace = dict(guards.objects)
+    assert eval(guard.expr, namespace)
+    module.thing = 1
+    assert not eval(guard.expr, namespace)
+
+    class Subclass(types.ModuleType):
+        def method(self):
+            return 1
+    module = Subclass("torch._graphjit_test_subclass")
+    guards = GuardSet()
+    guards.add_module_attr(module, "method", module.method)      # a new bound method on each read
+    (guard,) = guards.ordered()
+    assert eval(guard.expr, dict(guards.objects))
