@@ -230,7 +230,7 @@ def _partition(joint, joint_inputs, **kwargs):
     normalization that is an output of the forward is saved (it exists anyway)."""
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch.utils.checkpoint import CheckpointPolicy
-    _materialize_constants(joint)
+    _zero_tensors_as_eager(joint.graph, _materialize_constants(joint))
     _distribute_by_mask(joint.graph)
     tangent_dependent = _tangent_dependent(joint.graph)
     backward_reads = _read_by_backward(joint.graph, tangent_dependent)
@@ -395,8 +395,9 @@ def _materialize_constants(joint):
     """Tensor constants of the joint graph that are efficient zero tensors (no storage) made plain zeros: a
     gradient that depends on no input is traced into a constant, and sgn's is such a zero tensor, on which
     AOTAutograd's deepcopy of the backward module raised at the first backward ("copy_() on an invalid
-    python storage"; torch.compile raises there too)."""
+    python storage"; torch.compile raises there too). Returns their get_attr nodes."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
+    made = []
     for node in joint.graph.nodes:
         if node.op != "get_attr":
             continue
@@ -409,6 +410,50 @@ def _materialize_constants(joint):
             joint.register_buffer(node.target, plain)
         else:
             setattr(joint, node.target, plain)
+        made.append(node)
+    return made
+
+
+def _zero_tensors_as_eager(graph, constants=()):
+    """The efficient zero tensors of a joint graph (sgn's gradient: `_efficientzerotensor` nodes, and the
+    `constants` that were such tensors) computed as eager's ZeroTensor kernels compute them: a product with
+    one, a quotient of one by a tensor, a view of one, a sum of two are such a zero tensor (no 0 * inf =
+    NaN: `sgn(x.var(correction=1))` over one element has the gradient 0 in eager, var's formula multiplies
+    it by 2 / 0); a sum of one and a tensor is that tensor; every other op reads one as plain zeros. Each
+    such zero of static sizes becomes a plain `zeros` node (an efficient zero tensor a graph left to eager
+    makes segfaulted a dispatch mode of AOTAutograd's runtime)."""
+    aten = torch.ops.aten
+    zero = set(constants) | {n for n in graph.nodes if n.target is aten._efficientzerotensor.default}
+    if not zero:
+        return
+    passed = set()
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node in zero or not node.args:
+            continue
+        a, b = (isinstance(v, torch.fx.Node) and v in zero for v in (*node.args[:2], None)[:2])
+        if node.target in (aten.mul.Tensor, aten.mul.Scalar) and (a or b) or \
+                node.target in (aten.div.Tensor, aten.div.Scalar) and a and not b or \
+                node.target in (aten.add.Tensor, aten.sub.Tensor) and a and b or _is_view(node) and a:
+            zero.add(node)
+        elif (other := _gradient_passed(node, zero)) is not None:
+            node.replace_all_uses_with(other)
+            passed.add(node)
+    for node in [n for n in graph.nodes if n in zero]:
+        if node.users and _static(node.meta.get("val")):
+            with graph.inserting_before(node):
+                node.replace_all_uses_with(_zeros_node(graph, node))
+    for node in reversed([n for n in graph.nodes if n in zero or n in passed]):
+        if not node.users:
+            graph.erase_node(node)
+
+
+def _is_view(node):
+    """Whether a call_function node's ATen op returns a view of its first operand."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns or not schema.arguments:
+        return False
+    ret, first = schema.returns[0].alias_info, schema.arguments[0].alias_info
+    return ret is not None and not ret.is_write and first is not None and ret.before_set == first.before_set
 
 
 def _is_tangent(node):

@@ -611,7 +611,7 @@ def fill_through_an_expand(mask, x):
 def test_a_write_through_an_expand_in_a_graph_needing_gradients_runs_as_captured():
     """AOTAutograd's functionalization replays a write through an expand as base + the written deltas summed
     over the expanded dim: -3 written twice into 1 gave -7 (fuzz grad 10100884; eager: -3). Such a graph runs
-    as captured, as the inference path does (decompose.check_writes_through_expands)."""
+    as captured, as the inference path does (decompose.check_writes_through_overlaps)."""
     import warnings
     graphjit.reset()
     counter = CompileCounter(graphjit_backend)
@@ -769,6 +769,36 @@ def test_a_backward_zero_tensor_is_a_constant():
         for i, (got, t) in enumerate(zip(grads, inputs)):
             assert_same(got, t.grad, where=f"grad {i}")
     assert not counter.ran_as_captured()
+
+
+def sgn_of_a_var_over_one_element(x):
+    s = x.unflatten(-1, (1, x.shape[-1])).var(-2, correction=1).sgn()     # var: 0 / 0, NaN
+    return s.round(decimals=1), s
+
+
+@pytest.mark.parametrize("shapes", [((7,), (1,), (7,)), ((1,), (7,)), ((2, 7), (2, 3), (2, 7))])
+@pytest.mark.parametrize("halves", ["compiled", "eager", "eager, zeros for unreached outputs"])
+def test_a_zero_gradient_times_an_infinity_is_zero_as_in_eager(shapes, halves):
+    """sgn's gradient is an efficient zero tensor; eager's ZeroTensor kernels keep a product with it (2 / 0
+    times it in var's formula over one element), a quotient of it and a view of it a zero tensor, so x's
+    gradient is 0 where the traced formula on plain zeros gave NaN (fuzz grad 16200784); where a half
+    runs as captured, the zero tensor itself made AOTAutograd's runtime segfault (torch.compile's
+    aot_eager too)."""
+    from graphjit.compiler.training import compile_training
+    backend = graphjit_backend if halves == "compiled" else \
+        lambda gm, inputs: compile_training(gm, inputs, lambda graph, example_inputs: graph.forward,
+                                            unreached=halves == "eager")
+    fn = sgn_of_a_var_over_one_element
+    counter = CompileCounter(backend)
+    compiled = graphjit.compile(fn, backend=counter)
+    for shape in shapes:
+        grads = []
+        for f in (fn, compiled):
+            x = torch.linspace(-2, 3, math.prod(shape)).view(shape).requires_grad_()
+            sum(o.sum() for o in f(x)).backward()
+            grads.append(x.grad)
+        assert_same(grads[1], grads[0], where=f"gradient, shape {shape}")
+    assert counter.frame_count == 2 and not (halves == "compiled" and counter.ran_as_captured())
 
 
 _VIEWED_PARTS = {

@@ -232,6 +232,11 @@ FOUND = {
                                "from its variance's overflow, but the overflow replay's logs parted in the "
                                "backward and the reference's non-finite loss hid it (triage: logs compared as "
                                "far as their ops agree)",
+    ("grad-tensor", 16200784): "sgn of var(correction=1) over one element (NaN): eager's ZeroTensor kernels keep "
+                               "sgn's zero gradient a zero tensor through var's formula (times 2 / 0), the traced "
+                               "formula on plain zeros gave NaN; the AOTAutograd-only replay with eager halves "
+                               "segfaulted on the efficient zero tensor (aot_eager too); now ZeroTensor rules in "
+                               "the joint graph",
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {key: FOUND[key] for key in []}
