@@ -575,7 +575,7 @@ def decompose(gm, example_inputs, traced_by_aot=False):
                 raise StaticOnly("a graph that writes through views, with symbolic sizes")
             eager_writes(traced)
             eager = _unfolds_as_views(_expands_as_views(_views_before_expands(traced)))
-            check_writes_through_expands(eager)
+            check_writes_through_overlaps(eager)
             try:
                 traced = trace(torch.func.functionalize(eager, remove="mutations"))(*example_inputs)
             except RuntimeError as e:
@@ -1032,7 +1032,7 @@ def _views_before_expands(gm):
     """gm with each select, slice or unsqueeze of an expand that a write goes through taken before the
     expand: `x.expand(2, *x.shape)[1] += 1` writes through x.expand(x.shape), a view, where functionalizing
     the write through a broadcasting expand would write back base + sum_to(new - base) (see
-    check_writes_through_expands). Each rewritten view has the sizes, offset and strides (dims of one
+    check_writes_through_overlaps). Each rewritten view has the sizes, offset and strides (dims of one
     element aside) of the one it replaces."""
     written = _written_view_chains(gm)
     for node in list(gm.graph.nodes):
@@ -1117,16 +1117,26 @@ def _view_chain(node):
     return chain
 
 
-def check_writes_through_expands(gm):
+def check_writes_through_overlaps(gm):
     """Refused if a write goes through an expand that broadcasts (other than by a select, slice or
     unsqueeze that _views_before_expands takes before it): functionalization writes back through an
     expand as base + sum_to(new - base), which raises for bool, reads nan where inf was written and
-    rounds 16-bit values."""
+    rounds 16-bit values; or through an as_strided whose elements share memory: functionalization writes
+    back the whole as_strided view, each shared element once per element sharing it (eager's
+    as_strided_scatter refuses that), where eager wrote a part of it (one element of `as_strided((1, 3),
+    (0, 0))`)."""
     for node in filter(_writes_in_place, gm.graph.nodes):
         for written in _written_args(node):
-            if any(n.target is aten.expand.default for n in _view_chain(written)):
-                raise Refused(f"{node.name} ({node.target}) writes through a broadcasting expand "
-                              f"(functionalization's write-back through it is not exact)")
+            for view in _view_chain(written):
+                if view.target is aten.expand.default:
+                    raise Refused(f"{node.name} ({node.target}) writes through a broadcasting expand "
+                                  f"(functionalization's write-back through it is not exact)")
+                value = view.meta.get("val")
+                if view.target is aten.as_strided.default and isinstance(value, torch.Tensor) and \
+                        overlaps_itself(value):
+                    raise Refused(f"{node.name} ({node.target}) writes through {view.name}, an as_strided "
+                                  f"whose elements share memory (functionalization would write each back "
+                                  f"once per element sharing it)")
 
 
 def _storage(t):

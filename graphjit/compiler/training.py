@@ -78,8 +78,8 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
 
     if _writes_through_overlap(gm):
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place through a view whose "
-                           f"elements share memory (an expand: AOTAutograd's functionalization would add the "
-                           f"write once per element sharing it)")
+                           f"elements share memory (an expand or as_strided: AOTAutograd's functionalization "
+                           f"would add the write once per element sharing it)")
         return gm.forward
     written = [i for i in _inputs_written(gm) if getattr(example_inputs[i], "requires_grad", False)]
     if written:
@@ -561,8 +561,17 @@ def _inputs_written(gm):
 
 
 def _writes_through_overlap(gm):
-    """Whether an in-place call writes through a view whose elements may share memory (_OVERLAPPING)."""
-    return any(_call_name(view) in _OVERLAPPING for _, chain in _written_views(gm) for view in chain)
+    """Whether an in-place call writes through a view whose elements may share memory (_OVERLAPPING, or an
+    as_strided whose elements do: functionalization writes the whole as_strided view back, and eager's
+    as_strided_scatter refuses one whose elements share memory)."""
+    from .decompose import overlaps_itself
+    for _, chain in _written_views(gm):
+        for view in chain:
+            value = view.meta.get("example_value")
+            if _call_name(view) in _OVERLAPPING or _call_name(view) == "as_strided" and \
+                    isinstance(value, torch.Tensor) and overlaps_itself(value):
+                return True
+    return False
 
 
 def _shared_memory(values):

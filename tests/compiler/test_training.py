@@ -771,6 +771,29 @@ def test_a_backward_zero_tensor_is_a_constant():
     assert not counter.ran_as_captured()
 
 
+def test_a_write_into_part_of_an_overlapping_as_strided_needing_gradients():
+    """As test_view_writes' (fuzz 16301109) in a training graph: AOTAutograd's functionalization writes the
+    whole as_strided view back, which eager's as_strided_scatter refuses; the graph runs as captured,
+    with eager's results and gradients."""
+    def f(x):
+        v = (x * 1).as_strided((1, 3), (0, 0), 1)
+        v[:, 0].sub_(1.5)
+        return v * x[0]
+
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(f, backend=counter)
+    for call in range(3):
+        results = []
+        for fn in (f, compiled):
+            x = torch.linspace(-1, 2, 2).view(2, 1).add(call).requires_grad_()
+            out = fn(x)
+            out.sum().backward()
+            results.append((out.detach(), x.grad))
+        assert_same(results[1][0], results[0][0], where="out")
+        assert_same(results[1][1], results[0][1], where="gradient")
+    assert counter.frame_count == 1
+
+
 def sgn_of_a_var_over_one_element(x):
     s = x.unflatten(-1, (1, x.shape[-1])).var(-2, correction=1).sgn()     # var: 0 / 0, NaN
     return s.round(decimals=1), s

@@ -6,7 +6,8 @@ writes back through an expand as base + sum_to(new - base): nan for inf, an erro
 2.11 a scatter into the expand whose meta function lays it out expanded while its kernel returns it
 dense); writes through other views of such an expand (refused); an in-place op whose other operand views
 memory it writes (refused, unless no element is shared); a write through a view chain made with as_strided
-(refused: functionalization can't replay it); a write through an unfold (as slice, view, slice and
+(refused: functionalization can't replay it), or into part of an as_strided whose elements share memory
+(refused: functionalization writes the whole view back); a write through an unfold (as slice, view, slice and
 permute, or refused where windows overlap or leave an uneven gap)."""
 import pytest
 import torch
@@ -142,6 +143,22 @@ def test_write_through_as_strided_view_chain_is_refused(backend):
     check(add_through_as_strided, make, calls=3)
     with pytest.raises(decompose.Refused, match="as_strided"):
         decompose.decompose(make_fx(add_through_as_strided)(*make()), make())
+
+
+def sub_one_element_of_an_overlapping_as_strided(x):
+    v = (x * 1).as_strided((1, 3), (0, 0), 1)
+    v[:, 0].sub_(1.5)
+    return (v, x * 2)
+
+
+def test_write_into_part_of_an_as_strided_whose_elements_share_memory_is_refused(backend):
+    """One element of an as_strided view whose three elements are one memory location, written: eager
+    writes it once; functionalization writes the whole view back with as_strided_scatter, which eager's
+    kernel refuses (the error eager does not raise; fuzz 16301109). Refused: the graph runs as captured."""
+    make = lambda: [torch.randn(2, 1, generator=_gen(14))]    # noqa: E731
+    check(sub_one_element_of_an_overlapping_as_strided, make, calls=3)
+    with pytest.raises(decompose.Refused, match="as_strided whose elements share memory"):
+        decompose.decompose(make_fx(sub_one_element_of_an_overlapping_as_strided)(*make()), make())
 
 
 # ---- a write through an unfold: functionalization's inverse (unfold_backward) is not the base ----
