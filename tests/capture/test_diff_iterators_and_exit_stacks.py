@@ -449,6 +449,44 @@ def exit_stack_callback_raising(x, log):
         return x, repr(e)
 
 
+@contextlib.contextmanager
+def _generator_managed(log, name, swallow):
+    log.append(("enter", name))
+    try:
+        yield name
+    except ValueError as e:
+        log.append(("caught", name, str(e)))
+        if not swallow:
+            raise
+    finally:
+        log.append(("exit", name))
+
+
+@cases.add(lambda: (r(3), []))
+def exit_stack_over_generator_context_managers(x, log):
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_generator_managed(log, "outer", swallow=False))
+            stack.enter_context(_generator_managed(log, "swallows", swallow=True))
+            stack.enter_context(_generator_managed(log, "inner", swallow=False))
+            raise ValueError("boom")
+    except ValueError:
+        return x - 1
+    return x + 1
+
+
+@cases.add(lambda: (r(3), []))
+def exit_stack_enter_context_of_what_is_no_context_manager(x, log):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_Managed(log, "a"))
+        try:
+            stack.enter_context(x)                     # a tensor is no context manager
+        except (TypeError, AttributeError) as e:
+            log.append((type(e).__name__, str(e)))
+        x = x * 3
+    return x
+
+
 @pytest.mark.parametrize("case", cases.params())
 def test_iterators_and_exit_stacks(case):
     case.run()
