@@ -552,6 +552,8 @@ class Tracer:
             pending = self.side_effects.pending_global(name)
             if pending is not None:
                 return pending
+        if frame.f_globals is vars(polyfills) and name in frame.f_globals:
+            return wrap(self, frame.f_globals[name], None)     # graphjit's own, never replaced: no guard
         if name in frame.f_globals:
             return wrap(self, frame.f_globals[name], self.global_source(frame.f_globals, name))
         if name in frame.f_builtins:

@@ -164,9 +164,11 @@ class UserFunctionVariable(BaseFunctionVariable):
     def guard_code(self, tx):
         """`fn.__code__ = other` keeps the function object (its identity guards still pass): guard the
         code, on the function object itself, once per function whichever way it was reached. Functions
-        of the standard library and torch are taken not to be rewritten, as their classes are."""
+        of the standard library and torch are taken not to be rewritten, as their classes are, and so are
+        graphjit's own polyfills."""
+        from .. import polyfills
         from .dunders import is_library_class
-        if is_library_class(self.fn):
+        if is_library_class(self.fn) or self.fn.__module__ == polyfills.__name__:
             return
         code = self.fn.__code__
         tx.guards.add(1, f"{{0}} is {tx.guards.obj(code)}", f"{code.co_qualname}.__code__ is still "
