@@ -140,6 +140,9 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
         run = _UndefinedGradsKept(run, absent, halves)
     if detached:
         run = _Detaching(run, detached, halves)
+    strides = _size_one_strides(gm, example_inputs)
+    if strides:
+        run = _EagerStrides(run, strides, halves)
     groups = _output_groups(gm)
     if len({g for g in groups if g is not None}) > 1:
         run = _SeparateOutputs(run, groups, halves)
@@ -155,20 +158,14 @@ def _eager_backward_raises(gm, example_inputs):
     (addcdiv's for an integer divisor divides an int64 tensor in place). Eager raises that only where a
     backward reaches the op, AOTAutograd's joint trace at once. False where gm does not run on fakes, and
     for a graph that changes grad mode or autocast (a run failing midway would leave the change set)."""
-    from torch._guards import detect_fake_mode
-    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
     from .decompose import changes_state
     if changes_state(gm) is not None:
         return False
-    mode = detect_fake_mode(example_inputs) or FakeTensorMode()
-    try:
-        with mode, torch.enable_grad(), _quiet_meta_failures():
-            inputs = [mode.from_tensor(v) if isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor) else v
-                      for v in example_inputs]
-            outputs = [o for o in torch.utils._pytree.tree_leaves(gm(*inputs))
-                       if isinstance(o, torch.Tensor) and o.requires_grad]
-    except Exception:  # noqa: BLE001 - gm does not run on fakes (a data-dependent op): no answer
+    ran = _on_fakes(gm, example_inputs)
+    if ran is None:
         return False
+    mode, inputs, outputs = ran
+    outputs = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
     leaves = [v for v in inputs if isinstance(v, torch.Tensor) and v.requires_grad]
     if not outputs or not leaves:
         return False
@@ -178,6 +175,21 @@ def _eager_backward_raises(gm, example_inputs):
     except RuntimeError:
         return True
     return False
+
+
+def _on_fakes(gm, example_inputs):
+    """(the fake mode, the fake inputs, gm's output leaves) of gm run on fakes of example_inputs with grad
+    mode on; None where gm does not run on fakes (a data-dependent op)."""
+    from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    mode = detect_fake_mode(example_inputs) or FakeTensorMode()
+    try:
+        with mode, torch.enable_grad(), _quiet_meta_failures():
+            inputs = [mode.from_tensor(v) if isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor) else v
+                      for v in example_inputs]
+            return mode, inputs, torch.utils._pytree.tree_leaves(gm(*inputs))
+    except Exception:  # noqa: BLE001 - no answer
+        return None
 
 
 def _with_dense_tangents_where_overlapping(trace, name):
@@ -747,6 +759,50 @@ class _Detaching:
             if isinstance(values[k], torch.Tensor):
                 values[k] = values[k].detach()
         return type(out)(values)
+
+
+def _size_one_strides(gm, example_inputs):
+    """{output position: its eager strides} for the tensor outputs of a captured graph that view another
+    value and have a dim of size 1: from the traced example values, or, where the graph holds none with
+    static strides (a per-size copy of a symbolic graph), from a run on fakes of the example inputs."""
+    leaves = output_leaves(gm)
+    views = [k for k, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node) and
+             (leaf.op == "call_method" or leaf.op == "call_function") and _call_name(leaf) in _VIEWS]
+    if not views:
+        return {}
+    values = [leaf.meta.get("example_value") if isinstance(leaf, torch.fx.Node) else None for leaf in leaves]
+    if not all(_static(values[k]) for k in views):
+        ran = _on_fakes(gm, example_inputs)
+        if ran is None or len(ran[2]) != len(leaves):
+            return {}
+        values = ran[2]
+    return {k: values[k].stride() for k in views if _static(values[k]) and values[k]._is_view() and
+            values[k].layout == torch.strided and 1 in values[k].shape}
+
+
+class _EagerStrides:
+    """A compiled training graph whose outputs at the positions of `strides` get eager's strides back where
+    they differ only in dims of size 1. AOTAutograd returns an output that views an intermediate nothing
+    else views as `_unsafe_view(o, o.shape)`, which recomputes a size-1 dim's stride: a one-window
+    unfold's windows dim has eager's step * stride (`x.unfold(-1, 2, 7)` of a [3, 4] x: (4, 7, 1)), the
+    view's the next dim's extent ((4, 2, 1)). The output is re-strided with as_strided (its elements and
+    gradient are the same)."""
+
+    def __init__(self, compiled, strides, halves):
+        self.compiled, self.strides, self.graphjit_halves = compiled, strides, halves
+
+    def __call__(self, *args):
+        out = self.compiled(*args)
+        if not isinstance(out, (tuple, list)):
+            return out
+        values = None
+        for k, stride in self.strides.items():
+            t = out[k] if k < len(out) else None
+            if isinstance(t, torch.Tensor) and t.stride() != stride and t.dim() == len(stride) and \
+                    all(a == b or n == 1 for a, b, n in zip(t.stride(), stride, t.shape)):
+                values = values or list(out)
+                values[k] = t.as_strided(t.shape, stride, t.storage_offset())
+        return out if values is None else type(out)(values)
 
 
 class _SeparateOutputs:

@@ -24,9 +24,9 @@ def _gradients(fn, inputs, weights):
     return outs, torch.autograd.grad(loss, leaves)
 
 
-def _check(fn, make_inputs, calls=2):
+def _check(fn, make_inputs, calls=2, dynamic=None):
     counter = CompileCounter("graphjit")
-    compiled = graphjit.compile(fn, backend=counter)
+    compiled = graphjit.compile(fn, backend=counter, dynamic=dynamic)
     for call in range(calls):
         inputs = make_inputs(call)
         with torch.no_grad():
@@ -36,7 +36,7 @@ def _check(fn, make_inputs, calls=2):
         outs, got = _gradients(compiled, inputs, weights)
         for a, b in zip(outs, want_outs):
             torch.testing.assert_close(a, b, equal_nan=True)
-            assert a.shape == b.shape
+            assert a.shape == b.shape and a.stride() == b.stride(), (a.stride(), b.stride())
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, equal_nan=True)
     assert not counter.ran_as_captured()
@@ -87,3 +87,17 @@ def test_expanded_output_gets_the_sum_of_its_gradients():
         return ((x * 3).unsqueeze(1).expand(-1, 4, -1),)
 
     _check(f, lambda call: (torch.randn(3, 2 + call),))
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("unfold", [lambda v: v.unfold(-1, 2, 7), lambda v: v.unfold(-1, v.shape[-1], 1),
+                                    lambda v: v.t().unfold(0, v.shape[1], 3)], ids=["step", "whole", "t"])
+def test_a_one_window_unfold_has_eager_strides(unfold, dynamic):
+    """One window: the windows dim has size 1 and eager's stride step * stride (`x.unfold(-1, 2, 7)` of a
+    [3, 4] x: (4, 7, 1)). AOTAutograd returns an output that alone views an intermediate as
+    `_unsafe_view(o, o.shape)`, which gave that dim the next dim's extent ((4, 2, 1)); the output gets
+    eager's strides back, on static and symbolic sizes."""
+    def f(x):
+        return (unfold(x * 2), x.sum())
+
+    _check(f, lambda call: (torch.randn(3 + call, 4 + call),), calls=3, dynamic=dynamic)
