@@ -30,6 +30,8 @@ recomputed), so the backward reads the mask the forward drew. config.fallback_ra
 native_dropout instead.
 """
 
+import re
+
 import torch
 
 from .. import logs
@@ -121,9 +123,10 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
                            f"in a derivative formula ({str(e).splitlines()[0][:200]})")
         return gm.forward
     except RuntimeError as e:
-        if _eager_backward_raises(gm, example_inputs):
+        if _NO_DERIVATIVE.search(str(e)) or _no_eager_gradient(gm, example_inputs):
             # eager's own backward raises (an op without a derivative, a formula refusing its operands'
-            # dtypes), but only if a backward reaches that op; AOTAutograd's joint trace raises at once
+            # dtypes), but only if a backward reaches that op, or no backward can reach it (the graph's
+            # results are detached); AOTAutograd's joint trace raises at once
             logs.log("fusion", f"{name}: running the graph as captured: {str(e).splitlines()[0]} (eager's "
                                f"backward raises too, only if a backward reaches it)")
             return gm.forward
@@ -151,13 +154,19 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
     return run
 
 
-def _eager_backward_raises(gm, example_inputs):
-    """Whether eager's own backward from every output of gm that requires grad raises: gm run on fake
-    tensors, then torch's derivative formulas with their meta functions, without our decompositions. An op
-    torch has no derivative for (floor_divide) raises there, and so does a formula refusing its operands
-    (addcdiv's for an integer divisor divides an int64 tensor in place). Eager raises that only where a
-    backward reaches the op, AOTAutograd's joint trace at once. False where gm does not run on fakes, and
-    for a graph that changes grad mode or autocast (a run failing midway would leave the change set)."""
+# autograd's error for an op of the captured graph that has no derivative formula (floor_divide): eager's
+# own, raised by a backward that reaches the op (our decompositions run below autograd)
+_NO_DERIVATIVE = re.compile(r"derivative for \S+ is not implemented")
+
+
+def _no_eager_gradient(gm, example_inputs):
+    """Whether eager computes no gradient through gm: none of its outputs requires grad (they are
+    detached), or eager's own backward from every output that does raises: gm run on fake tensors, then
+    torch's derivative formulas with their meta functions, without our decompositions. An op torch has no
+    derivative for (floor_divide) raises there, and so does a formula refusing its operands (addcdiv's for
+    an integer divisor divides an int64 tensor in place). Eager raises that only where a backward reaches
+    the op, AOTAutograd's joint trace at once. False where gm does not run on fakes, and for a graph that
+    changes grad mode or autocast (a run failing midway would leave the change set)."""
     from .decompose import changes_state
     if changes_state(gm) is not None:
         return False
@@ -167,8 +176,10 @@ def _eager_backward_raises(gm, example_inputs):
     mode, inputs, outputs = ran
     outputs = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
     leaves = [v for v in inputs if isinstance(v, torch.Tensor) and v.requires_grad]
-    if not outputs or not leaves:
+    if not leaves:
         return False
+    if not outputs:
+        return True
     try:
         with mode, _quiet_meta_failures():
             torch.autograd.grad(outputs, leaves, [torch.ones_like(o) for o in outputs], allow_unused=True)

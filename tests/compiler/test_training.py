@@ -658,6 +658,43 @@ def test_an_op_without_a_derivative_runs_as_captured():
     assert 0 in counter.ran_as_captured()
 
 
+def detached_floor_divide(x, w):
+    v = torch.clamp(x @ w, x.amax(), None)
+    return (v // v).split(2, 0)[0].detach(), (x // 2).detach()
+
+
+def detached_floor_divide_beside_a_view(x, w):
+    return x[:2], *detached_floor_divide(x, w)
+
+
+@pytest.mark.parametrize("fn", [detached_floor_divide, detached_floor_divide_beside_a_view])
+def test_an_op_without_a_derivative_whose_results_are_detached_runs_as_captured(fn):
+    """floor_divide of values needing gradients, its results detached: eager's backward never reaches it,
+    AOTAutograd's joint trace raised for its missing derivative and the backend warned it failed (fuzz
+    grad 16500121). The graph runs as captured, with eager's values and gradients and no warning."""
+    import warnings
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(fn, backend=counter)
+    for rows in (3, 5, 3):
+        results = []
+        for f in (fn, compiled):
+            torch.manual_seed(rows)
+            x, w = r(rows, 4).requires_grad_(), r(4, 4).requires_grad_()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                out = f(x, w)
+            if out[0].requires_grad:
+                out[0].sum().backward()
+            results.append((out, x.grad))
+        for got, want in zip(*[out for out, _ in results]):
+            assert_same(got.detach(), want.detach(), where="result")
+            assert got.requires_grad == want.requires_grad
+        assert (results[0][1] is None) == (results[1][1] is None)
+        if results[0][1] is not None:
+            assert_same(results[1][1], results[0][1], where="x.grad")
+    assert counter.ran_as_captured() and counter.frame_count == 2
+
+
 def divided_by_an_integer_tensor(x, k):
     h = x * 2
     q = torch.addcdiv(h, h, k, value=2)    # its gradient for h divides an int64 tensor in place: eager raises
