@@ -224,7 +224,8 @@ triton_compile_workers = _knob("triton_compile_workers", int, 0)
 # Embedding/gather indices out of range. -1: in the interpreter they raise IndexError (a status flag read
 # after the kernel), on a GPU they fail a device-side assert, as eager's CUDA kernels do (no sync: the
 # CUDA context is lost, and the error shows at the next sync); 0: never checked (they read row 0);
-# 1: IndexError everywhere (a device sync after each kernel that checks).
+# 1: IndexError everywhere (a device sync after each kernel that checks); 2: device-side asserts
+# everywhere (in the interpreter too: what tests use to run the GPU's form of the checks on the CPU).
 triton_check_indices = _knob("triton_check_indices", int, -1, codegen=True)
 
 # Launch compiled kernels straight through Triton's launcher (skips the JIT's per-call argument binding).

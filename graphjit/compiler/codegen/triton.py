@@ -1608,7 +1608,7 @@ class TritonDevice:
         candidate configurations."""
         checking = config.triton_check_indices
         self.check = "status" if checking == 1 or (checking == -1 and self.interpret) else \
-            "assert" if checking == -1 else None
+            "assert" if checking in (-1, 2) else None
         # with size symbols: the heuristic blocks for the example sizes, no races (they would tune for
         # one size) and no matmul templates (they are planned for concrete shapes)
         self.tuning = [] if self.job.facts.autotune and not self.symbolic else None

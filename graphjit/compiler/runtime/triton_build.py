@@ -13,7 +13,8 @@ Under GRAPHJIT_TRITON_CPU=1 the same source runs on CPU tensors in Triton's inte
 (TRITON_INTERPRET=1, set only while graphjit imports or launches its kernels). Two interpreter gaps are
 bridged: it has no libdevice (`_interpreter_libdevice()` stands in with numpy functions of the same
 names), and its bfloat16 <-> float32 casts differ from the GPU's (it truncates float32 -> bfloat16 and
-mangles bfloat16 subnormals: `_cast_bf16_as_gpu`, patched in while graphjit's kernels run).
+mangles bfloat16 subnormals: `_cast_bf16_as_gpu`, patched in while graphjit's kernels run). Its
+`tl.device_assert`s are made live (`_live_asserts`), as a GPU kernel compiled with Triton's debug option.
 """
 import concurrent.futures
 import contextlib
@@ -82,6 +83,7 @@ def interpreting(enabled=True):
         old = os.environ.get("TRITON_INTERPRET")
         old_cast = InterpreterBuilder.cast_impl
         old_patch = getattr(interpreter, "_patch_lang_tensor", None)
+        old_assert = _live_asserts(interpreter)
         os.environ["TRITON_INTERPRET"] = "1"
         InterpreterBuilder.cast_impl = _cast_bf16_as_gpu(old_cast)
         if old_patch is not None:
@@ -89,6 +91,7 @@ def interpreting(enabled=True):
         try:
             yield
         finally:
+            old_assert()
             InterpreterBuilder.cast_impl = old_cast
             if old_patch is not None:
                 interpreter._patch_lang_tensor = old_patch
@@ -96,6 +99,35 @@ def interpreting(enabled=True):
                 del os.environ["TRITON_INTERPRET"]
             else:
                 os.environ["TRITON_INTERPRET"] = old
+
+
+class DeviceAssertFailed(AssertionError):
+    """A kernel's tl.device_assert failed in Triton's interpreter (on a GPU: a device-side assert)."""
+
+
+def _live_asserts(interpreter):
+    """Makes tl.device_assert check its condition in the interpreter, as a kernel compiled with Triton's
+    debug option does on a GPU (the form index checks take there: config.triton_check_indices). Triton's
+    interpreter drops device_asserts (its options say debug=False) and its own check tests the truth of a
+    handle object, which always passes. Returns a function that undoes it."""
+    import dataclasses
+    builder_cls, builder = interpreter.InterpreterBuilder, getattr(interpreter, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if options is None or not dataclasses.is_dataclass(options) or not hasattr(builder_cls, "create_assert"):
+        return lambda: None
+    old_assert = builder_cls.create_assert
+
+    def create_assert(self, condition, message):
+        import numpy as np
+        if not np.all(condition.data):
+            raise DeviceAssertFailed(message)
+    builder_cls.create_assert = create_assert
+    builder.options = dataclasses.replace(options, debug=True)
+
+    def undo():
+        builder_cls.create_assert = old_assert
+        builder.options = options
+    return undo
 
 
 def _scalar_index(patch_lang_tensor):
