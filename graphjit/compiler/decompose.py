@@ -1452,12 +1452,15 @@ def _indexed(node):
 def _eager_index_error(target, dim, ndim):
     """The exception class eager's CPU kernel of an indexing op along `dim` of an `ndim`-d tensor raises for
     an index out of range (it differs between ops, dims and torch versions: on torch 2.13 index_select
-    raises IndexError along dim 0 and RuntimeError along dim 1), found by running the op on a probe."""
-    x, bad = torch.zeros((2,) * max(ndim, 1)), torch.tensor([5])
-    gather_index = torch.full([1 if d == dim else 2 for d in range(x.dim())], 5)
+    raises IndexError along dim 0 and RuntimeError along dim 1), found by running the op on a probe: on the
+    CPU whatever the default device (on a GPU, under `torch.device("cuda")`, the bad index would fail a
+    device-side assert, which ends the process's CUDA context)."""
+    cpu = torch.device("cpu")
+    x, bad = torch.zeros((2,) * max(ndim, 1), device=cpu), torch.tensor([5], device=cpu)
+    gather_index = torch.full([1 if d == dim else 2 for d in range(x.dim())], 5, device=cpu)
     probes = {aten.gather.default: lambda: (x, dim, gather_index),
               aten.index_select.default: lambda: (x, dim, bad),
-              aten.embedding.default: lambda: (torch.zeros(2, 2), bad),
+              aten.embedding.default: lambda: (torch.zeros(2, 2, device=cpu), bad),
               aten.index.Tensor: lambda: (x, [None] * dim + [bad])}
     try:
         target(*probes[target]())

@@ -444,3 +444,19 @@ def test_int64_constants_mix_with_int64_values_in_cpp():
     compiled = run_cases(lambda t: torch.minimum(t, torch.full_like(t, 7)) + torch.clamp(t, max=5) * 3,
                          [(x,), (x[::2],)])
     assert kernel_count(compiled) >= 1      # compiled, not run eagerly after a C++ compile error
+
+
+@pytest.mark.parametrize("target,dim,ndim", [(aten.index_select.default, 0, 2), (aten.index_select.default, 1, 2),
+                                             (aten.gather.default, 1, 2), (aten.embedding.default, 0, 2),
+                                             (aten.index.Tensor, 0, 1)])
+def test_eager_index_error_probes_on_the_cpu_under_any_default_device(target, dim, ndim):
+    """The probe finding eager's exception class runs a bad index on the CPU: under `torch.device("cuda")`
+    (as test harnesses and users set it) it failed a device-side assert that ended the CUDA context. A
+    meta default device stands in for it here (a meta op raises nothing: the probe would read RuntimeError)."""
+    from graphjit.compiler.decompose import _eager_index_error
+    _eager_index_error.cache_clear()
+    expected = _eager_index_error(target, dim, ndim)
+    _eager_index_error.cache_clear()
+    with torch.device("meta"):
+        assert _eager_index_error(target, dim, ndim) is expected
+    _eager_index_error.cache_clear()
