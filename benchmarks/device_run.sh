@@ -15,7 +15,8 @@ git log --oneline -1 2>/dev/null
 for phase in $phases; do
   start=$(date +%s)
   case "$phase" in
-    tests)   timeout "${TESTS_S:-240}" python3 -m pytest tests/cuda tests/compiler -q -m gpu -p no:cacheprovider \
+    tests)   # 8 pytest-xdist workers (the host's image has it): the whole GPU suite in about a minute
+             timeout "${TESTS_S:-240}" python3 -m pytest tests/cuda tests/compiler -q -m gpu -n 8 -p no:cacheprovider \
                > "$OUT/cuda_tests.txt" 2>&1; tail -25 "$OUT/cuda_tests.txt" ;;
     bench)   timeout "${BENCH_S:-330}" python3 benchmarks/gpu.py --out "$OUT" "$@" > "$OUT/bench.txt" 2>&1; tail -60 "$OUT/bench.txt" ;;
     cold:*)  cargs="${phase#cold:}"
