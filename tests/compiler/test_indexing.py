@@ -83,7 +83,11 @@ def test_op(op, dtype):
 @pytest.mark.parametrize("device", triton_devices(matrix=True))
 @pytest.mark.parametrize("op,dtype", PARAMS)
 def test_op_triton(op, dtype, device):
-    check_lowered(op, dtype, device)
+    # eager's CUDA cumsum adds in the tensor's dtype (scan_dim with std::plus<BFloat16>: every partial sum
+    # rounded to bfloat16), ours in float32, rounded once: up to half an ulp of each partial sum apart per
+    # row (an ulp is 0.0625 at 8-16: 0.22 over these 7 rows); the CPU's kernel adds in float32, as ours
+    tol = dict(atol=0.25) if op.name == "cumsum" and dtype == torch.bfloat16 and device == "cuda" else {}
+    check_lowered(op, dtype, device, **tol)
 
 
 def test_lowerings_are_reached():
