@@ -12,7 +12,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._guards import SLoc
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from . import dynamic
+from . import dynamic, fake_memo
 
 
 class _ShapeEnv(ShapeEnv):
@@ -44,6 +44,7 @@ class OutputGraph:
         # ShapeEnv, so capture breaks there rather than making unbacked symbols
         self.shape_env = _ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
+        self.fake_memo = fake_memo.FakeMemo(self.fake_mode)
         self.symbolic_inputs = []    # (fake tensor or SymInt, source, symbolic context) per input with symbols
         self.input_sources = []      # source per placeholder, in order
         self.example_inputs = []     # the real values read at trace time
@@ -138,15 +139,30 @@ class OutputGraph:
         node.meta["example_value"] = example_value
         return node
 
-    def run_fake(self, fn, args, kwargs):
-        if self.symbolic_inputs:
-            # Python meta kernels (torch/_meta_registrations.py) keep sizes symbolic where some C++ ones
-            # (CPU attention on older torch) read them as ints and specialize
-            from torch._dispatch.python import enable_python_dispatcher
-            with enable_python_dispatcher(), self.fake_mode:
+    def run_fake(self, fn, args, kwargs, memo=True):
+        """fn on fake tensors. memo: the result may come from an earlier call with arguments of the same
+        metadata (fake_memo.py); False for ops that write into their arguments."""
+        if not self.symbolic_inputs:
+            return self._run_memoized(fn, args, kwargs, memo)
+        # Python meta kernels (torch/_meta_registrations.py) keep sizes symbolic where some C++ ones
+        # (CPU attention on older torch) read them as ints and specialize
+        from torch._dispatch.python import enable_python_dispatcher
+        with enable_python_dispatcher():
+            return self._run_memoized(fn, args, kwargs, memo)
+
+    def _run_memoized(self, fn, args, kwargs, memo):
+        key = self.fake_memo.key(fn, args, kwargs) if memo and fake_memo.enabled else None
+        if key is None:
+            with self.fake_mode:
                 return fn(*args, **kwargs)
+        hit = self.fake_memo.lookup(key, args)
+        if hit is not None:
+            return hit
+        tensors, versions = self.fake_memo.versions(args, kwargs)
         with self.fake_mode:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+        self.fake_memo.record(key, args, result, tensors, versions)
+        return result
 
     def op_count(self):
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))

@@ -245,10 +245,11 @@ def record(tx, kind, target, args, kwargs, mutates=False):
     if kind == "call_method":
         def fn(self, *a, **k):
             return getattr(self, target)(*a, **k)
+        fn.method_name = target
     else:
         fn = target
     try:
-        example = tx.graph.run_fake(fn, fake_args, fake_kwargs)
+        example = tx.graph.run_fake(fn, fake_args, fake_kwargs, memo=not mutates)
     except Unsupported:
         raise
     except (torch._subclasses.fake_tensor.DataDependentOutputException,
