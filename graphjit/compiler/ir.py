@@ -1149,7 +1149,8 @@ class LoopGraph:
         self.inputs = []           # InputBuffer, in argument order (constants have position None)
         self.nodes = []            # ComputedBuffer | ExternKernel, in execution order
         self.outputs = []
-        self.output_nodes = []     # per output: (fx node name, whether a placeholder), None for a constant
+        self.output_nodes = []     # per output: (fx node name, whether a placeholder, whether a view of its
+        #                            first argument), None for a constant
         self.fallbacks = []        # (op name, reason) of every extern call made for a missing lowering
         self.size_inputs = []      # (position, symbol) of the int inputs that are size symbols
         self.autograd = False      # a half of a training graph (facts.GraphFacts.autograd)

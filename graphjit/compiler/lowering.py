@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 from .. import logs
 from .. import config
 from . import scheduler
-from .decompose import RUNTIME_CHECKS
+from .decompose import RUNTIME_CHECKS, aliases_its_argument
 from .ir import (SizeFloat, StaticOnly, guard_bool, is_one, is_static, size_hint, static_int, sym_max, sym_min)
 from .ir import FloorDiv, Mod
 from .ir import (ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, LoopGraph, Pointwise,
@@ -362,7 +362,8 @@ class Lowering(torch.fx.Interpreter):
             outs.append(value)
         self.loops.outputs = outs
         self.loops.output_spec = spec
-        self.loops.output_nodes = [(a.name, a.op == "placeholder") if isinstance(a, torch.fx.Node) else None
+        self.loops.output_nodes = [(a.name, a.op == "placeholder", a.op == "call_function" and
+                                    aliases_its_argument(a.target)) if isinstance(a, torch.fx.Node) else None
                                    for a in _output_leaves(_current[-1].graph)]
         self.loops.output_aliases = aliases
         self._compute_writes_first()

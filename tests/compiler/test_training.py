@@ -831,6 +831,33 @@ def test_a_write_into_part_of_an_overlapping_as_strided_needing_gradients():
     assert counter.frame_count == 1
 
 
+def written_through_a_view_after_a_break(x):
+    any_ = x.any()
+    y = x * 2
+    y.view(-1)[any_] = float("nan")      # a 0-d bool index: a graph break, the write runs in CPython
+    return y * 3
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_a_write_through_a_view_of_an_output_after_a_break(n):
+    """The graph before the break returns `y` and `y.view(-1)`; the compiled forward returned y as a view
+    of the buffer of the view, made inside AOTAutograd's autograd Function, and the write through the view
+    raised "a view created inside a custom Function ... modified inplace" (fuzz grad 16800347). Against
+    eager: values and gradients, several calls."""
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(written_through_a_view_after_a_break, backend=counter)
+    for call in range(3):
+        results = []
+        for f in (written_through_a_view_after_a_break, compiled):
+            x = torch.linspace(-1, 1 + call, n).requires_grad_()
+            out = f(x)
+            out.nan_to_num(0.0).sum().backward()
+            results.append((out.detach(), x.grad))
+        assert_same(results[1][0], results[0][0], where="out")
+        assert_same(results[1][1], results[0][1], where="gradient")
+    assert not counter.ran_as_captured()
+
+
 def sgn_of_a_var_over_one_element(x):
     s = x.unflatten(-1, (1, x.shape[-1])).var(-2, correction=1).sgn()     # var: 0 / 0, NaN
     return s.round(decimals=1), s

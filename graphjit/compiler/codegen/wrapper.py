@@ -356,14 +356,17 @@ class WrapperCode:
         """Eager's view op returns a new tensor object even where it changes nothing (x[:, 0:1] of a
         one-column x, an expand to the same shape): an output the lowering made the very tensor of an input,
         or of another output, while eager computed it by another node, becomes a new view of it (setting
-        an attribute on it, or resizing it, must leave the other alone)."""
+        an attribute on it, or resizing it, must leave the other alone). Of outputs that are one tensor, the
+        one eager computed by an op that is no view keeps it (a training graph's `mul` and `mul.view(-1)`:
+        AOTAutograd makes the view from `mul` after the call, and `mul` returned as a view of a buffer made
+        inside its autograd Function refuses writes through views of it)."""
         nodes = getattr(self.graph, "output_nodes", None) or [None] * len(flat)
+        tensors = [k for k, (node, value) in enumerate(zip(nodes, self.graph.outputs))
+                   if node is not None and not (k < len(aliases) and aliases[k] is not None) and value is not None
+                   and not isinstance(value, (bool, int, float, sympy.Expr, torch.SymInt))]
         made = {}       # expression -> the output node it came from
-        for k, (expr, node, value) in enumerate(zip(flat, nodes, self.graph.outputs)):
-            if node is None or (k < len(aliases) and aliases[k] is not None) or \
-                    value is None or isinstance(value, (bool, int, float, sympy.Expr, torch.SymInt)):
-                continue    # a number (a size the graph returns twice) is no tensor to view
-            name, is_input = node
+        for k in sorted(tensors, key=lambda k: nodes[k][2]):     # views last
+            expr, (name, is_input, _) = flat[k], nodes[k]
             if (expr in input_names and not is_input) or made.get(expr, name) != name:
                 self.globals["_alias"] = torch.ops.aten.alias.default
                 flat[k] = f"_alias({expr})"
