@@ -445,6 +445,7 @@ def _zero_tensors_as_eager(graph, constants=()):
     it by 2 / 0); a sum of one and a tensor is that tensor; every other op reads one as plain zeros. Each
     such zero of static sizes becomes a plain `zeros` node (an efficient zero tensor a graph left to eager
     makes segfaulted a dispatch mode of AOTAutograd's runtime)."""
+    from .decompose import aliases_its_argument
     aten = torch.ops.aten
     zero = set(constants) | {n for n in graph.nodes if n.target is aten._efficientzerotensor.default}
     if not zero:
@@ -456,7 +457,8 @@ def _zero_tensors_as_eager(graph, constants=()):
         a, b = (isinstance(v, torch.fx.Node) and v in zero for v in (*node.args[:2], None)[:2])
         if node.target in (aten.mul.Tensor, aten.mul.Scalar) and (a or b) or \
                 node.target in (aten.div.Tensor, aten.div.Scalar) and a and not b or \
-                node.target in (aten.add.Tensor, aten.sub.Tensor) and a and b or _is_view(node) and a:
+                node.target in (aten.add.Tensor, aten.sub.Tensor) and a and b or \
+                aliases_its_argument(node.target) and a:
             zero.add(node)
         elif (other := _gradient_passed(node, zero)) is not None:
             node.replace_all_uses_with(other)
@@ -468,15 +470,6 @@ def _zero_tensors_as_eager(graph, constants=()):
     for node in reversed([n for n in graph.nodes if n in zero or n in passed]):
         if not node.users:
             graph.erase_node(node)
-
-
-def _is_view(node):
-    """Whether a call_function node's ATen op returns a view of its first operand."""
-    schema = getattr(node.target, "_schema", None)
-    if schema is None or not schema.returns or not schema.arguments:
-        return False
-    ret, first = schema.returns[0].alias_info, schema.arguments[0].alias_info
-    return ret is not None and not ret.is_write and first is not None and ret.before_set == first.before_set
 
 
 def _is_tangent(node):
