@@ -294,6 +294,53 @@ def _triage_gradients(src, calls, res):
     if eager is not None and ours is not None and _gradients_explained_by_rounding(src, calls, eager, ours, notes):
         res["status"] = "noise"
         notes.append("eager's gradients move as far as compiled's differ when its ops' results move by one ulp")
+        return
+    if ours is not None and _gradients_of_a_nan_branch(src, calls, ours, notes):
+        res["status"] = "noise"
+        notes.append("eager's gradients are compiled's where its kernels take one branch at every NaN input "
+                     "(NAN_BRANCH_OPS)")
+
+
+# Backward ops whose CPU kernel takes another branch at a NaN input in its vectorized loop than in its scalar
+# tail (the comparisons differ: x > 0 against x <= 0), so which gradient a NaN gets depends on where the
+# element falls in eager's loop (the tensor's size, strides, offset): name -> (the vectorized loop's value,
+# the scalar tail's) there, functions of the op's arguments.
+NAN_BRANCH_OPS = {
+    "elu_backward": (lambda grad, alpha, scale, input_scale, is_result, x: grad * float("nan"),
+                     lambda grad, alpha, scale, input_scale, is_result, x: grad * scale),
+    "hardswish_backward": (lambda grad, x: grad * float("nan"), lambda grad, x: grad),
+}
+
+
+def _gradients_of_a_nan_branch(src, calls, ours, notes):
+    """Whether eager's gradients, replayed with every NAN_BRANCH_OPS result at a NaN input taken from one
+    branch (the vectorized loop's, then the scalar tail's), are compiled's."""
+    for branch in (0, 1):
+        try:
+            replayed = _run_last_call_in(_NanBranch(branch), src, calls, grad=True)[0]
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"NaN branch replay raised {type(e).__name__}: {str(e)[:200]}")
+            return False
+        if _gradient_mismatch(replayed, ours) is None:
+            return True
+    return False
+
+
+def _NanBranch(branch):
+    """A dispatch mode giving each NAN_BRANCH_OPS result, at its NaN inputs, the value of `branch`."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    import torch
+
+    class NanBranch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            forms = NAN_BRANCH_OPS.get(func.overloadpacket.__name__)
+            if forms is None or kwargs:
+                return out
+            x = args[-1]
+            return torch.where(x.isnan(), forms[branch](*args).to(out.dtype), out)
+
+    return NanBranch()
 
 
 def _gradients_noise_dominated(eager, ours, reference):

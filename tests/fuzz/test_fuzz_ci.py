@@ -247,6 +247,9 @@ FOUND = {
                                "the compiled forward returned the product as a view of the view's buffer, made "
                                "inside AOTAutograd's Function, and the write raised (a view created inside a "
                                "custom Function); the output that is no view now keeps the buffer",
+    ("grad-tensor", 16800502): "elu's gradient at a NaN input of two elements: eager's scalar tail gives the incoming "
+                               "gradient, the compiled kernel (as eager's vectorized loop) NaN (triage: the branch a "
+                               "NaN takes, NAN_BRANCH_OPS)",
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {}

@@ -3,6 +3,7 @@ it does not call rounding noise a bug; the shrinker keeps the failing statement;
 
 Broken backends stand in for a buggy compiler (backend(gm, example_inputs) -> callable), in-process.
 """
+import contextlib
 import os
 import re
 
@@ -351,3 +352,22 @@ def test_a_bit_view_reads_only_values_no_op_rounded():
         g.pick = lambda *a, name=name, **k: name
         stmt = ops.view(g)
         assert ("view(torch.int32)" in stmt.code) == bits and g.accept(stmt), stmt.code
+
+
+def test_the_branch_a_nan_input_takes_in_eager_backward_kernels_is_noise():
+    """elu's gradient at a NaN input is NaN in eager's vectorized CPU loop (x > 0 is false) and the incoming
+    gradient in its scalar tail (x <= 0 is false): a two-element input falls in the tail, where the compiled
+    kernel, as the vectorized loop, gives NaN (fuzz grad 16800502). A replay taking one branch at every NaN
+    input gives either; a gradient of neither is no such noise."""
+    prog = Program(mode="tensor", seed=0, sizes={"A": {"a": 1}, "B": {"a": 1}, "L": {"a": 1}},
+                   inputs=[Input("x3", "f", (2,), {"A": "o", "B": "o", "L": "o"}, 4)],
+                   stmts=[Stmt("v1 = F.elu(x3)", ("v1",), ("x3",))], returns=["v1"], calls=[("A", 54)], grad=True)
+    src, calls = prog.source(), prog.calls
+    x = program.load(src)["make_inputs"](54, "A")[0]
+    assert x.isnan().tolist() == [True, False]
+    tail = runner._run_last_call_in(contextlib.nullcontext(), src, calls, grad=True)[0]
+    vector = runner._run_last_call_in(runner._NanBranch(0), src, calls, grad=True)[0]
+    assert not tail[0].isnan().any() and vector[0].isnan().tolist() == [True, False]
+    assert runner._gradients_of_a_nan_branch(src, calls, vector, [])
+    assert runner._gradients_of_a_nan_branch(src, calls, tail, [])
+    assert not runner._gradients_of_a_nan_branch(src, calls, [vector[0] * 2], [])
