@@ -49,8 +49,8 @@ def _sym(x):
 
 
 def _tensor_key(t):
-    if type(t) is not FakeTensor or t.constant is not None:
-        raise _NoMemo
+    if type(t) is not FakeTensor or t.constant is not None or t.layout != torch.strided:
+        raise _NoMemo       # (a sparse tensor has no strides nor storage to key on)
     return ("T", tuple(_sym(x) for x in t.shape), tuple(_sym(x) for x in t.stride()),
             _sym(t.storage_offset()), t.dtype, t.device, t.layout, t.requires_grad, t.is_conj(), t.is_neg(),
             t.is_inference())
@@ -90,9 +90,10 @@ def _state_key(shape_env):
 
 def _outputs(result):
     """The result's fake tensors and how to rebuild its container, or _NoMemo."""
-    if type(result) is FakeTensor:
+    if type(result) is FakeTensor and result.layout == torch.strided:
         return [result], None
-    if type(result) in (tuple, list) and result and all(type(r) is FakeTensor for r in result):
+    if type(result) in (tuple, list) and result and \
+            all(type(r) is FakeTensor and r.layout == torch.strided for r in result):
         return list(result), type(result)
     raise _NoMemo
 
@@ -226,6 +227,10 @@ class FakeMemo:
             return _fresh, (tuple(out.shape), tuple(out.stride()), out.dtype, out.device)
         if torch.is_grad_enabled():
             return None      # a multi-output view's autograd metadata (split, chunk) is not as_strided's
+        if sum(_storage(t) == storage for t in tensors) > 1:
+            # several arguments share the storage (`broadcast_tensors(x, x, z)`, `meshgrid(x, x)`): which one
+            # `out` views is not known, and a hit on arguments that don't alias would view the wrong one
+            return None
         for index, arg in enumerate(args):
             if type(arg) is FakeTensor and _storage(arg) == storage:
                 return _view, (index, tuple(out.shape), tuple(out.stride()), out.storage_offset())

@@ -144,3 +144,52 @@ def test_keys_separate_metadata_and_state():
     assert len(keys) == 4
     assert memo.key(lambda x: x, [a], {}) is None                 # not torch's function
     assert memo.key(torch.relu, [torch.randn(2)], {}) is None     # a real tensor
+
+
+def _storage_names(graphs):
+    """Per node with a tensor example value, the first node whose example value shares its storage."""
+    names = []
+    for gm in graphs:
+        first = {}
+        for n in gm.graph.nodes:
+            value = n.meta.get("example_value")
+            if isinstance(value, torch.Tensor) and value.layout == torch.strided:
+                names.append((n.name, first.setdefault(value.untyped_storage()._cdata, n.name)))
+    return names
+
+
+def broadcast_aliasing(x, y, z):
+    torch.broadcast_tensors(x, x, z)
+    c, d, _ = torch.broadcast_tensors(x, y, z)      # same metadata as above: d is a view of y, not of x
+    torch.meshgrid(x, x, indexing="ij")
+    e, f = torch.meshgrid(x, y, indexing="ij")
+    return c + d, e * f
+
+
+def test_a_view_of_one_of_several_aliasing_arguments_is_not_memoized():
+    make = lambda: (torch.arange(3.0), torch.arange(3.0) + 1, torch.zeros(2, 1))
+    graphs = _check_same_capture(broadcast_aliasing, make, fullgraph=True)
+    with torch.no_grad():
+        off_graphs, _, _ = _capture(broadcast_aliasing, make(), memo=False, fullgraph=True)
+    names = dict(_storage_names(graphs))
+    assert _storage_names(graphs) == _storage_names(off_graphs)
+    assert names["getitem_4"] == "y" and names["getitem_9"] == "y"
+    with torch.no_grad():
+        assert _memo_after(torch.broadcast_tensors, torch.randn(3), torch.randn(2, 1))[0] is not _REFUSED
+        with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+            x, z = mode.from_tensor(torch.randn(3)), mode.from_tensor(torch.randn(2, 1))
+        memo = FakeMemo(mode)
+        key = memo.key(torch.broadcast_tensors, [x, x, z], {})
+        tensors, versions = memo.versions([x, x, z], {})
+        with mode:
+            result = torch.broadcast_tensors(x, x, z)
+        memo.record(key, [x, x, z], result, tensors, versions)
+        assert memo.entries[key] is _REFUSED
+
+
+def sparse(x):
+    return x.to_sparse().to_dense() + x.to_sparse().to_dense()
+
+
+def test_sparse_tensors_are_not_memoized():
+    _check_same_capture(sparse, lambda: (torch.eye(3),), fullgraph=True)
