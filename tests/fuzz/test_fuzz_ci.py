@@ -250,6 +250,10 @@ FOUND = {
     ("grad-tensor", 16800502): "elu's gradient at a NaN input of two elements: eager's scalar tail gives the incoming "
                                "gradient, the compiled kernel (as eager's vectorized loop) NaN (triage: the branch a "
                                "NaN takes, NAN_BRANCH_OPS)",
+    ("triton", 17100027): "Triton interpreter: uint8 x.add_(x) raised 'int8 overflow detected': the debug option "
+                          "that makes device_asserts live also checked integer overflow (now off, as on the GPU)",
+    ("triton", 17100025): "Triton interpreter: an int32 cube past 2**31 raised 'int32 overflow detected' (as "
+                          "17100027)",
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {}

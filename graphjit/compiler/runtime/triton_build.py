@@ -109,7 +109,8 @@ def _live_asserts(interpreter):
     """Makes tl.device_assert check its condition in the interpreter, as a kernel compiled with Triton's
     debug option does on a GPU (the form index checks take there: config.triton_check_indices). Triton's
     interpreter drops device_asserts (its options say debug=False) and its own check tests the truth of a
-    handle object, which always passes. Returns a function that undoes it."""
+    handle object, which always passes; its debug option also checks integer arithmetic for overflow,
+    which is left off (uint8 and int32 arithmetic wraps in torch). Returns a function that undoes it."""
     import dataclasses
     builder_cls, builder = interpreter.InterpreterBuilder, getattr(interpreter, "interpreter_builder", None)
     options = getattr(builder, "options", None)
@@ -122,7 +123,9 @@ def _live_asserts(interpreter):
         if not np.all(condition.data):
             raise DeviceAssertFailed(message)
     builder_cls.create_assert = create_assert
-    builder.options = dataclasses.replace(options, debug=True)
+    # debug without Triton's integer overflow checks, as the GPU launches (torch's integers wrap)
+    overflow = {"sanitize_overflow": False} if hasattr(options, "sanitize_overflow") else {}
+    builder.options = dataclasses.replace(options, debug=True, **overflow)
 
     def undo():
         builder_cls.create_assert = old_assert
