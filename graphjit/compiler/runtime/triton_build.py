@@ -10,7 +10,7 @@ trusted. Triton compiles each @triton.jit kernel to a cubin and keeps that in it
     compiled = compile_all(module, launches, device, example_args, threads)   # name -> CompiledKernel
 
 Under GRAPHJIT_TRITON_CPU=1 the same source runs on CPU tensors in Triton's interpreter
-(TRITON_INTERPRET=1, set only while graphjit imports or launches its kernels). Two interpreter gaps are
+(TRITON_INTERPRET=1, set only while graphjit imports or launches its kernels). Interpreter gaps are
 bridged: it has no libdevice (`_interpreter_libdevice()` stands in with numpy functions of the same
 names), and its bfloat16 <-> float32 casts differ from the GPU's (it truncates float32 -> bfloat16 and
 mangles bfloat16 subnormals: `_cast_bf16_as_gpu`, patched in while graphjit's kernels run). Its
@@ -83,7 +83,7 @@ def interpreting(enabled=True):
         old = os.environ.get("TRITON_INTERPRET")
         old_cast = InterpreterBuilder.cast_impl
         old_patch = getattr(interpreter, "_patch_lang_tensor", None)
-        old_assert = _live_asserts(interpreter)
+        undo_asserts = _live_asserts(interpreter)
         os.environ["TRITON_INTERPRET"] = "1"
         InterpreterBuilder.cast_impl = _cast_bf16_as_gpu(old_cast)
         if old_patch is not None:
@@ -91,7 +91,7 @@ def interpreting(enabled=True):
         try:
             yield
         finally:
-            old_assert()
+            undo_asserts()
             InterpreterBuilder.cast_impl = old_cast
             if old_patch is not None:
                 interpreter._patch_lang_tensor = old_patch
