@@ -71,3 +71,39 @@ def test_a_required_kernel_that_fails_is_raised(sm90):
     fail_to_load.add("gj_test_shift")
     with pytest.raises(RuntimeError, match="shared memory"):
         run(module, ["gj_test_scale", "gj_test_shift"])
+
+
+def test_compile_all_waits_for_the_prewarm_thread_instead_of_hashing_triton_again(sm90, monkeypatch):
+    # Triton's lru_cache'd triton_key() lets a second caller compute it again while the first is still
+    # at it; compile_all must wait for graphjit's prewarm thread so that it is computed once.
+    module, loaded, _ = sm90
+    release, order = threading.Event(), []
+
+    def prewarm_work():
+        release.wait(5)
+        order.append("prewarm done")
+    thread = threading.Thread(target=prewarm_work, daemon=True)
+    thread.start()
+    monkeypatch.setattr(triton_build, "_prewarm_thread", thread)
+    threading.Timer(0.2, release.set).start()
+    real_load = triton_build._load
+
+    def load(device, kernel):
+        order.append("load")
+        return real_load(device, kernel)
+    monkeypatch.setattr(triton_build, "_load", load)
+    compiled, _ = run(module, ["gj_test_scale", "gj_test_shift"])
+    assert set(compiled) == {"gj_test_scale", "gj_test_shift"}
+    assert order == ["prewarm done", "load", "load"]
+
+
+def test_wait_prewarm_gives_up_after_its_timeout(monkeypatch):
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, args=(10,), daemon=True)
+    thread.start()
+    monkeypatch.setattr(triton_build, "_prewarm_thread", thread)
+    try:
+        triton_build.wait_prewarm(timeout=0.05)
+        assert thread.is_alive()
+    finally:
+        stop.set()

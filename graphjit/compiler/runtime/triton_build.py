@@ -34,18 +34,19 @@ from ... import config
 
 _modules = {}                    # (source hash, interpret) -> module (this process)
 _env_lock = threading.RLock()
-_prewarm_started = False
+_prewarm_thread = None
 
 
 def prewarm():
     """Starts, once per process and in a background thread, the one-time work of Triton's first compile
     or first load from its cache: its cache key (a hash of its own sources and its 100 MB library, 0.4 s
     on the H200 host) and ptxas's version. graphjit.compile() starts it, so it runs while the first call
-    captures, decomposes, lowers and prints kernels; a process without a GPU skips it."""
-    global _prewarm_started
-    if _prewarm_started:
+    captures, decomposes, lowers and prints kernels; a process without a GPU skips it. compile_all waits
+    for it (wait_prewarm): Triton's functools.lru_cache does not make a second caller wait for a result in
+    progress, it computes the hash again, so a compile that started early would pay for it twice."""
+    global _prewarm_thread
+    if _prewarm_thread is not None:
         return
-    _prewarm_started = True
 
     def work():
         try:
@@ -62,7 +63,16 @@ def prewarm():
             get_ptxas_version()
         except Exception:   # noqa: BLE001 -- only a head start: the compile does this itself if it must
             pass
-    threading.Thread(target=work, name="graphjit-triton-prewarm", daemon=True).start()
+    _prewarm_thread = threading.Thread(target=work, name="graphjit-triton-prewarm", daemon=True)
+    _prewarm_thread.start()
+
+
+def wait_prewarm(timeout=60.0):
+    """Waits for prewarm's thread, if one was started and is still running (at most `timeout` seconds: a
+    hung ptxas must not hang the compile, which then does the work itself)."""
+    thread = _prewarm_thread
+    if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+        thread.join(timeout)
 
 
 def source_hash(source):
@@ -219,6 +229,7 @@ def compile_all(module, launches, device, example_args, threads, optional=(), ph
     import torch
     from triton.runtime._async_compile import AsyncCompileMode
     start = time.perf_counter()
+    wait_prewarm()
     if config.triton_compile_workers > 0:
         _compile_in_workers(module, launches, device, example_args)
     ahead = time.perf_counter()
