@@ -169,6 +169,8 @@ def entry_namespace(fn, guards):
     namespace.update({"__gj_MISS": MISS, "__gj_torch": torch, "__gj_sys": sys, "__gj_G": fn.__globals__,
                       "__gj_new_object": new_object, "__gj_autocast_state": autocast_state,
                       "__gj_global_module_hooks_present": global_module_hooks_present,
+                      "__gj_any_autocast": torch._C._is_any_autocast_enabled,
+                      "__gj_nn_module": torch.nn.modules.module,
                       "__gj_discard_attr": discard_attr})
     return namespace
 
@@ -200,10 +202,6 @@ class SourceNames:
         return name
 
 
-def _instance_dict(obj):
-    return object.__getattribute__(obj, "__dict__")
-
-
 def _immutable_group(lines, names, root, identity, group):
     """`if <root> is not <the tuple seen while tracing>:` then the group's guards (its type, length,
     items), indented. Names bound inside the block are forgotten after it: the block may not run."""
@@ -229,8 +227,9 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     for base, snapshot in snapshots:
         name = f"__gj_snapshot{len(namespace)}"
         namespace[name] = snapshot
-        lines.append(f"        if not (__gj_instance_dict({names.ref(base)}) == {name}): return __gj_MISS")
-    namespace["__gj_instance_dict"] = _instance_dict
+        lines.append(f"        if not (__gj_object_getattribute({names.ref(base)}, '__dict__') == {name}): "
+                     "return __gj_MISS")
+    namespace["__gj_object_getattribute"] = object.__getattribute__
     ordered = [(g, guards.immutable_root(g.sources[0]) if len(g.sources) == 1 else None)
                for g in guards.ordered() if not ((batched is not None and g.tensor) or g in covered)]
     groups = {}     # immutable tuple's source -> the guards on it and on its items

@@ -237,7 +237,17 @@ class CompiledFunction:
         fn = self._graphjit_compiled_fn
         if fn.__code__ is not self._code:       # `fn.__code__ = other` since: that code's entries
             self._refresh()
-        return self._dispatch(fn, self._closure, args, kwargs)
+        # _dispatch's first pass, inlined: a hit costs no further Python frame
+        cache, closure = self._cache, self._closure
+        generation = cache.generation
+        defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
+        for entry in cache.entries:
+            if entry.__defaults__ is defaults and entry.__kwdefaults__ is kwdefaults:
+                result = entry(closure, *args, **kwargs)
+                if result is not MISS:
+                    return result
+        result = cache.miss(fn, closure, self._options, args, kwargs, generation)
+        return self._dispatch(fn, closure, args, kwargs) if result is RETRY else result
 
     def call_in(self, closure, *args, **kwargs):
         """Call with `closure`'s cells instead of the function's own: a resume function is made once per
@@ -262,10 +272,7 @@ class CompiledFunction:
                 return result
 
     def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        import types
-        return types.MethodType(self, obj)
+        return self if obj is None else types.MethodType(self, obj)
 
     def _refresh(self):
         self._code = self._graphjit_compiled_fn.__code__
