@@ -317,6 +317,7 @@ class Tracer:
         self.guards = GuardSet()
         self.tensor_vars = {}       # id(real tensor) -> TensorVariable (aliasing)
         self.object_vars = {}       # id(real mutable object) -> its Variable, so mutations are shared
+        self.numpy_arrays = {}      # id(array) -> its Variable: NumPy arrays made while tracing (numpyvars.py)
         self.distinct_sources = {}  # type -> sources of distinct mutable outside objects (builder._guard_distinct)
         self.side_effects = SideEffects()
         self.keepalive = []

@@ -51,12 +51,6 @@ GAPS = {
         " is_global_attn of longformer's sliding-window attention. 4 graphs, 5 breaks on the first call (the one"
         " .item(), seen from each frame it passes through), all there; 4 graphs after 4 calls. torch.compile: 4"
         " graphs (3 breaks, the same .item())."),
-    "big-bird": (
-        "'builtin array() with arguments [list([Const(7), Const(12)])]' (np.array of the attention plan's lengths)"
-        f" at {HF}models/big_bird/modeling_big_bird.py:901: block-sparse attention builds its random-block"
-        " adjacency (all zeros in eval) with numpy on every call. 10 graphs, 18 breaks on the first call, all"
-        " there; 10 graphs after 4 calls. torch.compile: 11 graphs (10 breaks: it traces the numpy code as"
-        " torch._numpy and breaks on 'Data dependent operator' at modeling_big_bird.py:907, a shape from np.sum)."),
     "switch-transformers": (
         "The experts loop over a data-dependent set of tokens ('nonzero has a data-dependent output',"
         f" {HF}models/switch_transformers/modeling_switch_transformers.py:174; 'where has a data-dependent output',"

@@ -800,12 +800,7 @@ class BuiltinVariable(Variable):
                     raise
                 raise Unsupported(f"{self.fn.__name__}() called with unsupported arguments: {e}") from e
         if numpyvars.is_ufunc(self.fn) or numpyvars.is_function(self.fn):
-            folded = numpyvars.is_ufunc(self.fn) and numpyvars.fold_call(tx, self.fn, args, kwargs) or \
-                numpyvars.function_call(tx, self.fn, args, kwargs)
-            if folded is not None:
-                return folded
-            unsupported(f"numpy.{getattr(self.fn, '__name__', self.fn)}() on values that are neither constants "
-                        "nor arrays over tensors", hint="use the torch function of the same name")
+            return numpyvars.call_function(tx, self.fn, args, kwargs)
         if self.fn in PURE_ON_CONSTANTS and all_constant(args, kwargs):
             return _fold(tx, lambda *a: self.fn(*a, **{k: v.as_python_constant() for k, v in kwargs.items()}),
                          *constants(*args))

@@ -109,6 +109,7 @@ def _identity(var):
     from .containers import (BaseListVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
                              ListIteratorLike, SetVariable)
     from .functions import BoundMethodVariable, NestedFunctionVariable
+    from . import numpyvars
     if isinstance(var, ConstantVariable):
         return None if type(var.value) in _VALUE_TYPES else ("object", var.value)
     if _is_tensor(var):
@@ -120,7 +121,7 @@ def _identity(var):
     if isinstance(var, BoundMethodVariable):
         return ("object", var.value) if var.value is not None else ("var", var)
     if isinstance(var, (ListVariable, DictVariable, SetVariable, DictViewVariable, IteratorVariable,
-                        ListIteratorLike, NestedFunctionVariable)):
+                        ListIteratorLike, NestedFunctionVariable, numpyvars.ArrayConstantVariable)):
         return ("var", var)
     if isinstance(var, BaseListVariable):
         return None

@@ -1,14 +1,18 @@
-"""NumPy scalars and NumPy's pure functions on constants.
+"""NumPy scalars, NumPy on constants, and NumPy arrays over traced tensors.
 
 A NumPy scalar (np.float32(2.0), np.int64(3), np.bool_(True): immutable values) read from outside the
-frame is a constant, guarded by type and value; one made while tracing is a constant too. NumPy's
-ufuncs (np.sqrt, np.log, np.maximum ...) and scalar types (np.float32(x)) called with constant arguments
-run while tracing, with NumPy's own rules, when they give a scalar (an array is mutable: refused). A
-scalar meeting a tensor in an arithmetic or comparison operator is its Python value, as torch reads it
-(torch treats NumPy scalars as Python numbers: `t * np.float64(2)` keeps t's dtype). Arrays, and NumPy
-calls on tensors, are not captured (a graph break). numpy is never imported here: without it loaded,
+frame is a constant, guarded by type and value; one made while tracing is a constant too. A scalar
+meeting a tensor in an arithmetic or comparison operator is its Python value, as torch reads it (torch
+treats NumPy scalars as Python numbers: `t * np.float64(2)` keeps t's dtype).
+
+NumPy called on constants only (numbers, strings, dtypes, tuples and lists of them, and arrays made this
+way) runs while tracing, with NumPy's own rules: a scalar result is a constant, an array result an
+`ArrayConstantVariable` over the real array, which the trace owns (see "NumPy arrays made while tracing"
+below). NumPy calls on arrays over tensors (`x.numpy()`, array arguments) are graph nodes running
+torch._numpy (see "NumPy arrays over traced tensors"). numpy is never imported here: without it loaded,
 no value can be a NumPy object.
 """
+import operator
 import sys
 
 import torch
@@ -59,18 +63,14 @@ def guard_scalar(tx, source, value):
 
 
 def fold_call(tx, fn, args, kwargs):
-    """fn (a ufunc or a NumPy scalar type) on constant arguments, run now; None if it can't be."""
-    from .builtins import all_constant, constants
-    if not all_constant(args, kwargs) or {"out", "where"} & set(kwargs):
+    """fn (a ufunc or a NumPy scalar type) on constants and arrays made while tracing, run now; None where
+    an argument is neither (an array over a tensor, a tensor ...)."""
+    refusal = _not_run_while_tracing(fn)
+    if refusal is not None:
+        unsupported(refusal)
+    if not foldable(args, kwargs):
         return None
-    try:
-        value = fn(*constants(*args), **{k: v.as_python_constant() for k, v in kwargs.items()})
-    except Exception as e:   # noqa: BLE001 -- NumPy raises it in eager too: the frame runs eagerly
-        unsupported(f"numpy {getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}")
-    if not (is_scalar(value) or type(value) in (int, float, bool, complex)):
-        unsupported(f"numpy {getattr(fn, '__name__', fn)} made a {type(value).__name__} "
-                    "(NumPy arrays are not captured)")
-    return ConstantVariable(value)
+    return fold(tx, fn, args, kwargs, f"numpy.{getattr(fn, '__name__', fn)}()")
 
 
 def check_op_args(target, args, kwargs):
@@ -118,7 +118,9 @@ def as_python(var):
 def intercept(tx, op, a, b):
     """A binary or comparison operator where NumPy takes part: (its result, a, b) with the result None
     where the operator goes on as usual, with a and b (a NumPy scalar meeting a tensor as its number)."""
-    array = binary_operator(tx, op, a, b)
+    array = constant_operator(tx, op, a, b)
+    if array is None:
+        array = binary_operator(tx, op, a, b)
     if array is not None:
         return array, a, b
     numpy = operands(tx, op, a, b)
@@ -130,8 +132,12 @@ def intercept(tx, op, a, b):
 def operands(tx, op, a, b):
     """A binary or comparison operator with a NumPy scalar operand: (a, b), or the folded result of two
     constants (NumPy's own arithmetic); with a tensor, the scalar as its Python number. None where neither
-    operand is a NumPy scalar."""
-    if not (is_scalar(getattr(a, "value", None)) or is_scalar(getattr(b, "value", None))):
+    operand is a NumPy scalar. Two constants one of which is a NumPy dtype: folded too (`a.dtype == np.int64`)."""
+    np = _np()
+    dtype = np is not None and any(isinstance(v, ConstantVariable) and isinstance(v.value, np.dtype) for v in (a, b))
+    if not (is_scalar(getattr(a, "value", None)) or is_scalar(getattr(b, "value", None)) or dtype):
+        return None
+    if dtype and not (a.is_constant() and b.is_constant()):
         return None
     if a.is_constant() and b.is_constant():
         from .builtins import _fold
@@ -141,6 +147,289 @@ def operands(tx, op, a, b):
     if _is_tensor(a) or _is_tensor(b):
         return as_python(a), as_python(b)
     unsupported(f"a NumPy scalar {op} {b if is_scalar(getattr(a, 'value', None)) else a}")
+
+
+# ---- NumPy arrays made while tracing ----
+#
+# `np.array(lengths) // block`, `np.zeros((n, m), dtype=np.int32)`, `np.stack(rows)`: NumPy called on
+# constants only runs while tracing, on real arrays the trace owns (an ArrayConstantVariable each, one per
+# array object: tx.numpy_arrays). What eager does to such an array, the trace does to its own: views share
+# memory with their base, writes (`a[i] = v`, `a += 1`, `out=`, in-place methods) reach every view, `is`
+# is NumPy's own identity, and iteration reads each item when the loop gets to it. No guard is needed: the
+# arguments are constants, guarded where they came from. What NumPy gives back must again be a number, a
+# dtype, None, a tuple or list of these, or an array of numbers or booleans (no strings or objects).
+#
+# Not run while tracing (each a graph break, so CPython runs it): numpy.random (the global generator's
+# state) and every other NumPy module but linalg and fft; NumPy's error, print and buffer settings, files
+# (_NOT_FOLDED); ufuncs NumPy's namespace does not name (np.frompyfunc's run Python code); and a call that
+# warns or meets a floating-point error (run under np.errstate(all="raise") with warnings as errors: eager
+# would warn on every call, or raise under the caller's error state).
+#
+# Where such an array goes: `torch.tensor(a, ...)` is a constant tensor in the graph (torch.tensor of
+# a.tolist() with a's dtype: a copy, as eager's); returned, stored outside the frame or live at a graph
+# break, the entry rebuilds it on every call as a copy of its value at the end of the trace (eager makes a
+# new array on every call), refused for a view, an array sharing memory with another array of the trace
+# (a copy would not share it) and a read-only one. torch.from_numpy, torch.as_tensor and torch.asarray of
+# it (the tensor would share the array's memory), and an array made while tracing meeting a tensor or an
+# array over a tensor, are graph breaks.
+
+# NumPy functions whose results or effects reach beyond their arguments: global settings, files, output
+_NOT_FOLDED = frozenset({
+    "seterr", "geterr", "seterrcall", "geterrcall", "setbufsize", "getbufsize", "set_printoptions",
+    "get_printoptions", "printoptions", "array2string", "array_repr", "array_str", "save", "savez",
+    "savez_compressed", "savetxt", "load", "loadtxt", "genfromtxt", "fromfile", "fromregex", "info",
+    "show_config", "show_runtime", "fromfunction", "apply_along_axis", "apply_over_axes", "piecewise",
+    "frompyfunc", "from_dlpack", "test",
+})
+_FOLDED_MODULES = ("numpy", "numpy.linalg", "numpy.fft")
+_METHODS_NOT_FOLDED = frozenset({"tofile", "dump"})     # they write files
+_ATTRIBUTES_NOT_FOLDED = frozenset({"ctypes", "data", "flat", "flags", "__array_interface__",
+                                    "__array_struct__"})
+
+
+def _not_run_while_tracing(fn):
+    """Why NumPy's fn may not run while tracing, or None."""
+    np = _np()
+    name = getattr(fn, "__name__", None)
+    module = getattr(fn, "__module__", None) or ""
+    if isinstance(fn, np.ufunc):
+        return None if getattr(np, name or "", None) is fn else \
+            f"the ufunc {name} (not one of NumPy's own: it may run Python code)"
+    if module.startswith("numpy.random"):
+        return f"numpy.random.{name}() draws from NumPy's global random state (it runs in CPython)"
+    if is_scalar_type(fn):
+        return None
+    if module not in _FOLDED_MODULES or not isinstance(name, str) or name.startswith("_") or \
+            getattr(sys.modules.get(module), name, None) is not fn:
+        return f"{module}.{name}() (only the functions of numpy, numpy.linalg and numpy.fft run while tracing)"
+    if name in _NOT_FOLDED:
+        return f"numpy.{name}() reads or changes state beyond its arguments (settings, files, output)"
+    return None
+
+
+class _NotFoldable(Exception):
+    pass
+
+
+def _allowed_constant(value):
+    np = _np()
+    if type(value) in (int, float, bool, complex, str, type(None), type(Ellipsis)) or is_scalar(value) or \
+            isinstance(value, np.dtype):
+        return True
+    if type(value) is slice:
+        return all(_allowed_constant(p) for p in (value.start, value.stop, value.step))
+    if type(value) in (tuple, range):
+        return all(map(_allowed_constant, value)) if type(value) is tuple else True
+    return value in (int, float, bool, complex) or is_scalar_type(value)
+
+
+def _value(var):
+    """The Python value NumPy is called with for var: arrays made while tracing as themselves, lists and
+    tuples as new ones, constants of the kinds _allowed_constant names; else _NotFoldable."""
+    from .containers import BaseListVariable
+    from .symbolic import SymNodeVariable
+    if isinstance(var, ArrayConstantVariable):
+        return var.value
+    if isinstance(var, SymNodeVariable):
+        raise _NotFoldable(var)      # a symbolic size: specializing it would recompile for every size
+    if isinstance(var, BaseListVariable) and var.python_cls in (list, tuple, torch.Size):
+        values = [_value(v) for v in var.items]
+        return values if var.python_cls is list else tuple(values)
+    try:
+        value = var.as_python_constant()
+    except Exception:   # noqa: BLE001 -- NotConstant, or a Variable with no constant form
+        raise _NotFoldable(var) from None
+    if not _allowed_constant(value):
+        raise _NotFoldable(var)
+    return value
+
+
+def foldable(args, kwargs):
+    """Whether NumPy can run now on these arguments (see _value)."""
+    try:
+        for var in [*args, *kwargs.values()]:
+            _value(var)
+    except _NotFoldable:
+        return False
+    return True
+
+
+def fold(tx, fn, args, kwargs, what):
+    """fn run now on the arguments' values (see _value); its result as Variables (see wrap_made)."""
+    import warnings
+    np = _np()
+    try:
+        values = [_value(a) for a in args]
+        kw = {k: _value(v) for k, v in kwargs.items()}
+    except _NotFoldable as e:
+        unsupported(f"{what} with {e.args[0]} (a NumPy array made while tracing meets only constants "
+                    "and other such arrays)")
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            result = fn(*values, **kw)
+        except Exception as e:   # noqa: BLE001 -- eager raises or warns there: CPython runs it
+            unsupported(f"{what} raised {type(e).__name__} while tracing: {e}")
+    return wrap_made(tx, result, what)
+
+
+def wrap_made(tx, value, what):
+    """A value NumPy gave while tracing: arrays as ArrayConstantVariables (one per array object), numbers,
+    dtypes and None as constants, tuples and lists item by item; anything else refused."""
+    from .containers import ListVariable, TupleVariable
+    np = _np()
+    if type(value) is np.ndarray:
+        var = tx.numpy_arrays.get(id(value))
+        if var is None:
+            if value.dtype.kind not in "biufc":
+                unsupported(f"{what} made a NumPy array of {value.dtype} (only arrays of numbers and booleans "
+                            "are made while tracing)")
+            var = tx.numpy_arrays[id(value)] = ArrayConstantVariable(value, tx.numpy_arrays)
+        return var
+    if is_scalar(value) or type(value) in (int, float, bool, complex, type(None)) or isinstance(value, np.dtype):
+        return ConstantVariable(value)
+    if type(value) in (tuple, list):
+        items = [wrap_made(tx, v, what) for v in value]
+        return TupleVariable(items) if type(value) is tuple else ListVariable(items)
+    unsupported(f"{what} gave a {type(value).__module__}.{type(value).__qualname__} (not made while tracing)")
+
+
+class ArrayConstantVariable(Variable):
+    """A NumPy array NumPy made while tracing from constants (see above): `value` is the real array, owned
+    by the trace; `family` maps id -> Variable for every such array of the trace."""
+    built_once = True          # rebuilt once per entry call: every reference is the same array
+
+    def __init__(self, value, family):
+        self.value = value
+        self.family = family
+
+    def python_type(self):
+        return type(self.value)
+
+    def getattr(self, tx, name):
+        from .builtins import AttributeMissing
+        if name == "__class__":
+            return super().getattr(tx, name)
+        if name in _ATTRIBUTES_NOT_FOLDED:
+            unsupported(f"ndarray.{name} of an array made while tracing (not modelled)")
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise AttributeMissing(str(e)) from e
+        if callable(attr) and getattr(attr, "__self__", None) is self.value:
+            from .base import MethodOf
+            return MethodOf(self, name)
+        return wrap_made(tx, attr, f"ndarray.{name}")
+
+    def setattr(self, tx, name, value):
+        if name != "shape":
+            unsupported(f"setting ndarray.{name} of an array made while tracing")
+        fold(tx, setattr, [self, ConstantVariable(name), value], {}, "setting ndarray.shape")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _METHODS_NOT_FOLDED:
+            unsupported(f"ndarray.{name}() writes a file")
+        try:
+            method = getattr(self.value, name)
+        except AttributeError:
+            return super().call_method(tx, name, args, kwargs)
+        return fold(tx, method, args, kwargs, f"ndarray.{name}()")
+
+    def method___contains__(self, tx, item):
+        return fold(tx, operator.contains, [self, item], {}, "`in` a NumPy array")
+
+    def getitem(self, tx, index):
+        return fold(tx, operator.getitem, [self, index], {}, "indexing a NumPy array")
+
+    def truth(self, tx):
+        return fold(tx, bool, [self], {}, "the truth value of a NumPy array").value
+
+    def make_iterator(self, tx):
+        if self.value.ndim == 0:
+            unsupported("iterating over a 0-d NumPy array (eager raises TypeError)")
+        return _ArrayIterator(self)
+
+    def unpack(self, tx):
+        return list(containers_iterate(tx, self))
+
+    def reconstruct(self, cg):
+        np = _np()
+        array = self.value
+        if array.base is not None:
+            unsupported("a NumPy array made while tracing, a view of another array, leaves the frame (a copy "
+                        "would not share its memory)")
+        if not array.flags.writeable:
+            unsupported("a read-only NumPy array made while tracing leaves the frame")
+        if any(other is not self and np.may_share_memory(other.value, array) for other in self.family.values()):
+            unsupported("a NumPy array made while tracing leaves the frame while another array shares its "
+                        "memory (a copy would not share it)")
+        snapshot = array.copy(order="K")
+        if snapshot.strides != array.strides:
+            unsupported("a NumPy array made while tracing leaves the frame with a layout a copy does not keep")
+        return f"{cg.obj(snapshot)}.copy(order='K')"
+
+    def __repr__(self):
+        return f"ndarray({self.value.dtype}{list(self.value.shape)}, made while tracing)"
+
+
+def containers_iterate(tx, var):
+    from .containers import iterate
+    return iterate(tx, var)
+
+
+class _ArrayIterator(Variable):
+    """iter(a) of an array made while tracing: a[i] read when the loop gets to it, as NumPy's iterator."""
+
+    def __init__(self, array):
+        self.array = array
+        self.index = 0
+
+    def python_type(self):
+        return type(iter(self.array.value))
+
+    def next(self, tx):
+        if self.index >= len(self.array.value):
+            return None
+        self.index += 1
+        return self.array.getitem(tx, ConstantVariable(self.index - 1))
+
+    def __repr__(self):
+        return f"iter({self.array!r})"
+
+
+def constant_operator(tx, op, a, b):
+    """A binary or comparison operator with an array made while tracing (None without one), run now."""
+    from .base import BINARY_OPS, COMPARE_OPS
+    from .containers import ListVariable
+    if not (isinstance(a, ArrayConstantVariable) or isinstance(b, ArrayConstantVariable)):
+        return None
+    if op.endswith("=") and op not in ("==", "!=", "<=", ">=") and isinstance(a, ListVariable):
+        unsupported(f"{op} of a list and a NumPy array")
+    return fold(tx, BINARY_OPS.get(op) or COMPARE_OPS[op], [a, b], {}, f"{op} on a NumPy array")
+
+
+def constant_tensor(tx, fn, array, args, kwargs):
+    """torch.tensor(a, dtype=, device=, requires_grad=, pin_memory=) of an array made while tracing: a
+    constant tensor in the graph (torch.tensor of a.tolist() in a's dtype, or torch.empty of its shape)."""
+    from .builder import wrap_constant_result
+    from .containers import TupleVariable
+    from .tensor import record
+    np = _np()
+    name = getattr(fn, "__name__", fn)
+    if fn is not torch.tensor:
+        unsupported(f"{name}() of a NumPy array made while tracing (the tensor would share the array's memory)")
+    if len(args) > 1 or set(kwargs) - {"dtype", "device", "requires_grad", "pin_memory"}:
+        unsupported(f"{name}() of a NumPy array made while tracing, with more arguments")
+    value = array.value
+    try:
+        dtype = torch.from_numpy(np.empty(0, dtype=value.dtype)).dtype
+    except (TypeError, ValueError):
+        unsupported(f"{name}() of a NumPy {value.dtype} array (no torch dtype)")
+    kwargs = {"dtype": ConstantVariable(dtype), **kwargs}
+    if value.size == 0:      # a.tolist() keeps no shape past the first zero
+        shape = TupleVariable([ConstantVariable(int(n)) for n in value.shape])
+        return record(tx, "call_function", torch.empty, [shape], kwargs)
+    return record(tx, "call_function", torch.tensor, [wrap_constant_result(tx, value.tolist())], kwargs)
 
 
 # ---- NumPy arrays over traced tensors ----
@@ -471,9 +760,14 @@ def from_tensor(tx, tensor):
 
 def to_torch(tx, fn, args, kwargs):
     """torch.from_numpy(array), torch.as_tensor(array), torch.asarray(array): a new tensor over the
-    array's memory; torch.tensor(array): a copy."""
+    array's memory; torch.tensor(array), with a dtype and a device or not: a copy."""
     from .tensor import record
     array = args[0]
+    if isinstance(array, ArrayConstantVariable):
+        return constant_tensor(tx, fn, array, args, kwargs)
+    if fn is torch.tensor and len(args) == 1 and kwargs and set(kwargs) <= {"dtype", "device"}:
+        # eager's torch.tensor(array, dtype=, device=): the array's tensor `.to(device, dtype, copy=True)`
+        return record(tx, "call_method", "to", [array.tensor], {**kwargs, "copy": ConstantVariable(True)})
     if len(args) > 1 or kwargs:
         unsupported(f"{getattr(fn, '__name__', fn)}() of a NumPy array with more arguments")
     if array.scalar and fn is not torch.tensor:
@@ -483,6 +777,17 @@ def to_torch(tx, fn, args, kwargs):
     if fn is torch.tensor:
         return record(tx, "call_function", torch.clone, [array.tensor], {})
     unsupported(f"{getattr(fn, '__name__', fn)}() of a NumPy array")
+
+
+def call_function(tx, fn, args, kwargs):
+    """A NumPy function or ufunc: a graph node on arrays over tensors, run now on constants (fold_call)."""
+    result = function_call(tx, fn, args, kwargs)
+    if result is None:
+        result = fold_call(tx, fn, args, kwargs)
+    if result is None:
+        unsupported(f"numpy.{getattr(fn, '__name__', fn)}() on values that are neither constants nor arrays "
+                    "over tensors", hint="use the torch function of the same name")
+    return result
 
 
 def function_call(tx, fn, args, kwargs):
@@ -517,6 +822,8 @@ def binary_operator(tx, op, a, b):
 
 def unary(tx, opname, value):
     names = {"UNARY_NEGATIVE": "__neg__", "UNARY_POSITIVE": "__pos__", "UNARY_INVERT": "__invert__"}
+    if isinstance(value, ArrayConstantVariable) and opname in names:
+        return value.call_method(tx, names[opname], [], {})
     if not isinstance(value, NdarrayVariable) or opname not in names:
         return None
     return call(tx, "." + names[opname], [value], {})

@@ -104,7 +104,7 @@ class TorchOpVariable(Variable):
         if fn is torch._C._set_grad_enabled:
             tx.set_grad_mode(bool(args[0].as_python_constant()))
             return ConstantVariable(None)
-        if args and isinstance(args[0], numpyvars.NdarrayVariable):
+        if args and isinstance(args[0], (numpyvars.NdarrayVariable, numpyvars.ArrayConstantVariable)):
             return numpyvars.to_torch(tx, fn, args, kwargs)
         name = getattr(fn, "__name__", "")
         mutates = name.endswith("_") and not name.endswith("__") or "out" in kwargs
