@@ -109,6 +109,13 @@ def returned_arrays(x):
     return a, a, [np.ones(2)], x + 1
 
 
+def written_through_a_view_then_returned(x):
+    a = np.arange(6)
+    b = a[2:]
+    b[0] = 9                        # a sees it; b is not returned, so a alone leaves (a copy)
+    return a, x + 1
+
+
 def closure_over_an_array(x):
     a = np.arange(3)
 
@@ -120,7 +127,7 @@ def closure_over_an_array(x):
 
 @pytest.mark.parametrize("fn", [attention_plan, views_and_writes, live_iteration, identities, queries,
                                 functions_and_methods, dtypes_to_tensors, returned_arrays,
-                                closure_over_an_array])
+                                written_through_a_view_then_returned, closure_over_an_array])
 def test_numpy_on_constants_is_one_graph(fn):
     check(fn, r3, graphs=1)
 
@@ -143,6 +150,37 @@ def test_tensor_of_an_array_over_a_tensor_with_a_dtype_and_device_is_a_copy():
     assert u.dtype == torch.long and v.dtype == torch.int32 and u[0] == v[0] == 0
 
 
+def lifted(x):
+    a = x.numpy()
+    c = np.arange(3.0)
+    r = a + c                       # c read here: the write below doesn't reach r
+    c[0] = 100
+    return (torch.from_numpy(r * np.array([1.0, 2.0, 3.0])), np.concatenate([a, np.zeros(2)]),
+            a[np.array([2, 0])], np.maximum(c[:3], a), c)
+
+
+def test_arrays_made_while_tracing_meet_arrays_over_tensors_as_graph_constants():
+    check(lifted, r3, graphs=1, atol=1e-6, rtol=1e-6)
+
+
+def test_a_view_of_a_lifted_array_breaks():
+    def row(x):
+        c = np.arange(6.0).reshape(2, 3)
+        r = c[x.numpy()[:2].argmax()]   # a view of c in NumPy: c's write below reaches it
+        c[:] = 0
+        return r
+
+    def written_from_a_tensor(x):
+        c = np.zeros(3, dtype=np.float32)
+        c[:] = x.numpy()
+        return c
+
+    for fn in (row, written_from_a_tensor):
+        check(fn, r3, graphs=None)
+    reasons = [e.reason for e in _explain(row, torch.randn(3)).break_reasons]
+    assert any("a view of a NumPy array made while tracing" in r for r in reasons), reasons
+
+
 def test_a_returned_array_is_a_new_one_each_call():
     compiled = graphjit.compile(returned_arrays, backend="eager")
     first = compiled(torch.zeros(3))
@@ -150,6 +188,8 @@ def test_a_returned_array_is_a_new_one_each_call():
     first[0][1] = -5
     second = compiled(torch.zeros(3))
     assert second[0] is not first[0] and second[0].tolist() == [9, 2, 4] and second[2][0] is not first[2][0]
+    a, b, _ = graphjit.compile(view_and_base_returned, backend="eager")(torch.zeros(3))
+    assert b.base is a                  # a view leaves the frame only as eager's own
 
 
 def test_stored_arrays_are_new_each_call_and_keep_later_writes():
@@ -316,6 +356,12 @@ def view_live_at_a_break(x):
     return y + torch.tensor(a).sum()
 
 
+def view_and_base_returned(x):
+    a = np.arange(6)
+    b = a[2:]
+    return a, b, x + 1
+
+
 def passed_to_a_break(x):
     a = np.zeros(3)
     opaque_fill(a)
@@ -328,7 +374,7 @@ def opaque_fill(a):
 
 
 @pytest.mark.parametrize("fn", [meets_a_tensor, shared_with_torch, list_extended, live_at_a_break,
-                                view_live_at_a_break, passed_to_a_break])
+                                view_live_at_a_break, view_and_base_returned, passed_to_a_break])
 def test_what_is_not_run_while_tracing_has_eager_results(fn):
     check(fn, r3, graphs=None)
 

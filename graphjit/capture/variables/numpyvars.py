@@ -168,10 +168,13 @@ def operands(tx, op, a, b):
 # Where such an array goes: `torch.tensor(a, ...)` is a constant tensor in the graph (torch.tensor of
 # a.tolist() with a's dtype: a copy, as eager's); returned, stored outside the frame or live at a graph
 # break, the entry rebuilds it on every call as a copy of its value at the end of the trace (eager makes a
-# new array on every call), refused for a view, an array sharing memory with another array of the trace
-# (a copy would not share it) and a read-only one. torch.from_numpy, torch.as_tensor and torch.asarray of
-# it (the tensor would share the array's memory), and an array made while tracing meeting a tensor or an
-# array over a tensor, are graph breaks.
+# new array on every call), refused for a view (a copy would not share its base's memory) and a read-only
+# one. Meeting an array over a tensor (an operator, a NumPy
+# function, an index), it is lifted into the graph as a constant tensor of its value at that point (_lift:
+# a graph node reads it there, as eager's call would), refused where NumPy's result would be a view of it;
+# written from one (`a[i] = x.numpy()`), it is not modelled. torch.from_numpy, torch.as_tensor and
+# torch.asarray of it (the tensor would share the array's memory), and it meeting a tensor (NumPy then
+# computes with the tensor's data), are graph breaks.
 
 # NumPy functions whose results or effects reach beyond their arguments: global settings, files, output
 _NOT_FOLDED = frozenset({
@@ -284,7 +287,7 @@ def wrap_made(tx, value, what):
             if value.dtype.kind not in "biufc":
                 unsupported(f"{what} made a NumPy array of {value.dtype} (only arrays of numbers and booleans "
                             "are made while tracing)")
-            var = tx.numpy_arrays[id(value)] = ArrayConstantVariable(value, tx.numpy_arrays)
+            var = tx.numpy_arrays[id(value)] = ArrayConstantVariable(value)
         return var
     if is_scalar(value) or type(value) in (int, float, bool, complex, type(None)) or isinstance(value, np.dtype):
         return ConstantVariable(value)
@@ -296,12 +299,11 @@ def wrap_made(tx, value, what):
 
 class ArrayConstantVariable(Variable):
     """A NumPy array NumPy made while tracing from constants (see above): `value` is the real array, owned
-    by the trace; `family` maps id -> Variable for every such array of the trace."""
+    by the trace (tx.numpy_arrays holds its one Variable)."""
     built_once = True          # rebuilt once per entry call: every reference is the same array
 
-    def __init__(self, value, family):
+    def __init__(self, value):
         self.value = value
-        self.family = family
 
     def python_type(self):
         return type(self.value)
@@ -329,6 +331,10 @@ class ArrayConstantVariable(Variable):
     def call_method(self, tx, name, args, kwargs):
         if name in _METHODS_NOT_FOLDED:
             unsupported(f"ndarray.{name}() writes a file")
+        if involved(args, kwargs):      # with an array over a tensor: a graph node, this array lifted (_lift)
+            if name in _IN_PLACE_METHODS or name.startswith("__i") and name.endswith("__"):
+                unsupported(f"ndarray.{name}() writes an array made while tracing from an array over a tensor")
+            return call(tx, "." + name, [self, *args], kwargs)
         try:
             method = getattr(self.value, name)
         except AttributeError:
@@ -339,6 +345,8 @@ class ArrayConstantVariable(Variable):
         return fold(tx, operator.contains, [self, item], {}, "`in` a NumPy array")
 
     def getitem(self, tx, index):
+        if involved([index], {}):
+            return call(tx, ".__getitem__", [self, index], {})
         return fold(tx, operator.getitem, [self, index], {}, "indexing a NumPy array")
 
     def truth(self, tx):
@@ -353,16 +361,14 @@ class ArrayConstantVariable(Variable):
         return list(containers_iterate(tx, self))
 
     def reconstruct(self, cg):
-        np = _np()
+        # only an array that owns its memory: a copy of a view would not share its base's memory (which the
+        # frame may hand out too), and two arrays that own their memory never share it
         array = self.value
-        if array.base is not None:
+        if array.base is not None or not array.flags.owndata:
             unsupported("a NumPy array made while tracing, a view of another array, leaves the frame (a copy "
                         "would not share its memory)")
         if not array.flags.writeable:
             unsupported("a read-only NumPy array made while tracing leaves the frame")
-        if any(other is not self and np.may_share_memory(other.value, array) for other in self.family.values()):
-            unsupported("a NumPy array made while tracing leaves the frame while another array shares its "
-                        "memory (a copy would not share it)")
         snapshot = array.copy(order="K")
         if snapshot.strides != array.strides:
             unsupported("a NumPy array made while tracing leaves the frame with a layout a copy does not keep")
@@ -403,6 +409,8 @@ def constant_operator(tx, op, a, b):
     from .containers import ListVariable
     if not (isinstance(a, ArrayConstantVariable) or isinstance(b, ArrayConstantVariable)):
         return None
+    if isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable):
+        return None                 # a graph node (binary_operator), the constant lifted into the graph
     if op.endswith("=") and op not in ("==", "!=", "<=", ">=") and isinstance(a, ListVariable):
         unsupported(f"{op} of a list and a NumPy array")
     return fold(tx, BINARY_OPS.get(op) or COMPARE_OPS[op], [a, b], {}, f"{op} on a NumPy array")
@@ -485,10 +493,11 @@ class NdarrayVariable(Variable):
     type NumPy gives here instead of an array (the tensor is 0-d), else None. `source`: where an array
     from outside the frame was read (it leaves the frame as that very object)."""
 
-    def __init__(self, tensor, scalar=None, source=None):
+    def __init__(self, tensor, scalar=None, source=None, constant=None):
         self.tensor = tensor
         self.scalar = scalar
         self.source = source
+        self.constant = constant        # a lifted array made while tracing: its value when lifted (_lift)
         self.built_once = scalar is None       # one ndarray object wherever the frame's result holds it
 
     def python_type(self):
@@ -596,6 +605,8 @@ def _probe(var, k):
     from rotation k, for the check's runs; constants as they are."""
     from .containers import BaseListVariable
     np = _np()
+    if isinstance(var, NdarrayVariable) and var.constant is not None:
+        return var.constant.copy()      # a lifted constant: its own values
     if isinstance(var, NdarrayVariable):
         stand_in = var._stand_in()
         dtype, shape = stand_in.dtype, np.shape(stand_in)
@@ -681,6 +692,8 @@ def call(tx, name, args, kwargs):
     from .tensor import TensorVariable, record
     if {"out", "where"} & set(kwargs):
         unsupported(f"numpy {name.lstrip('.:')}() with out= or where= (writes in place)")
+    args = [_lift(tx, a) for a in args]
+    kwargs = {k: _lift(tx, v) for k, v in kwargs.items()}
     if _operation(name) in _INTEGER_ZERO_DIVISIONS and any(
             isinstance(a, NdarrayVariable) and not (a.tensor.fake.is_floating_point() or a.tensor.fake.is_complex())
             for a in args):
@@ -732,7 +745,36 @@ def _check(name, args, kwargs, rotation):
     differs = _same_results(expected, got, np_args, torch_args)
     if differs is not None:
         unsupported(f"numpy {name.lstrip('.:')}(): {differs}")
+    for var, value in _pairs([*args, *kwargs.values()], [*np_args, *np_kwargs.values()]):
+        if getattr(var, "constant", None) is not None and \
+                any(np.shares_memory(r, value) for r in _arrays(expected) if isinstance(r, np.ndarray)):
+            unsupported(f"numpy {name.lstrip('.:')}() would give a view of a NumPy array made while tracing")
     return expected, got
+
+
+def _pairs(variables, values):
+    """(Variable, its probe value) for each argument, through lists and tuples."""
+    from .containers import BaseListVariable
+    for var, value in zip(variables, values):
+        if isinstance(var, BaseListVariable) and type(value) in (list, tuple):
+            yield from _pairs(var.items, value)
+        else:
+            yield var, value
+
+
+def _lift(tx, var):
+    """An array made while tracing as an argument of a graph node: an NdarrayVariable over a constant tensor
+    of its value now (the node reads it now, as eager's call would; a result sharing its memory is refused
+    in _check), through lists and tuples; any other Variable as it is."""
+    from .containers import BaseListVariable, ListVariable, TupleVariable
+    if isinstance(var, ArrayConstantVariable):
+        tensor = constant_tensor(tx, torch.tensor, var, [var], {})
+        return NdarrayVariable(tensor, constant=var.value.copy())
+    if isinstance(var, BaseListVariable) and var.python_cls in (list, tuple) and \
+            any(isinstance(v, ArrayConstantVariable) for v in _flat_vars(var.items)):
+        items = [_lift(tx, v) for v in var.items]
+        return ListVariable(items) if var.python_cls is list else TupleVariable(items)
+    return var
 
 
 def _dtype_names(value):
@@ -815,6 +857,7 @@ def binary_operator(tx, op, a, b):
         forward, reflected = COMPARE_DUNDERS[op], COMPARE_DUNDERS[SWAPPED[op]]
     else:
         forward, reflected = binary_names(op)[:2]
+    a, b = _lift(tx, a), _lift(tx, b)
     if isinstance(a, NdarrayVariable):
         return call(tx, "." + forward, [a, b], {})
     return call(tx, "." + reflected, [b, a], {})
