@@ -16,6 +16,10 @@ The joint graph is traced with the compiler's own decomposition table (decompose
 so the ops the lowering takes whole (softmax, layer_norm, their backward decompositions aside) and the
 extern ops (matmuls, convolutions, attention) reach the compiler as it expects them.
 
+Before AOTAutograd traces, attention masks that are constant and all true are dropped
+(decompose.fold_constant_attention_masks): AOTAutograd's trace picks the attention kernels, and such a
+mask would cost the math path (on CUDA, bfloat16 attention upcast to float32, its scores saved in float32).
+
 Grad mode and autocast changes inside the captured graph (`with torch.no_grad():`, `torch.autocast`)
 are applied while AOTAutograd traces, so the graphs the compiler sees no longer hold them.
 
@@ -93,6 +97,11 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place and two of its inputs "
                            f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
         return gm.forward
+    # before AOTAutograd picks the attention kernels: a constant all-true mask would cost the math path,
+    # whose bfloat16 inputs ATen upcasts to float32 (float32 batched matmuls, float32 q, k, v and scores
+    # saved for the backward) where the unmasked call takes a fused kernel and its backward
+    from .decompose import fold_constant_attention_masks
+    fold_constant_attention_masks(gm)
     traced, detached = _detach_after(gm)
     traced = _prods_as_eager(traced)
 

@@ -83,3 +83,37 @@ def test_bert_and_vit_without_masks_get_fused_attention():
             compiled = graphjit.compile(model, backend="graphjit")
             torch.testing.assert_close(compiled(x)[0], model(x)[0], rtol=1e-4, atol=1e-4)
 
+
+
+class _MaskedSelfAttention(torch.nn.Module):
+    """A self-attention layer that builds an all-true mask from constants, as transformers does on CUDA for
+    BERT and ViT called without an attention_mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        mask = torch.ones(b, 1, n, n, dtype=torch.bool)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(y.transpose(1, 2).reshape(b, n, 16))
+
+
+def test_a_training_graph_drops_the_constant_mask_before_autograd_picks_the_attention_kernel():
+    # AOTAutograd decides the attention op of the joint graph: with the mask it is the math path (whose
+    # bfloat16 inputs ATen upcasts to float32, saved as such for the backward), without it a fused kernel
+    # and that kernel's backward. Gradients and the optimizer's steps stay eager's.
+    from graphjit.testing import check_training
+    counter, *_ = check_training(_MaskedSelfAttention, lambda step: (torch.randn(2, 5, 16),), steps=2,
+                                 backend="graphjit", atol=1e-5, rtol=1e-5)
+    halves = [h for f in counter.compiled for h in f.graphjit_halves]
+    assert {h.which for h in halves} == {"forward", "backward"}
+    ops = {str(n.target) for h in halves for n in h.graph.graph.nodes if n.op == "call_function"}
+    assert not any("_softmax" in op or "bmm" in op for op in ops), sorted(ops)
+    # on the CPU the fused kernel takes masks too: the mask it is given tells whether it was dropped
+    (fused,) = [n for h in halves if h.which == "forward" for n in h.graph.graph.nodes
+                if n.target is torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default]
+    assert fused.kwargs.get("attn_mask", fused.args[5] if len(fused.args) > 5 else None) is None, fused.format_node()
