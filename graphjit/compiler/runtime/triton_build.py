@@ -35,6 +35,7 @@ from ... import config
 _modules = {}                    # (source hash, interpret) -> module (this process)
 _env_lock = threading.RLock()
 _prewarm_thread = None
+prewarm_times = {}               # perf_counter marks: started, key (triton_key done), done; waited: seconds
 
 
 def prewarm():
@@ -49,6 +50,7 @@ def prewarm():
         return
 
     def work():
+        prewarm_times["started"] = time.perf_counter()
         try:
             import importlib.util
             import torch
@@ -59,10 +61,13 @@ def prewarm():
                 triton_workers.pool(config.triton_compile_workers)
             from triton.runtime.cache import triton_key
             triton_key()
+            prewarm_times["key"] = time.perf_counter()
             from triton.backends.nvidia.compiler import get_ptxas_version
             get_ptxas_version()
         except Exception:   # noqa: BLE001 -- only a head start: the compile does this itself if it must
             pass
+        finally:
+            prewarm_times["done"] = time.perf_counter()
     _prewarm_thread = threading.Thread(target=work, name="graphjit-triton-prewarm", daemon=True)
     _prewarm_thread.start()
 
@@ -72,7 +77,9 @@ def wait_prewarm(timeout=60.0):
     hung ptxas must not hang the compile, which then does the work itself)."""
     thread = _prewarm_thread
     if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+        start = time.perf_counter()
         thread.join(timeout)
+        prewarm_times["waited"] = prewarm_times.get("waited", 0.0) + time.perf_counter() - start
 
 
 def source_hash(source):
