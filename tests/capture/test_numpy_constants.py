@@ -132,9 +132,15 @@ def test_numpy_on_constants_is_one_graph(fn):
     check(fn, r3, graphs=1)
 
 
+def constant_tensors(x):
+    return (x + torch.tensor(np.array([1.5, float("nan"), float("inf")], dtype=np.float32)),
+            torch.tensor(np.zeros((0, 3))), torch.tensor(np.array(3.5)), torch.tensor(np.array([True, False])),
+            torch.tensor(np.array([1, 2], dtype=np.float16)), torch.tensor(np.array([250], dtype=np.uint8)))
+
+
 def test_through_the_compiler():
-    check(attention_plan, r3, graphs=1, backend="graphjit")
-    check(views_and_writes, r3, graphs=1, backend="graphjit")
+    for fn in (attention_plan, views_and_writes, constant_tensors, lifted):
+        check(fn, r3, graphs=1, backend="graphjit")
 
 
 def test_tensor_of_an_array_over_a_tensor_with_a_dtype_and_device_is_a_copy():
@@ -315,6 +321,29 @@ def test_a_call_that_warns_runs_in_cpython_and_warns_every_call():
             compiled(torch.zeros(2))
     reasons = [e.reason for e in _explain(divide_by_zero, torch.zeros(2)).break_reasons]
     assert any("FloatingPointError" in r for r in reasons), reasons
+
+
+def test_scalar_arithmetic_that_warns_runs_in_cpython_and_warns_every_call():
+    def overflow(x):
+        return x + float(np.int64(2 ** 62) * 4), -np.int64(-2 ** 63)
+
+    compiled = graphjit.compile(overflow, backend="eager")
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = compiled(torch.zeros(1))
+        assert sorted(str(w.message) for w in caught) == ["overflow encountered in scalar multiply",
+                                                            "overflow encountered in scalar negative"]
+        assert got[1] == np.int64(-2 ** 63)
+
+
+def scalars_and_dtypes(x):
+    return (x * (np.float32(2) * 3), np.int64(2) * [1, 2], np.float64(1.5) > 1, np.arange(2).dtype == np.int64,
+            np.dtype("int64") == np.int64, np.zeros(2, dtype=np.dtype("float32")), np.dtype("float16").itemsize)
+
+
+def test_scalars_and_dtypes_on_constants_are_constants():
+    check(scalars_and_dtypes, r3, graphs=1)
 
 
 def test_an_error_numpy_raises_is_raised():

@@ -250,7 +250,7 @@ def unary_op(tx, opname, value):
     if array is not None:
         return array
     if numpyvars.is_scalar(getattr(value, "value", None)):
-        return _fold(tx, fn, value.value)
+        return numpyvars.fold(tx, fn, [value], {}, f"{opname} of a NumPy scalar")
     if dunders.takes_part(value, (dunders.UNARY_DUNDERS[opname][0],)):
         return dunders.unary(tx, opname, value)
     if _is_tensor(value):

@@ -217,6 +217,7 @@ def _enum_member(tx, cls, args, kwargs):
 
 
 def _numpy_scalar(tx, cls, args, kwargs):
+    """np.float32(x), np.dtype(x) on constants: run now (numpyvars.fold_call)."""
     folded = numpyvars.fold_call(tx, cls, args, kwargs)
     if folded is None:
         unsupported(f"numpy.{cls.__name__}() of a value only known while tracing")
@@ -237,5 +238,6 @@ _CONSTRUCTORS = [
     (lambda c: isinstance(c, enum.EnumMeta) and bool(c.__members__), _enum_member),
     (lambda c: getattr(c, "__module__", "").startswith("torch"), _torch_class),
     (numpyvars.is_scalar_type, _numpy_scalar),
+    (numpyvars.is_dtype_class, _numpy_scalar),          # np.dtype("int32"): a constant
     (lambda c: isinstance(c, type) and c.__module__ != "builtins", _user_class),
 ]

@@ -38,6 +38,11 @@ def is_scalar_type(value):
     return np is not None and isinstance(value, type) and issubclass(value, (np.bool_, np.number))
 
 
+def is_dtype_class(value):
+    np = _np()
+    return np is not None and value is np.dtype
+
+
 def is_function(value):
     """A function of NumPy's namespace that is not a ufunc or a type (np.sum, np.concatenate ...)."""
     np = _np()
@@ -140,9 +145,8 @@ def operands(tx, op, a, b):
     if dtype and not (a.is_constant() and b.is_constant()):
         return None
     if a.is_constant() and b.is_constant():
-        from .builtins import _fold
         from .base import BINARY_OPS, COMPARE_OPS
-        return _fold(tx, BINARY_OPS.get(op) or COMPARE_OPS[op], a.as_python_constant(), b.as_python_constant())
+        return fold(tx, BINARY_OPS.get(op) or COMPARE_OPS[op], [a, b], {}, f"{op} on NumPy constants")
     from .builtins import _is_tensor
     if _is_tensor(a) or _is_tensor(b):
         return as_python(a), as_python(b)
@@ -200,7 +204,7 @@ def _not_run_while_tracing(fn):
             f"the ufunc {name} (not one of NumPy's own: it may run Python code)"
     if module.startswith("numpy.random"):
         return f"numpy.random.{name}() draws from NumPy's global random state (it runs in CPython)"
-    if is_scalar_type(fn):
+    if is_scalar_type(fn) or fn is np.dtype:
         return None
     if module not in _FOLDED_MODULES or not isinstance(name, str) or name.startswith("_") or \
             getattr(sys.modules.get(module), name, None) is not fn:
