@@ -382,6 +382,8 @@ class CppOps:
             expr = f"gj_bf16_to_f32({expr})"
         elif dtype == torch.float16:
             expr = f"static_cast<float>({expr})"
+        elif dtype == torch.bool:       # through bytes: gcc 12 vectorizes no loop that loads a bool
+            expr = f"static_cast<bool>(reinterpret_cast<const uint8_t*>({name})[{cexpr(index)}])"
         hoisted = self.k.hoisted_load(name, expr, index, dtype)
         return hoisted if hoisted is not None else self.k.cse(expr, dtype)
 
@@ -573,8 +575,12 @@ class CppKernel:
         dtype = self.buffers[name].dtype
         if name not in self.kernel.local:
             self.written.add(name)
-            stored = {torch.bfloat16: f"gj_f32_to_bf16({value})", torch.float16: f"static_cast<_Float16>({value})"}
-            self.emit(f"{name}[{cexpr(index)}] = {stored.get(dtype, f'static_cast<{STORAGE_TYPES[dtype]}>({value})')};")
+            stored = {torch.bfloat16: f"gj_f32_to_bf16({value})", torch.float16: f"static_cast<_Float16>({value})",
+                      torch.bool: f"static_cast<uint8_t>(static_cast<bool>({value}))"}
+            # a bool is stored as its byte: gcc 12 vectorizes no loop that stores a bool (a mask beside a
+            # float output left train-mode batch norm's ReLU kernel scalar, 10x slower on random signs)
+            target = f"reinterpret_cast<uint8_t*>({name})" if dtype == torch.bool else name
+            self.emit(f"{target}[{cexpr(index)}] = {stored.get(dtype, f'static_cast<{STORAGE_TYPES[dtype]}>({value})')};")
         if dtype in (torch.bfloat16, torch.float16):   # readers see the value as memory holds it
             value = self.cse(f"gj_round_{'bf16' if dtype == torch.bfloat16 else 'f16'}({value})", dtype)
         elif self.dtypes.get(value) != dtype:
