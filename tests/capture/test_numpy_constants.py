@@ -100,7 +100,9 @@ def dtypes_to_tensors(x):
             torch.tensor(np.array([1 + 2j])), torch.tensor(np.array([250], dtype=np.uint8)),
             torch.tensor(np.zeros((0, 3))), torch.tensor(np.array(3.5)),
             torch.tensor(np.ones((2, 0, 3)), dtype=torch.float32),
-            torch.tensor(np.arange(3.0), requires_grad=True), x)
+            torch.tensor(np.arange(3.0), requires_grad=True), torch.tensor(np.arange(3, dtype=np.int32), dtype=None),
+            torch.tensor(np.float64(2.0)), torch.tensor(np.int32(3), dtype=torch.float32), torch.tensor(np.bool_(True)),
+            x)
 
 
 def returned_arrays(x):
@@ -409,7 +411,7 @@ def test_what_is_not_run_while_tracing_has_eager_results(fn):
 
 
 def test_breaks_say_why():
-    cases = {meets_a_tensor: "meets only constants", shared_with_torch: "share the array's memory",
+    cases = {meets_a_tensor: "meets only constants", shared_with_torch: "would share its memory",
              list_extended: "of a list and a NumPy array"}
     for fn, words in cases.items():
         reasons = [e.reason for e in _explain(fn, torch.zeros(3)).break_reasons]

@@ -20,7 +20,8 @@ import torch
 from .base import ConstantVariable, Variable, unsupported
 
 # ops that read a NumPy scalar as a 0-d array, keeping its dtype (torch.tensor(np.float64(2)) is float64,
-# torch.tensor(2.0) float32): one isn't captured; every other op reads it as a Python number (a Scalar)
+# torch.tensor(2.0) float32): torch.tensor(scalar) is a constant tensor (scalar_tensor), the others aren't
+# captured; every other op reads it as a Python number (a Scalar)
 _ARRAY_READERS = (torch.tensor, torch.as_tensor, torch.asarray, torch.from_numpy, "new_tensor")
 
 
@@ -420,28 +421,37 @@ def constant_operator(tx, op, a, b):
     return fold(tx, BINARY_OPS.get(op) or COMPARE_OPS[op], [a, b], {}, f"{op} on a NumPy array")
 
 
-def constant_tensor(tx, fn, array, args, kwargs):
-    """torch.tensor(a, dtype=, device=, requires_grad=, pin_memory=) of an array made while tracing: a
-    constant tensor in the graph (torch.tensor of a.tolist() in a's dtype, or torch.empty of its shape)."""
+def constant_tensor(tx, fn, value, what, args, kwargs):
+    """torch.tensor(a, dtype=, device=, requires_grad=, pin_memory=) of `value`, a NumPy array only the trace
+    holds (`what` names it): a constant tensor in the graph, torch.tensor of value.tolist() in its dtype (or
+    torch.empty of its shape), which is what torch.tensor makes of the array."""
     from .builder import wrap_constant_result
     from .containers import TupleVariable
     from .tensor import record
     np = _np()
     name = getattr(fn, "__name__", fn)
     if fn is not torch.tensor:
-        unsupported(f"{name}() of a NumPy array made while tracing (the tensor would share the array's memory)")
+        unsupported(f"{name}() of {what} (the tensor would share its memory)")
     if len(args) > 1 or set(kwargs) - {"dtype", "device", "requires_grad", "pin_memory"}:
-        unsupported(f"{name}() of a NumPy array made while tracing, with more arguments")
-    value = array.value
+        unsupported(f"{name}() of {what}, with more arguments")
     try:
         dtype = torch.from_numpy(np.empty(0, dtype=value.dtype)).dtype
     except (TypeError, ValueError):
-        unsupported(f"{name}() of a NumPy {value.dtype} array (no torch dtype)")
-    kwargs = {"dtype": ConstantVariable(dtype), **kwargs}
+        unsupported(f"{name}() of a NumPy {value.dtype} value (no torch dtype)")
+    given = kwargs.get("dtype")
+    if given is None or given.is_constant() and given.as_python_constant() is None:
+        kwargs = {**kwargs, "dtype": ConstantVariable(dtype)}
     if value.size == 0:      # a.tolist() keeps no shape past the first zero
         shape = TupleVariable([ConstantVariable(int(n)) for n in value.shape])
         return record(tx, "call_function", torch.empty, [shape], kwargs)
     return record(tx, "call_function", torch.tensor, [wrap_constant_result(tx, value.tolist())], kwargs)
+
+
+def scalar_tensor(tx, fn, args, kwargs):
+    """torch.tensor(np_scalar, ...): torch reads a NumPy scalar as a 0-d array of its dtype
+    (torch.tensor(np.float64(2)) is float64): a constant tensor, as of that array."""
+    scalar = args[0].as_python_constant()
+    return constant_tensor(tx, fn, _np().asarray(scalar), f"a NumPy {type(scalar).__name__}", args, kwargs)
 
 
 # ---- NumPy arrays over traced tensors ----
@@ -772,7 +782,7 @@ def _lift(tx, var):
     in _check), through lists and tuples; any other Variable as it is."""
     from .containers import BaseListVariable, ListVariable, TupleVariable
     if isinstance(var, ArrayConstantVariable):
-        tensor = constant_tensor(tx, torch.tensor, var, [var], {})
+        tensor = constant_tensor(tx, torch.tensor, var.value, "a NumPy array made while tracing", [var], {})
         return NdarrayVariable(tensor, constant=var.value.copy())
     if isinstance(var, BaseListVariable) and var.python_cls in (list, tuple) and \
             any(isinstance(v, ArrayConstantVariable) for v in _flat_vars(var.items)):
@@ -810,7 +820,7 @@ def to_torch(tx, fn, args, kwargs):
     from .tensor import record
     array = args[0]
     if isinstance(array, ArrayConstantVariable):
-        return constant_tensor(tx, fn, array, args, kwargs)
+        return constant_tensor(tx, fn, array.value, "a NumPy array made while tracing", args, kwargs)
     if fn is torch.tensor and len(args) == 1 and kwargs and set(kwargs) <= {"dtype", "device"}:
         # eager's torch.tensor(array, dtype=, device=): the array's tensor `.to(device, dtype, copy=True)`
         return record(tx, "call_method", "to", [array.tensor], {**kwargs, "copy": ConstantVariable(True)})

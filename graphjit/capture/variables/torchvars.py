@@ -106,6 +106,8 @@ class TorchOpVariable(Variable):
             return ConstantVariable(None)
         if args and isinstance(args[0], (numpyvars.NdarrayVariable, numpyvars.ArrayConstantVariable)):
             return numpyvars.to_torch(tx, fn, args, kwargs)
+        if fn is torch.tensor and args and isinstance(args[0], ConstantVariable) and numpyvars.is_scalar(args[0].value):
+            return numpyvars.scalar_tensor(tx, fn, args, kwargs)
         name = getattr(fn, "__name__", "")
         mutates = name.endswith("_") and not name.endswith("__") or "out" in kwargs
         return record(tx, "call_function", fn, list(args), dict(kwargs), mutates=mutates)
