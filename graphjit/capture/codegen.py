@@ -21,6 +21,7 @@ import types
 import torch
 
 from .. import logs
+from .guards import GuardSet
 from .sources import REFS, ObjectSource
 from .variables.base import ConstantVariable, unsupported
 from .variables.objects import new_object
@@ -202,10 +203,11 @@ class SourceNames:
         return name
 
 
-def _immutable_group(lines, names, root, identity, group):
-    """`if <root> is not <the tuple seen while tracing>:` then the group's guards (its type, length,
-    items), indented. Names bound inside the block are forgotten after it: the block may not run."""
-    lines.append(f"        if {names.ref(root)} is not {identity}:")
+def _guarded_block(lines, names, fast, group):
+    """`if not (<fast>):` then the group's guards, indented: `fast` implies them all (the tuple seen while
+    tracing is still there; an instance dict is its snapshot). Names bound inside the block are forgotten
+    after it: the block may not run."""
+    lines.append(f"        if not ({fast}):")
     saved, main = dict(names.names), names.lines
     block = names.lines = []
     for guard in group:
@@ -215,6 +217,25 @@ def _immutable_group(lines, names, root, identity, group):
     lines += ["    " + line for line in block]
 
 
+def _immutable_group(lines, names, root, identity, group):
+    """`if <root> is not <the tuple seen while tracing>:` then the group's guards (its type, length, items)."""
+    _guarded_block(lines, names, f"{names.ref(root)} is {identity}", group)
+
+
+def _snapshot_block(lines, names, namespace, base, snapshot, read, group):
+    """The guards an instance dict's snapshot covers (GuardSet.snapshot_guards), run only where the dict
+    is not equal to the snapshot or holds other objects under the names the trace read."""
+    name = f"__gj_snapshot{len(namespace)}"
+    namespace[name] = snapshot
+    d = f"__gj_d{len(namespace)}"
+    lines.append(f"        {d} = __gj_object_getattribute({names.ref(base)}, '__dict__')")
+    fast = [f"{d} == {name}"]
+    for i, (attr, value) in enumerate(sorted(read.items())):
+        namespace[f"{name}_{i}"] = value
+        fast.append(f"{d}[{attr!r}] is {name}_{i}")
+    _guarded_block(lines, names, " and ".join(fast), sorted(group, key=GuardSet.order_key))
+
+
 def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     """Generate and exec the entry function: the guard checks, then `body` (lines of Python, where
     `__gj_inputs` stands for the graph's input expressions)."""
@@ -222,14 +243,9 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     lines = [f"def __gj_entry({signature_source(code)}):", "    try:"]
     names = SourceNames(lines)
     batched = guards.batched_tensor_check()
-    covered, snapshots = guards.snapshot_guards()
+    snapshots = guards.snapshot_guards()
+    covered = {g for _, _, _, group in snapshots for g in group}
     guards.add_membership_guards(input_sources, covered)
-    for base, snapshot in snapshots:
-        name = f"__gj_snapshot{len(namespace)}"
-        namespace[name] = snapshot
-        lines.append(f"        if not (__gj_object_getattribute({names.ref(base)}, '__dict__') == {name}): "
-                     "return __gj_MISS")
-    namespace["__gj_object_getattribute"] = object.__getattribute__
     ordered = [(g, guards.immutable_root(g.sources[0]) if len(g.sources) == 1 else None)
                for g in guards.ordered() if not ((batched is not None and g.tensor) or g in covered)]
     groups = {}     # immutable tuple's source -> the guards on it and on its items
@@ -244,6 +260,10 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
         elif root not in emitted:
             emitted.add(root)
             _immutable_group(lines, names, root, guards.immutable[root][1], groups[root])
+    namespace["__gj_object_getattribute"] = object.__getattribute__
+    for base, snapshot, read, group in snapshots:       # after the guards on the objects' types
+        if group:
+            _snapshot_block(lines, names, namespace, base, snapshot, read, group)
     if batched is not None:
         checker, sources = batched
         namespace["__gj_tensor_guards"] = checker

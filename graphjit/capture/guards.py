@@ -253,13 +253,16 @@ class GuardSet:
             entry[1].add(name)
 
     def snapshot_guards(self):
-        """(guards made redundant, [(base source, snapshot dict)]). An attribute read through a Python
-        __getattribute__ costs ~1 us per guard per call (a GPT-2 config: ~70 reads). When the object's
-        instance dict equals a snapshot taken now (one C-level dict comparison), such a lookup returns what
-        it returned while tracing, so the guards on the immutable values of attributes stored in that dict,
-        and the guards that an attribute is missing, need not run (this assumes the class's own attributes
-        don't change between calls)."""
-        covered, checks = set(), []
+        """[(base source, snapshot dict, {name: value}, guards it covers)]. An attribute read through a
+        Python __getattribute__ costs ~1 us per guard per call (a GPT-2 config: ~70 reads). When the
+        object's instance dict equals a snapshot taken now (one C-level dict comparison) and holds the very
+        objects the trace read under the names it read (`==` alone would pass 1 for True, 1.0 for 1, -0.0
+        for 0.0), such a lookup returns what it returned while tracing, so the guards on the immutable
+        values of attributes stored in that dict, and the guards that an attribute is missing, need not
+        run; where it doesn't, the entry runs them (this assumes the class's own attributes don't change
+        between calls, and that its __getattribute__ reads the instance dict's other values only through
+        their equality)."""
+        checks = []
         for base, (obj, names) in self.snapshots.items():
             try:
                 d = object.__getattribute__(obj, "__dict__")
@@ -268,17 +271,19 @@ class GuardSet:
                     continue
             except Exception:   # noqa: BLE001 -- no plain instance dict, or values that don't compare
                 continue
-            checks.append((base, snapshot))
+            covered, read = [], {}
             for guard in self.guards.values():
                 (source,) = guard.sources if len(guard.sources) == 1 else (None,)
                 if source == base and guard.template.startswith("not hasattr("):
-                    covered.add(guard)
+                    covered.append(guard)
                 elif getattr(source, "base", None) == base and getattr(source, "attr", None) in names and \
                         source.attr in snapshot:
                     # only names stored in the instance dict: an alias resolved by __getattribute__
                     # (attribute_map) or a class attribute keeps its own guard
-                    covered.add(guard)
-        return covered, checks
+                    covered.append(guard)
+                    read[source.attr] = snapshot[source.attr]
+            checks.append((base, snapshot, read, covered))
+        return checks
 
     def batched_tensor_check(self):
         """(checker, sources): one C++ check of every guarded tensor's type, dtype, device, shape, strides
@@ -302,7 +307,11 @@ class GuardSet:
     def ordered(self):
         """Global state first; then shallower sources before deeper ones (a parent's type is checked
         before its attributes are read), cheapest first within a depth."""
-        return sorted(self.guards.values(), key=lambda g: (g.cost != STATE, g.depth, g.cost))
+        return sorted(self.guards.values(), key=GuardSet.order_key)
+
+    @staticmethod
+    def order_key(guard):
+        return guard.cost != STATE, guard.depth, guard.cost
 
     def expressions(self):
         return [g.expr for g in self.ordered()]

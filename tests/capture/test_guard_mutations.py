@@ -273,3 +273,66 @@ def test_regions_share_one_entry_until_a_block_changes():
     _check(compiled, eager)
     _check(compiled, eager)
     assert counter.frame_count == 2       # block 1 has an entry of its own; blocks 0 and 2 keep the first
+
+
+# ---- objects whose class has a Python __getattribute__ (transformers' configs): the entry compares their
+# instance dict with a snapshot, and the objects under the names the trace read by identity
+
+class Config:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def __getattribute__(self, key):
+        return super().__getattribute__(key)
+
+
+def use_config(x, cfg):
+    y = x * 2 if isinstance(cfg.n, bool) else x * cfg.n * 3
+    y = y / cfg.z
+    if getattr(cfg, "extra", None) is not None:
+        y = y + cfg.extra
+    return y
+
+
+def _config_case(change, recompiles):
+    cfg = Config(n=1, z=0.5, unread="a")
+    counter = CompileCounter()
+    compiled = graphjit.compile(use_config, backend=counter)
+    x = torch.randn(3)
+    assert_same(compiled(x, cfg), use_config(x, cfg))
+    change(cfg)
+    assert_same(compiled(x, cfg), use_config(x, cfg))
+    assert_same(compiled(x, cfg), use_config(x, cfg))
+    assert counter.frame_count == (2 if recompiles else 1)
+
+
+@pytest.mark.parametrize("value", [True, 1.0])
+def test_config_value_replaced_by_an_equal_one_of_another_type(value):
+    _config_case(lambda cfg: setattr(cfg, "n", value), recompiles=True)
+
+
+def test_config_zero_replaced_by_negative_zero():
+    cfg = Config(n=1, z=0.0, unread="a")
+    counter = CompileCounter()
+    compiled = graphjit.compile(use_config, backend=counter)
+    x = torch.randn(3)
+    assert_same(compiled(x, cfg), use_config(x, cfg))
+    cfg.z = -0.0
+    assert_same(compiled(x, cfg), use_config(x, cfg))       # -inf, not inf
+    assert counter.frame_count == 2
+
+
+def test_config_equal_value_in_a_new_object_is_a_hit():
+    _config_case(lambda cfg: setattr(cfg, "z", float("0.5")), recompiles=False)
+
+
+def test_config_unread_attribute_changed_is_a_hit():
+    _config_case(lambda cfg: setattr(cfg, "unread", "b"), recompiles=False)
+
+
+def test_config_missing_attribute_added():
+    _config_case(lambda cfg: setattr(cfg, "extra", 1.5), recompiles=True)
+
+
+def test_config_read_value_changed():
+    _config_case(lambda cfg: setattr(cfg, "n", 5), recompiles=True)
