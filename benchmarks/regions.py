@@ -12,7 +12,10 @@ Engines (each cold number from a fresh process with empty cache folders, after o
 For each: the first compiled call (capture + compile + run), then the median of --steps calls, timed
 interleaved with eager calls in the same process; max |compiled - eager| on the logits. A last process
 (`steady`) compiles graphjit whole and by regions and times the two interleaved, so their steady ratio is
-measured side by side.
+measured side by side; it also times one block's call alone with its compiled graph replaced by one that
+returns its outputs: what remains is the per-call host cost of a region (nn.Module.__call__, dispatch,
+the entry's guards and input reads), and the entry alone; counts the entry's guards; and splits a regions
+step's host time (until the call returns) between the blocks' calls and the code around them.
 
     python benchmarks/regions.py [--device cpu|cuda] [--layers 16] [--hidden 256] [--batch 1] [--seq 128]
                                  [--engines graphjit,graphjit-regions,torch,torch-regions] [--steps 20]
@@ -103,9 +106,13 @@ def child(args):
             row["first_s"] = time.perf_counter() - start
             row["max_diff"] = (got - expected).abs().max().item()
             engines = {"eager": eager, args.child: compiled}
-        for fn in engines.values():          # compile what is not compiled yet, warm up
-            call(fn, ids, args.device)
-            call(fn, ids, args.device)
+        from graphjit.capture.frame import Recorder
+        with Recorder() as recorder:
+            for fn in engines.values():          # compile what is not compiled yet, warm up
+                call(fn, ids, args.device)
+                call(fn, ids, args.device)
+        if args.child == "steady":
+            row["block"] = block_cost(engines["graphjit-regions"], ids, recorder, args.device)
         times = {name: [] for name in engines}
         for _ in range(args.steps):
             for name, fn in engines.items():
@@ -114,6 +121,62 @@ def child(args):
                 times[name].append(time.perf_counter() - start)
         row["ms"] = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     print("ROW " + json.dumps(row), flush=True)
+
+
+def block_cost(model, ids, recorder, device, calls=2000):
+    """One compiled block's guards, and the host us of its call and of its entry alone, with its compiled
+    graph replaced by one that returns the outputs it computed once (best of 5 x `calls`); and the host
+    ms of a whole step (until the call returns) and of the blocks' calls in it (median of 10 steps)."""
+    from graphjit.api import CompiledModule
+    block = next(m for m in model.modules() if isinstance(m, CompiledModule))
+    cls = type(block)
+    compiled = cls._graphjit_forward
+    guards = [len(r.guards) for r in recorder.records if r.code is compiled._code]
+    seen, real_call, inside = {}, cls.__call__, [0.0]
+
+    def spy(self, *a, **k):
+        seen.setdefault("args", (a, k))
+        start = time.perf_counter()
+        try:
+            return real_call(self, *a, **k)
+        finally:
+            inside[0] += time.perf_counter() - start
+    cls.__call__ = spy
+    steps = []
+    try:
+        for _ in range(10):
+            sync(device)
+            inside[0], start = 0.0, time.perf_counter()
+            model(ids, use_cache=False)
+            steps.append((time.perf_counter() - start, inside[0]))
+            sync(device)
+    finally:
+        cls.__call__ = real_call
+    step_ms = statistics.median(t for t, _ in steps) * 1e3
+    blocks_ms = statistics.median(b for _, b in steps) * 1e3
+    a, k = seen["args"]
+    entry = compiled._cache.entries[0]
+    namespace = entry.__globals__
+    graph = namespace["__gj_graph"]
+    out = []
+    namespace["__gj_graph"] = lambda *xs: out[0] if out else out.append(graph(*xs)) or out[0]
+    try:
+        block(*a, **k)
+
+        def best_us(fn):
+            times = []
+            for _ in range(5):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                times.append((time.perf_counter() - start) / calls * 1e6)
+            return min(times)
+        return {"guards": guards[0] if guards else None, "call_us": best_us(lambda: block(*a, **k)),
+                "entry_us": best_us(lambda: entry(compiled._closure, block, *a, **k)),
+                "step_host_ms": step_ms, "blocks_host_ms": blocks_ms,
+                "blocks": sum(isinstance(m, CompiledModule) for m in model.modules())}
+    finally:
+        namespace["__gj_graph"] = graph
 
 
 def main():
@@ -168,6 +231,11 @@ def main():
             print(f"\nside by side (one process): eager {ms['eager']:.2f} ms, graphjit whole {ms['graphjit']:.2f} "
                   f"ms, graphjit regions {ms['graphjit-regions']:.2f} ms: regions/whole "
                   f"{ms['graphjit-regions'] / ms['graphjit']:.3f}")
+            block = row["block"]
+            print(f"one block, its graph stubbed: {block['guards']} guards; call {block['call_us']:.1f} us, "
+                  f"entry alone {block['entry_us']:.1f} us (best of 5 x 2000 calls); regions step host "
+                  f"{block['step_host_ms']:.2f} ms, of which the {block['blocks']} blocks' calls "
+                  f"{block['blocks_host_ms']:.2f} ms")
 
 
 if __name__ == "__main__":
