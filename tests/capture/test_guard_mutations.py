@@ -336,3 +336,42 @@ def test_config_missing_attribute_added():
 
 def test_config_read_value_changed():
     _config_case(lambda cfg: setattr(cfg, "n", 5), recompiles=True)
+
+
+# ---- global state, checked in its cheapest spelling (guards._STATE_FORMS)
+
+def _entry_names(compiled_model):
+    entry = type(compiled_model)._graphjit_forward._cache.entries[0]
+    return set(entry.__code__.co_names)
+
+
+def test_state_checks_use_their_cheap_forms():
+    compiled, eager, counter = _models("whole")
+    _check(compiled, eager)
+    names = _entry_names(compiled)
+    assert {"__gj_any_autocast", "__gj_nn_module"} <= names
+    assert not {"__gj_autocast_state", "__gj_global_module_hooks_present"} & names
+
+
+@HOW
+def test_autocast_entered_after_compiling(how):
+    compiled, eager, counter = _models(how)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        assert_same(compiled(x), eager(x))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert_same(compiled(x), eager(x), atol=1e-2, rtol=1e-2)      # bfloat16, as eager
+        assert_same(compiled(x), eager(x))
+    assert counter.frame_count >= 2
+
+
+@HOW
+def test_global_module_hook_registered_after_compiling(how):
+    compiled, eager, counter = _models(how)
+    _check(compiled, eager)
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: out + 1)
+    try:
+        _check(compiled, eager)
+    finally:
+        handle.remove()
+    _check(compiled, eager)
