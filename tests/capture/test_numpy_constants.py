@@ -94,6 +94,13 @@ def functions_and_methods(x):
             np.float32(2) * a.mean(), -np.arange(3).max())
 
 
+def ufunc_methods(x):
+    a = np.arange(6).reshape(2, 3).copy()     # returned: an array that owns its memory
+    np.add.at(a, (0, [0, 0]), 10)       # in place, the repeated index counted twice
+    return (x + torch.tensor(np.add.reduce(a, axis=0)), np.maximum.accumulate(np.array([1, 3, 2])),
+            np.multiply.outer(np.arange(2), np.arange(3)), np.add.identity, np.add.nin, a)
+
+
 def dtypes_to_tensors(x):
     return (torch.tensor(np.array([1.5, float("nan"), float("inf"), -0.0], dtype=np.float32)),
             torch.tensor(np.array([1, 2], dtype=np.float16)), torch.tensor(np.array([True, False])),
@@ -128,7 +135,7 @@ def closure_over_an_array(x):
 
 
 @pytest.mark.parametrize("fn", [attention_plan, views_and_writes, live_iteration, identities, queries,
-                                functions_and_methods, dtypes_to_tensors, returned_arrays,
+                                functions_and_methods, ufunc_methods, dtypes_to_tensors, returned_arrays,
                                 written_through_a_view_then_returned, closure_over_an_array])
 def test_numpy_on_constants_is_one_graph(fn):
     check(fn, r3, graphs=1)
@@ -387,6 +394,10 @@ def view_live_at_a_break(x):
     return y + torch.tensor(a).sum()
 
 
+def ufunc_method_on_an_array_over_a_tensor(x):
+    return np.add.reduce(x.numpy())
+
+
 def view_and_base_returned(x):
     a = np.arange(6)
     b = a[2:]
@@ -405,9 +416,25 @@ def opaque_fill(a):
 
 
 @pytest.mark.parametrize("fn", [meets_a_tensor, shared_with_torch, list_extended, live_at_a_break,
-                                view_live_at_a_break, view_and_base_returned, passed_to_a_break])
+                                view_live_at_a_break, view_and_base_returned, passed_to_a_break,
+                                ufunc_method_on_an_array_over_a_tensor])
 def test_what_is_not_run_while_tracing_has_eager_results(fn):
     check(fn, r3, graphs=None)
+
+
+def test_a_view_that_leaves_the_frame_breaks_where_it_is_made():
+    def fn(x):
+        y = x * 2
+        a = np.arange(6).reshape(2, 3)      # a view of the arange
+        return a, y + 1
+
+    check(fn, r3, graphs=2)
+    explained = _explain(fn, torch.zeros(3))
+    assert explained.graph_count == 2 and explained.graph_break_count == 1
+    assert "a view of another array" in explained.break_reasons[0].reason
+    assert explained.break_reasons[0].lineno == fn.__code__.co_firstlineno + 2
+    a, _ = graphjit.compile(fn, backend="eager")(torch.zeros(3))
+    assert a.base is not None and a.base.shape == (6,)
 
 
 def test_breaks_say_why():

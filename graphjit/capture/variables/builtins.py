@@ -809,6 +809,8 @@ class BuiltinVariable(Variable):
         unsupported(f"builtin {self.name()}() with arguments {args}")
 
     def getattr(self, tx, name):
+        if numpyvars.is_ufunc(self.fn):
+            return numpyvars.ufunc_attribute(tx, self.fn, name)
         if self.fn is dict and name == "fromkeys":
             return _DictFromKeys()
         if name == "__getitem__" and isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__"):

@@ -44,11 +44,17 @@ def is_dtype_class(value):
     return np is not None and value is np.dtype
 
 
+_UFUNC_METHODS = ("reduce", "accumulate", "reduceat", "outer", "at")
+
+
 def is_function(value):
-    """A function of NumPy's namespace that is not a ufunc or a type (np.sum, np.concatenate ...)."""
+    """A function of NumPy's namespace that is not a ufunc or a type (np.sum, np.concatenate ...), or a
+    ufunc's method (np.add.reduce)."""
     np = _np()
     if np is None or isinstance(value, (type, np.ufunc)) or not callable(value):
         return False
+    if isinstance(getattr(value, "__self__", None), np.ufunc):
+        return getattr(value, "__name__", None) in _UFUNC_METHODS
     module = getattr(value, "__module__", None) or ""
     return module == "numpy" or module.startswith("numpy.")
 
@@ -56,6 +62,21 @@ def is_function(value):
 def is_ufunc(value):
     np = _np()
     return np is not None and isinstance(value, np.ufunc)
+
+
+def ufunc_attribute(tx, ufunc, name):
+    """np.add.reduce (a method, called as NumPy functions are), np.add.identity, np.add.nin (constants)."""
+    from .builder import wrap_constant_result
+    from .builtins import AttributeMissing, BuiltinVariable
+    try:
+        attr = getattr(ufunc, name)
+    except AttributeError as e:
+        raise AttributeMissing(str(e)) from e
+    if name in _UFUNC_METHODS:
+        return BuiltinVariable(attr)
+    if callable(attr):
+        unsupported(f"ufunc.{name} of numpy.{ufunc.__name__}")
+    return wrap_constant_result(tx, attr)
 
 
 def guard_scalar(tx, source, value):
@@ -173,8 +194,8 @@ def operands(tx, op, a, b):
 # Where such an array goes: `torch.tensor(a, ...)` is a constant tensor in the graph (torch.tensor of
 # a.tolist() with a's dtype: a copy, as eager's); returned, stored outside the frame or live at a graph
 # break, the entry rebuilds it on every call as a copy of its value at the end of the trace (eager makes a
-# new array on every call), refused for a view (a copy would not share its base's memory) and a read-only
-# one. Meeting an array over a tensor (an operator, a NumPy
+# new array on every call); a view (a copy would not share its base's memory) or a read-only array can't
+# be, and the instruction that made it is a graph break instead (ArrayConstantVariable.root_index). Meeting an array over a tensor (an operator, a NumPy
 # function, an index), it is lifted into the graph as a constant tensor of its value at that point (_lift:
 # a graph node reads it there, as eager's call would), refused where NumPy's result would be a view of it;
 # written from one (`a[i] = x.numpy()`), it is not modelled. torch.from_numpy, torch.as_tensor and
@@ -200,6 +221,8 @@ def _not_run_while_tracing(fn):
     np = _np()
     name = getattr(fn, "__name__", None)
     module = getattr(fn, "__module__", None) or ""
+    if isinstance(getattr(fn, "__self__", None), np.ufunc) and name in _UFUNC_METHODS:
+        return _not_run_while_tracing(fn.__self__)
     if isinstance(fn, np.ufunc):
         return None if getattr(np, name or "", None) is fn else \
             f"the ufunc {name} (not one of NumPy's own: it may run Python code)"
@@ -292,7 +315,8 @@ def wrap_made(tx, value, what):
             if value.dtype.kind not in "biufc":
                 unsupported(f"{what} made a NumPy array of {value.dtype} (only arrays of numbers and booleans "
                             "are made while tracing)")
-            var = tx.numpy_arrays[id(value)] = ArrayConstantVariable(value)
+            var = tx.numpy_arrays[id(value)] = ArrayConstantVariable(value, tx.root_frame.ip - 1,
+                                                                     tx.frames[-1].location())
         return var
     if is_scalar(value) or type(value) in (int, float, bool, complex, type(None)) or isinstance(value, np.dtype):
         return ConstantVariable(value)
@@ -304,11 +328,15 @@ def wrap_made(tx, value, what):
 
 class ArrayConstantVariable(Variable):
     """A NumPy array NumPy made while tracing from constants (see above): `value` is the real array, owned
-    by the trace (tx.numpy_arrays holds its one Variable)."""
+    by the trace (tx.numpy_arrays holds its one Variable); `root_index`: the root frame's instruction that
+    made it, where the frame breaks instead when the array can't leave the frame as a copy; `where`: the
+    (file, line) of the code that made it."""
     built_once = True          # rebuilt once per entry call: every reference is the same array
 
-    def __init__(self, value):
+    def __init__(self, value, root_index, where):
         self.value = value
+        self.root_index = root_index
+        self.where = where
 
     def python_type(self):
         return type(self.value)
@@ -369,15 +397,22 @@ class ArrayConstantVariable(Variable):
         # only an array that owns its memory: a copy of a view would not share its base's memory (which the
         # frame may hand out too), and two arrays that own their memory never share it
         array = self.value
-        if array.base is not None or not array.flags.owndata:
-            unsupported("a NumPy array made while tracing, a view of another array, leaves the frame (a copy "
-                        "would not share its memory)")
-        if not array.flags.writeable:
-            unsupported("a read-only NumPy array made while tracing leaves the frame")
         snapshot = array.copy(order="K")
+        if array.base is not None or not array.flags.owndata:
+            self._refuse("a NumPy array made while tracing, a view of another array, leaves the frame (a copy "
+                         "would not share its memory)")
+        if not array.flags.writeable:
+            self._refuse("a read-only NumPy array made while tracing leaves the frame")
         if snapshot.strides != array.strides:
-            unsupported("a NumPy array made while tracing leaves the frame with a layout a copy does not keep")
+            self._refuse("a NumPy array made while tracing leaves the frame with a layout a copy does not keep")
         return f"{cg.obj(snapshot)}.copy(order='K')"
+
+    def _refuse(self, reason):
+        from ...exc import Unsupported
+        error = Unsupported(reason, hint="the instruction that made it is a graph break")
+        error.root_index = self.root_index
+        error.filename, error.lineno = self.where
+        raise error
 
     def __repr__(self):
         return f"ndarray({self.value.dtype}{list(self.value.shape)}, made while tracing)"
