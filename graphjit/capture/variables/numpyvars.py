@@ -195,12 +195,12 @@ def operands(tx, op, a, b):
 # a.tolist() with a's dtype: a copy, as eager's); returned, stored outside the frame or live at a graph
 # break, the entry rebuilds it on every call as a copy of its value at the end of the trace (eager makes a
 # new array on every call); a view (a copy would not share its base's memory) or a read-only array can't
-# be, and the instruction that made it is a graph break instead (ArrayConstantVariable.root_index). Meeting an array over a tensor (an operator, a NumPy
-# function, an index), it is lifted into the graph as a constant tensor of its value at that point (_lift:
-# a graph node reads it there, as eager's call would), refused where NumPy's result would be a view of it;
-# written from one (`a[i] = x.numpy()`), it is not modelled. torch.from_numpy, torch.as_tensor and
-# torch.asarray of it (the tensor would share the array's memory), and it meeting a tensor (NumPy then
-# computes with the tensor's data), are graph breaks.
+# be, and the instruction that made it is a graph break instead (ArrayConstantVariable.root_index).
+# Meeting an array over a tensor (an operator, a NumPy function, an index), it is lifted into the graph as
+# a constant tensor of its value at that point (_lift: a graph node reads it there, as eager's call
+# would), refused where NumPy's result would be a view of it; written from one (`a[i] = x.numpy()`), it
+# is not modelled. torch.from_numpy, torch.as_tensor and torch.asarray of it (the tensor would share the
+# array's memory), and it meeting a tensor (NumPy then computes with the tensor's data), are graph breaks.
 
 # NumPy functions whose results or effects reach beyond their arguments: global settings, files, output
 _NOT_FOLDED = frozenset({
