@@ -88,6 +88,11 @@ max_inline_depth = _knob("max_inline_depth", int, 64)
 # A frame above it runs eagerly: unrolling a loop of a million iterations is not capture.
 max_instructions = _knob("max_instructions", int, 2_000_000)
 
+# torch.tensor(a) of a NumPy array made while tracing (variables/numpyvars.py) is a constant tensor whose
+# values are written into the graph (a.tolist()); an array of more elements than this is a graph break
+# instead (CPython makes the tensor), so a large table neither bloats the graph nor slows the trace.
+numpy_constant_limit = _knob("numpy_constant_limit", int, 1 << 16)
+
 # Comma-separated artifacts to print on stderr (logs.py): graph_breaks, recompiles, guards, graph,
 # bytecode, output_code, fusion, cudagraphs, autotune, or all.
 logs = _knob("logs", str, "")

@@ -196,6 +196,17 @@ def test_a_view_of_a_lifted_array_breaks():
     assert any("a view of a NumPy array made while tracing" in r for r in reasons), reasons
 
 
+def test_a_large_constant_array_is_not_written_into_the_graph():
+    def fn(x):
+        return x + torch.tensor(np.full((3, 4), 2.0))
+
+    with graphjit.config.patch(numpy_constant_limit=8):
+        counter = check(fn, lambda: (torch.randn(3, 4),), graphs=None)
+        reasons = [e.reason for e in _explain(fn, torch.zeros(3, 4)).break_reasons]
+    assert counter.frame_count == 1 and reasons and "numpy_constant_limit" in reasons[0], reasons
+    check(fn, lambda: (torch.randn(3, 4),), graphs=1)
+
+
 def test_a_returned_array_is_a_new_one_each_call():
     compiled = graphjit.compile(returned_arrays, backend="eager")
     first = compiled(torch.zeros(3))

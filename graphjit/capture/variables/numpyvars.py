@@ -17,6 +17,7 @@ import sys
 
 import torch
 
+from ... import config
 from .base import ConstantVariable, Variable, unsupported
 
 # ops that read a NumPy scalar as a 0-d array, keeping its dtype (torch.tensor(np.float64(2)) is float64,
@@ -469,6 +470,9 @@ def constant_tensor(tx, fn, value, what, args, kwargs):
         unsupported(f"{name}() of {what} (the tensor would share its memory)")
     if len(args) > 1 or set(kwargs) - {"dtype", "device", "requires_grad", "pin_memory"}:
         unsupported(f"{name}() of {what}, with more arguments")
+    if value.size > config.numpy_constant_limit:
+        unsupported(f"{name}() of {what} of {value.size} elements (more than config.numpy_constant_limit, "
+                    f"{config.numpy_constant_limit}, written into the graph)")
     try:
         dtype = torch.from_numpy(np.empty(0, dtype=value.dtype)).dtype
     except (TypeError, ValueError):
