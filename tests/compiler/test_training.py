@@ -495,6 +495,37 @@ def test_a_write_functionalization_refuses_runs_as_captured_quietly():
     assert not [m for m in records if m.startswith("failed while attempting to run meta")], records
 
 
+@pytest.mark.parametrize("augmented", [True, False], ids=["operator", "method"])
+def test_an_augmented_assignment_functionalization_refuses_runs_as_captured_quietly(augmented):
+    """`v += 3.0` (operator.iadd in the captured graph) through an as_strided view of a graph value, inputs
+    needing gradients: AOTAutograd's functionalization refuses the write; the graph runs as captured
+    with eager's results and gradients and no warning, as for the add_ method (fuzz grad 17700591)."""
+    import torch.nn.functional as F
+    import warnings
+
+    def f(x):
+        pooled = F.adaptive_avg_pool1d(x, 2)
+        view = torch.as_strided(pooled, (4,), (1,))
+        if augmented:
+            view += 3.0
+        else:
+            view.add_(3.0)
+        return pooled * x[..., :2]
+
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    for call in range(2):
+        results = []
+        for fn in (compiled, f):
+            x = torch.randn(2, 2, 5, generator=torch.Generator().manual_seed(call)).requires_grad_()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = fn(x)
+            assert not [str(c.message) for c in caught if "graphjit" in str(c.message)]
+            out.sum().backward()
+            results.append((out, x.grad))
+        assert_same(results[0], results[1], where=f"call {call}")
+
+
 @pytest.mark.parametrize("op", ["sgn", "sign"])
 def test_a_gradient_that_is_a_constant_zero(op):
     """sgn's gradient is an efficient zero tensor (no storage) that AOTAutograd's trace makes a constant of

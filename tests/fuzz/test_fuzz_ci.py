@@ -254,6 +254,10 @@ FOUND = {
                           "that makes device_asserts live also checked integer overflow (now off, as on the GPU)",
     ("triton", 17100025): "Triton interpreter: an int32 cube past 2**31 raised 'int32 overflow detected' (as "
                           "17100027)",
+    ("grad-tensor", 17700591): "`v += 3.0` through an as_strided view of a graph value, inputs needing gradients: "
+                               "AOTAutograd's functionalization refuses the write (the backend failed with a "
+                               "warning); training._in_place did not count augmented assignments (operator.iadd) "
+                               "as writes, so the refusal was not recognized as one; now runs as captured",
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {}
