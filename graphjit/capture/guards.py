@@ -56,8 +56,9 @@ class GuardSet:
         self.objects = {}         # namespace name -> object referenced by guard expressions
         self._object_names = {}   # id(obj) -> name
         self.tensors = {}         # Source -> the example tensor add_tensor guarded (for batched checks)
-        # Source -> (object, {attribute names read, whose values are immutable}) for objects whose class
-        # has a Python __getattribute__ (transformers' configs): see snapshot_guards()
+        # Source -> (object, its instance dict at the first read, {attribute names read, whose values are
+        # immutable}) for objects whose class has a Python __getattribute__ (transformers' configs): see
+        # snapshot_guards()
         self.snapshots = {}
         # Source -> (tuple of immutable scalars read there while tracing, its namespace name): the entry
         # checks `value is that tuple` first and runs the guards on it and its items only when it is not
@@ -247,29 +248,30 @@ class GuardSet:
         self.add(STATE, expr.replace("{", "{{").replace("}", "}}"), reason)
 
     def note_attribute(self, base: Source, obj, name, value):
-        """Tracing read `obj.name` (== value) through obj's Python __getattribute__."""
-        entry = self.snapshots.setdefault(base, (obj, set()))
+        """Tracing read `obj.name` (== value) through obj's Python __getattribute__. The instance dict is
+        copied at the first such read: the state the trace saw, whatever changes before the entry is built
+        (another thread, a backend)."""
+        if base not in self.snapshots:
+            self.snapshots[base] = (obj, _instance_dict_copy(obj), set())
         if _immutable(value):
-            entry[1].add(name)
+            self.snapshots[base][2].add(name)
 
     def snapshot_guards(self):
         """[(base source, snapshot dict, {name: value}, guards it covers)]. An attribute read through a
         Python __getattribute__ costs ~1 us per guard per call (a GPT-2 config: ~70 reads). When the
-        object's instance dict equals a snapshot taken now (one C-level dict comparison) and holds the very
-        objects the trace read under the names it read (`==` alone would pass 1 for True, 1.0 for 1, -0.0
-        for 0.0), such a lookup returns what it returned while tracing, so the guards on the immutable
-        values of attributes stored in that dict, and the guards that an attribute is missing, need not
-        run; where it doesn't, the entry runs them (this assumes the class's own attributes don't change
-        between calls, and that its __getattribute__ reads the instance dict's other values only through
-        their equality)."""
+        object's instance dict equals the snapshot taken while tracing (one C-level dict comparison; one
+        that no longer equals it when the entry is built is not used) and holds the very objects the trace
+        read under the names it read (`==` alone would pass 1 for True, 1.0 for 1, -0.0 for 0.0), a lookup
+        returns what it returned while tracing, so the guards on the immutable values of attributes stored
+        in that dict, and the guards that an attribute is missing, need not run; where it doesn't, the
+        entry runs them (this assumes the class's own attributes don't change between calls, and that its
+        __getattribute__ reads the instance dict's other values only through their equality)."""
         checks = []
-        for base, (obj, names) in self.snapshots.items():
+        for base, (obj, snapshot, names) in self.snapshots.items():
             try:
-                d = object.__getattribute__(obj, "__dict__")
-                snapshot = dict(d)
-                if not (type(d) is dict and d == snapshot):
+                if snapshot is None or object.__getattribute__(obj, "__dict__") != snapshot:
                     continue
-            except Exception:   # noqa: BLE001 -- no plain instance dict, or values that don't compare
+            except Exception:   # noqa: BLE001 -- values that don't compare
                 continue
             covered, read = [], {}
             for guard in self.guards.values():
@@ -323,6 +325,16 @@ class GuardSet:
 def _static_or_none(values):
     """Each size or stride as an int, or None where it is symbolic."""
     return tuple(None if isinstance(v, torch.SymInt) else int(v) for v in values)
+
+
+def _instance_dict_copy(obj):
+    """A copy of obj's instance dict, or None where it has no plain one or its values don't compare."""
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+        snapshot = dict(d)
+        return snapshot if type(d) is dict and d == snapshot else None
+    except Exception:   # noqa: BLE001
+        return None
 
 
 def _hashable(value):

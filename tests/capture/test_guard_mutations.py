@@ -375,3 +375,17 @@ def test_global_module_hook_registered_after_compiling(how):
     finally:
         handle.remove()
     _check(compiled, eager)
+
+
+def test_config_changed_while_compiling():
+    """The snapshot is the instance dict the trace read, not the one the entry is built with."""
+    cfg = Config(n=1, z=0.5, unread="a")
+
+    def backend(gm, example_inputs):
+        cfg.extra = 2.0          # what another thread could do while the frame compiles
+        return gm.forward
+    compiled = graphjit.compile(use_config, backend=backend)
+    x = torch.randn(3)
+    with graphjit.config.patch(strict_fresh_guards=False):
+        assert_same(compiled(x, cfg), use_config(x, cfg))
+        assert_same(compiled(x, cfg), use_config(x, cfg))
