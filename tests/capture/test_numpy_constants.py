@@ -147,6 +147,24 @@ def constant_tensors(x):
             torch.tensor(np.array([1, 2], dtype=np.float16)), torch.tensor(np.array([250], dtype=np.uint8)))
 
 
+def converted_constant_tensors(x):
+    """torch.tensor(a, dtype=) converts the array's values in one rounding, as eager: an int64 next to a
+    power of two read as float32 (through a double it would round twice), uint64 and int64 to float32 and
+    complex64, floats to int32, complex to float32."""
+    big = np.array([2**62 + 2**38 + 1])
+    return (x + torch.tensor(big, dtype=torch.float32),
+            torch.tensor(np.array([2**64 - 2**39 - 1], dtype=np.uint64), dtype=torch.float32),
+            torch.tensor(big, dtype=torch.complex64), torch.tensor(np.array([1.5, -2.7]), dtype=torch.int32),
+            torch.tensor(np.array([2**62 + 2**38 + 1, 3]), dtype=torch.bfloat16))
+
+
+def test_constant_tensors_with_a_dtype_round_once():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(converted_constant_tensors, r3, graphs=1)
+        check(converted_constant_tensors, r3, graphs=1, backend="graphjit")
+
+
 def test_through_the_compiler():
     for fn in (attention_plan, views_and_writes, constant_tensors, lifted):
         check(fn, r3, graphs=1, backend="graphjit")

@@ -483,7 +483,14 @@ def constant_tensor(tx, fn, value, what, args, kwargs):
     if value.size == 0:      # a.tolist() keeps no shape past the first zero
         shape = TupleVariable([ConstantVariable(int(n)) for n in value.shape])
         return record(tx, "call_function", torch.empty, [shape], kwargs)
-    return record(tx, "call_function", torch.tensor, [wrap_constant_result(tx, value.tolist())], kwargs)
+    target = kwargs["dtype"].as_python_constant() if kwargs["dtype"].is_constant() else None
+    if not isinstance(target, torch.dtype):
+        unsupported(f"{name}() of {what} with a dtype= that is not a torch dtype")
+    # torch converts the array's values to dtype= in one rounding (int64 -> float32); the values of
+    # value.tolist() are Python ints and floats, which torch.tensor would round twice (through a double):
+    # the conversion runs here, as eager's, and the graph holds its exact results
+    values = value.tolist() if target == dtype else torch.tensor(value, dtype=target).tolist()
+    return record(tx, "call_function", torch.tensor, [wrap_constant_result(tx, values)], kwargs)
 
 
 def scalar_tensor(tx, fn, args, kwargs):
