@@ -135,6 +135,8 @@ class TensorMethodVariable(Variable):
             sized = _symbolic_size(tx, self.tensor, name, args)
             if sized is not None:
                 return sized
+        if name == "storage_offset":
+            _guard_storage_offsets(tx)
         if name in ("size", "stride") or name in METADATA_METHODS:
             from .builder import wrap_constant_result
             cargs = [a.as_python_constant() for a in args]
@@ -155,6 +157,19 @@ class TensorMethodVariable(Variable):
 
     def __repr__(self):
         return f"{self.tensor!r}.{self.name}"
+
+
+def _guard_storage_offsets(tx):
+    """A storage offset read while tracing is the fake tensor's: it follows from the storage offsets of the
+    graph's tensor inputs, which the tensor guards do not check (a view of another slice of the same base
+    has the same sizes and strides). Every tensor input wrapped so far (those the value can derive from)
+    is guarded on its storage offset."""
+    from ..guards import TENSOR
+    for source, (t, _, _) in list(tx.guards.tensors.items()):
+        offset = t.storage_offset()
+        if isinstance(offset, int):
+            tx.guards.add(TENSOR, f"{{0}}.storage_offset() == {offset}",
+                          f"{source.expr()}.storage_offset() == {offset}", (source,))
 
 
 def _requested_flag(args, kwargs):
