@@ -218,3 +218,42 @@ def test_integer_remainder_and_floor_division_run_as_numpy():
         for got, expected in zip(compiled(a, b), fn(a, b)):
             assert got.dtype == expected.dtype and np.array_equal(got, expected)
     assert "remainder() of integer arrays" in graphjit.explain(fn, a, b).break_reasons[0].reason
+
+
+def divided_by_zeros(x):
+    return x.numpy() / np.zeros(3, dtype=np.float32)
+
+
+def caught_under_raise(x):
+    old = np.seterr(all="raise")
+    try:
+        try:
+            result = x.numpy() / np.zeros(3, dtype=np.float32)
+        except FloatingPointError:
+            result = None
+    finally:
+        np.seterr(**old)
+    return result
+
+
+def test_floating_point_error_settings_that_raise_are_eager_s():
+    """torch._numpy neither warns nor raises: a NumPy call on an array over a tensor under np.seterr
+    settings that raise is a graph break (NumPy raises as in eager), and an entry traced under other
+    settings is guarded on np.geterr(), so np.seterr(all="raise") between calls traces again."""
+    counter = CompileCounter()
+    compiled = graphjit.compile(divided_by_zeros, backend=counter)
+    old = np.seterr(all="ignore")
+    try:
+        got = compiled(torch.randn(3))
+        assert np.isinf(got).all()
+        np.seterr(all="raise")
+        for fn in (divided_by_zeros, compiled):
+            with pytest.raises(FloatingPointError):
+                fn(torch.randn(3))
+        np.seterr(all="ignore")
+        assert np.isinf(compiled(torch.randn(3))).all()
+        assert counter.frame_count == 1
+        assert graphjit.compile(caught_under_raise)(torch.randn(3)) is None
+        assert np.geterr()["divide"] == "ignore"
+    finally:
+        np.seterr(**old)

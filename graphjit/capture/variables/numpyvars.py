@@ -752,6 +752,7 @@ def call(tx, name, args, kwargs):
     from .tensor import TensorVariable, record
     if {"out", "where"} & set(kwargs):
         unsupported(f"numpy {name.lstrip('.:')}() with out= or where= (writes in place)")
+    _guard_error_settings(tx, name)
     args = [_lift(tx, a) for a in args]
     kwargs = {k: _lift(tx, v) for k, v in kwargs.items()}
     if _operation(name) in _INTEGER_ZERO_DIVISIONS and any(
@@ -779,6 +780,22 @@ def call(tx, name, args, kwargs):
         result = record(tx, "call_function", torch.clone, [result], {})
         return NdarrayVariable(result, type(expected))
     return NdarrayVariable(result)
+
+
+def _guard_error_settings(tx, name):
+    """torch._numpy neither warns nor raises on floating-point errors: a call recorded in a graph runs as
+    under np.errstate(all="ignore"). Under settings that raise (or call or log), it is a graph break, so
+    NumPy raises as in eager; under "warn" or "ignore" it is recorded, and the entry is guarded on
+    np.geterr() being what it was, so a later np.seterr(all="raise") traces again. (Under "warn" the
+    warning eager gives is not given: README, "What doesn't yet".)"""
+    np = _np()
+    from ..guards import STATE
+    settings = np.geterr()
+    if any(mode not in ("ignore", "warn") for mode in settings.values()):
+        unsupported(f"numpy {name.lstrip('.:')}() of an array over a tensor under floating-point error settings "
+                    f"that act ({settings}): the graph would neither raise nor call")
+    expr = f"{tx.guards.obj(np.geterr)}() == {settings!r}"
+    tx.guards.add(STATE, expr.replace("{", "{{").replace("}", "}}"), f"numpy.geterr() == {settings}")
 
 
 def _check(name, args, kwargs, rotation):
