@@ -968,8 +968,12 @@ class EnvironVariable(Variable):
                 raise UserError(KeyError(k))
             return ConstantVariable(value)
         if name == "__contains__":
-            return ConstantVariable(self._read(tx, args[0])[1] is not None)
+            return self.method___contains__(tx, args[0])
         unsupported(f"os.environ.{name}()")
+
+    def method___contains__(self, tx, key):
+        """`key in os.environ` (the `in` operator comes here too)."""
+        return ConstantVariable(self._read(tx, key)[1] is not None)
 
     def getattr(self, tx, name):
         from .base import MethodOf
