@@ -342,7 +342,30 @@ def _is_instance(obj, cls):
     try:
         return issubclass(typ, cls)
     except TypeError:
+        # a Protocol with data members (or another class whose instance check reads the instance)
+        if not obj.is_constant():
+            unsupported(f"isinstance() of {obj} with {cls.__qualname__}, whose check reads the instance "
+                        "(a Protocol with data members)", hint="it runs in CPython at a graph break")
         return isinstance(obj.as_python_constant(), cls)
+
+
+def b_length_hint(tx, obj, default=None):
+    """operator.length_hint as CPython's: len() where the type has one; an iterator of a constant (range,
+    str, tuple) is a real iterator advanced with the trace, so its own hint is exact; a builtin type with
+    neither __len__ nor __length_hint__ (object()) gives the default. Others are refused."""
+    from .containers import ConstantIteratorVariable
+    from .objects import _HEAPTYPE
+    fallback = 0 if default is None else default.as_python_constant()
+    if isinstance(obj, (BaseListVariable, DictVariable)):
+        return length(tx, obj)
+    if isinstance(obj, (ConstantVariable, ConstantIteratorVariable)):
+        real = obj.value if isinstance(obj, ConstantVariable) else obj.real
+        return _fold(tx, operator.length_hint, real, fallback)
+    typ = getattr(obj, "python_type", lambda: None)()
+    if (isinstance(typ, type) and not typ.__flags__ & _HEAPTYPE and not hasattr(typ, "__len__")
+            and not hasattr(typ, "__length_hint__") and type(fallback) is int):
+        return ConstantVariable(fallback)
+    unsupported(f"operator.length_hint() of {obj}")
 
 
 def b_issubclass(tx, a, b):
@@ -653,7 +676,7 @@ BUILTIN_HANDLERS = {
     repr: _scalar_conversion(repr), format: _scalar_conversion(format), chr: _scalar_conversion(chr),
     ord: _scalar_conversion(ord), frozenset: _scalar_conversion(frozenset),
     complex: _scalar_conversion(complex),
-    object.__setattr__: b_object_setattr,
+    object.__setattr__: b_object_setattr, operator.length_hint: b_length_hint,
 }
 def _copy_var(tx, var, deep, memo):
     """copy.copy / copy.deepcopy over Variables: a new object made in the frame, whose attributes come
