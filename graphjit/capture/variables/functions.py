@@ -90,7 +90,7 @@ STDLIB_DIRS = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["pla
 # Standard-library modules whose Python code is plain data manipulation: inlined like user code.
 _INLINED_STDLIB = {"functools", "contextlib", "dataclasses", "collections", "enum", "typing", "abc",
                    "operator", "itertools", "_collections_abc", "types", "inspect", "copyreg", "numbers",
-                   "reprlib", "keyword", "string"}
+                   "reprlib", "keyword", "string", "unittest"}
 
 
 def skipped_library(code):
