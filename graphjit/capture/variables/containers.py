@@ -744,6 +744,14 @@ class DictVariable(Variable):
             self.store(tx, ConstantVariable(k), v)
         return ConstantVariable(None)
 
+    def _merge_mapping(self, tx, other):
+        """CPython's merge from a mapping that is not a dict (a ChainMap, a user Mapping): iterate its
+        keys(), reading each other[key] and storing it before the next key is pulled."""
+        from .builtins import getitem
+        keys = make_iterator(tx, other.getattr(tx, "keys").call(tx, [], {}))
+        while (key := keys.next(tx)) is not None:
+            self.store(tx, key, getitem(tx, other, key))
+
     def merge(self, tx, other):
         """dict.update(other): a mapping's items, or (key, value) pairs pulled one at a time."""
         if isinstance(other, ConstantVariable) and isinstance(other.value, dict):
@@ -759,7 +767,8 @@ class DictVariable(Variable):
         else:
             if not isinstance(other, (BaseListVariable, DictViewVariable, IteratorVariable)) and \
                     hasattr(other.python_type(), "keys"):
-                unsupported(f"dict.update() from a mapping that is not a dict: {other}")
+                self._merge_mapping(tx, other)
+                return
             iterator = make_iterator(tx, other)
             index = 0
             while (pair := iterator.next(tx)) is not None:
