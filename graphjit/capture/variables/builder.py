@@ -214,7 +214,7 @@ def wrap_sequence(tx, value, source):
     if is_namedtuple_class(cls) or is_structseq_class(cls):
         from .classes import check_namedtuple_class
         check_namedtuple_class(cls)
-        return NamedTupleVariable(items, cls, source)
+        return NamedTupleVariable(items, cls, source, original=value if is_structseq_class(cls) else None)
     unsupported(f"sequence of type {cls.__name__}")
 
 
@@ -423,7 +423,8 @@ def wrap_constant_result(tx, value):
     if type(value) is dict:
         return DictVariable({k: wrap_constant_result(tx, v) for k, v in value.items()})
     if is_namedtuple_class(type(value)) or is_structseq_class(type(value)):
-        return NamedTupleVariable([wrap_constant_result(tx, v) for v in value], type(value))
+        return NamedTupleVariable([wrap_constant_result(tx, v) for v in value], type(value),
+                                  original=value if is_structseq_class(type(value)) else None)
     return wrap(tx, value, None)
 
 

@@ -190,9 +190,12 @@ class SizeVariable(TupleVariable):
 class NamedTupleVariable(TupleVariable):
     """A namedtuple or a torch.return_types structseq."""
 
-    def __init__(self, items, cls, source=None):
+    def __init__(self, items, cls, source=None, original=None):
         super().__init__(items, source)
         self.python_cls = cls
+        # the real value it was wrapped from: a structseq that refuses new instances (sys.version_info,
+        # sys.float_info) is that object as a constant
+        self.original = original
 
     def fields(self):
         fields = getattr(self.python_cls, "_fields", None)
@@ -202,6 +205,8 @@ class NamedTupleVariable(TupleVariable):
 
     def as_python_constant(self):
         values = [v.as_python_constant() for v in self.items]
+        if self.original is not None:
+            return self.original
         if hasattr(self.python_cls, "_make"):
             return self.python_cls._make(values)
         return self.python_cls(values)
