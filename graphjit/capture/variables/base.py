@@ -189,6 +189,11 @@ class ConstantVariable(Variable):
             cargs = [a.as_python_constant() for a in args]
             ckw = {k: v.as_python_constant() for k, v in kwargs.items()}
             return wrap_constant_result(tx, method(*cargs, **ckw))
+        if name == "join" and type(self.value) in (str, bytes) and len(args) == 1 and not kwargs:
+            # CPython's join makes a list of the iterable first (a generator runs to its end), then joins
+            items = args[0].unpack(tx)
+            if all(v.is_constant() for v in items):
+                return wrap_constant_result(tx, self.value.join([v.as_python_constant() for v in items]))
         attr = self.getattr(tx, name)
         if isinstance(attr, MethodOf) and attr.obj is self:
             # its own method, which only runs on constants ("ab"[obj] with a user __index__)
