@@ -675,7 +675,7 @@ BUILTIN_HANDLERS = {
     round: _scalar_conversion(round), divmod: _scalar_conversion(divmod), pow: _scalar_conversion(pow),
     repr: _scalar_conversion(repr), format: _scalar_conversion(format), chr: _scalar_conversion(chr),
     ord: _scalar_conversion(ord), frozenset: _scalar_conversion(frozenset),
-    complex: _scalar_conversion(complex),
+    complex: _scalar_conversion(complex), bytes: _scalar_conversion(bytes),
     object.__setattr__: b_object_setattr, operator.length_hint: b_length_hint,
 }
 def _copy_var(tx, var, deep, memo):
