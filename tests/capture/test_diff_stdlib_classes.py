@@ -333,10 +333,22 @@ def str_methods(x):
             "ab".partition("a"), "Title".lower().title(), "3".zfill(3), "k=v".split("=", 1))
 
 
+@cases.add(lambda: (r(3), {"lr": 0.1, "steps": 3}))
+def join_of_iterators_and_generators(x, config):
+    pulled = []
+
+    def names():
+        for k in sorted(config):
+            pulled.append(k)
+            yield k
+    return (x * len(", ".join(f"{k}={v}" for k, v in config.items())), "".join(reversed("abc")),
+            "-".join(names()), pulled, b"".join(iter([b"a", b"b"])), "/".join(map(str, x.shape)))
+
+
 @cases.add(r3)
 def bytes_methods(x):
     b = "héllo-wörld".encode("utf-8")
-    return (x * len(b), b.decode("utf-8"), b.split(b"-"), b.startswith(b"h"), b.hex(),
+    return (x * len(b), b.decode("utf-8"), b.split(b"-"), b.startswith(b"h"), b.hex(), bytes([65, 66]), bytes(2),
             b"%d" % 5, b"-".join([b"a", b"b"]), "abc".encode().upper())
 
 
@@ -405,20 +417,7 @@ def test_stdlib_class(case):
     assert_at_most_torch(counter, case.fn, case.make_args, calls)
 
 
-# ----------------------------------------------------------------- graph breaks, compared with torch.compile
-
-def bytes_from_a_list(x):
-    return x * len(bytes([65, 66]))
-
-
-BREAKS = [bytes_from_a_list]
-
-
-@pytest.mark.parametrize("fn", BREAKS, ids=lambda f: f.__name__)
-def test_breaks_as_in_eager_and_at_most_torch(fn):
-    counter = check(fn, r3, graphs="first", compile_kwargs={})
-    assert_at_most_torch(counter, fn, r3, 4)
-
+# ------------------------------------------------------------------ a frame that runs eagerly
 
 def interned_identity(x):
     return x * (sys.intern("hidden_" + "states") is sys.intern("hidden_states"))
