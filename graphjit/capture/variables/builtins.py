@@ -781,6 +781,9 @@ PURE_ON_CONSTANTS |= {v for v in vars(operator).values() if callable(v)} - {oper
                                                                             operator.iadd, operator.iconcat}
 PURE_ON_CONSTANTS |= {len, isinstance, issubclass, min, max, abs, round, divmod, pow, int, float, str, bool,
                       repr, format, chr, ord, hash, sorted, tuple, frozenset, complex, sys.intern}
+# constructors and tables that builtin types offer as attributes (`str.maketrans`), read by BuiltinVariable
+_PURE_TYPE_ATTRS = {(str, "maketrans"), (bytes, "maketrans"), (bytes, "fromhex"), (int, "from_bytes")}
+PURE_ON_CONSTANTS |= {getattr(cls, name) for cls, name in _PURE_TYPE_ATTRS}
 
 
 class BuiltinVariable(Variable):
@@ -836,6 +839,8 @@ class BuiltinVariable(Variable):
             return numpyvars.ufunc_attribute(tx, self.fn, name)
         if self.fn is dict and name == "fromkeys":
             return _DictFromKeys()
+        if (self.fn, name) in _PURE_TYPE_ATTRS:
+            return BuiltinVariable(getattr(self.fn, name))
         if name == "__getitem__" and isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__"):
             return _GenericAlias(self.fn)          # `list[int]` in an annotation evaluated at def time
         return super().getattr(tx, name)
