@@ -330,7 +330,8 @@ def str_methods(x):
     joined = "-".join(parts)
     return (x * len(s) + len(joined) + s.startswith("a") + joined.upper().count("B"), s, parts,
             "  pad ".strip(), "a_b".replace("_", "."), "x".endswith(("x", "y")), "%s:%d" % ("k", 2),
-            "ab".partition("a"), "Title".lower().title(), "3".zfill(3), "k=v".split("=", 1))
+            "ab".partition("a"), "Title".lower().title(), "3".zfill(3), "k=v".split("=", 1),
+            "abc".translate(str.maketrans("a", "b")), bytes.fromhex("4142"), int.from_bytes(b"\x01\x00", "little"))
 
 
 @cases.add(lambda: (r(3), {"lr": 0.1, "steps": 3}))
