@@ -251,6 +251,26 @@ def dict_of_a_chainmap_and_a_mapping(x):
     return x * dict(cm)["b"], dict(cm), merged, list(dict(cm)), dict(lookups), lookups.reads
 
 
+@cases.add(lambda: (r(3), {"a": 1, "c": 2}))
+def chainmap_writes_and_deletes_reach_the_first_map(x, d):
+    cm = collections.ChainMap(d, {"b": 1})
+    cm["k"] = 3
+    del cm["a"]
+    child = cm.new_child()
+    child["z"] = x
+    return x * cm["k"], cm.pop("k"), len(cm), child.parents.maps[0] is d, repr(cm.maps[1])
+
+
+def chainmap_delete_of_a_key_in_a_later_map(x):
+    cm = collections.ChainMap({}, {"a": 1})
+    del cm["a"]                    # KeyError: only the first map is written
+    return x
+
+
+def test_chainmap_delete_raises_as_in_eager():
+    check_raises(chainmap_delete_of_a_key_in_a_later_map, r3)
+
+
 # -------------------------------------------------------------------------- length_hint, sys.intern
 
 SENTINEL = object()
@@ -346,6 +366,12 @@ def join_of_iterators_and_generators(x, config):
             "-".join(names()), pulled, b"".join(iter([b"a", b"b"])), "/".join(map(str, x.shape)))
 
 
+@cases.add(lambda: (r(2, 3),))
+def format_specs(x):
+    return (x + 1, "%r" % (tuple(x.shape),), "{0!r:>10}".format("a"), f"{x.shape!r}", f"{x.dtype!s:>20}",
+            f"{3.14159:.3e}", format(x.shape[0], "b"), "{:%}".format(0.5))
+
+
 @cases.add(r3)
 def bytes_methods(x):
     b = "héllo-wörld".encode("utf-8")
@@ -376,13 +402,36 @@ def unittest_assertions_that_pass(x):
     return x + 1
 
 
+@cases.add(r3)
+def more_unittest_assertions(x):
+    t = Asserts()
+    t.assertAlmostEqual(1.0, 1.0 + 1e-9)
+    t.assertSequenceEqual([1, 2], (1, 2))
+    t.assertDictEqual({"a": 1}, {"a": 1})
+    t.assertIsNone(None)
+    t.assertNotEqual(1, 2)
+    return x + 1
+
+
 def unittest_assertion_that_fails(x):
     Asserts().assertEqual(x.shape[0], 4)
     return x + 1
 
 
-def test_failing_unittest_assertion_raises_as_in_eager():
-    check_raises(unittest_assertion_that_fails, r3)
+def unittest_assertion_with_a_message(x):
+    Asserts().assertTrue(x.shape[0] == 4, msg=f"bad shape {tuple(x.shape)}")
+    return x
+
+
+def unittest_dict_assertion_that_fails(x):
+    Asserts().assertDictEqual({"a": 1}, {"a": 2})      # the message is a diff of the two dicts
+    return x
+
+
+@pytest.mark.parametrize("fn", [unittest_assertion_that_fails, unittest_assertion_with_a_message,
+                                unittest_dict_assertion_that_fails], ids=lambda f: f.__name__)
+def test_failing_unittest_assertion_raises_as_in_eager(fn):
+    check_raises(fn, r3)
 
 
 @dataclasses.dataclass
@@ -398,6 +447,36 @@ def dataclasses_replace_and_asdict(x):
     q = dataclasses.replace(p, b=3.0)
     d = dataclasses.asdict(q)
     return x * q.b + d["a"], d, dataclasses.astuple(p), dataclasses.fields(p)[0].name, p == Point(1, 2.0)
+
+
+@dataclasses.dataclass
+class Inner:
+    t: torch.Tensor
+    n: int = 1
+
+
+@dataclasses.dataclass
+class Outer:
+    inner: Inner
+    items: list
+
+
+@cases.add(r3, graphs="first", compile_kwargs={})
+def dataclasses_asdict_of_tensors(x):
+    """asdict deep-copies each field: a tensor's deepcopy is a graph break (torch.compile breaks too)."""
+    o = Outer(Inner(x, 2), [Inner(x * 2)])
+    d = dataclasses.asdict(o)
+    r = dataclasses.replace(o.inner, n=5)
+    return d["inner"]["t"] + d["items"][0]["t"], r.n, r.t is o.inner.t, dataclasses.astuple(o.inner)[1]
+
+
+@cases.add(lambda: (r(3), {"t": r(2)}))
+def copy_and_deepcopy(x, d):
+    c = copy.copy(d)
+    c["new"] = x
+    nested = copy.deepcopy([1, [2, 3]])
+    nested[1].append(4)
+    return c["t"] * 2, sorted(d), nested
 
 
 @cases.add(lambda: (r(3), [1, 2], {"k": 1}))
