@@ -295,17 +295,21 @@ def fold_constant_attention_masks(gm):
     is all ones, so it builds the full [batch, 1, query, key] mask from torch.ones(...) even when there is
     no padding at all (BERT and ViT without an attention_mask argument). A mask computed only from
     constants and factory calls (no graph input, nothing random) is evaluated here, once: the graph is
-    specialized to its shapes, so its value is the same on every call. Returns the number of masks dropped."""
-    dropped = 0
+    specialized to its shapes, so its value is the same on every call. A mask eager would refuse is kept,
+    so that the error stays eager's: one beside is_causal=True, one of another float dtype than the query,
+    one whose broadcast would enlarge the scores. The nodes that made a dropped mask are erased where
+    nothing else reads them and they write nothing (an in-place op beside the mask, `self.steps += 1`,
+    stays). Returns the number of masks dropped."""
+    dropped = []
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not _SDPA:
             continue
         in_kwargs = "attn_mask" in node.kwargs
         mask = node.kwargs["attn_mask"] if in_kwargs else (node.args[3] if len(node.args) > 3 else None)
-        if not isinstance(mask, torch.fx.Node):
+        if not isinstance(mask, torch.fx.Node) or not _mask_is_accepted(node):
             continue
         value = _constant_value(gm, mask)
-        if not isinstance(value, torch.Tensor):
+        if not isinstance(value, torch.Tensor) or not _mask_fits(node, value):
             continue
         neutral = bool(value.all()) if value.dtype == torch.bool else \
             (value.is_floating_point() and not bool(value.any()))
@@ -315,11 +319,54 @@ def fold_constant_attention_masks(gm):
             node.kwargs = {**node.kwargs, "attn_mask": None}
         else:
             node.args = node.args[:3] + (None,) + node.args[4:]
-        dropped += 1
+        dropped.append(mask)
     if dropped:
-        gm.graph.eliminate_dead_code()
+        _erase_if_unread(gm, dropped)
         gm.recompile()
-    return dropped
+    return len(dropped)
+
+
+def _sdpa_arg(node, index, name, default=None):
+    if name in node.kwargs:
+        return node.kwargs[name]
+    return node.args[index] if len(node.args) > index else default
+
+
+def _mask_is_accepted(node):
+    """Whether eager takes a mask in this call at all: not beside is_causal=True (it raises there)."""
+    return _sdpa_arg(node, 5, "is_causal", False) is False
+
+
+def _mask_fits(node, mask):
+    """Whether eager accepts `mask` for this call as it is: a bool mask or one of the query's dtype, whose
+    broadcast with the scores [..., L, S] is the scores' shape (a larger one raises or changes the
+    output's shape). Unknown shapes: no."""
+    q, k = (_sdpa_arg(node, 0, "query"), _sdpa_arg(node, 1, "key"))
+    q, k = (getattr(n, "meta", {}).get("example_value") for n in (q, k))
+    if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor) or q.dim() < 2 or k.dim() < 2:
+        return False
+    if mask.dtype != torch.bool and mask.dtype != q.dtype:
+        return False
+    scores = tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])) + (q.shape[-2], k.shape[-2])
+    try:
+        return tuple(torch.broadcast_shapes(tuple(mask.shape), scores)) == scores
+    except (RuntimeError, TypeError):
+        return False
+
+
+def _erase_if_unread(gm, nodes):
+    """Erase `nodes` and, transitively, the nodes only they read, where nothing else reads a node and it
+    writes nothing (training._in_place: fx's eliminate_dead_code takes in-place calls for pure and would
+    drop `self.steps += 1`)."""
+    from .training import _in_place
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node.users or node.op not in ("call_function", "call_method", "get_attr") or _in_place(node):
+            continue
+        inputs = node.all_input_nodes
+        gm.graph.erase_node(node)
+        stack.extend(inputs)
 
 
 def _constant_value(gm, node, limit=200):

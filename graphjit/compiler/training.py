@@ -97,10 +97,7 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place and two of its inputs "
                            f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
         return gm.forward
-    # before AOTAutograd picks the attention kernels: a constant all-true mask would cost the math path,
-    # whose bfloat16 inputs ATen upcasts to float32 (float32 batched matmuls, float32 q, k, v and scores
-    # saved for the backward) where the unmasked call takes a fused kernel and its backward
-    from .decompose import fold_constant_attention_masks
+    from .decompose import fold_constant_attention_masks     # before AOTAutograd picks the kernels
     fold_constant_attention_masks(gm)
     traced, detached = _detach_after(gm)
     traced = _prods_as_eager(traced)

@@ -1,6 +1,7 @@
 """Attention masks that are all True whatever the inputs (transformers builds them from torch.ones while
 compiling) are dropped before decomposition, so attention runs as one fused kernel (flash/cuDNN on CUDA)
 instead of the math path. Masks that depend on inputs, on randomness, or that mask something, stay."""
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -117,3 +118,52 @@ def test_a_training_graph_drops_the_constant_mask_before_autograd_picks_the_atte
     (fused,) = [n for h in halves if h.which == "forward" for n in h.graph.graph.nodes
                 if n.target is torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default]
     assert fused.kwargs.get("attn_mask", fused.args[5] if len(fused.args) > 5 else None) is None, fused.format_node()
+
+
+class _CountingAttention(torch.nn.Module):
+    """A step counter written in place beside an all-true constant mask (BatchNorm's num_batches_tracked
+    is such a write): dropping the mask must not drop the write, which nothing in the graph reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, h, scale):
+        self.steps += 1
+        scale.mul_(2)
+        q = self.proj(h)
+        mask = torch.ones(h.shape[1], h.shape[1], dtype=torch.bool)
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_writes_beside_a_dropped_mask_stay(grad):
+    torch.manual_seed(0)
+    eager = _CountingAttention()
+    compiled_module = _CountingAttention()
+    compiled_module.load_state_dict(eager.state_dict())
+    compiled = graphjit.compile(compiled_module, backend="graphjit")
+    h = torch.randn(2, 4, 8)
+    scales = torch.ones(3), torch.ones(3)
+    with torch.set_grad_enabled(grad):
+        for _ in range(3):
+            torch.testing.assert_close(compiled(h, scales[1]), eager(h, scales[0]), rtol=1e-5, atol=1e-5)
+    assert compiled_module.steps.item() == eager.steps.item() == 3
+    torch.testing.assert_close(scales[1], scales[0])
+
+
+def test_a_mask_beside_is_causal_is_kept():
+    """torch refuses or ignores a mask given with is_causal=True depending on the kernel it picks; the mask
+    stays, so the compiled call does what eager's does."""
+    def f(q):
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(5, 5, dtype=torch.bool), is_causal=True)
+    q = torch.randn(1, 2, 5, 4)
+    try:
+        expected = f(q)
+    except RuntimeError:                    # torch 2.14 refuses it
+        with pytest.raises(RuntimeError):
+            graphjit.compile(f, backend="graphjit")(q)
+        return
+    assert decompose.fold_constant_attention_masks(capture(f, q)) == 0
+    torch.testing.assert_close(graphjit.compile(f, backend="graphjit")(q), expected)

@@ -577,8 +577,7 @@ class CppKernel:
             self.written.add(name)
             stored = {torch.bfloat16: f"gj_f32_to_bf16({value})", torch.float16: f"static_cast<_Float16>({value})",
                       torch.bool: f"static_cast<uint8_t>(static_cast<bool>({value}))"}
-            # a bool is stored as its byte: gcc 12 vectorizes no loop that stores a bool (a mask beside a
-            # float output left train-mode batch norm's ReLU kernel scalar, 10x slower on random signs)
+            # a bool is stored as its byte: gcc 12 vectorizes no loop that stores a bool
             target = f"reinterpret_cast<uint8_t*>({name})" if dtype == torch.bool else name
             self.emit(f"{target}[{cexpr(index)}] = {stored.get(dtype, f'static_cast<{STORAGE_TYPES[dtype]}>({value})')};")
         if dtype in (torch.bfloat16, torch.float16):   # readers see the value as memory holds it
