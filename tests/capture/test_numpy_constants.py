@@ -155,7 +155,9 @@ def converted_constant_tensors(x):
     return (x + torch.tensor(big, dtype=torch.float32),
             torch.tensor(np.array([2**64 - 2**39 - 1], dtype=np.uint64), dtype=torch.float32),
             torch.tensor(big, dtype=torch.complex64), torch.tensor(np.array([1.5, -2.7]), dtype=torch.int32),
-            torch.tensor(np.array([2**62 + 2**38 + 1, 3]), dtype=torch.bfloat16))
+            torch.tensor(np.array([2**62 + 2**38 + 1, 3]), dtype=torch.bfloat16),
+            # a NumPy scalar with dtype= is read as a Python number: through a double, as eager does
+            torch.tensor(np.int64(2**62 + 2**38 + 1), dtype=torch.float32))
 
 
 def test_constant_tensors_with_a_dtype_round_once():

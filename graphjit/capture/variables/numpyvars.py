@@ -457,7 +457,7 @@ def constant_operator(tx, op, a, b):
     return fold(tx, BINARY_OPS.get(op) or COMPARE_OPS[op], [a, b], {}, f"{op} on a NumPy array")
 
 
-def constant_tensor(tx, fn, value, what, args, kwargs):
+def constant_tensor(tx, fn, value, what, args, kwargs, converted_from=None):
     """torch.tensor(a, dtype=, device=, requires_grad=, pin_memory=) of `value`, a NumPy array only the trace
     holds (`what` names it): a constant tensor in the graph, torch.tensor of value.tolist() in its dtype (or
     torch.empty of its shape), which is what torch.tensor makes of the array."""
@@ -489,7 +489,10 @@ def constant_tensor(tx, fn, value, what, args, kwargs):
     # torch converts the array's values to dtype= in one rounding (int64 -> float32); the values of
     # value.tolist() are Python ints and floats, which torch.tensor would round twice (through a double):
     # the conversion runs here, as eager's, and the graph holds its exact results
-    values = value.tolist() if target == dtype else torch.tensor(value, dtype=target).tolist()
+    # converted_from: what eager's torch.tensor was given, where that is not the array itself (a NumPy
+    # scalar, which it reads as a Python number when dtype= is given: int64 -> double -> float32)
+    source = value if converted_from is None else converted_from
+    values = value.tolist() if target == dtype else torch.tensor(source, dtype=target).tolist()
     return record(tx, "call_function", torch.tensor, [wrap_constant_result(tx, values)], kwargs)
 
 
@@ -497,7 +500,8 @@ def scalar_tensor(tx, fn, args, kwargs):
     """torch.tensor(np_scalar, ...): torch reads a NumPy scalar as a 0-d array of its dtype
     (torch.tensor(np.float64(2)) is float64): a constant tensor, as of that array."""
     scalar = args[0].as_python_constant()
-    return constant_tensor(tx, fn, _np().asarray(scalar), f"a NumPy {type(scalar).__name__}", args, kwargs)
+    return constant_tensor(tx, fn, _np().asarray(scalar), f"a NumPy {type(scalar).__name__}", args, kwargs,
+                           converted_from=scalar)
 
 
 # ---- NumPy arrays over traced tensors ----
