@@ -793,13 +793,11 @@ def _guard_error_settings(tx, name):
     np.geterr() being what it was, so a later np.seterr(all="raise") traces again. (Under "warn" the
     warning eager gives is not given: README, "What doesn't yet".)"""
     np = _np()
-    from ..guards import STATE
     settings = np.geterr()
     if any(mode not in ("ignore", "warn") for mode in settings.values()):
         unsupported(f"numpy {name.lstrip('.:')}() of an array over a tensor under floating-point error settings "
                     f"that act ({settings}): the graph would neither raise nor call")
-    expr = f"{tx.guards.obj(np.geterr)}() == {settings!r}"
-    tx.guards.add(STATE, expr.replace("{", "{{").replace("}", "}}"), f"numpy.geterr() == {settings}")
+    tx.guards.add_state(f"{tx.guards.obj(np.geterr)}() == {settings!r}", f"numpy.geterr() == {settings}")
 
 
 def _check(name, args, kwargs, rotation):
