@@ -332,7 +332,15 @@ def _class_operand(tx, classes):
         if classes.source is not None:
             tx.guards.add_id(classes.source, value)
         return value.__origin__
+    if isinstance(value, _UNIONS) and all(isinstance(c, type) for c in value.__args__):
+        # `int | str`, `Optional[int]`: isinstance checks against its members, as against a tuple of them
+        if classes.source is not None:
+            tx.guards.add_id(classes.source, value)
+        return value.__args__
     return classes.as_python_constant()
+
+
+_UNIONS = (types.UnionType, type(typing.Union[int, str]))
 
 
 def _is_instance(obj, cls):
