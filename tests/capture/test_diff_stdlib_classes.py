@@ -308,6 +308,16 @@ def abc_isinstance_and_issubclass(x):
             isinstance("s", cabc.Sized), isinstance(iter([x]), cabc.Iterator))
 
 
+NUMBER = typing.Union[int, float]
+MAYBE_INT = typing.Optional[int]          # typing's subscription in the frame reads typing's caches
+
+
+@cases.add(r3)
+def isinstance_with_unions(x):
+    return (x * isinstance(3, int | str) + isinstance(2.5, NUMBER), isinstance(None, MAYBE_INT),
+            issubclass(bool, int | None), isinstance("s", NUMBER))
+
+
 @typing.runtime_checkable
 class Closeable(typing.Protocol):
     def close(self): ...
