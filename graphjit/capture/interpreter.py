@@ -482,22 +482,30 @@ class Tracer:
                 if result is not None:
                     return result
         except Unsupported as e:
-            if e.filename is None:
-                e.filename, e.lineno = frame.location()
-            if not hasattr(e, "user_stack"):
-                e.user_stack = []
-            e.user_stack.append(frame.location())          # innermost first
-            if frame is self.root_frame and getattr(e, "root_index", None) is None:
-                e.root_index = frame.ip - 1
-                e.in_handler = frame.open_handlers > 0
+            self._locate(e, frame)
             raise
         except (NotConstant, KeyError, IndexError, TypeError, AttributeError, ValueError,
                 AssertionError, NotImplementedError, RuntimeError) as e:
+            # a handler that can't model its operands: a break at the instruction, as an Unsupported is
             filename, lineno = frame.location()
-            raise Unsupported(f"graphjit could not interpret {frame.current.opname}: "
-                              f"{type(e).__name__}: {e}", filename=filename, lineno=lineno) from e
+            error = Unsupported(f"graphjit could not interpret {frame.current.opname}: "
+                                f"{type(e).__name__}: {e}", filename=filename, lineno=lineno)
+            self._locate(error, frame)
+            raise error from e
         finally:
             self.frames.pop()
+
+    def _locate(self, error, frame):
+        """Note on an Unsupported leaving `frame` where it happened: the user's stack, innermost first, and
+        in the root frame the instruction a graph break stops at."""
+        if error.filename is None:
+            error.filename, error.lineno = frame.location()
+        if not hasattr(error, "user_stack"):
+            error.user_stack = []
+        error.user_stack.append(frame.location())
+        if frame is self.root_frame and getattr(error, "root_index", None) is None:
+            error.root_index = frame.ip - 1
+            error.in_handler = frame.open_handlers > 0
 
     # ---- the exception being handled (sys.exception(), __context__ of a new one) ----
     def exception_owner(self):
