@@ -333,6 +333,20 @@ def method_protocols(x, f):
     return x * isinstance(f, Closeable) + isinstance(x, Closeable), isinstance(3, Closeable)
 
 
+NOT_A_CLASS = File()
+
+
+def isinstance_with_an_instance(x):
+    y = x + 1
+    return y * isinstance(y, NOT_A_CLASS)
+
+
+def test_isinstance_with_an_instance_raises_at_a_graph_break():
+    """The trace can't model the call (its second argument is no class): a graph break at the call, not
+    the whole frame run eagerly; the graph before it is kept and CPython raises eager's TypeError."""
+    check_raises(isinstance_with_an_instance, r3, graphs=1)
+
+
 @typing.runtime_checkable
 class HasShape(typing.Protocol):
     shape: object
