@@ -164,13 +164,12 @@ def signature_source(code, closure_param="__gj_closure"):
 
 def entry_namespace(fn, guards):
     """Names every generated entry and guard function can use."""
-    from .interpreter import autocast_state, global_module_hooks_present
+    from .interpreter import autocast_state
     from .side_effects import discard_attr
     namespace = dict(guards.objects)
     namespace.update(REFS)
     namespace.update({"__gj_MISS": MISS, "__gj_torch": torch, "__gj_sys": sys, "__gj_G": fn.__globals__,
                       "__gj_new_object": new_object, "__gj_autocast_state": autocast_state,
-                      "__gj_global_module_hooks_present": global_module_hooks_present,
                       "__gj_any_autocast": torch._C._is_any_autocast_enabled,
                       "__gj_nn_module": torch.nn.modules.module,
                       "__gj_discard_attr": discard_attr})

@@ -389,7 +389,10 @@ class Tracer:
                     f"grad mode is {'on' if torch.is_grad_enabled() else 'off'}")
         g.add_state(f"__gj_torch.get_default_dtype() is {g.obj(torch.get_default_dtype())}",
                     f"default dtype is {torch.get_default_dtype()}")
-        g.add_state(f"__gj_autocast_state() == {autocast_state()!r}", f"autocast state is {autocast_state()}")
+        state = autocast_state()
+        # no autocast: one C call (timeit, Python 3.11: 107 ns against the Python function's 163 ns)
+        g.add_state("not __gj_any_autocast()" if state is None else f"__gj_autocast_state() == {state!r}",
+                    f"autocast state is {state}")
 
     def guard_no_global_module_hooks(self):
         if self._hooks_guarded:
@@ -397,7 +400,9 @@ class Tracer:
         self._hooks_guarded = True
         if global_module_hooks_present():
             unsupported("global nn.Module hooks are registered")
-        self.guards.add_state("not __gj_global_module_hooks_present()", "no global nn.Module hooks")
+        # the dicts read in place (timeit, Python 3.11: 47 ns against 331 ns for a call of the function)
+        self.guards.add_state("not (" + " or ".join(f"__gj_nn_module.{name}" for name in GLOBAL_MODULE_HOOKS) + ")",
+                              "no global nn.Module hooks")
 
     # ---- global state during the trace ----
     def set_grad_mode(self, mode):
@@ -1313,7 +1318,11 @@ def autocast_state():
     return tuple(state)
 
 
+# torch.nn.modules.module's dicts of hooks every module runs
+GLOBAL_MODULE_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                       "_global_backward_pre_hooks")
+
+
 def global_module_hooks_present():
     from torch.nn.modules import module as m
-    return bool(m._global_forward_hooks or m._global_forward_pre_hooks or m._global_backward_hooks or
-                m._global_backward_pre_hooks)
+    return any(getattr(m, name) for name in GLOBAL_MODULE_HOOKS)

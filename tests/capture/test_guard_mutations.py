@@ -338,7 +338,7 @@ def test_config_read_value_changed():
     _config_case(lambda cfg: setattr(cfg, "n", 5), recompiles=True)
 
 
-# ---- global state, checked in its cheapest spelling (guards._STATE_FORMS)
+# ---- global state, checked in its cheapest spelling (the interpreter's state guards)
 
 def _entry_names(compiled_model):
     entry = type(compiled_model)._graphjit_forward._cache.entries[0]
