@@ -72,13 +72,13 @@ def prewarm():
     _prewarm_thread.start()
 
 
-def wait_prewarm(timeout=60.0):
-    """Waits for prewarm's thread, if one was started and is still running (at most `timeout` seconds: a
-    hung ptxas must not hang the compile, which then does the work itself)."""
+def wait_prewarm(timeout=None):
+    """Waits for prewarm's thread, if one was started and is still running (at most `timeout` seconds,
+    config.triton_prewarm_wait_s by default: past it the compile does the work itself)."""
     thread = _prewarm_thread
     if thread is not None and thread.is_alive() and thread is not threading.current_thread():
         start = time.perf_counter()
-        thread.join(timeout)
+        thread.join(config.triton_prewarm_wait_s if timeout is None else timeout)
         prewarm_times["waited"] = prewarm_times.get("waited", 0.0) + time.perf_counter() - start
 
 
