@@ -39,6 +39,7 @@ import re
 import torch
 
 from .. import logs
+from ..ops import AUGMENTED_ASSIGNMENTS
 
 
 SAVED_VALUE_WRITTEN = "one of the variables needed for gradient computation has been modified by an inplace"
@@ -544,21 +545,11 @@ def _in_place(node):
     name = _call_name(node)
     if node.op == "call_method":
         return name.endswith("_") and not name.startswith("_") and name != "requires_grad_"
-    if node.op == "call_function" and node.target in _AUGMENTED:     # in place on a tensor, not on a size
+    if node.op == "call_function" and node.target in AUGMENTED_ASSIGNMENTS:     # on a tensor, not a size
         first = node.args[0] if node.args else None
         return isinstance(first, torch.fx.Node) and isinstance(first.meta.get("example_value"), torch.Tensor)
     return node.op == "call_function" and (node.target is operator.setitem or
                                            (name.endswith("_") and not name.startswith("_")))
-
-
-def _augmented_operators():
-    import operator
-    return frozenset(getattr(operator, f"i{op}") for op in (
-        "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
-        "rshift"))
-
-
-_AUGMENTED = _augmented_operators()
 
 
 # Calls whose result views their first argument: a write into the result writes into the argument
