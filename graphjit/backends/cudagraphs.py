@@ -40,6 +40,7 @@ from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.utils import _pytree as pytree
 
 from .. import logs
+from ..ops import AUGMENTED_ASSIGNMENTS
 
 _warned = set()
 
@@ -190,8 +191,8 @@ def mutated_inputs(gm):
         targets = []
         if node.op in ("call_method", "call_function"):
             name = _op_name(node)
-            inplace = (name.endswith("_") and not name.startswith("_")) or node.target in (
-                operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv)
+            inplace = (name.endswith("_") and not name.startswith("_")) or node.target is operator.setitem or \
+                node.target in AUGMENTED_ASSIGNMENTS
             if (inplace or node.kwargs.get("inplace") is True) and node.args:
                 targets.append(node.args[0])
             if isinstance(node.kwargs.get("out"), torch.fx.Node):

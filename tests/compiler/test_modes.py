@@ -378,3 +378,25 @@ def test_each_compiled_model_keeps_its_mode_in_two_threads(monkeypatch):
         t.join(600)
     assert not errors, errors
     assert tuned == {"autotune": True, "default": False}
+
+
+def test_every_augmented_assignment_on_an_input_is_a_write():
+    """`a **= 2`, `b //= 3`, `c |= d`, `e @= w` ... write into their input as `+=` does: each must be
+    found, or a CUDA-graph replay would write into its static copy and leave the caller's tensor as it was."""
+    from graphjit.backends.cudagraphs import mutated_inputs
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(mutated_inputs(gm))
+        return gm.forward
+
+    def f(a, b, c, d, e, w):
+        a **= 2
+        b //= 3
+        c |= d
+        e @= w
+        return a + 1
+    floats = [torch.ones(2, 2) * 3 for _ in range(2)]
+    ints = [torch.ones(2, 2, dtype=torch.int64) for _ in range(2)]
+    graphjit.compile(f, backend=backend)(floats[0], floats[1], ints[0], ints[1], torch.ones(2, 2), torch.eye(2))
+    assert seen == [[0, 1, 2, 4]]
