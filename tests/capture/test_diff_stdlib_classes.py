@@ -521,15 +521,27 @@ def test_stdlib_class(case):
     assert_at_most_torch(counter, case.fn, case.make_args, calls)
 
 
-# ------------------------------------------------------------------ a frame that runs eagerly
+# ------------------------------------------------------------------------- identity of interned strings
 
 def interned_identity(x):
-    return x * (sys.intern("hidden_" + "states") is sys.intern("hidden_states"))
+    same = sys.intern("hidden_" + "states") is sys.intern("hidden_states")
+    return x * same, sys.intern("a") is sys.intern("b"), sys.intern("a") is not sys.intern("a")
 
 
-def test_identity_of_interned_strings_runs_the_frame_eagerly():
-    """`is` between two str values is refused (which str objects CPython shares is not modelled), and an
-    `is` can't be a graph break: its operands would be rebuilt as constants, whose identity differs from
-    the frame's objects. The frame runs eagerly (no graph; torch.compile captures one)."""
-    counter = check(interned_identity, r3, graphs=0, compile_kwargs={})
+def test_identity_of_interned_strings():
+    """sys.intern returns the interned table's one str for its value, so `is` between two of its results
+    is ==: answered in the graph, the frame not run eagerly (fullgraph)."""
+    counter = check(interned_identity, r3)
     assert assert_at_most_torch(counter, interned_identity, r3, 4) == 1
+
+
+def built_str_is_interned(x, suffix="states"):
+    name = "hidden_" + suffix
+    return x * (name is sys.intern("hidden_states"))
+
+
+def test_identity_of_a_built_str_and_an_interned_one_is_refused():
+    """A str sys.intern did not return may or may not be the interned object (a concatenation is a new
+    one, a code constant the compiler interned is it): `is` with it is refused, and the frame runs eagerly."""
+    counter = check(built_str_is_interned, r3, graphs=0, compile_kwargs={})
+    assert_at_most_torch(counter, built_str_is_interned, r3, 4)

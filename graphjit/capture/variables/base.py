@@ -83,14 +83,41 @@ class Variable:
         return f"{type(self).__name__}()"
 
 
+# The type of `obj.name` by the kind of class attribute it binds: a C method, a slot wrapper, a function
+_BOUND_TYPES = {_types.MethodDescriptorType: _types.BuiltinMethodType,
+                _types.WrapperDescriptorType: _types.MethodWrapperType,
+                _types.FunctionType: _types.MethodType}
+
+
 class MethodOf(Variable):
-    """`obj.name` for a method the Variable implements itself (`method_<name>`), before the call."""
+    """`obj.name` for a method the Variable implements itself (`method_<name>`), before the call.
+
+    Its type and the attributes every bound method has (`__name__`, `__self__`) come from the attribute
+    type(obj) binds, where a library class defines it (a user class's may be replaced)."""
 
     def __init__(self, obj, name):
         self.obj, self.name = obj, name
 
     def call(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def python_type(self):
+        return _BOUND_TYPES[type(self._class_attribute())]
+
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return self.obj
+        if name == "__name__":
+            return ConstantVariable(self._class_attribute().__name__)
+        return super().getattr(tx, name)
+
+    def _class_attribute(self):
+        """The method type(obj) defines under this name, or refused."""
+        from .dunders import is_library_class, lookup
+        klass, attr = lookup(self.obj.python_type(), self.name)
+        if type(attr) not in _BOUND_TYPES or not is_library_class(klass):
+            unsupported(f"type() of {self}: not a C method, slot wrapper or function of a library class")
+        return attr
 
     def reconstruct(self, cg):
         return f"{cg.expr(self.obj)}.{self.name}"
@@ -164,6 +191,7 @@ class ConstantVariable(Variable):
         return wrap_constant_result(tx, attr)
 
     frozen_mapping = False
+    interned = False        # a str sys.intern returned: the interned table's object for its value
 
     def setattr(self, tx, name, value):
         if name == "__traceback__" and id(self.value) in tx.raised and isinstance(value, TracebackVariable):

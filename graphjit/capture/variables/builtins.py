@@ -221,6 +221,10 @@ def _equality_is_identity(cls):
 
 
 def is_op(tx, a, b, invert):
+    if all(isinstance(v, ConstantVariable) and v.interned for v in (a, b)):
+        # the interned table holds one str per value: two interned strings are one object exactly
+        # where they are equal
+        return ConstantVariable((a.value == b.value) != invert)
     return ConstantVariable(dunders.same_object(tx, a, b) != invert)
 
 
@@ -580,8 +584,7 @@ def b_callable(tx, obj):
     if isinstance(obj, ConstantVariable):
         return ConstantVariable(callable(obj.value))
     from .base import MethodOf
-    from .tensor import TensorMethodVariable
-    if isinstance(obj, (MethodOf, TensorMethodVariable)):
+    if isinstance(obj, MethodOf):
         return ConstantVariable(True)
     cls = dunders.type_of(obj)
     if cls is None:
@@ -753,6 +756,16 @@ def _exc_info(tx):
     return TupleVariable([wrap(tx, type(exc), None), ConstantVariable(exc), TracebackVariable()])
 
 
+def b_intern(tx, string):
+    """sys.intern(s): the one str of the interned table equal to s, known to be it (see is_op)."""
+    if not string.is_constant():
+        unsupported(f"sys.intern() of {string}, which is not a constant")
+    result = _fold(tx, sys.intern, string.as_python_constant())
+    result.interned = True
+    return result
+
+
+BUILTIN_HANDLERS[sys.intern] = b_intern
 BUILTIN_HANDLERS[sys.exception] = lambda tx: ConstantVariable(_handled_exception(tx))
 BUILTIN_HANDLERS[sys.exc_info] = _exc_info
 BUILTIN_HANDLERS[__import__("copy").deepcopy] = lambda tx, x, memo=None: _copy_var(tx, x, True, {})

@@ -5,7 +5,7 @@ import torch
 
 from ...exc import Unsupported
 from . import numpyvars, symbolic
-from .base import Variable, ConstantVariable, NotConstant, unsupported
+from .base import Variable, ConstantVariable, MethodOf, NotConstant, unsupported
 
 DATA_DEPENDENT_HINT = ("the value of a tensor is not known while tracing: use torch.where / tensor ops "
                        "instead of Python control flow, or mark the function graphjit.disable")
@@ -113,12 +113,12 @@ class TensorVariable(Variable):
         return f"Tensor({self.node.name}: {tuple(self.fake.shape)} {self.fake.dtype})"
 
 
-class TensorMethodVariable(Variable):
+class TensorMethodVariable(MethodOf):
     """`x.view` before it is called."""
 
     def __init__(self, tensor, name):
+        super().__init__(tensor, name)
         self.tensor = tensor
-        self.name = name
 
     def call(self, tx, args, kwargs):
         name, fake = self.name, self.tensor.fake
@@ -151,12 +151,6 @@ class TensorMethodVariable(Variable):
         if name == "__getitem__":
             return record(tx, "call_function", operator.getitem, [self.tensor, *args], kwargs)
         return record(tx, "call_method", name, [self.tensor, *args], kwargs, mutates=name.endswith("_"))
-
-    def reconstruct(self, cg):
-        return f"{cg.expr(self.tensor)}.{self.name}"
-
-    def __repr__(self):
-        return f"{self.tensor!r}.{self.name}"
 
 
 def _guard_storage_offsets(tx):
