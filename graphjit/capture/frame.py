@@ -28,6 +28,8 @@ from .interpreter import Tracer, BreakPoint, CALLER
 from .intercept import Interceptor, intercepting_function, rebound
 from .sources import AttrSource, ItemSource
 from .variables.base import BINARY_OPS
+from .variables import randomvars
+from .variables.symbolic import Respecialize
 
 
 @dataclasses.dataclass
@@ -187,6 +189,13 @@ class FrameCache:
         if self.policy is None:
             self.policy = DynamicPolicy(options.dynamic)
         entry, reporter = translate(fn, options, args, kwargs, policy=self.policy)
+        if getattr(entry, "graphless", False) and self.entries and \
+                all(getattr(e, "graphless", False) for e in self.entries):
+            # a second trace with no tensor work: the frame is Python alone, and values it guards on keep
+            # changing (a formatted number, a string a graph break handed over): CPython runs it from now on
+            self.eager = True
+            logs.log("recompiles", f"{self.code.co_qualname}: no graph in two traces; it runs in CPython")
+            return None
         self.entries.append(entry)
         self.reporters.append(reporter)
         self.generation += 1
@@ -281,16 +290,20 @@ class CompiledFunction:
 
 def translate(fn, options, args, kwargs, defer_logging=True, policy=None):
     token = reporting.frame_begin()
+    unspecialized = True
     try:
-        try:
-            return _translate(fn, options, args, kwargs, defer_logging, policy)
-        except _RetryWithoutDeferral:
-            return _translate(fn, options, args, kwargs, False, policy)
+        while True:     # each retry turns one option off, so this ends
+            try:
+                return _translate(fn, options, args, kwargs, defer_logging, policy, unspecialized)
+            except _RetryWithoutDeferral:
+                defer_logging = False
+            except Respecialize:
+                unspecialized = False
     finally:
         reporting.frame_end(token)
 
 
-def _translate(fn, options, args, kwargs, defer_logging, policy):
+def _translate(fn, options, args, kwargs, defer_logging, policy, unspecialized):
     """Trace one frame; returns (entry, guard reporter).
 
     Capture the whole frame if possible. If something can't be captured, restart the trace and stop just
@@ -300,7 +313,7 @@ def _translate(fn, options, args, kwargs, defer_logging, policy):
     """
     start = time.perf_counter()
     record = CompileRecord(code=fn.__code__)
-    tracer = Tracer(fn, defer_logging=defer_logging, policy=policy)
+    tracer = Tracer(fn, defer_logging=defer_logging, policy=policy, unspecialized=unspecialized)
     try:
         try:
             result = tracer.trace(args, kwargs)
@@ -314,6 +327,8 @@ def _translate(fn, options, args, kwargs, defer_logging, policy):
             raise Unsupported(f"graphjit internal error: {type(internal).__name__}: {internal}",
                               hint="please report this with GRAPHJIT_LOGS=all output") from internal
     except Unsupported as e:
+        if options.fullgraph and getattr(e, "respecialize", False):
+            raise Respecialize() from None      # one graph, the value guarded, rather than no graph
         if options.fullgraph:
             raise
         record.break_reason = _without_frames(e)
@@ -321,11 +336,14 @@ def _translate(fn, options, args, kwargs, defer_logging, policy):
         why_not = breakable(fn, e)
         if why_not is None:
             try:
-                entry, reporter = _translate_break(fn, options, args, kwargs, e, record, defer_logging, policy)
+                entry, reporter = _translate_break(fn, options, args, kwargs, e, record, defer_logging, policy,
+                                                   unspecialized)
             except Unsupported as e2:
                 why_not = f"graph break not possible: {e2.reason}"
             except Exception as internal:
                 why_not = f"graph break failed: {type(internal).__name__}: {internal}"
+        if entry is None and getattr(e, "respecialize", False):
+            raise Respecialize()        # no break where the value is used: trace without keeping it symbolic
         if entry is None:
             logs.log("graph_breaks", f"{fn.__code__.co_qualname} runs eagerly ({why_not}): {e}")
             e.fallback = why_not
@@ -388,6 +406,8 @@ def _finish(fn, options, tracer, record, make_tail):
         record.graph = gm
         if len(tracer.graph.shape_env.guards) != known:    # the backend assumed more about the sizes
             shape_guards = _shape_guards(tracer)
+    if tracer.draws:
+        shape_guards = randomvars.unguarded(tracer, shape_guards)
     for template, guard_sources, reason in shape_guards:
         tracer.guards.add(TENSOR_GUARD_COST, template, reason, guard_sources)
     if shape_guards:
@@ -403,7 +423,11 @@ def _finish(fn, options, tracer, record, make_tail):
         # inside a no_grad block): set it after the graph, whatever the backend's callable does with the
         # graph's own mode nodes (AOTAutograd's runtime wrapper restores the mode it was called in)
         body.insert(int(compiled is not None), f"__gj_torch._C._set_grad_enabled({end!r})")
+    if tracer.draws:      # first: the entry draws before its graph and everything after it
+        namespace["__gj_draws"] = randomvars.drawing_function(tracer.draws)
+        body.insert(0, randomvars.draw_line(len(tracer.draws)))
     entry = build_entry(fn, tracer.guards, body, namespace, input_sources=sources)
+    entry.graphless = compiled is None
     reporter = build_guard_reporter(fn, tracer.guards, dict(namespace))
     return entry, reporter
 
@@ -434,7 +458,16 @@ _SINGLE = {
     "UNARY_NOT": (1, True, lambda i, a: f"(not {a[0]})"),
     "STORE_ATTR": (2, False, lambda i, a: f"{a[1]}.{i.argval} = {a[0]}"),
     "STORE_SUBSCR": (3, False, lambda i, a: f"{a[1]}[{a[2]}] = {a[0]}"),
+    # f-strings: argval (conversion, has a spec) and the conversion alone
+    "FORMAT_VALUE": (lambda i: 1 + i.argval[1], True,
+                     lambda i, a: f"format({_converted(i.argval[0], a[0])}, {a[1] if i.argval[1] else repr('')})"),
+    "CONVERT_VALUE": (1, True, lambda i, a: _converted(i.argval, a[0])),
 }
+
+
+def _converted(conversion, text):
+    """An f-string's !s, !r or !a conversion (None: none) of the value that `text` reads."""
+    return text if conversion is None else f"{conversion}({text})"
 
 
 def _without_frames(error):
@@ -498,9 +531,10 @@ def _closure_made(code, index, names):
     return False
 
 
-def _translate_break(fn, options, args, kwargs, error, record, defer_logging, policy):
+def _translate_break(fn, options, args, kwargs, error, record, defer_logging, policy, unspecialized):
     """Trace again up to the breaking instruction; emit graph + instruction in CPython + resume call."""
-    tracer = Tracer(fn, stop_at=error.root_index, defer_logging=defer_logging, policy=policy)
+    tracer = Tracer(fn, stop_at=error.root_index, defer_logging=defer_logging, policy=policy,
+                    unspecialized=unspecialized)
     state = tracer.trace(args, kwargs)
     _check_deferral(tracer)
     if not isinstance(state, BreakPoint):
@@ -538,6 +572,7 @@ def _break_tail(fn, options, frame, inst, index, cg):
         targets = [(None, index + 1)]
     elif inst.opname in _SINGLE:
         consumed, pushes, source = _SINGLE[inst.opname]
+        consumed = consumed(inst) if callable(consumed) else consumed
         operands = [_read_operand(values, cg, v) for v in stack[len(stack) - consumed:]]
         stack = stack[:len(stack) - consumed]
         text = source(inst, operands)

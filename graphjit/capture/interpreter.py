@@ -12,6 +12,7 @@ import builtins
 import dis
 import functools
 import inspect
+import random
 import sys
 import threading
 
@@ -24,7 +25,7 @@ from .dynamic import DynamicPolicy
 from .graph import OutputGraph
 from .guards import GuardSet
 from .side_effects import SideEffects
-from .sources import LocalSource, GlobalSource, ItemSource, ObjectSource, ClosureSource
+from .sources import LocalSource, GlobalSource, ItemSource, ObjectSource, ClosureSource, DrawSource
 from .variables.base import Variable, ConstantVariable, NULL, NullVariable, NotConstant, TracebackVariable, unsupported
 from .variables.builder import wrap
 from .variables.builtins import (binary_op, compare_op, is_op, contains_op, unary_op, getitem, length,
@@ -33,6 +34,7 @@ from .variables.containers import (TupleVariable, ListVariable, DictVariable, Se
                                    IteratorVariable, BaseListVariable, make_iterator)
 from .variables.functions import CellVariable, NestedFunctionVariable
 from .variables.objects import SuperVariable, PythonModuleVariable
+from .variables.symbolic import SymNodeVariable, is_symbolic, keep_unspecialized
 from .variables.torchvars import WithExitVariable
 
 
@@ -307,8 +309,15 @@ def _has_generator_method(iterator, name):
 class Tracer:
     """One capture of one frame: the graph, the guards, and the stack of frames being interpreted."""
 
-    def __init__(self, fn, stop_at=None, defer_logging=True, policy=None):
+    def __init__(self, fn, stop_at=None, defer_logging=True, policy=None, unspecialized=True):
         self.fn = fn
+        # draws from random and floats that change between calls stay symbolic, a use that needs the
+        # number being a graph break there (symbolic.keep_unspecialized); False: draws are graph breaks
+        # and such floats specialize, guarded on their value
+        self.unspecialized = unspecialized
+        # values drawn from `random` by the entry before the graph (randomvars.py); None: each draw breaks
+        self.draws = [] if unspecialized else None
+        self._draw_generator = None
         self.policy = policy if policy is not None else DynamicPolicy(False)   # which sizes are symbolic
         self.defer_logging = defer_logging   # logger calls with constant arguments run after the graph
         self.stop_at = stop_at      # root-frame instruction index to stop before (graph breaks)
@@ -337,6 +346,25 @@ class Tracer:
         # id -> (exception raised while tracing, whether its __context__ is the caller's exception)
         self.raised = {}
         self.generators = []           # generators made while tracing
+
+    # ---- values drawn from random (randomvars.py) ----
+    def draw_generator(self):
+        """The copy of random's generator the trace draws example values from, made at the first draw
+        (no draw has happened in CPython since the trace began)."""
+        if self._draw_generator is None:
+            self._draw_generator = random.Random()
+            self._draw_generator.setstate(random.getstate())
+        return self._draw_generator
+
+    def add_draw(self, method, args, kwargs, value):
+        """A symbolic graph input for a value the entry draws, as method(*args, **kwargs), before its graph."""
+        source = DrawSource(len(self.draws))
+        self.draws.append((method, args, kwargs))
+        node, sym = (self.graph.add_int_input if type(value) is int else self.graph.add_float_input)(source, value)
+        if not is_symbolic(sym):
+            unsupported(f"random.{method.__name__}() gave {value!r}, which the trace can't keep symbolic")
+        keep_unspecialized(sym, "a value drawn from random", branches=False)
+        return SymNodeVariable(node, sym, source)
 
     # ---- entry ----
     def trace(self, args, kwargs):

@@ -146,6 +146,15 @@ class TypeSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class DrawSource(Source):
+    """Value number `index` the entry drew from `random` before its graph ran (variables/randomvars.py)."""
+    index: int
+
+    def leaf_expr(self):
+        return f"__gj_draw{self.index}"
+
+
+@dataclasses.dataclass(frozen=True)
 class TensorOfArraySource(Source):
     """The tensor over a NumPy array's memory (`torch.from_numpy`): an array argument as a graph input."""
     base: Source

@@ -373,14 +373,27 @@ def item_under_a_square_root(x):
     return x * math.sqrt(s), s
 
 
+def item_as_digits(x):
+    n = int(x.abs().sum().item() * 1e6)
+    return x * len(str(n)), n
+
+
 def test_recompile_limit_on_changing_item_values_still_correct():
-    """A new .item() value per call that the resume function needs as a number (math.sqrt specializes
-    it) recompiles until the recompile limit, after which it runs eagerly (with a warning): results stay
-    eager's throughout."""
+    """A new int per call that the resume function needs as a number (str() specializes it) recompiles
+    until the recompile limit, after which it runs eagerly (with a warning): results stay eager's
+    throughout."""
     import graphjit
     with pytest.warns(RuntimeWarning, match="recompile limit"):
-        check_break(item_under_a_square_root, lambda: (r(4),), graphs=None,
-                    calls=graphjit.config.recompile_limit + 3)
+        check_break(item_as_digits, lambda: (r(4),), graphs=None, calls=graphjit.config.recompile_limit + 3)
+
+
+def test_a_square_root_of_changing_item_values_stays_symbolic():
+    """math.sqrt of the symbolic float guards only that it is not negative: no recompile per value."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        counter = check_break(item_under_a_square_root, lambda: (r(4),), graphs=None, calls=8)
+    assert counter.frame_count == 3, counter.frame_count
 
 
 def test_changing_item_values_become_a_symbolic_float_of_the_resume_function():

@@ -188,20 +188,17 @@ def random_state_only(x):
 
 @pytest.mark.parametrize("fn", [random_draws, random_state_only], ids=lambda f: f.__name__)
 def test_random_values_and_state_as_in_eager(fn):
-    """Each random call is a graph break: CPython draws, so values and state are eager's; the value a
-    resume function receives is guarded once, then made symbolic (a float), so no recompile per call."""
+    """The entry draws before its graph runs, on random's own generator and in the frame's order: values
+    and state are eager's, and the drawn values are graph inputs, so no call recompiles."""
     seeded = SeededRandom()
     check_bounded(fn, context=seeded)
     seeded.assert_states_match()
 
 
-@pytest.mark.xfail(strict=False, reason="torch.compile draws random.random() (torch 2.11 and 2.14: randint, "
-                   "choice and uniform too) before the graph runs and feeds the values in as inputs: one "
-                   "graph; graphjit breaks at each random call (torch 2.13 breaks at randint too, so "
-                   "random_draws passes on 3.11)")
 @pytest.mark.parametrize("fn", [random_draws, random_state_only], ids=lambda f: f.__name__)
 def test_random_graph_count_at_most_torch(fn):
     counter = check_bounded(fn, context=SeededRandom())
+    assert counter.frame_count == 1
     assert_at_most_torch(counter, fn, r3, 6, context=SeededRandom())
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import graphjit
-from graphjit.testing import CompileCounter
+from graphjit.testing import CompileCounter, assert_same
 
 
 def run(fn, calls, graphs, backend="eager", dynamic=None):
@@ -163,3 +163,51 @@ def test_integer_tensors_times_a_symbolic_float_promote_as_with_a_python_float()
     counter = run(f, [(ints, s) for s in (0.5, 1.5, 2.5)], graphs=2, backend="graphjit")
     assert graphjit.compile(f)(ints, 4.5).dtype == torch.float32
     assert counter.frame_count == 2
+
+
+def rounded(x, s):
+    return x * math.floor(s * 10) + math.ceil(s) - math.trunc(-s), math.sqrt(s)
+
+
+@pytest.mark.parametrize("backend", ["eager", "graphjit"])
+def test_floor_ceil_trunc_and_sqrt_of_a_symbolic_float_stay_symbolic(backend):
+    """No guard on the value: floor/ceil/trunc are SymInts, sqrt a SymFloat with a guard that its argument
+    is not negative (where CPython raises)."""
+    run(rounded, [(X, s) for s in (0.5, 1.25, 2.75, 9.0, 0.0, 3.5)], graphs=2, backend=backend)
+
+
+def test_sqrt_of_a_negative_symbolic_float_raises_as_in_eager():
+    compiled = graphjit.compile(rounded, backend=CompileCounter())
+    for s in (0.5, 1.5):
+        compiled(X, s)
+    with pytest.raises(ValueError, match="math domain error"):
+        compiled(X, -1.0)
+
+
+def formatted_after_a_break(x):
+    total = x.sum().item()          # a graph break: the float goes to the resume function
+    return x * 2, f"{total:.2f}|{total!r:>30}"
+
+
+def test_an_f_string_of_a_changing_float_settles():
+    """The resume function's float becomes symbolic on its first recompile; formatting it is then a graph
+    break of its own (not a guard on the value), and the frame after that has no graph and, its guard on
+    the string failing, runs in CPython: the graph count stops growing after the second call."""
+    counter = CompileCounter()
+    compiled = graphjit.compile(formatted_after_a_break, backend=counter)
+    seen = []
+    for _ in range(6):
+        x = torch.randn(3)
+        assert_same(compiled(x), formatted_after_a_break(x))
+        seen.append(counter.frame_count)
+    assert seen[1:] == [seen[1]] * 5 and seen[1] <= 3, seen
+
+
+def test_fullgraph_specializes_a_changing_float_where_it_must_be_a_number():
+    """With fullgraph=True there is no graph break to make: the float is guarded on its value, as before
+    floats stayed symbolic, rather than the call failing."""
+    counter = CompileCounter()
+    compiled = graphjit.compile(lambda x, s: (x * s, round(s, 1)), backend=counter, fullgraph=True)
+    for s in (0.25, 0.5, 0.75):
+        assert_same(compiled(X, s), (X * s, round(s, 1)))
+    assert counter.frame_count == 3

@@ -19,12 +19,12 @@ import types
 import torch
 
 from ..sources import AttrSource, ItemSource, module_attr_source
-from . import numpyvars
+from . import numpyvars, randomvars
 from .base import Variable, ConstantVariable, unsupported
 from .containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SizeVariable,
                          NamedTupleVariable, OutsideListVariable)
 from .tensor import TensorVariable
-from .symbolic import SymNodeVariable, SYM_TYPES, specialize
+from .symbolic import SymNodeVariable, SYM_TYPES, keep_unspecialized, specialize
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
 _TORCH_CONSTANT_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -103,6 +103,10 @@ def _wrap_uncached(tx, value, source):
         from .objects import EnvironVariable
         tx.guards.add_id(source, value)
         return EnvironVariable(source)
+    if tx.draws is not None and randomvars.is_draw(value):
+        if source is not None:
+            tx.guards.add_id(source, value)
+        return randomvars.DrawFunctionVariable(value, source)
     if type(value) is int and source is not None and tx.policy.int_is_dynamic(source, value):
         tx.guards.add_type(source, int)
         node, sym = tx.graph.add_int_input(source, value)
@@ -110,6 +114,8 @@ def _wrap_uncached(tx, value, source):
     if type(value) is float and source is not None and tx.policy.float_is_dynamic(source, value):
         tx.guards.add_type(source, float)
         node, sym = tx.graph.add_float_input(source, value)
+        if tx.unspecialized:
+            keep_unspecialized(sym, f"the float {source.expr()}, which changes between calls")
         return SymNodeVariable(node, sym, source)
     if type(value) in _CONSTANT_TYPES:
         if source is not None:

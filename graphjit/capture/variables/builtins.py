@@ -793,8 +793,19 @@ BUILTIN_HANDLERS.update({
     operator.index: lambda tx, a: ConstantVariable(operator.index(a.as_python_constant())),
     operator.setitem: lambda tx, a, k, v: a.call_method(tx, "__setitem__", [k, v], {}),
     operator.delitem: lambda tx, a, k: a.call_method(tx, "__delitem__", [k], {}),
-    math.floor: lambda tx, a: _fold(tx, math.floor, a.as_python_constant()),
 })
+for _fn in (math.floor, math.ceil, math.trunc, math.sqrt):
+    BUILTIN_HANDLERS[_fn] = (lambda fn: lambda tx, a: _math_function(tx, fn, a))(_fn)
+
+
+def _math_function(tx, fn, value):
+    """math.floor/ceil/trunc/sqrt: symbolic on a symbolic number (a SymInt or SymFloat result, no guard on
+    its value; sqrt guards that its argument is not negative, where CPython would raise), else folded."""
+    if symbolic.takes_part(value) and fn is not math.sqrt:
+        return symbolic.apply(tx, fn, [value])
+    if symbolic.takes_part(value) and compare_op(tx, ">=", value, ConstantVariable(0)).truth(tx):
+        return symbolic.apply(tx, torch._sym_sqrt, [value])
+    return _fold(tx, fn, value.as_python_constant())
 
 # pure functions evaluated directly when every argument is a constant
 PURE_ON_CONSTANTS = {getattr(math, n) for n in dir(math) if callable(getattr(math, n))}

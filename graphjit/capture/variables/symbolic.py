@@ -12,6 +12,7 @@ import math
 import torch
 
 from .base import ConstantVariable, Variable
+from ...exc import Unsupported
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _NUMBERS = (int, float, bool)
@@ -22,6 +23,47 @@ _SYM_FUNCTIONS = {min: torch.sym_min, max: torch.sym_max, int: torch.sym_int, fl
 
 
 _PYTHON_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
+class Respecialize(BaseException):   # passes through the internal-error handlers, as frame's retries do
+    """A trace used a value kept unspecialized (keep_unspecialized) as a plain number where no graph break
+    can be made: trace the frame again without keeping any (draws from random become graph breaks, floats
+    specialize with a guard on their value)."""
+
+
+_UNSPECIALIZED = "_graphjit_unspecialized"    # ShapeEnv attribute: {symbol: what the value is}
+
+
+def keep_unspecialized(sym, what, branches=True):
+    """Make a use of `sym` (and of what is computed from it) as a plain number a graph break where it
+    happens (check_unspecialized) instead of a guard on its value; with branches=False a branch on it too.
+    For values no guard can check (drawn from random after the guards ran: branches=False) or that change
+    between calls (a float on its first recompile), where a guard on the value would fail next call; a
+    branch on such a float guards a relation (`s > 1`), which the next value may well pass."""
+    env = sym.node.shape_env
+    if getattr(env, _UNSPECIALIZED, None) is None:
+        setattr(env, _UNSPECIALIZED, {})
+    for symbol in sym.node.expr.free_symbols:
+        getattr(env, _UNSPECIALIZED)[symbol] = (what, branches)
+
+
+def unspecialized_symbols(shape_env):
+    return getattr(shape_env, _UNSPECIALIZED, None) or {}
+
+
+def check_unspecialized(sym, use, branch=False):
+    """Refuse `use` (the number itself; with branch=True, a branch on it) of a value computed from a
+    kept-unspecialized symbol."""
+    kept = unspecialized_symbols(sym.node.shape_env)
+    if not kept:
+        return
+    hit = [kept[s][0] for s in sym.node.expr.free_symbols if s in kept and not (branch and kept[s][1])]
+    if hit:
+        error = Unsupported(f"{use} of {hit[0]}",
+                            hint="a guard on the value could not hold (or be checked) on the next call: the "
+                                 "frame breaks here, and CPython does what the value decides")
+        error.respecialize = True      # where no break can be made here, the frame is traced again (frame.py)
+        raise error
 
 
 def specialize(value):
@@ -52,9 +94,11 @@ class SymNodeVariable(Variable):
 
     def as_python_constant(self):
         """The value while tracing; the ShapeEnv guards that it stays so (the value specializes)."""
+        check_unspecialized(self.sym, "the number itself")
         return specialize(self.sym)
 
     def truth(self, tx):
+        check_unspecialized(self.sym, "a branch on the truth", branch=True)
         return bool(self.sym)
 
     def getattr(self, tx, name):
