@@ -500,3 +500,22 @@ def operator_module_on_tensors(x, y):
 @pytest.mark.parametrize("case", cases.params())
 def test_tensor_ops(case):
     case.run()
+
+
+# ------------------------------------------------------------------- arguments eager refuses
+
+def attention_with_an_enlarging_mask(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * 2
+
+
+@pytest.mark.parametrize("mask_shape, raises", [((3, 1, 4, 4), True), ((2, 1, 4), False), ((4, 4), False),
+                                                ((1, 2, 4, 4), True)])
+def test_attention_mask_that_enlarges_the_scores_raises_as_in_eager(mask_shape, raises):
+    """Eager adds the mask into the scores in place: a mask whose broadcast enlarges them raises. The fake
+    kernel broadcasts instead, so capture must not trust it: the call runs in CPython (a graph break)."""
+    from graphjit.testing import check, check_raises
+    make = lambda: (r(2, 4, 8), r(2, 4, 8), r(2, 4, 8), torch.ones(mask_shape, dtype=torch.bool))  # noqa: E731
+    if raises:
+        check_raises(attention_with_an_enlarging_mask, make)
+    else:
+        check(attention_with_an_enlarging_mask, make, graphs=1)

@@ -257,6 +257,9 @@ def record(tx, kind, target, args, kwargs, mutates=False):
         fn.method_name = target
     else:
         fn = target
+    refusal = EAGER_REFUSALS.get(target)
+    if refusal is not None:
+        refusal(*fake_args, **fake_kwargs)
     try:
         example = tx.graph.run_fake(fn, fake_args, fake_kwargs, memo=not mutates)
     except Unsupported:
@@ -276,6 +279,26 @@ def record(tx, kind, target, args, kwargs, mutates=False):
         return wrap_constant_result(tx, example)
     node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
     return _same_objects(wrap_fake_result(tx, node, example), [*args, *kwargs.values()])
+
+
+def _sdpa_mask_enlarges(query, key, value, attn_mask=None, *args, **kwargs):
+    """Eager's attention adds the mask into the scores in place, so a mask whose broadcast would enlarge
+    them (more batch dims, or a batch dim of its own) raises there, where the fake kernel broadcasts."""
+    if not isinstance(attn_mask, torch.Tensor):
+        return
+    scores = (*query.shape[:-1], key.shape[-2])
+    try:
+        fits = tuple(torch.broadcast_shapes(attn_mask.shape, scores)) == scores
+    except RuntimeError:
+        fits = False
+    if not fits:
+        unsupported(f"scaled_dot_product_attention with an attn_mask of shape {tuple(attn_mask.shape)} for "
+                    f"scores of shape {scores}: eager refuses it", hint="the call runs in CPython, which raises")
+
+
+# ops whose eager kernels refuse arguments their fake kernels accept: fn(*fake args) raises Unsupported
+# for such arguments, so the call runs in CPython at a graph break (and raises there)
+EAGER_REFUSALS = {torch._C._nn.scaled_dot_product_attention: _sdpa_mask_enlarges}
 
 
 def _same_objects(result, inputs):
