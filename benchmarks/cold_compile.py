@@ -30,8 +30,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def child(key, contender, smoke):
-    """One measurement, in this (fresh) process; prints one JSON line."""
+def child(key, contender, smoke, timeline=False):
+    """One measurement, in this (fresh) process; prints one JSON line (with timeline: then the spans of
+    Triton's work, probes/triton_timeline.py)."""
     start = time.perf_counter()
     if smoke:
         sys.argv.append("--smoke")       # gpu.py reads it at import
@@ -40,6 +41,10 @@ def child(key, contender, smoke):
     import gpu                            # the workloads; the cache folders come from the environment
     import graphjit
     imported = time.perf_counter() - start
+    if timeline:
+        sys.path.insert(0, os.path.join(HERE, "probes"))
+        import triton_timeline
+        triton_timeline.install()
     title, make_model, make_inputs, output = gpu.WORKLOADS[key]
     model = make_model()
     inputs = make_inputs()
@@ -74,20 +79,26 @@ def child(key, contender, smoke):
             row["stats"] = recording.summary()
     row["process_s"] = time.perf_counter() - start
     print("RESULT " + json.dumps(row), flush=True)
+    if timeline:
+        triton_timeline.report()
 
 
-def measure(key, contender, caches, smoke, timeout):
+def measure(key, contender, caches, smoke, timeout, timeline=False):
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(caches, "inductor"),
                TRITON_CACHE_DIR=os.path.join(caches, "triton"), GRAPHJIT_CACHE_DIR=os.path.join(caches, "graphjit"))
     if smoke:
         env["GRAPHJIT_TRITON_CPU"] = "1"
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", key, contender] + (["--smoke"] if smoke else [])
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", key, contender] + (["--smoke"] if smoke else []) \
+        + (["--timeline"] if timeline else [])
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return dict(key=key, contender=contender, error=f"timed out after {timeout} s")
-    for line in done.stdout.splitlines():
+    lines = done.stdout.splitlines()
+    for i, line in enumerate(lines):
         if line.startswith("RESULT "):
+            if timeline:
+                print(f"Triton timeline, {key} {contender}:\n" + "\n".join(lines[i + 1:]), flush=True)
             return json.loads(line[len("RESULT "):])
     return dict(key=key, contender=contender, error=f"exit {done.returncode}: {done.stderr[-1500:]}")
 
@@ -101,10 +112,12 @@ def main():
     parser.add_argument("--timeout", type=float, default=300, help="seconds one process may take")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--smoke", action="store_true", help="tiny models on the CPU (GRAPHJIT_TRITON_CPU=1)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="graphjit's cold runs also print the spans of Triton's work (probes/triton_timeline.py)")
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "CONTENDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(*args.child, args.smoke)
+        return child(*args.child, args.smoke, args.timeline)
     sys.path.insert(0, HERE)
     workloads = [w for w in args.only.split(",") if w] or ["gpt2_prefill", "gpt2_decode", "bert", "resnet50", "vit"]
     contenders = [c for c in args.contenders.split(",") if c]
@@ -118,7 +131,8 @@ def main():
             for kind in ("cold", "warm") if warm else ("cold",):
                 if time.perf_counter() - began > args.deadline:
                     break
-                row = measure(key, contender, caches, args.smoke, args.timeout)
+                row = measure(key, contender, caches, args.smoke, args.timeout,
+                              args.timeline and kind == "cold" and contender != "inductor")
                 row["kind"] = kind
                 rows.append(row)
                 print(json.dumps(row), flush=True)
