@@ -3,6 +3,7 @@
 recording stand-in) as soon as its own compile is done, in a second pool, while later kernels are still
 being submitted. A failing autotuning candidate drops out; any other kernel's failure is raised."""
 import contextlib
+import os
 import textwrap
 import threading
 
@@ -107,3 +108,13 @@ def test_wait_prewarm_gives_up_after_its_timeout(monkeypatch):
         assert thread.is_alive()
     finally:
         stop.set()
+
+
+def test_the_prewarm_threads_first_kernel_compiles_into_tritons_cache(sm90):
+    """prewarm compiles one small kernel, so MLIR, LLVM and ptxas are set up before a graph's own compile;
+    a second process finds it in Triton's cache."""
+    from triton.runtime.driver import driver
+    target = driver.active.get_current_target()
+    triton_build._compile_first_kernel(target)
+    cache = os.environ["TRITON_CACHE_DIR"]
+    assert any(name.endswith(".cubin") for _, _, files in os.walk(cache) for name in files)

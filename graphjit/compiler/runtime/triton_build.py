@@ -35,14 +35,16 @@ from ... import config
 _modules = {}                    # (source hash, interpret) -> module (this process)
 _env_lock = threading.RLock()
 _prewarm_thread = None
-prewarm_times = {}               # perf_counter marks: started, key (triton_key done), done; waited: seconds
+prewarm_times = {}               # perf_counter marks: started, key (triton_key done), utils, done; waited: seconds
 
 
 def prewarm():
     """Starts, once per process and in a background thread, the one-time work of Triton's first compile
     or first load from its cache: its cache key (a hash of its own sources and its 100 MB library, 0.4 s
-    on the H200 host) and ptxas's version. graphjit.compile() starts it, so it runs while the first call
-    captures, decomposes, lowers and prints kernels; a process without a GPU skips it. compile_all waits
+    on the H200 host), ptxas's version, its CUDA utilities module (a C compile on a cold cache, 0.3 s on
+    an H100 host) and a first kernel's compile (_compile_first_kernel). graphjit.compile() starts it, so
+    it runs while the first call captures, decomposes, lowers and prints kernels; a process without a GPU
+    skips it. compile_all waits
     for it (wait_prewarm): Triton's functools.lru_cache does not make a second caller wait for a result in
     progress, it computes the hash again, so a compile that started early would pay for it twice."""
     global _prewarm_thread
@@ -64,12 +66,26 @@ def prewarm():
             prewarm_times["key"] = time.perf_counter()
             from triton.backends.nvidia.compiler import get_ptxas_version
             get_ptxas_version()
+            from triton.runtime.driver import driver
+            driver.active.utils         # Triton's CUDA utilities: a C module, built on a cold cache
+            prewarm_times["utils"] = time.perf_counter()
+            _compile_first_kernel(driver.active.get_current_target())
         except Exception:   # noqa: BLE001 -- only a head start: the compile does this itself if it must
             pass
         finally:
             prewarm_times["done"] = time.perf_counter()
     _prewarm_thread = threading.Thread(target=work, name="graphjit-triton-prewarm", daemon=True)
     _prewarm_thread.start()
+
+
+def _compile_first_kernel(target):
+    """Compiles a kernel of one store: a process's first compile also sets up MLIR, LLVM's NVPTX target
+    and ptxas (0.2 s more than the same kernel compiled second, GPT-2's first kernel on an H100 host),
+    which this pays in the prewarm thread. Cached by Triton like any kernel (a warm start loads it)."""
+    import triton
+    from triton.compiler import ASTSource
+    from .triton_first_kernel import first_kernel
+    triton.compile(ASTSource(fn=first_kernel, signature={"out": "*fp32"}, constexprs={}), target=target)
 
 
 def wait_prewarm(timeout=None):
