@@ -266,6 +266,7 @@ def _partition(joint, joint_inputs, **kwargs):
     backward_reads = _read_by_backward(joint.graph, tangent_dependent)
     _save_compared_operands(joint.graph, backward_reads, tangent_dependent)
     _versions_checked_when_read(joint.graph, kwargs.get("num_fwd_outputs"), tangent_dependent)
+    _log_softmax_by_row_statistics(joint.graph, backward_reads)
     for node in joint.graph.nodes:
         if node.op == "call_function" and _op_name(node) in _NORMALIZATIONS and "recompute" not in node.meta \
                 and node in backward_reads and not any(user.op == "output" for user in node.users):
@@ -274,6 +275,39 @@ def _partition(joint, joint_inputs, **kwargs):
                 for step in (node, *path):
                     step.meta.setdefault("recompute", CheckpointPolicy.PREFER_RECOMPUTE)
     return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+
+def _log_softmax_by_row_statistics(graph, backward_reads):
+    """Each log_softmax the backward reads, of a float32 or float64 tensor that is no upcast (_partition
+    recomputes those whole) and not itself a forward output, written out as its ops: x - max(x) -
+    log(sum(exp(x - max(x)))) along its dim. Whole, its output is what the partitioner saves for the
+    backward, one value per element of x (a language model's loss: batch x length x vocabulary floats
+    written by the forward and read back by the backward), and the forward writes all of it where the
+    loss reads one class of each row. Written out, the partitioner saves the row max and the log of the
+    row sum, the backward recomputes exp(x - max - log sum) from x (kept anyway where x is the model's
+    logits, an output), and the loss reads the output at its class alone, in the kernel that gathers it."""
+    aten = torch.ops.aten
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target != aten._log_softmax.default or node not in backward_reads \
+                or any(user.op == "output" for user in node.users) or _upcast_path(node) is not None:
+            continue
+        x, dim, half_to_float = node.args
+        value = node.meta.get("val")
+        if half_to_float or not isinstance(value, torch.Tensor) or value.dtype not in (torch.float32, torch.float64) \
+                or x.meta["val"].dtype != value.dtype or not isinstance(value.shape[dim], int) or value.shape[dim] == 0:
+            continue
+        with graph.inserting_before(node):
+            def op(target, *args):
+                made = graph.call_function(target, args)
+                made.meta.update({k: v for k, v in node.meta.items() if k not in ("val", "tensor_meta")})
+                made.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args])
+                return made
+            top = op(aten.amax.default, x, [dim], True)
+            shifted = op(aten.sub.Tensor, x, top)
+            log_sum = op(aten.log.default, op(aten.sum.dim_IntList, op(aten.exp.default, shifted), [dim], True))
+            out = op(aten.sub.Tensor, shifted, log_sum)
+        node.replace_all_uses_with(out)
+        graph.erase_node(node)
 
 
 # In-place writes into saved values. Eager's node of each op checks the version of what it saved when its

@@ -21,7 +21,7 @@ def column_stats(x, y):
     return (x * y).sum(0), x.amax(0), x.amin(0), (x - y).sum(0).relu(), x.mean(0)
 
 
-@pytest.mark.parametrize("shape", [(300, 37), (4096, 32), (129, 8), (5, 16, 19)], ids=str)
+@pytest.mark.parametrize("shape", [(300, 37), (4096, 32), (129, 8), (5, 16, 19), (257, 200)], ids=str)
 def test_sums_and_extremes_over_leading_dims(shape):
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(*shape, generator=g), torch.randn(*shape, generator=g)

@@ -115,3 +115,23 @@ def test_index_out_of_range_raises():
     assert compiled(x, ix(-5, 2))[0].shape == (3, 2)
     with pytest.raises(IndexError, match="index out of range"):
         compiled(x, ix(1, 5))
+
+
+def embeddings_normalized(ids, positions, word, pos, weight, bias):
+    """BERT's embeddings: two tables' rows gathered by ids, added, and layer-normalized."""
+    return torch.nn.functional.layer_norm(word[ids] + pos[positions], (word.shape[1],), weight, bias)
+
+
+def test_index_read_once_per_row_is_checked_before_the_row_loops():
+    """An index each row reads once (a token id) is converted and bounds-checked before the row's loops
+    (CppKernel.hoisted_index), so the loops carry no branch and vectorize; results are eager's, and an
+    out-of-range id still raises."""
+    g = torch.Generator().manual_seed(3)
+    ids, positions = torch.randint(0, 50, (4, 9), generator=g), torch.arange(9).expand(4, 9)
+    word, pos = make((50, 40), F32, gen=g), make((16, 40), F32, gen=g)
+    weight, bias = make((40,), F32, gen=g), make((40,), F32, gen=g)
+    compiled = run_cases(embeddings_normalized, [(ids, positions, word, pos, weight, bias)], atol=1e-5, rtol=1e-5)
+    body = compiled.source[compiled.source.index("omp simd"):]
+    assert "__atomic_store_n" not in body, compiled.source
+    with pytest.raises((IndexError, RuntimeError)):
+        compiled(ids + 50, positions, word, pos, weight, bias)

@@ -255,6 +255,27 @@ def test_cross_entropy_backward_stores_no_logits_sized_intermediate():
     assert len([s for s in shapes if math.prod(s) >= 24 * 300]) == 1, backward.wrapper_source
 
 
+class LanguageModelHead(UpcastCrossEntropy):
+    """float32 logits of a vocabulary and their cross-entropy, returned beside the loss (HF's LM heads)."""
+
+    def forward(self, x, targets):
+        logits = self.head(x)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten()), logits
+
+
+def test_float32_log_softmax_saves_row_statistics():
+    """A float32 cross-entropy's log_softmax is partitioned as its ops (training._log_softmax_by_row_statistics):
+    the forward saves the row max and log-sum, not a logits-sized log_softmax beside the logits it returns,
+    and gradients are eager's."""
+    def args(call):
+        g = torch.Generator().manual_seed(call)
+        return torch.randn(3, 8, 16, generator=g), torch.randint(0, 300, (3, 8), generator=g)
+    counter, *_ = check_training(LanguageModelHead, args, backend=graphjit_backend, loss=lambda out: out[0], **TOL)
+    returned = {n for n in _returned_by_forward(counter) if isinstance(n, torch.fx.Node)}
+    wide = [n for n in returned if isinstance(n.meta["val"], torch.Tensor) and n.meta["val"].numel() >= 24 * 300]
+    assert len(wide) == 1, wide      # the logits: an output, and saved
+
+
 class ScaledDropout(torch.nn.Module):
     def __init__(self):
         super().__init__()
