@@ -274,6 +274,7 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     entry = namespace["__gj_entry"]
     entry.__defaults__ = fn.__defaults__
     entry.__kwdefaults__ = fn.__kwdefaults__
+    entry.graphless = False      # frame.FrameCache: True where the trace captured no op and did not break
     logs.log("bytecode", f"{kind} for {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}):\n{source}")
     return entry
 

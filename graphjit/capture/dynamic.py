@@ -19,6 +19,7 @@ Dims of size 0 or 1 stay static (torch's 0/1 specialization), so size-1 broadcas
 """
 import dataclasses
 import functools
+import math
 import re
 
 import torch
@@ -118,11 +119,11 @@ class DynamicPolicy:
 
     def float_is_dynamic(self, source, value):
         """Whether the float `value` read at `source` becomes a symbolic graph input (a SymFloat) in this
-        trace: as an int does (int_is_dynamic), except NaN, which is never a symbol's value (a NaN there
-        is a constant, guarded as one). What the trace does with a SymFloat beyond arithmetic and
-        comparisons (math.sqrt, a format, a branch) specializes it, guarded by the ShapeEnv at its exact
-        value, as a constant float is."""
-        if value != value:
+        trace: as an int does (int_is_dynamic), except NaN, the infinities and the zeros, which are never
+        a symbol's value: the ShapeEnv's reasoning assumes a finite real (a symbol traced at inf lost the
+        guard of a branch on it), and its guard `s == 0.0` would admit -0.0. Such a value is a constant,
+        guarded as one (a zero with its sign)."""
+        if value != value or value in (0.0, math.inf, -math.inf):
             self.ints_seen[source.expr()] = value
             return False
         return self._number_is_dynamic(source, value, self.changed_floats, "float")

@@ -18,18 +18,18 @@ import weakref
 import torch
 
 from .. import config, logs, reporting
-from ..exc import Unsupported
+from ..exc import Unsupported, UserError
 from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, entry_namespace,
                       graph_call_body, forward_call_body)
 from . import dynamic
 from .dynamic import DynamicPolicy
-from .guards import TENSOR as TENSOR_GUARD_COST
+from .guards import GuardSet, LENGTH, TENSOR as TENSOR_GUARD_COST
 from .interpreter import Tracer, BreakPoint, CALLER
 from .intercept import Interceptor, intercepting_function, rebound
-from .sources import AttrSource, ItemSource
+from .sources import AttrSource, ItemSource, LocalSource
 from .variables.base import BINARY_OPS
 from .variables import randomvars
-from .variables.symbolic import Respecialize
+from .variables.symbolic import DRAWS, FLOATS, Respecialize
 
 
 @dataclasses.dataclass
@@ -189,13 +189,13 @@ class FrameCache:
         if self.policy is None:
             self.policy = DynamicPolicy(options.dynamic)
         entry, reporter = translate(fn, options, args, kwargs, policy=self.policy)
-        if getattr(entry, "graphless", False) and self.entries and \
-                all(getattr(e, "graphless", False) for e in self.entries):
-            # a second trace with no tensor work: the frame is Python alone, and values it guards on keep
-            # changing (a formatted number, a string a graph break handed over): CPython runs it from now on
-            self.eager = True
-            logs.log("recompiles", f"{self.code.co_qualname}: no graph in two traces; it runs in CPython")
-            return None
+        if entry.graphless and self.entries and all(e.graphless for e in self.entries):
+            # a second trace with no tensor work, and no graph break: for arguments of these types the frame
+            # is Python alone, and values it guards on keep changing (a formatted number, a string a graph
+            # break handed over), so CPython runs it (arguments of other types, tensors, trace it again)
+            entry, reporter = argument_types_entry(fn, options, args, kwargs)
+            logs.log("recompiles", f"{self.code.co_qualname}: no graph in two traces; for arguments of these "
+                                   "types it runs in CPython")
         self.entries.append(entry)
         self.reporters.append(reporter)
         self.generation += 1
@@ -290,20 +290,20 @@ class CompiledFunction:
 
 def translate(fn, options, args, kwargs, defer_logging=True, policy=None):
     token = reporting.frame_begin()
-    unspecialized = True
+    kept = {DRAWS: True, FLOATS: True}     # what stays unspecialized (variables/symbolic.py)
     try:
         while True:     # each retry turns one option off, so this ends
             try:
-                return _translate(fn, options, args, kwargs, defer_logging, policy, unspecialized)
+                return _translate(fn, options, args, kwargs, defer_logging, policy, kept)
             except _RetryWithoutDeferral:
                 defer_logging = False
-            except Respecialize:
-                unspecialized = False
+            except Respecialize as retry:
+                kept = {**kept, retry.kind: False}
     finally:
         reporting.frame_end(token)
 
 
-def _translate(fn, options, args, kwargs, defer_logging, policy, unspecialized):
+def _translate(fn, options, args, kwargs, defer_logging, policy, kept):
     """Trace one frame; returns (entry, guard reporter).
 
     Capture the whole frame if possible. If something can't be captured, restart the trace and stop just
@@ -313,12 +313,13 @@ def _translate(fn, options, args, kwargs, defer_logging, policy, unspecialized):
     """
     start = time.perf_counter()
     record = CompileRecord(code=fn.__code__)
-    tracer = Tracer(fn, defer_logging=defer_logging, policy=policy, unspecialized=unspecialized)
+    tracer = Tracer(fn, defer_logging=defer_logging, policy=policy, draws=kept[DRAWS], keep_floats=kept[FLOATS])
     try:
         try:
             result = tracer.trace(args, kwargs)
             _check_deferral(tracer)
             entry, reporter = _finish(fn, options, tracer, record, lambda cg: _return_tail(cg, result))
+            entry.graphless = record.op_count == 0       # the whole frame, no graph break: Python alone
         except Unsupported:
             raise
         except Exception as internal:   # a graphjit bug must not break the user's program
@@ -327,23 +328,23 @@ def _translate(fn, options, args, kwargs, defer_logging, policy, unspecialized):
             raise Unsupported(f"graphjit internal error: {type(internal).__name__}: {internal}",
                               hint="please report this with GRAPHJIT_LOGS=all output") from internal
     except Unsupported as e:
-        if options.fullgraph and getattr(e, "respecialize", False):
-            raise Respecialize() from None      # one graph, the value guarded, rather than no graph
-        if options.fullgraph:
-            raise
+        if options.fullgraph and getattr(e, "respecialize", None):
+            raise Respecialize(e.respecialize) from None   # one graph, the value guarded, not no graph
+        if options.fullgraph and not isinstance(e, UserError):
+            raise           # the code's own exception is no capture failure: CPython raises it, as below
         record.break_reason = _without_frames(e)
         entry = reporter = None
         why_not = breakable(fn, e)
         if why_not is None:
             try:
                 entry, reporter = _translate_break(fn, options, args, kwargs, e, record, defer_logging, policy,
-                                                   unspecialized)
+                                                   kept)
             except Unsupported as e2:
                 why_not = f"graph break not possible: {e2.reason}"
             except Exception as internal:
                 why_not = f"graph break failed: {type(internal).__name__}: {internal}"
-        if entry is None and getattr(e, "respecialize", False):
-            raise Respecialize()        # no break where the value is used: trace without keeping it symbolic
+        if entry is None and getattr(e, "respecialize", None):
+            raise Respecialize(e.respecialize)   # no break where the value is used: trace without keeping it
         if entry is None:
             logs.log("graph_breaks", f"{fn.__code__.co_qualname} runs eagerly ({why_not}): {e}")
             e.fallback = why_not
@@ -399,6 +400,8 @@ def _finish(fn, options, tracer, record, make_tail):
     record.dynamic = tracer.graph.describe_symbolic()
     compiled = None
     shape_guards = _shape_guards(tracer)          # before the backend: a refused mark_dynamic compiles nothing
+    if tracer.draws:                              # and a guard on a draw: the frame is traced again
+        shape_guards = randomvars.unguarded(tracer, shape_guards)
     if record.op_count:
         logs.log("graph", lambda: f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
         known = len(tracer.graph.shape_env.guards)
@@ -427,7 +430,6 @@ def _finish(fn, options, tracer, record, make_tail):
         namespace["__gj_draws"] = randomvars.drawing_function(tracer.draws)
         body.insert(0, randomvars.draw_line(len(tracer.draws)))
     entry = build_entry(fn, tracer.guards, body, namespace, input_sources=sources)
-    entry.graphless = compiled is None
     reporter = build_guard_reporter(fn, tracer.guards, dict(namespace))
     return entry, reporter
 
@@ -531,10 +533,10 @@ def _closure_made(code, index, names):
     return False
 
 
-def _translate_break(fn, options, args, kwargs, error, record, defer_logging, policy, unspecialized):
+def _translate_break(fn, options, args, kwargs, error, record, defer_logging, policy, kept):
     """Trace again up to the breaking instruction; emit graph + instruction in CPython + resume call."""
-    tracer = Tracer(fn, stop_at=error.root_index, defer_logging=defer_logging, policy=policy,
-                    unspecialized=unspecialized)
+    tracer = Tracer(fn, stop_at=error.root_index, defer_logging=defer_logging, policy=policy, draws=kept[DRAWS],
+                    keep_floats=kept[FLOATS])
     state = tracer.trace(args, kwargs)
     _check_deferral(tracer)
     if not isinstance(state, BreakPoint):
@@ -816,6 +818,31 @@ def _marked_static_address(value):
     CUDA graphs read it in place instead of copying it in (and back, when written) at every replay. Its
     sizes stay as they are (symbolic where they change), unlike a parameter's."""
     return isinstance(value, torch.Tensor) and getattr(value, "_dynamo_static_input_type", None) is not None
+
+
+def argument_types_entry(fn, options, args, kwargs):
+    """An eager entry guarded only on the types of the arguments (and of the items of *args and **kwargs,
+    with their count and names); `graphless`, as the traces it replaces."""
+    code = fn.__code__
+    guards = GuardSet()
+    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
+    bound.apply_defaults()
+    index = code.co_argcount + code.co_kwonlyargcount
+    star = code.co_varnames[index] if code.co_flags & inspect.CO_VARARGS else None
+    stars = code.co_varnames[index + bool(star)] if code.co_flags & inspect.CO_VARKEYWORDS else None
+    for name, value in bound.arguments.items():
+        source = LocalSource(name)
+        guards.add_type(source, type(value))
+        if name == star:
+            guards.add(LENGTH, f"len({{0}}) == {len(value)}", None, (source,))
+        elif name == stars:
+            guards.add(LENGTH, f"list({{0}}) == {list(value)!r}", None, (source,))
+        if name in (star, stars):
+            for key in (range(len(value)) if name == star else value):
+                guards.add_type(ItemSource(source, key), type(value[key]))
+    entry, reporter = eager_entry(fn, guards, options)
+    entry.graphless = True
+    return entry, reporter
 
 
 def eager_entry(fn, guards, options):

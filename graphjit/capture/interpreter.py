@@ -34,7 +34,7 @@ from .variables.containers import (TupleVariable, ListVariable, DictVariable, Se
                                    IteratorVariable, BaseListVariable, make_iterator)
 from .variables.functions import CellVariable, NestedFunctionVariable
 from .variables.objects import SuperVariable, PythonModuleVariable
-from .variables.symbolic import SymNodeVariable, is_symbolic, keep_unspecialized
+from .variables.symbolic import DRAWS, SymNodeVariable, is_symbolic, keep_unspecialized
 from .variables.torchvars import WithExitVariable
 
 
@@ -309,14 +309,13 @@ def _has_generator_method(iterator, name):
 class Tracer:
     """One capture of one frame: the graph, the guards, and the stack of frames being interpreted."""
 
-    def __init__(self, fn, stop_at=None, defer_logging=True, policy=None, unspecialized=True):
+    def __init__(self, fn, stop_at=None, defer_logging=True, policy=None, draws=True, keep_floats=True):
         self.fn = fn
-        # draws from random and floats that change between calls stay symbolic, a use that needs the
-        # number being a graph break there (symbolic.keep_unspecialized); False: draws are graph breaks
-        # and such floats specialize, guarded on their value
-        self.unspecialized = unspecialized
         # values drawn from `random` by the entry before the graph (randomvars.py); None: each draw breaks
-        self.draws = [] if unspecialized else None
+        self.draws = [] if draws else None
+        # floats that change between calls stay symbolic where the trace needs the number, a graph break
+        # there (symbolic.keep_unspecialized); False: they specialize, guarded on their value
+        self.keep_floats = keep_floats
         self._draw_generator = None
         self.policy = policy if policy is not None else DynamicPolicy(False)   # which sizes are symbolic
         self.defer_logging = defer_logging   # logger calls with constant arguments run after the graph
@@ -363,7 +362,7 @@ class Tracer:
         node, sym = (self.graph.add_int_input if type(value) is int else self.graph.add_float_input)(source, value)
         if not is_symbolic(sym):
             unsupported(f"random.{method.__name__}() gave {value!r}, which the trace can't keep symbolic")
-        keep_unspecialized(sym, "a value drawn from random", branches=False)
+        keep_unspecialized(sym, "a value drawn from random", DRAWS)
         return SymNodeVariable(node, sym, source)
 
     # ---- entry ----

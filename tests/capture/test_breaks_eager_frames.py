@@ -381,3 +381,42 @@ def test_deep_recursion_in_an_eager_frame():
     compiled = graphjit.compile(deep)
     x = torch.zeros(2)
     assert_same(compiled(x, 400), x + 400)
+
+
+def logged_step(x, step, log):
+    print(f"step {step}", file=log)        # a graph break with nothing before it
+    y = (x * 2).sin()
+    return y.cos() + y.exp()
+
+
+def test_a_frame_with_an_empty_graph_before_its_break_stays_compiled():
+    """The entry before the break has no op, but the frame is not Python alone: its resume function's
+    graph runs on every call."""
+    runs = []
+
+    def backend(gm, example_inputs):
+        def run(*args):
+            runs.append(1)
+            return gm.forward(*args)
+        return run
+    compiled = graphjit.compile(logged_step, backend=backend)
+    for step in range(6):
+        x = torch.randn(3)
+        assert_same(compiled(x, step, io.StringIO()), logged_step(x, step, io.StringIO()))
+    assert len(runs) == 6
+
+
+def maybe_tensor(value):
+    if isinstance(value, str):
+        return value.upper()
+    return value * 2
+
+
+def test_a_frame_graphless_for_strings_still_compiles_for_tensors():
+    counter = CompileCounter()
+    compiled = graphjit.compile(maybe_tensor, backend=counter)
+    for value in ("a", "bc", "def"):
+        assert compiled(value) == maybe_tensor(value)
+    x = torch.randn(3)
+    assert_same(compiled(x), maybe_tensor(x))
+    assert counter.frame_count == 1

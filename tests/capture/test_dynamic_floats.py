@@ -211,3 +211,40 @@ def test_fullgraph_specializes_a_changing_float_where_it_must_be_a_number():
     for s in (0.25, 0.5, 0.75):
         assert_same(compiled(X, s), (X * s, round(s, 1)))
     assert counter.frame_count == 3
+
+
+def branch_on_truth(x, s):
+    return x * bool(s), not s
+
+
+def test_infinities_and_zeros_are_constants():
+    """A float traced at inf or at a zero is a constant, guarded as one (a zero with its sign): a symbol
+    traced at inf lost its branch guard, and `s == 0.0` admits -0.0."""
+    values = (0.5, 1.5, float("inf"), 0.0, -0.0, -float("inf"), 2.5, 0.0)
+    counter = CompileCounter()
+    compiled = graphjit.compile(branch_on_truth, backend=counter)
+    for s in values:
+        assert_same(compiled(X, s), branch_on_truth(X, s))
+    fstring = graphjit.compile(lambda x, s: (x * s, f"{s}"), backend=CompileCounter(), fullgraph=True)
+    for s in (0.5, 1.5, 0.0, -0.0):
+        assert_same(fstring(X, s), (X * s, f"{s}"))
+
+
+def power_of_a_minimum(x, s):
+    return x * s, 2 ** min(s, 3), max(1, s)
+
+
+def test_min_and_max_of_an_int_and_a_symbolic_float_return_the_winner_itself():
+    """CPython returns the smaller object as it is (the int 3, so 2 ** 3 is an int); sym_min would give a
+    float."""
+    run(power_of_a_minimum, [(X, s) for s in (0.5, 1.5, 4.0, 7.5, 0.25)], graphs=None)
+    compiled = graphjit.compile(power_of_a_minimum, backend=CompileCounter())
+    for s in (0.5, 4.0, 7.5):
+        assert type(compiled(X, s)[1]) is type(power_of_a_minimum(X, s)[1])
+
+
+def test_fullgraph_raises_the_codes_own_exception_as_eager():
+    compiled = graphjit.compile(lambda x, s: x * math.sqrt(s), backend=CompileCounter(), fullgraph=True)
+    compiled(X, 2.0)
+    with pytest.raises(ValueError, match="math domain error"):
+        compiled(X, -1.0)

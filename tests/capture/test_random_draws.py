@@ -194,3 +194,30 @@ def test_a_replaced_random_function_is_called():
 def test_explain_lists_the_draws_as_inputs():
     report = str(graphjit.explain(lambda x: x * random.random(), r(3)))
     assert "Graph break count: 0" in report and "__gj_draw0" in report
+
+
+def test_a_draw_that_must_specialize_inside_torch_compiles_one_graph_per_trace():
+    """A drawn size specialized inside torch (a guard on the draw, found when the trace ends) retraces the
+    frame before any backend sees the first trace's graph."""
+    counter = CompileCounter()
+    compiled = testing.compiler().compile(draw_as_size, backend=counter)
+    random.seed(0)
+    compiled(r(3))
+    assert all("draw" not in n.name for g in counter.graphs for n in g.graph.nodes if n.op == "placeholder")
+    assert counter.frame_count == 1
+
+
+def draw_and_rounded_float(x, s):
+    return x * random.random(), round(s, 1)
+
+
+def test_fullgraph_with_a_draw_and_a_float_it_must_specialize():
+    """Specializing the float keeps the draw a graph input: fullgraph holds on every call."""
+    seeded = SeededRandom()
+    compiled = testing.compiler().compile(draw_and_rounded_float, backend=CompileCounter(), fullgraph=True)
+    for s in (0.25, 0.5, 0.75):
+        with seeded():
+            expected = draw_and_rounded_float(torch.ones(2), s)
+        with seeded():
+            testing.assert_same(compiled(torch.ones(2), s), expected)
+    seeded.assert_states_match()

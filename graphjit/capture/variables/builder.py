@@ -24,7 +24,7 @@ from .base import Variable, ConstantVariable, unsupported
 from .containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SizeVariable,
                          NamedTupleVariable, OutsideListVariable)
 from .tensor import TensorVariable
-from .symbolic import SymNodeVariable, SYM_TYPES, keep_unspecialized, specialize
+from .symbolic import FLOATS, SymNodeVariable, SYM_TYPES, keep_unspecialized, specialize
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
 _TORCH_CONSTANT_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -114,8 +114,8 @@ def _wrap_uncached(tx, value, source):
     if type(value) is float and source is not None and tx.policy.float_is_dynamic(source, value):
         tx.guards.add_type(source, float)
         node, sym = tx.graph.add_float_input(source, value)
-        if tx.unspecialized:
-            keep_unspecialized(sym, f"the float {source.expr()}, which changes between calls")
+        if tx.keep_floats:
+            keep_unspecialized(sym, f"the float {source.expr()}, which changes between calls", FLOATS)
         return SymNodeVariable(node, sym, source)
     if type(value) in _CONSTANT_TYPES:
         if source is not None:

@@ -452,8 +452,11 @@ def _min_max(name):
                 real(*[0] * len(args), **({"default": 0} if default is not None else {}))  # with several)
             except TypeError as e:
                 raise UserError(e) from None
-        if len(args) > 1 and key is None and symbolic.takes_part(*args):
-            return symbolic.apply(tx, real, list(args))       # torch.sym_min / sym_max
+        if len(args) > 1 and key is None and symbolic.takes_part(*args) and \
+                len({a.python_type() for a in args}) == 1:
+            # torch.sym_min / sym_max; of an int and a float CPython returns the winner as it is (either
+            # type), where sym_min's result is a float: compared one by one below
+            return symbolic.apply(tx, real, list(args))
         # one iterable: each item is pulled, its key computed and compared with the best so far (by its
         # __lt__ for min, __gt__ for max) before the next is pulled, as CPython's min_max does
         items = containers.iterate(tx, args[0]) if len(args) == 1 else iter(args)

@@ -19,7 +19,7 @@ import math
 import random
 
 from .base import Variable, unsupported
-from .symbolic import Respecialize
+from .symbolic import DRAWS, Respecialize
 
 # the generator's methods that give one float / one int for constant arguments
 FLOAT_DRAWS = frozenset(("random", "uniform", "triangular", "gauss", "normalvariate", "lognormvariate",
@@ -123,5 +123,5 @@ def unguarded(tracer, shape_guards):
     kept = [g for g in shape_guards if not (g[0] == "not math.isnan({0})" and drawn(g[1][0]))]
     if any(drawn(s) for _, sources, _ in kept for s in sources) or \
             any(drawn(s) for g in tracer.guards.guards.values() for s in g.sources):
-        raise Respecialize()
+        raise Respecialize(DRAWS)
     return kept

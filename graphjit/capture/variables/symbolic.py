@@ -25,26 +25,33 @@ _SYM_FUNCTIONS = {min: torch.sym_min, max: torch.sym_max, int: torch.sym_int, fl
 _PYTHON_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
 
+DRAWS, FLOATS = "draws", "floats"      # the kinds of kept-unspecialized values (keep_unspecialized)
+
+
 class Respecialize(BaseException):   # passes through the internal-error handlers, as frame's retries do
-    """A trace used a value kept unspecialized (keep_unspecialized) as a plain number where no graph break
-    can be made: trace the frame again without keeping any (draws from random become graph breaks, floats
-    specialize with a guard on their value)."""
+    """A trace used a value of kind `kind` (DRAWS or FLOATS) kept unspecialized as a plain number where no
+    graph break can be made: trace the frame again without keeping that kind (draws from random become
+    graph breaks; floats specialize with a guard on their value)."""
+
+    def __init__(self, kind):
+        super().__init__(kind)
+        self.kind = kind
 
 
-_UNSPECIALIZED = "_graphjit_unspecialized"    # ShapeEnv attribute: {symbol: what the value is}
+_UNSPECIALIZED = "_graphjit_unspecialized"    # ShapeEnv attribute: {symbol: (what it is, branches, kind)}
 
 
-def keep_unspecialized(sym, what, branches=True):
+def keep_unspecialized(sym, what, kind):
     """Make a use of `sym` (and of what is computed from it) as a plain number a graph break where it
-    happens (check_unspecialized) instead of a guard on its value; with branches=False a branch on it too.
-    For values no guard can check (drawn from random after the guards ran: branches=False) or that change
-    between calls (a float on its first recompile), where a guard on the value would fail next call; a
-    branch on such a float guards a relation (`s > 1`), which the next value may well pass."""
+    happens (check_unspecialized) instead of a guard on its value. For values no guard can check (kind
+    DRAWS: drawn from random after the guards ran; a branch on one breaks too) or that change between
+    calls (kind FLOATS: a float on its first recompile), where a guard on the value would fail next call;
+    a branch on such a float guards a relation (`s > 1`), which the next value may well pass."""
     env = sym.node.shape_env
     if getattr(env, _UNSPECIALIZED, None) is None:
         setattr(env, _UNSPECIALIZED, {})
     for symbol in sym.node.expr.free_symbols:
-        getattr(env, _UNSPECIALIZED)[symbol] = (what, branches)
+        getattr(env, _UNSPECIALIZED)[symbol] = (what, kind == FLOATS, kind)
 
 
 def unspecialized_symbols(shape_env):
@@ -57,12 +64,13 @@ def check_unspecialized(sym, use, branch=False):
     kept = unspecialized_symbols(sym.node.shape_env)
     if not kept:
         return
-    hit = [kept[s][0] for s in sym.node.expr.free_symbols if s in kept and not (branch and kept[s][1])]
+    hit = [kept[s] for s in sym.node.expr.free_symbols if s in kept and not (branch and kept[s][1])]
     if hit:
-        error = Unsupported(f"{use} of {hit[0]}",
+        what, _, kind = hit[0]
+        error = Unsupported(f"{use} of {what}",
                             hint="a guard on the value could not hold (or be checked) on the next call: the "
                                  "frame breaks here, and CPython does what the value decides")
-        error.respecialize = True      # where no break can be made here, the frame is traced again (frame.py)
+        error.respecialize = kind      # where no break can be made here, the frame is traced again (frame.py)
         raise error
 
 
