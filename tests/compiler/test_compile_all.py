@@ -20,6 +20,12 @@ from .sm90 import KERNELS, Launch, sm90_module  # noqa: E402
 SOURCE = KERNELS + textwrap.dedent('''
 
     @triton.jit
+    def gj_test_sized(in_ptr0, out_ptr0, xnumel, step, XBLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+        tl.store(out_ptr0 + xindex * step, tl.load(in_ptr0 + xindex, mask=xindex < xnumel), mask=xindex < xnumel)
+
+
+    @triton.jit
     def gj_test_broken(in_ptr0, out_ptr0, XBLOCK: tl.constexpr):
         xindex = tl.program_id(0) * XBLOCK + tl.arange(0, 3)
         tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex))
@@ -118,3 +124,31 @@ def test_the_prewarm_threads_first_kernel_compiles_into_tritons_cache(sm90):
     triton_build._compile_first_kernel(target)
     cache = os.environ["TRITON_CACHE_DIR"]
     assert any(name.endswith(".cubin") for _, _, files in os.walk(cache) for name in files)
+
+
+def test_a_launcher_built_ahead_is_the_one_the_load_builds(sm90, monkeypatch):
+    """compile_all builds each kernel's launcher from the specialization Triton's JIT hands its cache hook,
+    while the kernel compiles; its C source must be the one Triton's CudaLauncher makes after the compile
+    (then the load finds it in Triton's cache), here for pointers, an int and an int specialized to 1."""
+    module, _, _ = sm90
+    from triton import knobs
+    from triton.backends.nvidia import driver as nvidia
+    seen = []
+
+    def hook(*, fn, compile, **_):
+        seen.append((fn.jit_function, compile["signature"], compile["constants"]))
+        return False
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", hook)
+    examples = {"gj_test_sized": [torch.float32, torch.float32, 1000, 1]}
+    compiled = triton_build.compile_all(module, [Launch("gj_test_sized")], torch.device("cuda", 0), examples,
+                                        threads=2)
+    sources = []
+
+    class Built:
+        launch = None
+    monkeypatch.setattr(nvidia, "compile_module_from_src", lambda src, **kwargs: sources.append(src) or Built())
+    monkeypatch.setattr(nvidia, "library_dirs", lambda: [])
+    triton_build._build_launcher(*seen[0])
+    kernel = compiled["gj_test_sized"]
+    nvidia.CudaLauncher(kernel.src, kernel.metadata)
+    assert len(sources) == 2 and sources[0] == sources[1]
