@@ -82,16 +82,22 @@ def test_a_required_kernel_that_fails_is_raised(sm90):
 
 def test_compile_all_waits_for_the_prewarm_thread_instead_of_hashing_triton_again(sm90, monkeypatch):
     # Triton's lru_cache'd triton_key() lets a second caller compute it again while the first is still
-    # at it; compile_all must wait for graphjit's prewarm thread so that it is computed once.
+    # at it; compile_all must wait for graphjit's prewarm thread (up to its ready event) so that it is
+    # computed once, and not for the thread's later work.
     module, loaded, _ = sm90
     release, order = threading.Event(), []
+
+    ready, later = threading.Event(), threading.Event()
 
     def prewarm_work():
         release.wait(5)
         order.append("prewarm done")
+        ready.set()
+        later.wait(5)           # the thread's later work (the first kernel) is not waited for
     thread = threading.Thread(target=prewarm_work, daemon=True)
     thread.start()
     monkeypatch.setattr(triton_build, "_prewarm_thread", thread)
+    monkeypatch.setattr(triton_build, "_prewarm_ready", ready)
     threading.Timer(0.2, release.set).start()
     real_load = triton_build._load
 
@@ -100,6 +106,8 @@ def test_compile_all_waits_for_the_prewarm_thread_instead_of_hashing_triton_agai
         return real_load(device, kernel)
     monkeypatch.setattr(triton_build, "_load", load)
     compiled, _ = run(module, ["gj_test_scale", "gj_test_shift"])
+    assert thread.is_alive()
+    later.set()
     assert set(compiled) == {"gj_test_scale", "gj_test_shift"}
     assert order == ["prewarm done", "load", "load"]
 
@@ -109,6 +117,7 @@ def test_wait_prewarm_gives_up_after_its_timeout(monkeypatch):
     thread = threading.Thread(target=stop.wait, args=(10,), daemon=True)
     thread.start()
     monkeypatch.setattr(triton_build, "_prewarm_thread", thread)
+    monkeypatch.setattr(triton_build, "_prewarm_ready", threading.Event())
     try:
         triton_build.wait_prewarm(timeout=0.05)
         assert thread.is_alive()

@@ -35,6 +35,7 @@ from ... import config
 _modules = {}                    # (source hash, interpret) -> module (this process)
 _env_lock = threading.RLock()
 _prewarm_thread = None
+_prewarm_ready = threading.Event()   # set by the prewarm thread once compile_all need not wait for it
 prewarm_times = {}               # perf_counter marks: started, key (triton_key done), utils, done; waited: seconds
 
 
@@ -44,9 +45,10 @@ def prewarm():
     on the H200 host), ptxas's version, its CUDA utilities module (a C compile on a cold cache, 0.3 s on
     an H100 host) and a first kernel's compile (_compile_first_kernel). graphjit.compile() starts it, so
     it runs while the first call captures, decomposes, lowers and prints kernels; a process without a GPU
-    skips it. compile_all waits
-    for it (wait_prewarm): Triton's functools.lru_cache does not make a second caller wait for a result in
-    progress, it computes the hash again, so a compile that started early would pay for it twice."""
+    skips it. compile_all waits for it up to the utilities module (wait_prewarm, `_prewarm_ready`):
+    Triton's functools.lru_cache does not make a second caller wait for a result in progress, it computes
+    the hash again, and a driver made meanwhile builds the module again; the first kernel's compile goes
+    on beside the graph's own."""
     global _prewarm_thread
     if _prewarm_thread is not None:
         return
@@ -69,10 +71,12 @@ def prewarm():
             from triton.runtime.driver import driver
             driver.active.utils         # Triton's CUDA utilities: a C module, built on a cold cache
             prewarm_times["utils"] = time.perf_counter()
+            _prewarm_ready.set()
             _compile_first_kernel(driver.active.get_current_target())
         except Exception:   # noqa: BLE001 -- only a head start: the compile does this itself if it must
             pass
         finally:
+            _prewarm_ready.set()
             prewarm_times["done"] = time.perf_counter()
     _prewarm_thread = threading.Thread(target=work, name="graphjit-triton-prewarm", daemon=True)
     _prewarm_thread.start()
@@ -89,12 +93,13 @@ def _compile_first_kernel(target):
 
 
 def wait_prewarm(timeout=None):
-    """Waits for prewarm's thread, if one was started and is still running (at most `timeout` seconds,
-    config.triton_prewarm_wait_s by default: past it the compile does the work itself)."""
+    """Waits for prewarm's thread, if one was started and is still running, to have Triton's cache key and
+    CUDA utilities (at most `timeout` seconds, config.triton_prewarm_wait_s by default: past it the
+    compile does the work itself)."""
     thread = _prewarm_thread
     if thread is not None and thread.is_alive() and thread is not threading.current_thread():
         start = time.perf_counter()
-        thread.join(config.triton_prewarm_wait_s if timeout is None else timeout)
+        _prewarm_ready.wait(config.triton_prewarm_wait_s if timeout is None else timeout)
         prewarm_times["waited"] = prewarm_times.get("waited", 0.0) + time.perf_counter() - start
 
 
