@@ -92,3 +92,17 @@ def test_two_rows_of_ten_columns(shape):
     n = torch.rand(shape[:1] + (1,) + shape[2:], generator=gen) + 0.5
     compiled = run_cases(scaled_column_sum, [(g, x, n)], atol=1e-5, rtol=1e-5)
     assert tiled(compiled)
+
+
+def layer_norm_weight_gradients(g, x, mean, rstd):
+    """layer_norm's weight and bias gradients: sums over the rows, each row's element scaled by its own
+    statistics (read contiguous along the reduced rows, shared by all results)."""
+    return (g * ((x - mean) * rstd)).sum(0), g.sum(0)
+
+
+def test_per_row_statistics_leave_a_column_reduction_tiled():
+    gen = torch.Generator().manual_seed(2)
+    g, x = torch.randn(300, 70, generator=gen), torch.randn(300, 70, generator=gen)
+    mean, rstd = torch.randn(300, 1, generator=gen), torch.rand(300, 1, generator=gen) + 0.5
+    compiled = run_cases(layer_norm_weight_gradients, [(g, x, mean, rstd)], atol=1e-4, rtol=1e-5)
+    assert tiled(compiled)

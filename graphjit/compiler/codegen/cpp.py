@@ -771,7 +771,10 @@ class CppKernel:
                 self.subs = saved
         if any(c is None for pair in along for c in pair):
             return None
-        if any(c == 1 for _, c in along) or not any(c == 1 for c, _ in along):
+        # a read contiguous along the reduced dim that the results share (layer_norm's per-row mean and rstd
+        # in its weight's gradient: stride 0 along the result dim) is one load per reduced row; any other
+        # makes this a row reduction
+        if any(c == 1 and x != 0 for x, c in along) or not any(c == 1 for c, _ in along):
             return None
         return COLUMN_TILE
 
