@@ -175,6 +175,8 @@ def torch_source(index):
 
 
 _TOKEN = re.compile(r"__gj_symsrc(\d+)__")
+FINITE = "math.isfinite({0})"           # the guard on each symbolic float input
+NOT_NAN = "not math.isnan({0})"         # the ShapeEnv's own guard on one
 
 
 def shape_guards(shape_env, inputs):
@@ -195,6 +197,11 @@ def shape_guards(shape_env, inputs):
     except Exception as e:    # noqa: BLE001 -- torch's message, with our sources' names in it
         raise ValueError(_TOKEN.sub(lambda m: inputs[int(m.group(1))][1].expr(), str(e))) from e
     out = []
+    for i, (value, source, _) in enumerate(inputs):
+        if isinstance(value, torch.SymFloat):
+            # the ShapeEnv reasons about its float symbols as finite reals (Eq(s, oo) is False, s - s is 0)
+            # and guards only `not isnan(s)`: an infinity must not reach the entry either
+            out.append((FINITE, (source,), f"{source.expr()} is finite"))
     for expr in exprs:
         used = []
 

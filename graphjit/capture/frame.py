@@ -24,7 +24,7 @@ from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, en
 from . import dynamic
 from .dynamic import DynamicPolicy
 from .guards import GuardSet, LENGTH, TENSOR as TENSOR_GUARD_COST
-from .interpreter import Tracer, BreakPoint, CALLER
+from .interpreter import Tracer, BreakPoint, CALLER, bind_by_code
 from .intercept import Interceptor, intercepting_function, rebound
 from .sources import AttrSource, ItemSource, LocalSource
 from .variables.base import BINARY_OPS
@@ -822,11 +822,12 @@ def _marked_static_address(value):
 
 def argument_types_entry(fn, options, args, kwargs):
     """An eager entry guarded only on the types of the arguments (and of the items of *args and **kwargs,
-    with their count and names); `graphless`, as the traces it replaces."""
+    with their count and names); `graphless`, as the traces it replaces. Which path the frame takes may
+    depend on the arguments' values, or on state it reads: a later call whose path would do tensor work
+    runs eagerly too (torch.compile skips such a frame for good)."""
     code = fn.__code__
     guards = GuardSet()
-    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
-    bound.apply_defaults()
+    bound = bind_by_code(fn, args, kwargs)
     index = code.co_argcount + code.co_kwonlyargcount
     star = code.co_varnames[index] if code.co_flags & inspect.CO_VARARGS else None
     stars = code.co_varnames[index + bool(star)] if code.co_flags & inspect.CO_VARKEYWORDS else None
@@ -836,7 +837,7 @@ def argument_types_entry(fn, options, args, kwargs):
         if name == star:
             guards.add(LENGTH, f"len({{0}}) == {len(value)}", None, (source,))
         elif name == stars:
-            guards.add(LENGTH, f"list({{0}}) == {list(value)!r}", None, (source,))
+            guards.add(LENGTH, f"sorted({{0}}) == {sorted(value)!r}", None, (source,))
         if name in (star, stars):
             for key in (range(len(value)) if name == star else value):
                 guards.add_type(ItemSource(source, key), type(value[key]))

@@ -15,6 +15,7 @@ import inspect
 import random
 import sys
 import threading
+import types
 
 import torch
 
@@ -306,6 +307,16 @@ def _has_generator_method(iterator, name):
     return False
 
 
+def bind_by_code(fn, args, kwargs):
+    """fn's arguments bound to its code's own parameters, defaults applied: the generated entry's
+    parameters, whatever __signature__ a decorator set on fn."""
+    plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__code__.co_name, fn.__defaults__, fn.__closure__)
+    plain.__kwdefaults__ = fn.__kwdefaults__
+    bound = inspect.signature(plain).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound
+
+
 class Tracer:
     """One capture of one frame: the graph, the guards, and the stack of frames being interpreted."""
 
@@ -371,8 +382,7 @@ class Tracer:
         self._guard_global_state()
         fn = self.fn
         code = fn.__code__
-        bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
-        bound.apply_defaults()
+        bound = bind_by_code(fn, args, kwargs)
         local_vars = {name: wrap(self, value, LocalSource(name)) for name, value in bound.arguments.items()}
         if code.co_flags & inspect.CO_VARKEYWORDS:
             # **kwargs is a new dict made by the call: the frame may mutate it freely

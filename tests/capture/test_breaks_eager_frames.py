@@ -420,3 +420,34 @@ def test_a_frame_graphless_for_strings_still_compiles_for_tensors():
     x = torch.randn(3)
     assert_same(compiled(x), maybe_tensor(x))
     assert counter.frame_count == 1
+
+
+def joined(a, b):
+    return f"{a}{b}"
+
+
+def test_a_function_with_a_signature_of_its_own_is_bound_by_its_code():
+    """A decorator's __signature__ (here `(*args)`) does not name the code's parameters: the trace binds
+    the arguments as the code does, so its entries' guards hold on the calls they were made for."""
+    import inspect
+    fn = types.FunctionType(joined.__code__, globals(), "joined")
+    fn.__signature__ = inspect.signature(lambda *args: None)
+    compiled = graphjit.compile(fn, backend=CompileCounter())
+    for i in range(5):
+        assert compiled(i, i + 1) == f"{i}{i + 1}"
+    compiled_tensor = graphjit.compile(types.FunctionType(logged_step.__code__, globals(), "step"),
+                                       backend=CompileCounter())
+    x = torch.randn(3)
+    assert_same(compiled_tensor(x, 0, io.StringIO()), logged_step(x, 0, io.StringIO()))
+
+
+def keywords_only(**options):
+    return sorted(options.items())
+
+
+def test_the_argument_types_entry_takes_keywords_in_any_order():
+    counter = CompileCounter()
+    compiled = graphjit.compile(keywords_only, backend=counter)
+    for a, b in ((1, 2), (3, 4), (5, 6)):
+        assert compiled(a=a, b=b) == keywords_only(a=a, b=b)
+        assert compiled(b=b, a=a) == keywords_only(b=b, a=a)

@@ -18,6 +18,7 @@ each draw a graph break.
 import math
 import random
 
+from .. import dynamic
 from .base import Variable, unsupported
 from .symbolic import DRAWS, Respecialize
 
@@ -109,9 +110,9 @@ def draw_line(count):
 
 
 def unguarded(tracer, shape_guards):
-    """shape_guards without ShapeEnv's `not math.isnan(draw)` checks (no draw gives NaN: the arguments
-    are finite and bounded, _result_kind); raises Respecialize if any other guard of the trace reads a
-    drawn value."""
+    """shape_guards without the checks that a drawn float is finite (no draw gives NaN or an infinity: the
+    arguments are finite and bounded, _result_kind); raises Respecialize if any other guard of the trace
+    reads a drawn value."""
     from ..sources import DrawSource
 
     def drawn(source):
@@ -120,7 +121,7 @@ def unguarded(tracer, shape_guards):
                 return True
             source = getattr(source, "base", None)
         return False
-    kept = [g for g in shape_guards if not (g[0] == "not math.isnan({0})" and drawn(g[1][0]))]
+    kept = [g for g in shape_guards if not (g[0] in (dynamic.FINITE, dynamic.NOT_NAN) and drawn(g[1][0]))]
     if any(drawn(s) for _, sources, _ in kept for s in sources) or \
             any(drawn(s) for g in tracer.guards.guards.values() for s in g.sources):
         raise Respecialize(DRAWS)

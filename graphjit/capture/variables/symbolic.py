@@ -38,7 +38,7 @@ class Respecialize(BaseException):   # passes through the internal-error handler
         self.kind = kind
 
 
-_UNSPECIALIZED = "_graphjit_unspecialized"    # ShapeEnv attribute: {symbol: (what it is, branches, kind)}
+_UNSPECIALIZED = "_graphjit_unspecialized"    # ShapeEnv attribute: {symbol: (what it is, kind)}
 
 
 def keep_unspecialized(sym, what, kind):
@@ -51,7 +51,7 @@ def keep_unspecialized(sym, what, kind):
     if getattr(env, _UNSPECIALIZED, None) is None:
         setattr(env, _UNSPECIALIZED, {})
     for symbol in sym.node.expr.free_symbols:
-        getattr(env, _UNSPECIALIZED)[symbol] = (what, kind == FLOATS, kind)
+        getattr(env, _UNSPECIALIZED)[symbol] = (what, kind)
 
 
 def unspecialized_symbols(shape_env):
@@ -64,9 +64,9 @@ def check_unspecialized(sym, use, branch=False):
     kept = unspecialized_symbols(sym.node.shape_env)
     if not kept:
         return
-    hit = [kept[s] for s in sym.node.expr.free_symbols if s in kept and not (branch and kept[s][1])]
+    hit = [kept[s] for s in sym.node.expr.free_symbols if s in kept and not (branch and kept[s][1] == FLOATS)]
     if hit:
-        what, _, kind = hit[0]
+        what, kind = hit[0]
         error = Unsupported(f"{use} of {what}",
                             hint="a guard on the value could not hold (or be checked) on the next call: the "
                                  "frame breaks here, and CPython does what the value decides")
