@@ -103,7 +103,7 @@ def _wrap_uncached(tx, value, source):
         from .objects import EnvironVariable
         tx.guards.add_id(source, value)
         return EnvironVariable(source)
-    if tx.draws is not None and randomvars.is_draw(value):
+    if randomvars.is_draw(value):
         if source is not None:
             tx.guards.add_id(source, value)
         return randomvars.DrawFunctionVariable(value, source)

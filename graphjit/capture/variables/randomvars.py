@@ -59,6 +59,10 @@ class DrawFunctionVariable(Variable):
 
     def call(self, tx, args, kwargs):
         name = self.method.__name__
+        if tx.draws is None:
+            unsupported(f"random.{name}(): a value it drew was used where the trace needs the number itself "
+                        "(a branch, an index, a size), so each draw runs in CPython",
+                        hint="keep the drawn value in tensor arithmetic, or draw it outside the compiled function")
         try:
             positional = [a.as_python_constant() for a in args]
             keywords = {k: v.as_python_constant() for k, v in kwargs.items()}
