@@ -148,6 +148,19 @@ def split_node(buffer, outer=None):
     return SchedNode(buffer, outer, dims[len(outer):]), None
 
 
+def _is_column_reduction(node):
+    """Whether node is a reduction one of whose reads moves by 1 along its innermost outer (result) dim
+    and by more than 1 along its innermost reduced dim."""
+    if not node.is_reduction or not node.outer or not node.inner:
+        return False
+    x, r = outer_vars(len(node.outer))[-1], inner_vars(len(node.inner))[-1]
+    for _, index in node.accesses()[0]:
+        index = sympy.expand(index)
+        if index.coeff(x) == 1 and index.coeff(r) not in (0, 1) and not index.coeff(r).has(x):
+            return True
+    return False
+
+
 def _starved(node, outer):
     """Why node, placed under a kernel's outer loop `outer`, would lose the parallelism of its own outer
     loop (split_node's choice), or None: it has at least config.fusion_parallel_elements elements, and
@@ -199,11 +212,27 @@ class Kernel:
             node, reason = self._resplit_for(buffer) or (None, reason)
         if node is None:
             return reason
-        reason = _starved(node, self.outer) or self._dependence_refusal(node)
+        reason = _starved(node, self.outer) or self._dependence_refusal(node) or self._column_refusal(node)
         if reason:
             return reason
         self.nodes.append(node)
         return None
+
+    def _column_refusal(self, node):
+        """On the CPU, a column reduction (its results contiguous, its reduced rows strided: a bias gradient)
+        and a node sharing nothing with it stay in kernels of their own: the C++ codegen runs a column
+        reduction in tiles of results only in a kernel of reductions (CppKernel._column_tile), and fused
+        with unrelated row-wise work it scans each result's column at a stride (an MLP's bias gradient
+        fused into the GELU-backward kernel because both loop over 256 outer rows: 2x Inductor's time)."""
+        if node.buffer.layout.device.type != "cpu" or not self.nodes:
+            return None
+        if not (_is_column_reduction(node) or any(_is_column_reduction(n) for n in self.nodes)):
+            return None
+        names = {n.name for n in self.nodes}
+        reads = {name for name, _ in node.accesses()[0]}
+        if reads & (names | {name for n in self.nodes for name, _ in n.accesses()[0]}):
+            return None
+        return "a column reduction shares no reads with this kernel (kept apart for its column tiles)"
 
     def _pointwise_only(self):
         return all(not n.is_reduction for n in self.nodes)

@@ -106,3 +106,16 @@ def test_per_row_statistics_leave_a_column_reduction_tiled():
     mean, rstd = torch.randn(300, 1, generator=gen), torch.rand(300, 1, generator=gen) + 0.5
     compiled = run_cases(layer_norm_weight_gradients, [(g, x, mean, rstd)], atol=1e-4, rtol=1e-5)
     assert tiled(compiled)
+
+
+def bias_gradient_beside_gelu_backward(g, h, a):
+    """A column sum beside unrelated row-wise work of the same outer size (an MLP's backward: a bias
+    gradient over [256, 256] and the GELU backward over [256, 1024])."""
+    return g.sum(0), h * torch.erf(a * 0.7)
+
+
+def test_column_reduction_keeps_its_tiles_beside_unrelated_work():
+    gen = torch.Generator().manual_seed(4)
+    g, h, a = (torch.randn(n, m, generator=gen) for n, m in [(96, 96), (96, 160), (96, 160)])
+    compiled = run_cases(bias_gradient_beside_gelu_backward, [(g, h, a)], atol=1e-4, rtol=1e-5)
+    assert tiled(compiled)
