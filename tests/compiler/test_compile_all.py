@@ -142,6 +142,8 @@ def test_a_launcher_built_ahead_is_the_one_the_load_builds(sm90, monkeypatch):
     module, _, _ = sm90
     from triton import knobs
     from triton.backends.nvidia import driver as nvidia
+    if not hasattr(nvidia, "compile_module_from_src"):
+        pytest.skip("this Triton's launcher is one module for every signature: nothing is built per kernel")
     seen = []
 
     def hook(*, fn, compile, **_):

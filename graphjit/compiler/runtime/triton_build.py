@@ -313,11 +313,14 @@ def _launchers_ahead(builders):
     try:
         from triton import knobs
         from triton.runtime.driver import driver
+        from triton.backends.nvidia import driver as nvidia
         active = type(driver.active).__name__
     except Exception:   # noqa: BLE001
         yield
         return
-    if active != "CudaDriver" or knobs.runtime.jit_cache_hook is not None:
+    # a Triton whose launcher is one module for every signature (3.8) has nothing to build per kernel
+    per_signature = hasattr(nvidia, "make_launcher") and hasattr(nvidia, "compile_module_from_src")
+    if active != "CudaDriver" or not per_signature or knobs.runtime.jit_cache_hook is not None:
         yield
         return
 
