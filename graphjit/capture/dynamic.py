@@ -197,7 +197,7 @@ def shape_guards(shape_env, inputs):
     except Exception as e:    # noqa: BLE001 -- torch's message, with our sources' names in it
         raise ValueError(_TOKEN.sub(lambda m: inputs[int(m.group(1))][1].expr(), str(e))) from e
     out = []
-    for i, (value, source, _) in enumerate(inputs):
+    for value, source, _ in inputs:
         if isinstance(value, torch.SymFloat):
             # the ShapeEnv reasons about its float symbols as finite reals (Eq(s, oo) is False, s - s is 0)
             # and guards only `not isnan(s)`: an infinity must not reach the entry either

@@ -400,8 +400,6 @@ def _finish(fn, options, tracer, record, make_tail):
     record.dynamic = tracer.graph.describe_symbolic()
     compiled = None
     shape_guards = _shape_guards(tracer)          # before the backend: a refused mark_dynamic compiles nothing
-    if tracer.draws:                              # and a guard on a draw: the frame is traced again
-        shape_guards = randomvars.unguarded(tracer, shape_guards)
     if record.op_count:
         logs.log("graph", lambda: f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
         known = len(tracer.graph.shape_env.guards)
@@ -409,8 +407,6 @@ def _finish(fn, options, tracer, record, make_tail):
         record.graph = gm
         if len(tracer.graph.shape_env.guards) != known:    # the backend assumed more about the sizes
             shape_guards = _shape_guards(tracer)
-    if tracer.draws:
-        shape_guards = randomvars.unguarded(tracer, shape_guards)
     for template, guard_sources, reason in shape_guards:
         tracer.guards.add(TENSOR_GUARD_COST, template, reason, guard_sources)
     if shape_guards:
@@ -435,12 +431,14 @@ def _finish(fn, options, tracer, record, make_tail):
 
 
 def _shape_guards(tracer):
-    """The ShapeEnv's guards on the trace's size symbols, as (template, sources, reason)."""
+    """The ShapeEnv's guards on the trace's size symbols, as (template, sources, reason); with draws, less
+    the draws' own finiteness checks (a guard on a draw traces the frame again: randomvars.unguarded)."""
     try:
-        return tracer.graph.shape_guards()
+        guards = tracer.graph.shape_guards()
     except Exception as e:   # noqa: BLE001 -- e.g. a mark_dynamic dim the trace had to specialize
         raise Unsupported(f"dynamic shapes: {e}", hint="a dim marked with graphjit.mark_dynamic was "
                           "specialized: use maybe_mark_dynamic, or see GRAPHJIT_LOGS=dynamic") from e
+    return randomvars.unguarded(tracer, guards) if tracer.draws else guards
 
 
 _CALLS = ("CALL", "CALL_KW", "CALL_FUNCTION_EX")
@@ -825,22 +823,20 @@ def argument_types_entry(fn, options, args, kwargs):
     with their count and names); `graphless`, as the traces it replaces. Which path the frame takes may
     depend on the arguments' values, or on state it reads: a later call whose path would do tensor work
     runs eagerly too (torch.compile skips such a frame for good)."""
-    code = fn.__code__
     guards = GuardSet()
     bound = bind_by_code(fn, args, kwargs)
-    index = code.co_argcount + code.co_kwonlyargcount
-    star = code.co_varnames[index] if code.co_flags & inspect.CO_VARARGS else None
-    stars = code.co_varnames[index + bool(star)] if code.co_flags & inspect.CO_VARKEYWORDS else None
     for name, value in bound.arguments.items():
         source = LocalSource(name)
         guards.add_type(source, type(value))
-        if name == star:
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
             guards.add(LENGTH, f"len({{0}}) == {len(value)}", None, (source,))
-        elif name == stars:
+        elif kind is inspect.Parameter.VAR_KEYWORD:
             guards.add(LENGTH, f"sorted({{0}}) == {sorted(value)!r}", None, (source,))
-        if name in (star, stars):
-            for key in (range(len(value)) if name == star else value):
-                guards.add_type(ItemSource(source, key), type(value[key]))
+        else:
+            continue
+        for key in (range(len(value)) if kind is inspect.Parameter.VAR_POSITIONAL else value):
+            guards.add_type(ItemSource(source, key), type(value[key]))
     entry, reporter = eager_entry(fn, guards, options)
     entry.graphless = True
     return entry, reporter

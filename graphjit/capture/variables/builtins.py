@@ -804,10 +804,11 @@ for _fn in (math.floor, math.ceil, math.trunc, math.sqrt):
 def _math_function(tx, fn, value):
     """math.floor/ceil/trunc/sqrt: symbolic on a symbolic number (a SymInt or SymFloat result, no guard on
     its value; sqrt guards that its argument is not negative, where CPython would raise), else folded."""
-    if symbolic.takes_part(value) and fn is not math.sqrt:
-        return symbolic.apply(tx, fn, [value])
-    if symbolic.takes_part(value) and compare_op(tx, ">=", value, ConstantVariable(0)).truth(tx):
-        return symbolic.apply(tx, torch._sym_sqrt, [value])
+    if symbolic.takes_part(value):
+        if fn is not math.sqrt:
+            return symbolic.apply(tx, fn, [value])
+        if compare_op(tx, ">=", value, ConstantVariable(0)).truth(tx):
+            return symbolic.apply(tx, torch._sym_sqrt, [value])
     return _fold(tx, fn, value.as_python_constant())
 
 # pure functions evaluated directly when every argument is a constant

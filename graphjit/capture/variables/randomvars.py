@@ -17,6 +17,7 @@ each draw a graph break.
 """
 import math
 import random
+import types
 
 from .. import dynamic
 from .base import Variable, unsupported
@@ -31,9 +32,14 @@ _INT_LIMIT = 2 ** 62        # a SymInt is an int64: larger draws run in CPython 
 _ARGUMENT_LIMIT = 1e100     # arguments within it can't make a draw overflow to inf or NaN
 
 
+_BOUND_METHODS = (types.MethodType, types.BuiltinMethodType)
+
+
 def is_draw(value):
-    """Whether `value` is a method of random's module-level generator that draws one number."""
-    if getattr(value, "__self__", None) is not random._inst or type(random._inst) is not random.Random:
+    """Whether `value` is a method of random's module-level generator that draws one number (asked of
+    every object capture wraps: the type test comes first)."""
+    if type(value) not in _BOUND_METHODS or value.__self__ is not random._inst or \
+            type(random._inst) is not random.Random:
         return False
     name = getattr(value, "__name__", None)
     if name not in FLOAT_DRAWS and name not in INT_DRAWS and name != "choice":

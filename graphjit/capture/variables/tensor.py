@@ -282,8 +282,9 @@ def record(tx, kind, target, args, kwargs, mutates=False):
 
 
 def _sdpa_mask_enlarges(query, key, value, attn_mask=None, *args, **kwargs):
-    """Eager's attention adds the mask into the scores in place, so a mask whose broadcast would enlarge
-    them (more batch dims, or a batch dim of its own) raises there, where the fake kernel broadcasts."""
+    """Eager's CPU attention adds the mask into the scores in place, so a mask whose broadcast would enlarge
+    them (more batch dims, or a batch dim of its own) raises there (torch 2.11, 2.13; 2.14 accepts a
+    leading 1), where the fake kernel broadcasts: such a call runs in CPython, as eager."""
     if not isinstance(attn_mask, torch.Tensor):
         return
     scores = (*query.shape[:-1], key.shape[-2])
@@ -293,11 +294,12 @@ def _sdpa_mask_enlarges(query, key, value, attn_mask=None, *args, **kwargs):
         fits = False
     if not fits:
         unsupported(f"scaled_dot_product_attention with an attn_mask of shape {tuple(attn_mask.shape)} for "
-                    f"scores of shape {scores}: eager refuses it", hint="the call runs in CPython, which raises")
+                    f"scores of shape {scores}: eager's kernels may refuse it",
+                    hint="the call runs in CPython, which raises where eager does")
 
 
-# ops whose eager kernels refuse arguments their fake kernels accept: fn(*fake args) raises Unsupported
-# for such arguments, so the call runs in CPython at a graph break (and raises there)
+# ops whose eager kernels may refuse arguments their fake kernels accept: fn(*fake args) raises
+# Unsupported for such arguments, so the call runs in CPython at a graph break (raising where eager does)
 EAGER_REFUSALS = {torch._C._nn.scaled_dot_product_attention: _sdpa_mask_enlarges}
 
 
