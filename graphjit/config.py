@@ -226,8 +226,9 @@ triton_compile_threads = _knob("triton_compile_threads", int, min(16, os.cpu_cou
 # 2026-11-30 07:40 UTC).
 triton_compile_workers = _knob("triton_compile_workers", int, 0)
 
-# Seconds a compile waits for the start-up thread computing Triton's cache key (runtime/triton_build.py,
-# prewarm); past it the compile computes the key itself (a hung ptxas must not hang the compile).
+# Seconds a compile waits for the start-up thread computing Triton's cache key and building its CUDA
+# utilities (runtime/triton_build.py, prewarm); past it the compile does that itself (a hung ptxas must
+# not hang the compile).
 triton_prewarm_wait_s = _knob("triton_prewarm_wait_s", float, 60.0)
 
 # Embedding/gather indices out of range. -1: in the interpreter they raise IndexError (a status flag read

@@ -310,19 +310,10 @@ def _launchers_ahead(builders):
     Triton's JIT hands its jit_cache_hook; the load then finds it in Triton's cache. The source is the one
     Triton's CudaLauncher makes for a kernel without tensor descriptors; any failure, or another source
     (another driver, descriptors), only loses the head start."""
-    try:
-        from triton import knobs
-        from triton.runtime.driver import driver
-        from triton.backends.nvidia import driver as nvidia
-        active = type(driver.active).__name__
-    except Exception:   # noqa: BLE001
+    if not _launchers_per_signature():
         yield
         return
-    # a Triton whose launcher is one module for every signature (3.8) has nothing to build per kernel
-    per_signature = hasattr(nvidia, "make_launcher") and hasattr(nvidia, "compile_module_from_src")
-    if active != "CudaDriver" or not per_signature or knobs.runtime.jit_cache_hook is not None:
-        yield
-        return
+    from triton import knobs
 
     def hook(*, fn, compile, **_):
         builders.submit(_build_launcher, fn.jit_function, compile["signature"], compile["constants"])
@@ -332,6 +323,19 @@ def _launchers_ahead(builders):
         yield
     finally:
         knobs.runtime.jit_cache_hook = None
+
+
+def _launchers_per_signature():
+    """Whether Triton's active driver is CUDA's and builds a launcher module per kernel signature (3.6; 3.8
+    has one for every signature), with the JIT's cache hook free for _launchers_ahead."""
+    try:
+        from triton import knobs
+        from triton.runtime.driver import driver
+        from triton.backends.nvidia import driver as nvidia
+        return type(driver.active).__name__ == "CudaDriver" and hasattr(nvidia, "make_launcher") and \
+            hasattr(nvidia, "compile_module_from_src") and knobs.runtime.jit_cache_hook is None
+    except Exception:   # noqa: BLE001 -- no head start, no harm
+        return False
 
 
 def _build_launcher(jit_function, signature, constants):
