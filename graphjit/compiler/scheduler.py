@@ -91,10 +91,25 @@ class SchedNode:
     outer: tuple
     inner: tuple
     _accesses: tuple = None
+    _column: bool = None
 
     @property
     def name(self):
         return self.buffer.name
+
+    def is_column_reduction(self):
+        """Whether this is a reduction one of whose reads moves by 1 along its innermost outer (result) dim
+        and by more than 1 along its innermost reduced dim (computed once)."""
+        if self._column is None:
+            self._column = False
+            if self.is_reduction and self.outer and self.inner:
+                x, r = outer_vars(len(self.outer))[-1], inner_vars(len(self.inner))[-1]
+                for _, index in self.accesses()[0]:
+                    index = sympy.expand(index)
+                    if index.coeff(x) == 1 and index.coeff(r) not in (0, 1) and not index.coeff(r).has(x):
+                        self._column = True
+                        break
+        return self._column
 
     @property
     def is_reduction(self):
@@ -146,19 +161,6 @@ def split_node(buffer, outer=None):
     if dims[:len(outer)] != outer:
         return None, f"loops differ: kernel iterates [{_fmt(outer)}], {buffer.name} is [{_fmt(dims)}]"
     return SchedNode(buffer, outer, dims[len(outer):]), None
-
-
-def _is_column_reduction(node):
-    """Whether node is a reduction one of whose reads moves by 1 along its innermost outer (result) dim
-    and by more than 1 along its innermost reduced dim."""
-    if not node.is_reduction or not node.outer or not node.inner:
-        return False
-    x, r = outer_vars(len(node.outer))[-1], inner_vars(len(node.inner))[-1]
-    for _, index in node.accesses()[0]:
-        index = sympy.expand(index)
-        if index.coeff(x) == 1 and index.coeff(r) not in (0, 1) and not index.coeff(r).has(x):
-            return True
-    return False
 
 
 def _starved(node, outer):
@@ -226,7 +228,7 @@ class Kernel:
         fused into the GELU-backward kernel because both loop over 256 outer rows: 2x Inductor's time)."""
         if node.buffer.layout.device.type != "cpu" or not self.nodes:
             return None
-        if not (_is_column_reduction(node) or any(_is_column_reduction(n) for n in self.nodes)):
+        if not (node.is_column_reduction() or any(n.is_column_reduction() for n in self.nodes)):
             return None
         names = {n.name for n in self.nodes}
         reads = {name for name, _ in node.accesses()[0]}
