@@ -66,6 +66,8 @@ class GuardSet:
     def immutable_root(self, source):
         """The shallowest source in source's chain (itself included) holding a noted immutable tuple."""
         found = None
+        if not self.immutable:
+            return None
         while source is not None:
             if source in self.immutable:
                 found = source

@@ -252,7 +252,6 @@ def wrap_dict(tx, value, source):
 
 
 def wrap_callable_or_object(tx, value, source):
-    from . import functions, objects, torchvars, builtins as bvars
     for check, make, guard in _CALLABLE_TABLE:
         if check(value):
             if source is not None and guard == "id":
@@ -268,16 +267,14 @@ def wrap_callable_or_object(tx, value, source):
 
 
 def _is_torch_op(value):
-    from .torchvars import is_torch_op
-    return is_torch_op(value)
+    return torchvars.is_torch_op(value)
 
 
 def _make(name):
+    mod, cls = name.split(".")
+
     def make(tx, value, source):
-        from . import functions, objects, torchvars, builtins as bvars
-        modules = {"functions": functions, "objects": objects, "torchvars": torchvars, "builtins": bvars}
-        mod, cls = name.split(".")
-        return getattr(modules[mod], cls).create(tx, value, source)
+        return getattr(_SIBLINGS[mod], cls).create(tx, value, source)
     return make
 
 
@@ -292,9 +289,8 @@ def _tensor_method(tx, value, source):
 
 
 def _is_handled_builtin(v):
-    from .builtins import BUILTIN_HANDLERS
     try:
-        return v in BUILTIN_HANDLERS
+        return v in bvars.BUILTIN_HANDLERS
     except TypeError:
         return False
 
@@ -336,8 +332,7 @@ def _is_checkpoint(value):
 
 
 def _has_polyfill(value):
-    from ..polyfills import polyfill_of
-    return polyfill_of(value) is not None
+    return _polyfills().polyfill_of(value) is not None
 
 
 _CALLABLE_TABLE = [
@@ -380,13 +375,18 @@ _CALLABLE_TABLE = [
 
 
 def _torchvars():
-    from . import torchvars
     return torchvars
 
 
 def _polyfills():
-    from .. import polyfills
-    return polyfills
+    global _polyfills_module
+    if _polyfills_module is None:
+        from .. import polyfills
+        _polyfills_module = polyfills
+    return _polyfills_module
+
+
+_polyfills_module = None
 
 
 def wrap_fake_result(tx, node, example):
@@ -436,10 +436,9 @@ def wrap_constant_result(tx, value):
 
 def wrap_class_attribute(tx, obj_var, cls, name, source=None):
     """Look `name` up on `cls`'s MRO, binding functions and properties to `obj_var`."""
-    from .functions import UserFunctionVariable, BoundMethodVariable
-    from .dunders import MISSING, lookup
-    attr = lookup(cls, name)[1]
-    if attr is MISSING:
+    UserFunctionVariable, BoundMethodVariable = functions.UserFunctionVariable, functions.BoundMethodVariable
+    attr = dunders.lookup(cls, name)[1]
+    if attr is dunders.MISSING:
         unsupported(f"{cls.__name__} has no attribute {name!r}")
     if isinstance(attr, staticmethod):
         return wrap(tx, attr.__func__, None)
@@ -476,3 +475,9 @@ def wrap_class_attribute(tx, obj_var, cls, name, source=None):
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, tuple, type)):
         unsupported(f"descriptor {name!r} of type {type(attr).__name__}")
     return wrap(tx, attr, source)
+
+
+# sibling modules, bound once they are all importable (they import this one): read at call time, without an
+# import statement on each of the many objects capture wraps
+from . import builtins as bvars, dunders, functions, objects, torchvars  # noqa: E402
+_SIBLINGS = {"functions": functions, "objects": objects, "torchvars": torchvars, "builtins": bvars}

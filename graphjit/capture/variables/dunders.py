@@ -66,13 +66,11 @@ def type_of(var):
 
 
 def _is_object(var):
-    from .objects import UserObjectVariable, NNModuleVariable
-    return isinstance(var, (UserObjectVariable, NNModuleVariable))
+    return isinstance(var, (objects.UserObjectVariable, objects.NNModuleVariable))
 
 
 def _is_tensor(var):
-    from .tensor import TensorVariable
-    return isinstance(var, TensorVariable)
+    return isinstance(var, tensor.TensorVariable)
 
 
 def takes_part(var, names):
@@ -105,25 +103,21 @@ def _identity(var):
     """What `is` compares: ("object", o) for a value existing outside the trace, ("node", n) for a tensor,
     ("var", var) for an object made in the frame or a mutable container (one Variable per object), or
     None where CPython may or may not share the object (equal ints, strings, tuples)."""
-    from .objects import UserObjectVariable, NNModuleVariable
-    from .containers import (BaseListVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
-                             ListIteratorLike, SetVariable)
-    from .functions import BoundMethodVariable, NestedFunctionVariable
-    from . import numpyvars
     if isinstance(var, ConstantVariable):
         return None if type(var.value) in _VALUE_TYPES else ("object", var.value)
     if _is_tensor(var):
         return ("node", var.node)
-    if isinstance(var, UserObjectVariable):
+    if isinstance(var, objects.UserObjectVariable):
         return ("var", var) if var.is_new else ("object", var.value)
-    if isinstance(var, NNModuleVariable):
+    if isinstance(var, objects.NNModuleVariable):
         return ("object", var.module)
-    if isinstance(var, BoundMethodVariable):
+    if isinstance(var, functions.BoundMethodVariable):
         return ("object", var.value) if var.value is not None else ("var", var)
-    if isinstance(var, (ListVariable, DictVariable, SetVariable, DictViewVariable, IteratorVariable,
-                        ListIteratorLike, NestedFunctionVariable, numpyvars.ArrayConstantVariable)):
+    if isinstance(var, (containers.ListVariable, containers.DictVariable, containers.SetVariable,
+                        containers.DictViewVariable, containers.IteratorVariable, containers.ListIteratorLike,
+                        functions.NestedFunctionVariable, numpyvars.ArrayConstantVariable)):
         return ("var", var)
-    if isinstance(var, BaseListVariable):
+    if isinstance(var, containers.BaseListVariable):
         return None
     try:
         value = var.as_python_constant()
@@ -134,11 +128,9 @@ def _identity(var):
 
 def _type_guarded(var):
     """A value read from outside whose guards check only its type: which object it is may change."""
-    from .objects import UserObjectVariable, NNModuleVariable
-    from .containers import ListVariable, DictVariable, SetVariable
-    from .functions import BoundMethodVariable
-    return var.source is not None and isinstance(var, (UserObjectVariable, NNModuleVariable, ListVariable,
-                                                       DictVariable, SetVariable, BoundMethodVariable)) or \
+    return var.source is not None and isinstance(var, (objects.UserObjectVariable, objects.NNModuleVariable,
+                                                       containers.ListVariable, containers.DictVariable,
+                                                       containers.SetVariable, functions.BoundMethodVariable)) or \
         _is_tensor(var)
 
 
@@ -410,3 +402,8 @@ def hash_of(tx, var):
     h = result.value
     h = h if -2 ** 63 <= h < 2 ** 63 else hash(h)   # CPython: an int that overflows is hashed again
     return ConstantVariable(-2 if h == -1 else int(h))
+
+
+# sibling modules, bound once they are all importable (they import this one): their classes are read at
+# call time, without an import statement on each of capture's many calls
+from . import containers, functions, numpyvars, objects, tensor  # noqa: E402

@@ -198,15 +198,14 @@ def _symbolic_size(tx, tensor, name, args):
 
 def to_node_args(value):
     """Variables -> what an fx node holds as an argument (nodes, constants, nested containers)."""
-    from .containers import BaseListVariable, SliceVariable, DictVariable
     if isinstance(value, (TensorVariable, symbolic.SymNodeVariable)):
         return value.node
-    if isinstance(value, SliceVariable):
+    if isinstance(value, containers.SliceVariable):
         return slice(*(to_node_args(p) for p in value.parts))
-    if isinstance(value, BaseListVariable):
+    if isinstance(value, containers.BaseListVariable):
         items = [to_node_args(v) for v in value.items]
         return list(items) if value.python_cls is list else tuple(items)
-    if isinstance(value, DictVariable):
+    if isinstance(value, containers.DictVariable):
         return {k: to_node_args(v) for k, v in value.items.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(to_node_args(v) for v in value)
@@ -218,17 +217,16 @@ def to_node_args(value):
 
 
 def to_fake_args(value):
-    from .containers import BaseListVariable, SliceVariable, DictVariable
     if isinstance(value, TensorVariable):
         return value.fake
     if isinstance(value, symbolic.SymNodeVariable):
         return value.sym
-    if isinstance(value, SliceVariable):
+    if isinstance(value, containers.SliceVariable):
         return slice(*(to_fake_args(p) for p in value.parts))
-    if isinstance(value, BaseListVariable):
+    if isinstance(value, containers.BaseListVariable):
         items = [to_fake_args(v) for v in value.items]
         return list(items) if value.python_cls is list else tuple(items)
-    if isinstance(value, DictVariable):
+    if isinstance(value, containers.DictVariable):
         return {k: to_fake_args(v) for k, v in value.items.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(to_fake_args(v) for v in value)
@@ -323,13 +321,16 @@ def _same_objects(result, inputs):
 
 
 def _tensor_vars(value):
-    from .containers import BaseListVariable
     if isinstance(value, TensorVariable):
         return [value]
-    if isinstance(value, BaseListVariable):
+    if isinstance(value, containers.BaseListVariable):
         return [t for v in value.items for t in _tensor_vars(v)]
     return []
 
 
 def _target_name(target):
     return target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+
+
+# bound once importable (containers imports this module): read at call time
+from . import containers  # noqa: E402
