@@ -107,6 +107,20 @@ def _element(value, dtype):
     return value
 
 
+def _logit_bounds(x, eps):
+    """logit's clamp bounds (lo, hi) as eager's kernels take them: on the CPU elements of x's dtype (hi is
+    1 - lo rounded to it, through float32 for 16-bit types); on a GPU in its accumulation type (float32,
+    float64 for double), where x is compared after converting it (_logit_compared)."""
+    dtype = x.dtype if x.device.type == "cpu" or x.dtype == torch.float64 else torch.float32
+    lo = _element(eps, dtype)
+    return lo, _element(1.0 - lo if dtype == torch.float64 else _element(1.0 - lo, torch.float32), dtype)
+
+
+def _logit_compared(x):
+    """x as eager's logit kernels compare it with their bounds: a 16-bit x converted to float32 on a GPU."""
+    return x.float() if x.device.type != "cpu" and x.dtype in (torch.float16, torch.bfloat16) else x
+
+
 def _logit_as_cpu_kernel(core):
     """logit as eager's CPU kernel computes it, in x's dtype: lo = eps and hi = 1 - lo as elements of it
     (1 - 1e-3 is 1.0 in bfloat16, so logit(x >= 1) is inf), each operation rounded to it. torch's
@@ -115,10 +129,34 @@ def _logit_as_cpu_kernel(core):
         if x.device.type != "cpu" or not x.dtype.is_floating_point:
             return core(x, eps)
         if eps is not None and not math.isnan(eps):
-            lo = _element(eps, x.dtype)
-            hi = _element(1.0 - lo if x.dtype == torch.float64 else _element(1.0 - lo, torch.float32), x.dtype)
+            lo, hi = _logit_bounds(x, eps)
             x = torch.where(x < lo, lo, torch.where(x > hi, hi, x))
         return torch.log(x / (1 - x))
+    return decomposition
+
+
+def _logit_backward_as_eager(core):
+    """logit's gradient as eager's kernels compute it: 0 where x < lo or x > hi, dy * inf at x = 0 or 1
+    (either sign of zero: +inf for a positive dy), dy / (x (1 - x)) elsewhere, so a NaN x has a NaN
+    gradient (torch's decomposition keeps lo <= x <= hi, which a NaN fails, and gives 0, and divides by
+    x (1 - x) at -0.0: -inf); lo and hi as logit's own (_logit_bounds). No eps, or one below 0: NaN outside
+    [0, 1]; a NaN eps clamps nothing."""
+    def decomposition(grad_output, x, eps=None):
+        if not x.dtype.is_floating_point:
+            return core(grad_output, x, eps)
+        if eps is not None and eps < 0:
+            eps = None
+        edge = (x == 0) | (x == 1)
+        if eps is not None and math.isnan(eps):
+            return torch.where(edge, grad_output * math.inf, grad_output / (x * (1 - x)))
+        # dy / (x (1 - x)) in [0, 1] in the decomposition's arithmetic, NaN elsewhere and at a NaN x
+        inside = torch.where(edge, grad_output * math.inf, core(grad_output, x, None))
+        if eps is None:
+            return inside
+        lo, hi = _logit_bounds(x, eps)
+        compared = _logit_compared(x)
+        return torch.where((compared < lo) | (compared > hi),
+                           torch.zeros((), dtype=inside.dtype, device=inside.device), inside)
     return decomposition
 
 
@@ -138,6 +176,7 @@ def decomposition_table():
     if aten.index_add.default in table:
         table[aten.index_add.default] = _index_add_of_a_0d_index(table[aten.index_add.default])
     table[aten.logit.default] = _logit_as_cpu_kernel(table[aten.logit.default])
+    table[aten.logit_backward.default] = _logit_backward_as_eager(table[aten.logit_backward.default])
     table[aten.elu_backward.default] = _elu_backward_as_cpu_kernel(table[aten.elu_backward.default])
     table[aten.hardswish_backward.default] = _hardswish_backward_as_cpu_kernel(
         table[aten.hardswish_backward.default])
