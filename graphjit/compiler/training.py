@@ -294,8 +294,9 @@ def _log_softmax_by_row_statistics(graph, backward_reads):
         x, dim, half_to_float = node.args
         value = node.meta.get("val")
         if half_to_float or not isinstance(value, torch.Tensor) or value.dtype not in (torch.float32, torch.float64) \
-                or x.meta["val"].dtype != value.dtype or not isinstance(value.shape[dim], int) or value.shape[dim] == 0:
-            continue
+                or x.meta["val"].dtype != value.dtype or value.dim() == 0 or not isinstance(value.shape[dim], int) \
+                or value.shape[dim] == 0:
+            continue        # (a 0-d tensor's log_softmax, over its dim -1 or 0, has no row to reduce: 0 each)
         with graph.inserting_before(node):
             def op(target, *args):
                 made = graph.call_function(target, args)

@@ -594,6 +594,32 @@ def test_group_norm_of_an_empty_input_needing_gradients():
         assert_same(results[0], results[1], where=f"spatial {spatial}")
 
 
+def test_log_softmax_of_a_0d_value_needing_gradients_compiles():
+    """log_softmax over dim -1 of a 0-d value (a product reduced to one number) needing gradients: no row
+    to write out as row statistics (training._log_softmax_by_row_statistics read its size at dim -1 and
+    raised, the backend failing with a warning). Compiled, with eager's results and gradients (fuzz grad
+    18700552)."""
+    import warnings
+
+    def f(x):
+        v = x[torch.tensor([1, 0, 1])].prod(-1)
+        return F.log_softmax(F.log_softmax(v * 3, dim=-1), dim=0) + v
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(f, backend=counter)
+    for call in range(2):
+        results = []
+        for fn in (compiled, f):
+            x = torch.randn(2, dtype=torch.float64, generator=torch.Generator().manual_seed(call)).requires_grad_()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = fn(x)
+                out.backward()
+            assert not [str(c.message) for c in caught if "graphjit" in str(c.message)]
+            results.append((out.detach(), x.grad))
+        assert_same(results[0], results[1], where=f"call {call}")
+    assert counter.frame_count == 1
+
+
 def test_sgn_of_an_einsum_needing_gradients_runs_as_captured_without_a_warning():
     """sgn's zero gradient (an efficient zero tensor) reaching einsum's permutes: AOTAutograd's joint trace
     meets a real tensor in the fake mode and asserts (torch.compile raises there). The graph runs as

@@ -261,6 +261,8 @@ FOUND = {
     ("grad-tensor", 18700349): "logit(x, eps)'s gradient at a NaN x: torch's decomposition gives 0 (it keeps "
                                "lo <= x <= hi, which NaN fails), eager's kernels NaN; and dy / (x (1 - x)) at "
                                "-0.0 gave -inf where eager gives dy * inf",
+    ("grad-tensor", 18700552): "log_softmax of a 0-d value needing gradients: the row-statistics rewrite read "
+                               "its size at dim -1 and raised (the backend failed with a warning)",
 }
 # Seeds failing on a bug still open.
 KNOWN_OPEN = {}
