@@ -3,9 +3,9 @@ then in another fresh process reusing the first one's cache folders (warm: a res
 job), graphjit against torch.compile, each in processes of its own.
 
     cold   seconds of compile(model) and its first call (capture + compile + run) in a new process with
-           empty cache folders, after one eager call has done the libraries' lazy initialization (the
-           first fake tensor mode of a process imports torch._dynamo, about 1.4 s here unless transformers
-           imported it already: torch.compile() pays that import, graphjit's first call does)
+           empty cache folders, after the imports (torch._dynamo among them: torch.compile() imports it,
+           and so does a process's first fake tensor mode, about 1.4 s here) and one eager call (the
+           libraries' lazy initialization), as the issue's table excludes model build and imports
     warm   the same in a new process given the cold process's cache folders (graphjit's graph cache and
            kernel builds, Triton's cache; Inductor's FX graph, AOTAutograd and kernel caches)
 
@@ -13,7 +13,8 @@ graphjit's rows also split the first call into capture (before the backend is ca
 compiler, a graph-cache hit included) and after (the entry's build and the first run).
 
 Workloads: on the CPU, transformers' GPT-2, BERT, ViT and Llama from configs (12, 12, 12 and 8 layers of
-256, random weights, fp32) and a plain-torch ResNet; on CUDA, the bf16 workloads of benchmarks/gpu.py.
+256, random weights, fp32) and a plain-torch ResNet; on CUDA, the bf16 workloads of benchmarks/gpu.py and
+the Llama-style model of benchmarks/regions.py (16 layers of 2048, batch 4 x 512).
 
     python benchmarks/warm_start.py [--device cpu|cuda] [--only gpt2,bert] [--contenders graphjit,inductor] [--profile DIR]
                                        [--dynamic]
@@ -85,8 +86,18 @@ def cpu_workloads(smoke):
 def cuda_workloads():
     sys.path.insert(0, HERE)
     import gpu
-    return {key: (title, make_model, (lambda make=make_inputs: (tuple(make()), {})))
-            for key, (title, make_model, make_inputs, _) in gpu.WORKLOADS.items()}
+    loads = {key: (title, make_model, (lambda make=make_inputs: (tuple(make()), {})))
+             for key, (title, make_model, make_inputs, _) in gpu.WORKLOADS.items()}
+
+    def llama():                # the issue's Llama-style model: benchmarks/regions.py's, 16 layers of 2048
+        import types
+        import regions
+        model, ids = regions.make_model(types.SimpleNamespace(hidden=2048, layers=16, vocab=32000, seq=512,
+                                                              batch=4, device="cuda"))
+        llama.ids = ids
+        return model
+    loads["llama"] = ("Llama-style, 16 layers of 2048, batch 4 x 512", llama, lambda: ((llama.ids,), {}))
+    return loads
 
 
 def other_sizes(args, kwargs):
@@ -133,6 +144,7 @@ def child(key, contender, device, smoke, profile=None, dynamic=None):
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
+    import torch._dynamo            # imported by torch.compile() and by a process's first fake tensor mode
     row = dict(key=key, contender=contender, import_s=time.perf_counter() - start)
     with torch.inference_mode():
         model(*args, **kwargs)                  # libraries' lazy initialization, outside the timing
@@ -217,14 +229,8 @@ def main():
     if args.child:
         return child(*args.child, args.device, args.smoke, args.profile or None, args.dynamic_child)
     sys.path.insert(0, ROOT)
-    if args.device == "cuda":
-        sys.path.insert(0, HERE)
-        import gpu
-        keys = list(gpu.WORKLOADS)
-        titles = {k: v[0] for k, v in gpu.WORKLOADS.items()}
-    else:
-        loads = cpu_workloads(args.smoke)
-        keys, titles = list(loads), {k: v[0] for k, v in loads.items()}
+    loads = cuda_workloads() if args.device == "cuda" else cpu_workloads(args.smoke)
+    keys, titles = list(loads), {k: v[0] for k, v in loads.items()}
     if args.only:
         keys = [k for k in keys if k in args.only.split(",")]
     contenders = args.contenders.split(",")

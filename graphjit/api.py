@@ -33,9 +33,6 @@ def compile(fn_or_module=None, *, backend=None, fullgraph=False, dynamic=None, m
                           mode=None if chosen.name == "default" else chosen.name, options=options)
     from .backends.registry import lookup_backend
     lookup_backend(opts.backend, None, options)   # unknown backends and options fail here, not at the first call
-    if not isinstance(opts.backend, str) or opts.backend == "graphjit":
-        from .compiler.runtime import triton_build
-        triton_build.prewarm()          # Triton's start-up on a GPU, in a thread, while the first call captures
     if fn_or_module is None:
         return functools.partial(_compile, options=opts)
     return _compile(fn_or_module, opts)

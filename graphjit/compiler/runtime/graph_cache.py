@@ -344,7 +344,8 @@ def _triton_part(unit):
         out.append({"name": name, "constexprs": dict(launch.constexprs), "num_warps": launch.num_warps,
                     "num_stages": launch.num_stages, "debug": bool(getattr(launch, "debug", False)),
                     "args": [_warmup_spec(a) for a in unit.examples[name]],
-                    "direct": None if direct is None else [direct[1], direct[2]]})
+                    "direct": None if direct is None else [direct[1], direct[2]],
+                    "binary": getattr(unit, "binaries", {}).get(name)})
     return {"interpret": bool(unit.interpret), "device": str(unit.device), "module_names": list(launches),
             "launches": out}
 
@@ -463,11 +464,14 @@ def _triton_globals(part, source):
     device = torch.device(part["device"])
     launches = [SimpleNamespace(name=l["name"], constexprs=l["constexprs"], num_warps=l["num_warps"],
                                 num_stages=l["num_stages"], debug=l["debug"]) for l in part["launches"]]
-    examples = {l["name"]: [_warmup_value(a, device) for a in l["args"]] for l in part["launches"]}
-    compiled = triton_build.compile_all(module, launches, device, examples, config.triton_compile_threads)
+    compiled = _stored_binaries(module, part["launches"], device)
+    if compiled is None:
+        examples = {l["name"]: [_warmup_value(a, device) for a in l["args"]] for l in part["launches"]}
+        compiled = triton_build.compile_all(module, launches, device, examples, config.triton_compile_threads)
     for launch in part["launches"]:
         name = launch["name"]
         kernel = compiled[name]
+        namespace[f"__kernel_{name}"] = kernel          # held while the wrapper is: it owns the loaded module
         direct = _direct_launch(kernel.run)
         if (direct is None) != (launch["direct"] is None) or \
                 (direct is not None and [direct[1], direct[2]] != launch["direct"]):
@@ -478,6 +482,22 @@ def _triton_globals(part, source):
         else:
             namespace[f"{name}_run"] = kernel.run
     return namespace
+
+
+def _stored_binaries(module, launches, device):
+    """name -> kernel, each loaded from the binary the entry keeps (no Triton JIT, compile or cache key: a
+    warm start's kernels in milliseconds); None where a launch has no binary or one does not load here
+    (another GPU or Triton: said under GRAPHJIT_LOGS=output_code), and the kernels then compile through
+    Triton's cache of binaries."""
+    from . import triton_build
+    if not all(launch.get("binary") for launch in launches):
+        return None
+    try:
+        return triton_build.load_binaries(module, {launch["name"]: launch["binary"] for launch in launches}, device)
+    except Exception as e:  # noqa: BLE001 -- not loadable here: compiled through Triton instead
+        logs.log("output_code", f"the entry's kernel binaries do not load here ({type(e).__name__}: {e}); "
+                                f"compiling them through Triton")
+        return None
 
 
 def _rebuild(recipe, gm):

@@ -18,6 +18,7 @@ mangles bfloat16 subnormals: `_cast_bf16_as_gpu`, patched in while graphjit's ke
 """
 import concurrent.futures
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import math
@@ -43,9 +44,10 @@ def prewarm():
     """Starts, once per process and in a background thread, the one-time work of Triton's first compile
     or first load from its cache: its cache key (a hash of its own sources and its 100 MB library, 0.4 s
     on the H200 host), ptxas's version, its CUDA utilities module (a C compile on a cold cache, 0.3 s on
-    an H100 host) and a first kernel's compile (_compile_first_kernel). graphjit.compile() starts it, so
-    it runs while the first call captures, decomposes, lowers and prints kernels; a process without a GPU
-    skips it. compile_all waits for it up to the utilities module (wait_prewarm, `_prewarm_ready`):
+    an H100 host) and a first kernel's compile (_compile_first_kernel). The first CUDA graph that the
+    compiled-graph cache does not hold starts it, so it runs while that graph decomposes, lowers and prints
+    kernels (a graph loaded from the cache loads its binaries without Triton's start-up: load_binary); a
+    process without a GPU skips it. compile_all waits for it up to the utilities module (wait_prewarm, `_prewarm_ready`):
     Triton's functools.lru_cache does not make a second caller wait for a result in progress, it computes
     the hash again, and a driver made meanwhile builds the module again; the first kernel's compile goes
     on beside the graph's own."""
@@ -405,6 +407,156 @@ def _load(device, kernel):
     except Exception as e:      # noqa: BLE001 -- handed back to the caller, who knows if it may fail
         return e
     return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Binaries kept with a graph: a warm start loads them without Triton's JIT or compiler
+# ---------------------------------------------------------------------------------------------------------
+
+BINARY_FORMAT = 2
+
+
+@functools.cache
+def _triton_fingerprint():
+    """Triton's version and the size and modification time of its library and of the Python files that
+    make a kernel's launcher and metadata: two builds with one version string (a source build, a nightly)
+    differ here. A few stat calls, not Triton's own cache key (a hash of all its sources and library)."""
+    import sysconfig
+    import triton
+    root = os.path.dirname(triton.__file__)
+    ext = sysconfig.get_config_var("EXT_SUFFIX").split(".")[-1]
+    parts = [triton.__version__]
+    for rel in (f"_C/libtriton.{ext}", "compiler/compiler.py", "backends/nvidia/driver.py",
+                "backends/nvidia/driver.c", "backends/nvidia/compiler.py"):
+        try:
+            st = os.stat(os.path.join(root, rel))
+            parts.append(f"{rel}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{rel}:-")
+    return "|".join(parts)
+
+
+def _compile_environment():
+    """What else Triton's own cache key holds that changes a binary: the environment variables it names
+    as invalidating its cache (TRITON_DEFAULT_FP_FUSION ...)."""
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    return {str(k): str(v) for k, v in sorted(get_cache_invalidating_env_vars().items())}
+
+
+def binary_record(kernel):
+    """What load_binary needs to load a compiled kernel (a CompiledKernel of compile_all's) in another
+    process without Triton's JIT, compiler or cache key: the binary, its metadata as Triton wrote it, the
+    signature (argument names and types, in order) and constants its launcher is built for, and what the
+    binary was made under (Triton's build, its cache-invalidating environment). None where one of them is
+    not plain JSON, or the kernel's Triton keeps them elsewhere (the entry then compiles through Triton's
+    cache, as before)."""
+    import base64
+    import json
+    try:
+        from triton.compiler.compiler import make_backend
+        ext = make_backend(kernel.metadata.target).binary_ext
+        metadata_path = next(p for c, p in kernel.metadata_group.items() if c.endswith(".json"))
+        with open(metadata_path, encoding="utf-8") as f:
+            metadata = f.read()
+        json.loads(metadata)
+        src = kernel.src
+        if not all(type(name) is str and type(kind) is str for name, kind in src.signature.items()):
+            return None     # a tuple argument's nested types: not kept
+        constants = [[list(path) if isinstance(path, tuple) else path, value] for path, value in src.constants.items()]
+        for path, value in constants:
+            if type(value) not in (int, float, bool, str, type(None)) or \
+                    (type(value) is float and not math.isfinite(value)) or \
+                    not (isinstance(path, str) or all(type(i) is int for i in path)):
+                return None
+        binary = kernel.asm[ext]
+        if not isinstance(binary, bytes) or binary != kernel.kernel:
+            return None
+        return {"format": BINARY_FORMAT, "triton": _triton_fingerprint(), "environment": _compile_environment(),
+                "ext": ext, "binary": base64.b64encode(binary).decode(), "metadata": metadata,
+                "signature": [[name, kind] for name, kind in src.signature.items()], "constants": constants,
+                "hash": str(kernel.hash)}
+    except Exception as e:  # noqa: BLE001 -- another Triton: the entry compiles through Triton's cache
+        logs.log("output_code", f"kernel binary not kept ({type(e).__name__}: {e})")
+        return None
+
+
+_driver_lock = threading.Lock()
+
+
+def _driver_ready():
+    """Triton's active driver and its CUDA utilities module, made once: Triton makes them on first use
+    without a lock, and threads loading binaries side by side would each make (or build) them."""
+    with _driver_lock:
+        from triton.runtime.driver import driver
+        driver.active.utils         # noqa: B018 -- made on first access
+        return driver
+
+
+def load_binaries(module, records, device):
+    """name -> kernel for each (name, record) of `records`, loaded by load_binary from `module`'s
+    JITFunctions, side by side in threads (with Triton 3.6 a launcher missing from Triton's cache, a C
+    module per signature, is built by the host compiler); raises the first failure."""
+    _driver_ready()
+    names = list(records)
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(len(names), config.triton_compile_threads))) as pool:
+        kernels = list(pool.map(lambda name: load_binary(getattr(module, name), records[name], device), names))
+    return dict(zip(names, kernels))
+
+
+def load_binary(fn, record, device):
+    """The kernel of binary_record's `record` loaded onto `device` with its launcher, for the JITFunction
+    `fn` it was compiled from; raises where the record does not fit (another format, Triton build,
+    cache-invalidating environment, debug or instrumentation setting, GPU; a signature other than fn's
+    arguments; a binary not of fn) or the load fails. Builds the CompiledKernel Triton would build from its
+    cache folder's files (Triton 3.6 to 3.8 keep the same state), from the record instead of those files."""
+    import base64
+    import json
+    from collections import namedtuple
+    from types import SimpleNamespace
+    import torch
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import CompiledKernel, make_backend
+    if record.get("format") != BINARY_FORMAT or record.get("triton") != _triton_fingerprint():
+        raise ValueError(f"a kernel binary of format {record.get('format')} from Triton {record.get('triton')}")
+    if record.get("environment") != _compile_environment():
+        raise ValueError("a kernel binary made under other cache-invalidating environment variables")
+    signature = record["signature"]
+    if [name for name, _ in signature] != list(fn.arg_names):
+        raise ValueError(f"a kernel binary for arguments {[n for n, _ in signature]}, not {fn.arg_names}")
+    metadata = json.loads(record["metadata"])
+    if metadata.get("name") != fn.__name__ or metadata.get("hash") != record["hash"]:
+        raise ValueError(f"the kernel binary of {metadata.get('name')}, not of {fn.__name__}")
+    if bool(metadata.get("debug")) != bool(metadata.get("debug") or knobs.runtime.debug) or \
+            metadata.get("instrumentation_mode", "") != (knobs.compilation.instrumentation_mode or ""):
+        raise ValueError("a kernel binary made without Triton's debug or instrumentation setting of this process")
+    binary = base64.b64decode(record["binary"], validate=True)
+    target = metadata["target"]
+    metadata["target"] = GPUTarget(target["backend"], target["arch"], target["warp_size"])
+    backend = make_backend(metadata["target"])
+    if backend.binary_ext != record["ext"]:
+        raise ValueError(f"a kernel binary of type {record['ext']}, where Triton makes {backend.binary_ext}")
+    driver = _driver_ready()
+    with torch.cuda.device(device):
+        here = driver.active.get_current_target()
+        if (here.backend, here.arch, here.warp_size) != (target["backend"], target["arch"], target["warp_size"]):
+            raise ValueError(f"a kernel binary for {target}, not for this GPU ({here})")
+        kernel = CompiledKernel.__new__(CompiledKernel)
+        kernel.module = kernel.function = kernel._run = None     # what Triton 3.8's __del__ reads
+        kernel.metadata = namedtuple("KernelMetadata", sorted(metadata))(**metadata)
+        kernel.packed_metadata = backend.pack_metadata(kernel.metadata)
+        kernel.src = SimpleNamespace(fn=fn, signature=dict(signature),
+                                     constants={tuple(p) if isinstance(p, list) else p: v
+                                                for p, v in record["constants"]})
+        kernel.hash = record["hash"]
+        kernel.name = kernel.metadata.name
+        kernel.kernel = binary
+        kernel.asm = {record["ext"]: binary}
+        kernel.metadata_group = {}
+        kernel._init_handles()
+    if kernel.function is None or kernel._run is None:
+        raise ValueError("the kernel binary did not load")
+    return kernel
 
 
 # ---------------------------------------------------------------------------------------------------------
