@@ -54,6 +54,7 @@ class GuardSet:
         # Source -> (tuple of immutable scalars read there while tracing, its namespace name): the entry
         # checks `value is that tuple` first and runs the guards on it and its items only when it is not
         self.immutable = {}
+        self._roots = {}          # Source -> immutable_root(source), while self.immutable is unchanged
         self.key_sets = {}        # Source -> keys of a dict checked as a set (add_key_set)
 
     def note_immutable(self, source, value):
@@ -62,16 +63,22 @@ class GuardSet:
         name = f"__gj_o{len(self.objects)}"
         self.objects[name] = value      # this very object, not an equal one (obj() shares equal tuples)
         self.immutable[source] = (value, name)
+        self._roots.clear()
 
     def immutable_root(self, source):
-        """The shallowest source in source's chain (itself included) holding a noted immutable tuple."""
-        found = None
+        """The shallowest source in source's chain (itself included) holding a noted immutable tuple
+        (memoized per source until the next note_immutable: the entry asks for every guard's source, and
+        those share long chains of bases)."""
         if not self.immutable:
             return None
-        while source is not None:
-            if source in self.immutable:
+        roots = self._roots
+        found = roots.get(source, _ABSENT)
+        if found is _ABSENT:
+            base = getattr(source, "base", None)
+            found = self.immutable_root(base) if base is not None else None
+            if found is None and source in self.immutable:
                 found = source
-            source = getattr(source, "base", None)
+            roots[source] = found
         return found
 
     def obj(self, value) -> str:

@@ -166,23 +166,26 @@ class TensorOfArraySource(Source):
         return self.base.depth() + 1
 
 
-def _hash_once(cls):
-    """cls's dataclass hash, computed once per source: a source's hash walks its whole chain of bases, and
-    capture hashes sources in every guard and placeholder lookup."""
-    fields_hash = cls.__hash__
+def _once(cls, method, slot):
+    """cls.<method>() computed once per source and kept in the instance's `slot` (sources are immutable): a
+    source's hash and depth walk its whole chain of bases, and capture hashes sources in every guard and
+    placeholder lookup and orders guards by depth."""
+    compute = getattr(cls, method)
 
-    def __hash__(self):
-        cached = self.__dict__.get("_hash")
+    def once(self):
+        cached = self.__dict__.get(slot)
         if cached is None:
-            cached = fields_hash(self)
-            object.__setattr__(self, "_hash", cached)
+            cached = compute(self)
+            object.__setattr__(self, slot, cached)
         return cached
-    cls.__hash__ = __hash__
+    setattr(cls, method, once)
 
 
 for _cls in (LocalSource, GlobalSource, ClosureSource, AttrSource, ItemSource, IndexedItemSource, DictItemSource,
              TypeSource):
-    _hash_once(_cls)
+    _once(_cls, "__hash__", "_hash")
+for _cls in (AttrSource, ItemSource, IndexedItemSource, DictItemSource, TypeSource, TensorOfArraySource):
+    _once(_cls, "depth", "_depth")
 
 
 _LITERALS = (str, int, float, bool, type(None), bytes)
