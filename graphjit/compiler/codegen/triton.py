@@ -1643,7 +1643,7 @@ class TritonDevice:
         self.module = triton_build.load(job.source, interpret=self.interpret)
         self.by_name = {launch.name: launch for kl in self.launches.values() for launch in kl.launches}
         self.by_name.update({launch.name: launch for _, variants, _, _ in self.tuning or () for launch in variants})
-        self.launchers, self.aligned, self.examples, self.binaries = {}, [], {}, {}
+        self.launchers, self.aligned, self.examples, self.kernels = {}, [], {}, {}
         if self.interpret:
             return
         template_launches = {t.name: t for t in self.templates.values()}
@@ -1678,8 +1678,7 @@ class TritonDevice:
             with torch.cuda.device(self.device):
                 self.launchers = {name: (compiled[name].run, compiled[name].function, compiled[name].packed_metadata)
                                   for name in list(self.by_name) + [t.name for t in self.templates.values()]}
-            if config.graph_cache:      # what the compiled-graph cache keeps for a warm start to load directly
-                self.binaries = {name: triton_build.binary_record(compiled[name]) for name in self.launchers}
+            self.kernels = {name: compiled[name] for name in self.launchers}   # their binaries: graph_cache.store
 
     def _autotune(self, compiled, tuning_args, template_args):
         from .. import autotune

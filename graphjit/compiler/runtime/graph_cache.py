@@ -19,8 +19,9 @@ of a function from outside torch (its code could change between processes), a su
 large to keep.
 
 An entry is one JSON file, `cache_dir/graphs/<key>.json`, holding the kernels' source (C++: its library is
-runtime/cpp_build.py's, cached by its own key; Triton: the module, whose kernels are compiled again for
-what they were compiled for the first time, each a hit of Triton's own cache of binaries), the wrapper's
+runtime/cpp_build.py's, cached by its own key; Triton: the module and each launched kernel's binary, which a
+load puts on the GPU directly (triton_build.load_binary), or, where a binary does not fit this process,
+compiles again for what it was compiled for the first time, a hit of Triton's own cache), the wrapper's
 Python source, and a recipe for each global the wrapper names (an op by its qualified name, a dtype, a
 small constant's bytes, a Triton kernel's launcher ...), with a SHA-256 of the rest. No pickle: nothing read back is unpickled. It is written under a temporary name and renamed into
 place (readers never see half a file; two processes writing one entry both write a whole one). A file that
@@ -334,6 +335,7 @@ def _triton_part(unit):
     launched kernel's compile options, the arguments it was compiled for (tensors by dtype and 16-byte
     alignment, which is what Triton specializes on) and how the wrapper calls its launcher."""
     from ..codegen.triton import _direct_launch
+    from .triton_build import binary_record
     launches = dict(unit.by_name)
     launches.update({t.name: t for t in unit.templates.values()})
     out = []
@@ -345,7 +347,7 @@ def _triton_part(unit):
                     "num_stages": launch.num_stages, "debug": bool(getattr(launch, "debug", False)),
                     "args": [_warmup_spec(a) for a in unit.examples[name]],
                     "direct": None if direct is None else [direct[1], direct[2]],
-                    "binary": getattr(unit, "binaries", {}).get(name)})
+                    "binary": binary_record(unit.kernels[name]) if name in unit.kernels else None})
     return {"interpret": bool(unit.interpret), "device": str(unit.device), "module_names": list(launches),
             "launches": out}
 
@@ -462,10 +464,10 @@ def _triton_globals(part, source):
     if not part["launches"]:
         return namespace
     device = torch.device(part["device"])
-    launches = [SimpleNamespace(name=l["name"], constexprs=l["constexprs"], num_warps=l["num_warps"],
-                                num_stages=l["num_stages"], debug=l["debug"]) for l in part["launches"]]
     compiled = _stored_binaries(module, part["launches"], device)
     if compiled is None:
+        launches = [SimpleNamespace(name=l["name"], constexprs=l["constexprs"], num_warps=l["num_warps"],
+                                    num_stages=l["num_stages"], debug=l["debug"]) for l in part["launches"]]
         examples = {l["name"]: [_warmup_value(a, device) for a in l["args"]] for l in part["launches"]}
         compiled = triton_build.compile_all(module, launches, device, examples, config.triton_compile_threads)
     for launch in part["launches"]:
@@ -485,10 +487,10 @@ def _triton_globals(part, source):
 
 
 def _stored_binaries(module, launches, device):
-    """name -> kernel, each loaded from the binary the entry keeps (no Triton JIT, compile or cache key: a
-    warm start's kernels in milliseconds); None where a launch has no binary or one does not load here
-    (another GPU or Triton: said under GRAPHJIT_LOGS=output_code), and the kernels then compile through
-    Triton's cache of binaries."""
+    """name -> kernel, each loaded from the binary the entry keeps (no Triton JIT, compile or cache key; with
+    Triton 3.6 a launcher its cache lacks is still built by the host compiler); None where a launch has no
+    binary or one does not load here (another GPU or Triton: said under GRAPHJIT_LOGS=output_code), and the
+    kernels then compile through Triton's cache of binaries."""
     from . import triton_build
     if not all(launch.get("binary") for launch in launches):
         return None

@@ -527,7 +527,7 @@ def load_binary(fn, record, device):
     metadata = json.loads(record["metadata"])
     if metadata.get("name") != fn.__name__ or metadata.get("hash") != record["hash"]:
         raise ValueError(f"the kernel binary of {metadata.get('name')}, not of {fn.__name__}")
-    if bool(metadata.get("debug")) != bool(metadata.get("debug") or knobs.runtime.debug) or \
+    if (knobs.runtime.debug and not metadata.get("debug")) or \
             metadata.get("instrumentation_mode", "") != (knobs.compilation.instrumentation_mode or ""):
         raise ValueError("a kernel binary made without Triton's debug or instrumentation setting of this process")
     binary = base64.b64decode(record["binary"], validate=True)
