@@ -296,9 +296,7 @@ def _is_handled_builtin(v):
 
 
 def _polyfill(tx, value, source):
-    from ..polyfills import polyfill_of
-    from .functions import UserFunctionVariable
-    return UserFunctionVariable(polyfill_of(value), None)
+    return functions.UserFunctionVariable(polyfills.polyfill_of(value), None)
 
 
 def _lru_cached(tx, value, source):
@@ -332,14 +330,14 @@ def _is_checkpoint(value):
 
 
 def _has_polyfill(value):
-    return _polyfills().polyfill_of(value) is not None
+    return polyfills.polyfill_of(value) is not None
 
 
 _CALLABLE_TABLE = [
     # (check, factory, guard)
     # C functions with a traced pure-Python equivalent (polyfills.py): itertools, functools.reduce ...
     (_has_polyfill, _polyfill, "id"),
-    (lambda v: any(v is f for f in _polyfills().INTRINSICS), _make("functions.IntrinsicVariable"), None),
+    (lambda v: any(v is f for f in polyfills.INTRINSICS), _make("functions.IntrinsicVariable"), None),
     (_is_handled_builtin, _make("builtins.BuiltinVariable"), "id"),
     (numpyvars.is_ufunc, _make("builtins.BuiltinVariable"), "id"),     # folded on constants, else a break
     (lambda v: callable(v) and getattr(v, "_dynamo_marked_constant", False) is True, _assumed_constant, "id"),
@@ -365,28 +363,13 @@ _CALLABLE_TABLE = [
      _make("builtins.BuiltinVariable"), "id"),
     (lambda v: isinstance(v, type), _make("objects.ClassVariable"), "id"),
     (lambda v: isinstance(v, (torch.no_grad, torch.enable_grad)),
-     lambda tx, v, s: __import__("graphjit.capture.variables.torchvars", fromlist=["x"]).wrap_context_object(tx, v, s),
+     lambda tx, v, s: torchvars.wrap_context_object(tx, v, s),
      "type"),
     (lambda v: isinstance(v, (staticmethod, classmethod)), _make("functions.DescriptorVariable"), None),
-    (lambda v: isinstance(v, _torchvars().ReenterAutocast), _make("torchvars.ReenterVariable"), None),
-    (lambda v: isinstance(v, _torchvars().RestoreGradMode),
-     lambda tx, v, s: _torchvars().wrap_restore_grad_mode(tx, v, s), None),
+    (lambda v: isinstance(v, torchvars.ReenterAutocast), _make("torchvars.ReenterVariable"), None),
+    (lambda v: isinstance(v, torchvars.RestoreGradMode),
+     lambda tx, v, s: torchvars.wrap_restore_grad_mode(tx, v, s), None),
 ]
-
-
-def _torchvars():
-    return torchvars
-
-
-def _polyfills():
-    global _polyfills_module
-    if _polyfills_module is None:
-        from .. import polyfills
-        _polyfills_module = polyfills
-    return _polyfills_module
-
-
-_polyfills_module = None
 
 
 def wrap_fake_result(tx, node, example):
@@ -480,4 +463,5 @@ def wrap_class_attribute(tx, obj_var, cls, name, source=None):
 # sibling modules, bound once they are all importable (they import this one): read at call time, without an
 # import statement on each of the many objects capture wraps
 from . import builtins as bvars, dunders, functions, objects, torchvars  # noqa: E402
+from .. import polyfills  # noqa: E402
 _SIBLINGS = {"functions": functions, "objects": objects, "torchvars": torchvars, "builtins": bvars}
