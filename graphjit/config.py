@@ -123,6 +123,11 @@ graph_cache = _knob("graph_cache", int, 1)
 # device and codegen_key().
 cache_dir = _knob("cache_dir", str, os.path.join(os.path.expanduser("~"), ".cache", "graphjit", "kernels"))
 
+# decompose traces each distinct call of a captured graph once and copies it for every call with the same
+# function, constants and tensor layouts (op_templates.py); 0 traces the whole graph call by call. Both
+# give the same graph.
+decompose_by_templates = _knob("decompose_by_templates", int, 1)
+
 # The compiled wrapper checks each input's shape and strides per call (a few hundred ns per tensor) and
 # runs the graph eagerly on a mismatch. -1: only when the graph does not come from graphjit's frontend,
 # whose guards already check them (torch.compile's do too, but a custom caller might not); 1: always;

@@ -22,7 +22,9 @@ from torch._decomp import core_aten_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from .. import config
 from ..ops import is_random_name
+from . import op_templates
 
 
 aten = torch.ops.aten
@@ -571,6 +573,14 @@ def _function_layouts(gm):
     return contextlib.nullcontext()
 
 
+def _call_layouts(node):
+    """_EagerFunctionLayouts where node calls a function it lays out or traces in a form of ours, else a
+    context doing nothing (op_templates traces one call at a time)."""
+    if node.op == "call_function" and (node.target in EAGER_FUNCTION_LAYOUTS or node.target in EAGER_FUNCTION_FORMS):
+        return _EagerFunctionLayouts()
+    return contextlib.nullcontext()
+
+
 _tracing_itself = threading.local()     # the ops a layout decomposition is calling (traced as themselves)
 
 
@@ -642,14 +652,7 @@ def decompose(gm, example_inputs, traced_by_aot=False):
         # as constants of the traced graph.
         trace = functools.partial(make_fx, decomposition_table=decomposition_table(), tracing_mode="fake",
                                   _allow_non_fake_inputs=True)
-        with _function_layouts(gm):
-            try:
-                traced = trace(gm)(*example_inputs)
-            except RuntimeError as e:
-                if "single memory location" not in str(e) and "internal overlap" not in str(e):
-                    raise
-                # an in-place op on an expanded input: eager raises the same error when the graph runs
-                raise Refused(f"a write into a tensor whose elements overlap in memory: {e}") from e
+        traced = first_trace(gm, example_inputs, trace, config.decompose_by_templates)
         aliases = None
         if _writes(traced) and _symbolic(example_inputs) and writes_into_inputs(traced):
             check_written_inputs(functional_writes(traced), example_inputs)
@@ -677,6 +680,25 @@ def decompose(gm, example_inputs, traced_by_aot=False):
             check_written_inputs(written, example_inputs)
             aliases = output_aliases(eager, traced, written)
     return _finish(traced, aliases)
+
+
+def first_trace(gm, example_inputs, trace, templates):
+    """The ATen graph of gm as it is (eager's ops, views and writes on fake tensors), traced by `trace`
+    (make_fx with decompose's table) whole, or by op_templates where `templates` and it applies (the same
+    graph). Call under no_grad."""
+    traced = None
+    if templates and not changes_state(gm) and not _symbolic(example_inputs):
+        traced = op_templates.trace_by_templates(gm, example_inputs, trace, _call_layouts)
+    if traced is not None:
+        return traced
+    with _function_layouts(gm):
+        try:
+            return trace(gm)(*example_inputs)
+        except RuntimeError as e:
+            if "single memory location" not in str(e) and "internal overlap" not in str(e):
+                raise
+            # an in-place op on an expanded input: eager raises the same error when the graph runs
+            raise Refused(f"a write into a tensor whose elements overlap in memory: {e}") from e
 
 
 def _finish(traced, aliases):
