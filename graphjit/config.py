@@ -124,8 +124,8 @@ graph_cache = _knob("graph_cache", int, 1)
 cache_dir = _knob("cache_dir", str, os.path.join(os.path.expanduser("~"), ".cache", "graphjit", "kernels"))
 
 # decompose traces each distinct call of a captured graph once and copies it for every call with the same
-# function, constants and tensor layouts (op_templates.py); 0 traces the whole graph call by call. Both
-# give the same graph.
+# function, constants and tensor layouts (op_templates.py), where the graph repeats enough for that to pay;
+# 2: for every graph (tests and fuzzing); 0: the whole graph is traced call by call. All give one graph.
 decompose_by_templates = _knob("decompose_by_templates", int, 1)
 
 # The compiled wrapper checks each input's shape and strides per call (a few hundred ns per tensor) and

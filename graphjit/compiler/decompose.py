@@ -688,7 +688,7 @@ def first_trace(gm, example_inputs, trace, templates):
     graph). Call under no_grad."""
     traced = None
     if templates and not changes_state(gm) and not _symbolic(example_inputs):
-        traced = op_templates.trace_by_templates(gm, example_inputs, trace, _call_layouts)
+        traced = op_templates.trace_by_templates(gm, example_inputs, trace, _call_layouts, always=templates >= 2)
     if traced is not None:
         return traced
     with _function_layouts(gm):

@@ -216,10 +216,11 @@ def _changes_metadata(target):
     return torch.Tag.inplace_view in target.tags or name.startswith(("resize", "_resize", "set_", "as_strided_"))
 
 
-def trace_by_templates(gm, example_inputs, trace, layouts):
+def trace_by_templates(gm, example_inputs, trace, layouts, always=False):
     """The graph decompose's whole trace `trace(gm)(*example_inputs)` gives, built from traces of its
     distinct calls, or None where this does not apply (module docstring). `layouts(node)`: the context to
-    trace node's call under (decompose's TorchFunctionMode for the functions it lays out)."""
+    trace node's call under (decompose's TorchFunctionMode for the functions it lays out). `always`: also
+    for graphs too small or too varied to gain (tests and fuzzing use it)."""
     if any(isinstance(x, FakeTensor) or not isinstance(x, torch.Tensor) for x in example_inputs):
         return None
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -234,7 +235,7 @@ def trace_by_templates(gm, example_inputs, trace, layouts):
     try:
         # lazy graph modules: the templates' code is never run, the result's is generated when first needed
         with _use_lazy_graph_module(True):
-            return _Builder(mode, trace, layouts).build(gm, placeholders, example_inputs)
+            return _Builder(mode, trace, layouts, always).build(gm, placeholders, example_inputs)
     except _Unkeyable:
         return None
     except Exception:               # noqa: BLE001 - the whole trace reports what is wrong, as it always has
@@ -242,7 +243,8 @@ def trace_by_templates(gm, example_inputs, trace, layouts):
 
 
 class _Builder:
-    def __init__(self, mode, trace, layouts):
+    def __init__(self, mode, trace, layouts, always):
+        self.always = always
         self.mode = mode
         self.trace = trace
         self.layouts = layouts
@@ -253,7 +255,7 @@ class _Builder:
 
     def build(self, gm, placeholders, example_inputs):
         calls, count = self.foreseen(gm, placeholders)
-        if count < MIN_CALLS or len(calls) > MAX_DISTINCT * count:
+        if not self.always and (count < MIN_CALLS or len(calls) > MAX_DISTINCT * count):
             raise _Unkeyable("too few calls alike: the whole trace is as fast")
         try:
             self.trace_foreseen(calls)

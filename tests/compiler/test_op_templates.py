@@ -74,7 +74,7 @@ def first_traces(gm, example_inputs):
                               tracing_mode="fake", _allow_non_fake_inputs=True)
     with torch.no_grad():
         whole = decompose.first_trace(gm, example_inputs, trace, templates=False)
-        ours = op_templates.trace_by_templates(gm, example_inputs, trace, decompose._call_layouts)
+        ours = op_templates.trace_by_templates(gm, example_inputs, trace, decompose._call_layouts, always=True)
     return whole, ours
 
 
@@ -196,7 +196,7 @@ PROGRAMS = {
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
-def test_templates_give_the_whole_trace(name, every_graph):
+def test_templates_give_the_whole_trace(name):
     fn, make = PROGRAMS[name]
     built = assert_same_graphs(captured(fn, *make()))
     if name not in ("in_place_view",):
@@ -205,12 +205,15 @@ def test_templates_give_the_whole_trace(name, every_graph):
 
 def test_a_call_changing_sizes_in_place_is_traced_whole():
     (gm, example_inputs), = captured(in_place_view, torch.randn(3, 3))
-    assert op_templates.trace_by_templates(gm, example_inputs, lambda f: f, decompose._call_layouts) is None
+    assert first_traces(gm, example_inputs)[1] is None
+    (gm, example_inputs), = captured(write_into_intermediates, torch.randn(3, 3))     # what it does build
+    assert first_traces(gm, example_inputs)[1] is not None
 
 
 @pytest.mark.parametrize("name", ["write_into_intermediates", "write_through_views", "write_into_an_input",
                                   "own_argument_returned", "by_keyword", "tuple_results"])
-def test_compiled_writing_programs_match_eager(name):
+def test_compiled_writing_programs_match_eager(name, monkeypatch):
+    monkeypatch.setattr(gj_config, "decompose_by_templates", 2)
     fn, make = PROGRAMS[name]
     compiled = graphjit.compile(fn)
     for seed in range(3):
@@ -223,15 +226,8 @@ def test_compiled_writing_programs_match_eager(name):
         assert_same(mine, args, where="the arguments after the call")
 
 
-@pytest.fixture
-def every_graph(monkeypatch):
-    """Templates for graphs of any size and repetition (the thresholds would trace small graphs whole)."""
-    monkeypatch.setattr(op_templates, "MIN_CALLS", 0)
-    monkeypatch.setattr(op_templates, "MAX_DISTINCT", 1.0)
-
-
 @pytest.mark.parametrize("key", sorted(ZOO))
-def test_zoo_graphs(key, every_graph):
+def test_zoo_graphs(key):
     spec = ZOO[key]
     reason = missing(spec)
     if reason:
