@@ -237,6 +237,11 @@ triton_compile_workers = _knob("triton_compile_workers", int, 0)
 # not hang the compile).
 triton_prewarm_wait_s = _knob("triton_prewarm_wait_s", float, 60.0)
 
+# 1: a process's first translation starts Triton's start-up thread (triton_build.prewarm_if_cold) before
+# capture, where its inputs are on a GPU and the compiled-graph cache holds no graph; 0: the first graph
+# the cache does not hold starts it, at the compile's start.
+triton_prewarm_at_capture = _knob("triton_prewarm_at_capture", int, 0)
+
 # Embedding/gather indices out of range. -1: in the interpreter they raise IndexError (a status flag read
 # after the kernel), on a GPU they fail a device-side assert, as eager's CUDA kernels do (no sync: the
 # CUDA context is lost, and the error shows at the next sync); 0: never checked (they read row 0);

@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import functools
 import hashlib
+import itertools
 import importlib.util
 import math
 import os
@@ -82,6 +83,33 @@ def prewarm():
             prewarm_times["done"] = time.perf_counter()
     _prewarm_thread = threading.Thread(target=work, name="graphjit-triton-prewarm", daemon=True)
     _prewarm_thread.start()
+
+
+def prewarm_if_cold(values):
+    """prewarm() now, before capture, where config.triton_prewarm_at_capture is on, a CUDA tensor is among
+    `values` (tensors, or modules: their first parameter or buffer) and the compiled-graph cache holds no
+    graph at all: a first compile that will build every kernel, whose Triton start-up then runs beside the
+    capture instead of being waited for. Where the cache holds graphs the call may be a warm start, which
+    loads its kernels' binaries without Triton's start-up: the first cache miss starts it as before."""
+    if not config.triton_prewarm_at_capture or _prewarm_thread is not None:
+        return
+    import torch
+    on_cuda = False
+    for v in values:
+        if isinstance(v, torch.nn.Module):
+            v = next(itertools.chain(v.parameters(), v.buffers()), None)
+        if isinstance(v, torch.Tensor) and v.is_cuda:
+            on_cuda = True
+            break
+    if not on_cuda:
+        return
+    folder = os.path.join(config.cache_dir, "graphs")
+    try:
+        cold = not any(name.endswith(".json") for name in os.listdir(folder))
+    except OSError:
+        cold = True
+    if cold:
+        prewarm()
 
 
 def _compile_first_kernel(target):
