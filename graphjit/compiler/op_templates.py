@@ -28,7 +28,7 @@ import types
 
 import torch
 from torch._dispatch.python import no_python_dispatcher
-from torch.fx.experimental.proxy_tensor import get_proxy_mode
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
 from torch.fx._lazy_graph_module import _make_graph_module, _use_lazy_graph_module
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
 
@@ -111,12 +111,13 @@ def _leaves(val):
 class _Template:
     """One call traced by make_fx: its ATen nodes, and where each node's fake values live."""
 
-    def __init__(self, module, placeholders, body, output, inputs, returned):
+    def __init__(self, module, placeholders, body, output, inputs, returned, moved):
         self.module = module
         self.placeholders = placeholders
         self.body = body
         self.output = output
         self.returned = returned        # {result leaf index: index of the argument that leaf is}
+        self.moved = moved              # {argument index: the body node later calls read it from}
         # where each fake value's memory comes from: ("same", ref) the very value of an argument or an
         # earlier leaf, ("view", ref) a view of its memory, ("fresh", nbytes) memory of its own; a ref is
         # (index of an argument) or (body node, leaf index)
@@ -161,20 +162,31 @@ def _is_mark(node):
     return node.op == "call_function" and node.target is _marker
 
 
+def _proxy_node(t, tracer):
+    """The node make_fx now reads tensor t from (its proxy's), or None."""
+    slot = get_proxy_slot(t, tracer, None)
+    return getattr(getattr(slot, "proxy", None), "node", None)
+
+
 def _caller(calls, marked=False):
     """A function of the calls' tensor arguments (in order) making the calls, each (node, args, kwargs, n):
     args and kwargs hold _Values where its n tensors go; `marked`: with a _mark() before each and after the
-    last. Returns the tuple of their results; the function's `returned` lists, per call, {index of a result
-    leaf: index of the argument it is} (an in-place op returns its argument, as can .contiguous())."""
-    returned = []
+    last. Returns the tuple of their results. The function's `returned` lists, per call, {index of a result
+    leaf: index of the argument it is} (an in-place op returns its argument, as can .contiguous()), and
+    `moved` {index of an argument: the node make_fx reads it from after the call} for each argument whose
+    node the call changed (a write into it: `x[i] = v` returns None, yet later reads of x read its
+    index_put_); a failed call (marked batches only) gets None in both."""
+    returned, moved = [], []
 
     def run(*values):
+        tracer = get_proxy_mode().tracer
         out, first = [], 0
         for node, args, kwargs, n in calls:
             if marked:
                 _mark()
             mine = values[first:first + n]
             first += n
+            before = [_proxy_node(v, tracer) for v in mine]
             taken = iter(mine)
             a, k = _substituted(args, taken), _substituted(kwargs, taken)
             try:
@@ -184,15 +196,19 @@ def _caller(calls, marked=False):
                 if not marked:
                     raise
                 returned.append(None)
+                moved.append(None)
                 out.append(None)
                 continue
             returned.append({j: next(i for i, v in enumerate(mine) if v is leaf)
                              for j, leaf in enumerate(_leaves(result)) if any(v is leaf for v in mine)})
+            moved.append({i: after for i, (v, was) in enumerate(zip(mine, before))
+                          if (after := _proxy_node(v, tracer)) is not was})
             out.append(result)
         if marked:
             _mark()
         return tuple(out)
     run.returned = returned
+    run.moved = moved
     run.template_trace = True
     return run
 
@@ -221,7 +237,8 @@ def trace_by_templates(gm, example_inputs, trace, layouts, always=False):
     distinct calls, or None where this does not apply (module docstring). `layouts(node)`: the context to
     trace node's call under (decompose's TorchFunctionMode for the functions it lays out). `always`: also
     for graphs too small or too varied to gain (tests and fuzzing use it)."""
-    if any(isinstance(x, FakeTensor) or not isinstance(x, torch.Tensor) for x in example_inputs):
+    if any(type(x) not in (torch.Tensor, torch.nn.Parameter) or x.layout != torch.strided or x.is_quantized
+           for x in example_inputs):
         return None
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs) or \
@@ -300,11 +317,15 @@ class _Builder:
         nodes = list(traced.graph.nodes)
         placeholders = [n for n in nodes if n.op == "placeholder"]
         body = [n for n in nodes if n.op not in ("placeholder", "output")]
-        return self.template(traced, placeholders, body, nodes[-1].args[0][0], inputs, caller.returned[0])
+        return self.template(traced, placeholders, body, nodes[-1].args[0][0], inputs, caller.returned[0],
+                             caller.moved[0])
 
-    def template(self, module, placeholders, body, output, inputs, returned):
+    def template(self, module, placeholders, body, output, inputs, returned, moved):
         if any(n.op not in ("call_function", "get_attr") for n in body):
             raise _Unkeyable("a traced node of another kind")
+        inside = set(body)
+        if any(node not in inside for node in moved.values()):
+            raise _Unkeyable("an argument moved to a node outside the call")
         # an op changing sizes or strides in place is fine on the call's own values (mean restrides its
         # result), not on memory of an argument: a later call would see another tensor than its key says
         argument_memory = {_storage(p.meta["val"]) for p in placeholders if isinstance(p.meta.get("val"), torch.Tensor)}
@@ -314,7 +335,7 @@ class _Builder:
                 val = written.meta.get("val") if isinstance(written, torch.fx.Node) else None
                 if not isinstance(val, torch.Tensor) or _storage(val) in argument_memory:
                     raise _Unkeyable("a call that changes an argument's sizes or memory in place")
-        return _Template(module, placeholders, body, output, inputs, returned)
+        return _Template(module, placeholders, body, output, inputs, returned, moved)
 
     def foreseen(self, gm, placeholders):
         """(calls, count): the distinct calls the captured graph's own example values foresee, each (key,
@@ -379,7 +400,7 @@ class _Builder:
                 continue            # the call failed: traced on its own when its actual key is known
             try:
                 self.templates[key] = self.template(traced, mine, body, outputs[k], [t.val for t in made],
-                                                    caller.returned[k])
+                                                    caller.returned[k], caller.moved[k])
             except _Unkeyable:
                 continue
 
@@ -429,7 +450,10 @@ class _Builder:
                 new.meta["val"] = self.remade(tnode, tnode.meta["val"], template.origins[tnode], leaves)
             nodes[tnode] = new
 
+        for i, tnode in template.moved.items():     # make_fx reads the argument from here on
+            tensors[i].node = nodes[tnode]
         index = iter(range(1 << 30))
+        values = {}             # node -> its _Value: a result holding one tensor twice holds one object
 
         def value(a):
             if isinstance(a, (list, tuple)):
@@ -438,11 +462,12 @@ class _Builder:
             if not isinstance(a, torch.fx.Node):
                 return a
             i = template.returned.get(j)
-            if i is None:
-                return _Value(nodes[a], nodes[a].meta.get("val"))
-            # the argument itself: make_fx now reads it from this node (an in-place op's), as here
-            tensors[i].node = nodes[a]
-            return tensors[i]
+            if i is not None:       # the argument itself (an in-place op returns it)
+                tensors[i].node = nodes[a]
+                return tensors[i]
+            if a not in values:
+                values[a] = _Value(nodes[a], nodes[a].meta.get("val"))
+            return values[a]
         return value(template.output)
 
     def detached(self, t):

@@ -128,6 +128,24 @@ def write_into_an_input(x, y):
     return x * y
 
 
+def write_by_setitem(x, idx, v):
+    for _ in range(3):
+        x[idx] = v                  # index_put_ into x, returning None: later reads read its node
+        x = x * 2
+        x[x > 1] = 0.5
+        y = x + 1
+    return x, y
+
+
+def write_through_a_view_by_setitem(x, idx, v):
+    y = x.view(-1, 3)
+    for _ in range(3):
+        y[idx] = v
+        z = y.t() + 1
+        y = y * z.t()
+    return y, z
+
+
 def own_argument_returned(x):
     for _ in range(5):
         y = (x + 1).contiguous().to(x.dtype)
@@ -185,6 +203,9 @@ PROGRAMS = {
     "write_into_intermediates": (write_into_intermediates, lambda: (torch.randn(4, 5),)),
     "write_through_views": (write_through_views, lambda: (torch.randn(4, 5),)),
     "write_into_an_input": (write_into_an_input, lambda: (torch.randn(4, 5), torch.randn(4, 5))),
+    "write_by_setitem": (write_by_setitem, lambda: (torch.randn(5, 3), torch.tensor([0, 2]), torch.randn(3))),
+    "write_through_a_view_by_setitem": (write_through_a_view_by_setitem,
+                                        lambda: (torch.randn(5, 3), torch.tensor([0, 2]), torch.randn(3))),
     "own_argument_returned": (own_argument_returned, lambda: (torch.randn(4, 5),)),
     "one_tensor_twice_and_shared_memory": (one_tensor_twice_and_shared_memory, lambda: (torch.randn(5, 5),)),
     "by_keyword": (by_keyword, lambda: (torch.randn(4, 6), torch.randint(0, 6, (4, 6)))),
@@ -211,6 +232,7 @@ def test_a_call_changing_sizes_in_place_is_traced_whole():
 
 
 @pytest.mark.parametrize("name", ["write_into_intermediates", "write_through_views", "write_into_an_input",
+                                  "write_by_setitem", "write_through_a_view_by_setitem",
                                   "own_argument_returned", "by_keyword", "tuple_results"])
 def test_compiled_writing_programs_match_eager(name, monkeypatch):
     monkeypatch.setattr(gj_config, "decompose_by_templates", 2)
