@@ -4,7 +4,7 @@ A model's captured graph repeats itself: GPT-2's twelve layers call the same fun
 same sizes, and make_fx spends about a millisecond on every call it traces (0.3-0.5 s of a 12-layer
 GPT-2's compile). Here the captured graph is walked node by node. A call's key is what make_fx's trace of
 it can depend on: the function or method, its constant arguments, and each tensor argument's sizes,
-strides, storage offset, dtype, device, flags and which arguments are one tensor or share memory. The
+strides, storage offset and size, dtype, device, flags and which arguments are one tensor or share memory. The
 distinct calls the captured graph's example values foresee are traced by one make_fx call, each on fake
 tensors made to its key (its template); a call whose actual key was not foreseen is traced on its own, on
 its arguments' fake values. Every call copies its key's template's ATen nodes onto its own arguments'
@@ -72,7 +72,8 @@ def _key_of(op, target, args, kwargs):
             shared = storages.setdefault(_storage(t), len(tensors))
             tensors.append(a)
             descriptions.append(("tensor", tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.device,
-                                 t.layout, t.requires_grad, t.is_conj(), t.is_neg(), same, shared))
+                                 t.layout, t.requires_grad, t.is_conj(), t.is_neg(), same, shared,
+                                 t.untyped_storage().nbytes()))
             return descriptions[-1]
         if isinstance(a, (list, tuple)):
             return (type(a).__name__,) + tuple(walk(v) for v in a)
@@ -408,15 +409,14 @@ class _Builder:
         """Fake tensors as `key` describes its tensor arguments (sizes, strides, offset, dtype, device, flags,
         which argument each is the same as or shares memory with), as _Values without nodes."""
         made, extent = [], {}
-        for i, d in enumerate(descriptions):
-            _, shape, stride, offset, dtype, device, layout, requires_grad, conj, neg, same, shared = d
+        for d in descriptions:
+            _, shape, stride, offset, dtype, device, layout, requires_grad, conj, neg, same, shared, nbytes = d
             if layout != torch.strided or conj or neg:
                 raise _Unkeyable("a tensor argument that is not a plain strided one")
-            end = offset + sum((n - 1) * st for n, st in zip(shape, stride)) + 1 if all(shape) else offset
-            extent[shared] = max(extent.get(shared, 0), end * torch.empty((), dtype=dtype).element_size())
+            extent[shared] = max(extent.get(shared, 0), nbytes)
         storages = {}
         for i, d in enumerate(descriptions):
-            _, shape, stride, offset, dtype, device, layout, requires_grad, conj, neg, same, shared = d
+            _, shape, stride, offset, dtype, device, layout, requires_grad, conj, neg, same, shared, nbytes = d
             if same >= 0:
                 made.append(made[same])
                 continue
