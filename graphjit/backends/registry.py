@@ -55,6 +55,16 @@ def lookup_backend(backend, mode=None, options=None):
     return WithSymbols(in_mode, takes_symbols)
 
 
+def before_capture(backend, values):
+    """What a backend starts before a process's frame is captured, given the frame's arguments `values`:
+    for graphjit's compiler with config.triton_prewarm_at_capture, Triton's start-up thread where the
+    arguments are on a GPU and nothing is cached yet (compiler.runtime.triton_build.prewarm_if_cold)."""
+    from .. import config
+    if config.triton_prewarm_at_capture and (backend or config.default_backend) == "graphjit":
+        from ..compiler.runtime import triton_build
+        triton_build.prewarm_if_cold(values)
+
+
 def check_options(backend, options):
     """compile(options=...) for `backend` (a name or a callable), checked: a dict whose entries a backend
     registered with takes_options=True takes. graphjit's compiler takes the knobs of graphjit.config that

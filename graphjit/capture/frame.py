@@ -289,9 +289,9 @@ class CompiledFunction:
 
 
 def translate(fn, options, args, kwargs, defer_logging=True, policy=None):
-    if config.triton_prewarm_at_capture and (options.backend or config.default_backend) == "graphjit":
-        from ..compiler.runtime import triton_build
-        triton_build.prewarm_if_cold([*args, *kwargs.values()])
+    if config.triton_prewarm_at_capture:
+        from ..backends.registry import before_capture
+        before_capture(options.backend, [*args, *kwargs.values()])
     token = reporting.frame_begin()
     kept = {DRAWS: True, FLOATS: True}     # what stays unspecialized (variables/symbolic.py)
     try:

@@ -214,8 +214,8 @@ def test_logs(monkeypatch, artifact, expected):
 
 
 def test_capture_reaches_backends_only_through_the_registry():
-    """Capture makes no backend decisions: its only import from graphjit.backends is the registry's
-    lookup, and it imports nothing from graphjit.compiler."""
+    """Capture makes no backend decisions: its only imports from graphjit.backends are the registry's
+    lookup and its before_capture hook, and it imports nothing from graphjit.compiler."""
     import ast
     import pathlib
     root = pathlib.Path(gj.__file__).parent / "capture"
@@ -225,4 +225,5 @@ def test_capture_reaches_backends_only_through_the_registry():
             if isinstance(node, ast.ImportFrom) and node.module and (
                     "backends" in node.module or "compiler" in node.module):
                 found.append((path.name, node.module, [a.name for a in node.names]))
-    assert found == [("frame.py", "backends.registry", ["lookup_backend"])]
+    assert sorted(found) == [("frame.py", "backends.registry", ["before_capture"]),
+                             ("frame.py", "backends.registry", ["lookup_backend"])]

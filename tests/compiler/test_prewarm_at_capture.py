@@ -64,3 +64,16 @@ def test_off_or_started_already_does_not(started, monkeypatch):
     monkeypatch.setattr(triton_build, "_prewarm_thread", object())
     triton_build.prewarm_if_cold([cuda_tensor()])
     assert started == []
+
+
+def test_a_first_translation_hands_its_arguments_over(monkeypatch):
+    import graphjit
+    seen = []
+    monkeypatch.setattr(gj_config, "triton_prewarm_at_capture", 1)
+    monkeypatch.setattr(triton_build, "prewarm_if_cold", lambda values: seen.append(values))
+    x = torch.randn(3)
+    assert torch.equal(graphjit.compile(lambda a, b=None: a * 2)(x, b=x), x * 2)
+    assert len(seen) == 1 and seen[0][0] is x and seen[0][1] is x
+    monkeypatch.setattr(gj_config, "triton_prewarm_at_capture", 0)
+    graphjit.compile(lambda a: a + 1)(x)
+    assert len(seen) == 1
