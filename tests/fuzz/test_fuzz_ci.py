@@ -288,6 +288,9 @@ DYNAMIC_PYTHON_SEEDS = _plus_found("dynamic-python", range(5000, 5030))
 FLOAT_ARG_SEEDS = _plus_found("float-tensor", range(6000, 6024))
 # floating arguments require grad and gradients are compared too (training graphs: compiler/training.py)
 GRAD_TENSOR_SEEDS = _plus_found("grad-tensor", range(4000000, 4000020))
+# tensor programs with decompose by templates on every graph (the small graphs of random programs would
+# otherwise be traced whole): compiler/op_templates.py against eager
+TEMPLATE_TENSOR_SEEDS = _plus_found("templates-tensor", range(7000, 7030))
 
 
 def _seeds(mode, seeds, one_python=()):
@@ -308,6 +311,12 @@ def _seeds(mode, seeds, one_python=()):
 @pytest.fixture(scope="module")
 def worker():
     with Worker() as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def templates_worker():
+    with Worker(knobs={"decompose_by_templates": 2}) as w:
         yield w
 
 
@@ -335,6 +344,11 @@ def _check(key, prog, backend, worker, tmp_path):
 @pytest.mark.parametrize("seed", _seeds("tensor", TENSOR_SEEDS))
 def test_tensor_program(seed, worker, tmp_path):
     _check(("tensor", seed), generator.generate(seed), "graphjit", worker, tmp_path)
+
+
+@pytest.mark.parametrize("seed", _seeds("templates-tensor", TEMPLATE_TENSOR_SEEDS))
+def test_tensor_program_by_templates(seed, templates_worker, tmp_path):
+    _check(("templates-tensor", seed), generator.generate(seed), "graphjit", templates_worker, tmp_path)
 
 
 @pytest.mark.parametrize("seed", _seeds("triton", TRITON_SEEDS, one_python=TRITON_RANDOM_SEEDS))

@@ -16,8 +16,9 @@ RECYCLE = 150       # programs per child: compiled kernels and caches of earlier
 
 
 class Worker:
-    def __init__(self, triton=False):
+    def __init__(self, triton=False, knobs=None):
         self.triton = triton
+        self.knobs = dict(knobs or {})      # graphjit.config settings the child runs its programs with
         self.proc = self.conn = None
         self.served = 0
 
@@ -61,7 +62,7 @@ class Worker:
     def _start(self):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.triton), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(child, self.triton, self.knobs), daemon=True)
         self.proc.start()
         child.close()
         self.served = 0
@@ -82,9 +83,12 @@ class SetupError(RuntimeError):
     run, so the fuzz run stops instead of counting every program as a crash."""
 
 
-def _serve(conn, triton):
+def _serve(conn, triton, knobs=None):
     try:
         runner.setup_process(triton)
+        from graphjit import config
+        for name, value in (knobs or {}).items():
+            setattr(config, name, value)
     except BaseException:  # noqa: BLE001 - sent to the parent, which raises it
         conn.recv()
         conn.send({"status": "setup_error", "msg": traceback.format_exc()[-3000:]})
