@@ -60,7 +60,7 @@ def before_capture(backend, values):
     for graphjit's compiler with config.triton_prewarm_at_capture, Triton's start-up thread where the
     arguments are on a GPU and nothing is cached yet (compiler.runtime.triton_build.prewarm_if_cold)."""
     from .. import config
-    if config.triton_prewarm_at_capture and (backend or config.default_backend) == "graphjit":
+    if (backend or config.default_backend) == "graphjit":
         from ..compiler.runtime import triton_build
         triton_build.prewarm_if_cold(values)
 

@@ -564,21 +564,20 @@ class _EagerFunctionLayouts(torch.overrides.TorchFunctionMode):
         return _laid_out(out, layout(out, *args, **kwargs))
 
 
+def _laid_out_call(node):
+    """Whether node calls a function _EagerFunctionLayouts lays out or traces in a form of ours."""
+    return node.op == "call_function" and (node.target in EAGER_FUNCTION_LAYOUTS or node.target in EAGER_FUNCTION_FORMS)
+
+
 def _function_layouts(gm):
     """_EagerFunctionLayouts where gm calls a function it lays out or traces in a form of ours, else a
     context doing nothing."""
-    if any(n.op == "call_function" and (n.target in EAGER_FUNCTION_LAYOUTS or n.target in EAGER_FUNCTION_FORMS)
-           for n in gm.graph.nodes):
-        return _EagerFunctionLayouts()
-    return contextlib.nullcontext()
+    return _EagerFunctionLayouts() if any(map(_laid_out_call, gm.graph.nodes)) else contextlib.nullcontext()
 
 
 def _call_layouts(node):
-    """_EagerFunctionLayouts where node calls a function it lays out or traces in a form of ours, else a
-    context doing nothing (op_templates traces one call at a time)."""
-    if node.op == "call_function" and (node.target in EAGER_FUNCTION_LAYOUTS or node.target in EAGER_FUNCTION_FORMS):
-        return _EagerFunctionLayouts()
-    return contextlib.nullcontext()
+    """_function_layouts for one call (op_templates traces one call at a time)."""
+    return _EagerFunctionLayouts() if _laid_out_call(node) else contextlib.nullcontext()
 
 
 _tracing_itself = threading.local()     # the ops a layout decomposition is calling (traced as themselves)
@@ -648,10 +647,7 @@ def decompose(gm, example_inputs, traced_by_aot=False):
     if traced_by_aot and _decomposed_already(gm):
         return _finish(_copied(gm), None)
     with torch.no_grad():
-        # _allow_non_fake_inputs: tensor constants held by the graph (get_attr) stay real; make_fx keeps them
-        # as constants of the traced graph.
-        trace = functools.partial(make_fx, decomposition_table=decomposition_table(), tracing_mode="fake",
-                                  _allow_non_fake_inputs=True)
+        trace = tracer()
         traced = first_trace(gm, example_inputs, trace, config.decompose_by_templates)
         aliases = None
         if _writes(traced) and _symbolic(example_inputs) and writes_into_inputs(traced):
@@ -680,6 +676,13 @@ def decompose(gm, example_inputs, traced_by_aot=False):
             check_written_inputs(written, example_inputs)
             aliases = output_aliases(eager, traced, written)
     return _finish(traced, aliases)
+
+
+def tracer():
+    """make_fx with decompose's table, on fake tensors; tensor constants held by the graph (get_attr) stay
+    real (_allow_non_fake_inputs) and make_fx keeps them as constants of the traced graph."""
+    return functools.partial(make_fx, decomposition_table=decomposition_table(), tracing_mode="fake",
+                             _allow_non_fake_inputs=True)
 
 
 def first_trace(gm, example_inputs, trace, templates):

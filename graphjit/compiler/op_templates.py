@@ -245,25 +245,18 @@ def trace_by_templates(gm, example_inputs, trace, layouts, always=False):
     if len(placeholders) != len(example_inputs) or \
             any(n.op not in ("placeholder", "call_function", "call_method", "output") for n in gm.graph.nodes):
         return None
-    import torch._functorch.config as functorch_config
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    with functorch_config.patch(fake_tensor_allow_unsafe_data_ptr_access=False):
-        mode = FakeTensorMode(allow_fallback_kernels=True, allow_non_fake_inputs=True, shape_env=ShapeEnv(),
-                              static_shapes=True)
     try:
         # lazy graph modules: the templates' code is never run, the result's is generated when first needed
         with _use_lazy_graph_module(True):
-            return _Builder(mode, trace, layouts, always).build(gm, placeholders, example_inputs)
-    except _Unkeyable:
-        return None
-    except Exception:               # noqa: BLE001 - the whole trace reports what is wrong, as it always has
+            return _Builder(trace, layouts, always).build(gm, placeholders, example_inputs)
+    except Exception:               # noqa: BLE001 - _Unkeyable, or a failure the whole trace reports as it always has
         return None
 
 
 class _Builder:
-    def __init__(self, mode, trace, layouts, always):
+    def __init__(self, trace, layouts, always):
         self.always = always
-        self.mode = mode
+        self.mode = None
         self.trace = trace
         self.layouts = layouts
         self.graph = torch.fx.Graph()
@@ -275,6 +268,11 @@ class _Builder:
         calls, count = self.foreseen(gm, placeholders)
         if not self.always and (count < MIN_CALLS or len(calls) > MAX_DISTINCT * count):
             raise _Unkeyable("too few calls alike: the whole trace is as fast")
+        import torch._functorch.config as functorch_config
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+        with functorch_config.patch(fake_tensor_allow_unsafe_data_ptr_access=False):       # make_fx's mode
+            self.mode = FakeTensorMode(allow_fallback_kernels=True, allow_non_fake_inputs=True,
+                                       shape_env=ShapeEnv(), static_shapes=True)
         try:
             self.trace_foreseen(calls)
         except Exception:           # noqa: BLE001 - each call is then traced on its own
@@ -340,7 +338,8 @@ class _Builder:
 
     def foreseen(self, gm, placeholders):
         """(calls, count): the distinct calls the captured graph's own example values foresee, each (key,
-        node, args, kwargs, its tensor arguments made to the key), and how many calls the graph makes."""
+        node, args, kwargs, the key's descriptions of its tensor arguments), and how many calls the graph
+        makes."""
         env = {n: _example(n) for n in placeholders}
         calls, keys, count = [], set(), 0
         for node in gm.graph.nodes:
@@ -354,14 +353,11 @@ class _Builder:
                 continue
             try:
                 key, _, descriptions = _key_of(node.op, node.target, args, kwargs)
-                if key not in keys:
-                    keys.add(key)
-                    made = self.made_to(descriptions)
-                    taken = iter(made)
-                    if _key_of(node.op, node.target, _substituted(args, taken), _substituted(kwargs, taken))[0] == key:
-                        calls.append((key, node, args, kwargs, made))
             except (_Unkeyable, AttributeError, RuntimeError):
                 continue
+            if key not in keys:
+                keys.add(key)
+                calls.append((key, node, args, kwargs, descriptions))
         return calls, count
 
     def trace_foreseen(self, calls):
@@ -369,6 +365,16 @@ class _Builder:
         milliseconds): each call on fake tensors made to its key (same sizes, strides, offsets, flags and
         shared memory), between two marker nodes that cut the traced graph into the calls' templates. A call
         whose actual key differs is traced on its own when it comes."""
+        made_calls = []
+        for key, node, args, kwargs, descriptions in calls:
+            try:
+                made = self.made_to(descriptions)
+            except _Unkeyable:
+                continue
+            taken = iter(made)
+            if _key_of(node.op, node.target, _substituted(args, taken), _substituted(kwargs, taken))[0] == key:
+                made_calls.append((key, node, args, kwargs, made))
+        calls = made_calls
         inputs = [t.val for *_, made in calls for t in made]
         layouts = next((c for c in (self.layouts(node) for _, node, *_ in calls)
                         if not isinstance(c, contextlib.nullcontext)), contextlib.nullcontext())

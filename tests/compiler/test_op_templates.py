@@ -7,7 +7,6 @@ arguments that are one tensor or share memory, tensors passed by keyword, tuple 
 constants, random ops and decompose's own forms and layouts. Compiled results against eager for the writing
 programs."""
 import copy
-import functools
 import operator
 
 import pytest
@@ -70,8 +69,7 @@ def first_traces(gm, example_inputs):
     """decompose's first trace of gm, by make_fx whole and by templates (None where they don't apply)."""
     gm = copy.deepcopy(gm)
     decompose.fold_constant_attention_masks(gm)
-    trace = functools.partial(decompose.make_fx, decomposition_table=decompose.decomposition_table(),
-                              tracing_mode="fake", _allow_non_fake_inputs=True)
+    trace = decompose.tracer()
     with torch.no_grad():
         whole = decompose.first_trace(gm, example_inputs, trace, templates=False)
         ours = op_templates.trace_by_templates(gm, example_inputs, trace, decompose._call_layouts, always=True)
