@@ -119,3 +119,18 @@ def test_column_reduction_keeps_its_tiles_beside_unrelated_work():
     g, h, a = (torch.randn(n, m, generator=gen) for n, m in [(96, 96), (96, 160), (96, 160)])
     compiled = run_cases(bias_gradient_beside_gelu_backward, [(g, h, a)], atol=1e-4, rtol=1e-5)
     assert tiled(compiled)
+
+
+def row_and_column_sums(g, x):
+    """Sums along the rows and down the columns of the same square matrices (layer_norm's backward over
+    [256, 256]: its input gradient's row statistics, its weight and bias gradients): both loop over 256
+    results and 256 reduced elements, but they read each element in different iterations."""
+    return (g * x).sum(1), g.sum(1), (g * x).sum(0), g.sum(0)
+
+
+@pytest.mark.parametrize("n", [64, 67])
+def test_square_matrix_column_sums_keep_their_tiles_beside_row_sums(n):
+    gen = torch.Generator().manual_seed(5)
+    g, x = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+    compiled = run_cases(row_and_column_sums, [(g, x)], atol=1e-4, rtol=1e-5)
+    assert tiled(compiled)
