@@ -1502,19 +1502,20 @@ INDEX_READS = {
 READS_WHOLE = {aten.native_layer_norm.default, aten.native_group_norm.default, aten._softmax.default,
                aten._log_softmax.default}
 
-@torch.library.custom_op("graphjit::check_indices", mutates_args=())
-def check_indices(inside: torch.Tensor, message: str) -> None:
+def _check_indices(inside, message):
     """Raises IndexError(message) unless the 0-d bool `inside` holds: eager's CPU indexing kernels raise
     IndexError for an index out of range, where aten._assert_async raises RuntimeError."""
     if not bool(inside):
         raise IndexError(message)
 
 
-@check_indices.register_fake
-def _check_indices_fake(inside, message):
-    return None
-
-
+# graphjit::check_indices, defined through a Library rather than torch.library.custom_op: custom_op's fake
+# registration records its caller's file and line through inspect.getframeinfo, whose first call in a
+# process walks every loaded module (40-60 ms with transformers imported, on every cold and warm start).
+_LIBRARY = torch.library.Library("graphjit", "FRAGMENT")
+_LIBRARY.define("check_indices(Tensor inside, str message) -> ()")
+_LIBRARY.impl("check_indices", _check_indices, "CompositeExplicitAutograd")
+_LIBRARY.impl("check_indices", lambda inside, message: None, "Meta")
 torch.fx.node.has_side_effect(torch.ops.graphjit.check_indices.default)
 
 # Checks that return nothing and raise eager's error (the compiled graph runs them as ATen calls)
