@@ -23,7 +23,7 @@ from . import numpyvars, randomvars
 from .base import Variable, ConstantVariable, unsupported
 from .containers import (TupleVariable, ListVariable, DictVariable, SetVariable, SizeVariable,
                          NamedTupleVariable, OutsideListVariable)
-from .tensor import TensorVariable
+from .tensor import TensorMethodVariable, TensorVariable
 from .symbolic import FLOATS, SymNodeVariable, SYM_TYPES, keep_unspecialized, specialize
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
@@ -96,13 +96,11 @@ def _distinct_template(n):
 
 def _wrap_uncached(tx, value, source):
     if value is sys.modules and source is not None:
-        from .objects import SysModulesVariable
         tx.guards.add_id(source, value)
-        return SysModulesVariable(source)
+        return objects.SysModulesVariable(source)
     if value is os.environ and source is not None:
-        from .objects import EnvironVariable
         tx.guards.add_id(source, value)
-        return EnvironVariable(source)
+        return objects.EnvironVariable(source)
     if randomvars.is_draw(value):
         if source is not None:
             tx.guards.add_id(source, value)
@@ -163,11 +161,10 @@ def _wrap_uncached(tx, value, source):
             tx.guards.add_id(source, value)
         return ConstantVariable(value, source)
     if isinstance(value, torch.nn.Module):
-        from .objects import NNModuleVariable, guard_mro
         if source is not None:
             tx.guards.add_type(source, type(value))
-            guard_mro(tx, type(value))
-        return NNModuleVariable(value, source)
+            objects.guard_mro(tx, type(value))
+        return objects.NNModuleVariable(value, source)
     return wrap_callable_or_object(tx, value, source)
 
 
@@ -192,8 +189,7 @@ def wrap_tensor(tx, value, source):
         unsupported(f"tensor subclass {type(value).__name__}")
     if value.is_sparse or value.layout != torch.strided:
         unsupported(f"tensor with layout {value.layout}")
-    from ..frame import _is_parameter_or_buffer
-    dims = tx.policy.tensor_dims(source, value, static_input=_is_parameter_or_buffer(value, source))
+    dims = tx.policy.tensor_dims(source, value, static_input=frame._is_parameter_or_buffer(value, source))
     node, fake = tx.graph.add_input(source, value, dims)
     tx.guards.add_tensor(source, value, fake)
     var = TensorVariable(node, fake, source, cls=type(value), real=value)
@@ -283,7 +279,6 @@ def _marked(attr):
 
 
 def _tensor_method(tx, value, source):
-    from .tensor import TensorMethodVariable
     tensor = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
     return TensorMethodVariable(tensor, value.__name__)
 
@@ -303,24 +298,21 @@ def _lru_cached(tx, value, source):
     """A functools.lru_cache/cache wrapper: its function, traced (as torch.compile does). The cache is not
     consulted or filled by the compiled code: the same results for the pure functions it is meant for; a
     call with effects outside itself (which eager runs only on a cache miss) breaks."""
-    from .functions import LruCachedFunctionVariable
     if getattr(value.__wrapped__, "_dynamo_marked_constant", False) is True:
         return _assumed_constant(tx, value, source)      # transformers marks the function under the cache
-    return LruCachedFunctionVariable(value, source)
+    return functions.LruCachedFunctionVariable(value, source)
 
 
 def _is_compiled_function(value):
     """What graphjit.compile returned for a function (not any object that makes up attributes on demand, as
     torch.ops namespaces do)."""
-    from ..frame import CompiledFunction
-    return isinstance(value, CompiledFunction)
+    return isinstance(value, frame.CompiledFunction)
 
 
 def _assumed_constant(tx, value, source):
     """A function marked with torch._dynamo.assume_constant_result (transformers' install and version
     probes): called while tracing, its result used as a constant, as torch.compile does."""
-    from .functions import AssumedConstantVariable
-    return AssumedConstantVariable(value, source)
+    return functions.AssumedConstantVariable(value, source)
 
 
 def _is_checkpoint(value):
@@ -432,17 +424,14 @@ def wrap_class_attribute(tx, obj_var, cls, name, source=None):
             unsupported(f"property {name!r} has no getter")
         return wrap(tx, attr.fget, None).call(tx, [obj_var], {})
     if isinstance(attr, functools.cached_property):
-        from .objects import cached_property_get
-        return cached_property_get(tx, obj_var, cls, name, attr)
+        return objects.cached_property_get(tx, obj_var, cls, name, attr)
     if isinstance(attr, functools._lru_cache_wrapper) and isinstance(getattr(attr, "__wrapped__", None),
                                                                      types.FunctionType):
-        from .functions import LruCachedFunctionVariable
-        return BoundMethodVariable(LruCachedFunctionVariable(attr, None), obj_var)
+        return BoundMethodVariable(functions.LruCachedFunctionVariable(attr, None), obj_var)
     if isinstance(attr, types.FunctionType):
         return BoundMethodVariable(UserFunctionVariable(attr), obj_var)
     if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
-        from .builtins import SlotMethodVariable
-        return SlotMethodVariable(obj_var, name, attr)
+        return bvars.SlotMethodVariable(obj_var, name, attr)
     if isinstance(attr, types.MemberDescriptorType):      # __slots__ attributes
         real = getattr(obj_var, "value", None)
         if real is None or getattr(obj_var, "is_new", False):
@@ -450,10 +439,8 @@ def wrap_class_attribute(tx, obj_var, cls, name, source=None):
         try:
             value = attr.__get__(real, cls)
         except AttributeError as e:
-            from .builtins import AttributeMissing
-            from .objects import guard_slot
-            guard_slot(tx, obj_var.source, name, attr, False)
-            raise AttributeMissing(str(e))
+            objects.guard_slot(tx, obj_var.source, name, attr, False)
+            raise bvars.AttributeMissing(str(e))
         return wrap(tx, value, source)
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, tuple, type)):
         unsupported(f"descriptor {name!r} of type {type(attr).__name__}")
@@ -464,4 +451,6 @@ def wrap_class_attribute(tx, obj_var, cls, name, source=None):
 # import statement on each of the many objects capture wraps
 from . import builtins as bvars, dunders, functions, objects, torchvars  # noqa: E402
 from .. import polyfills  # noqa: E402
+# frame is still loading when this module loads (it imports capture first): bound as a module, read at call time
+from .. import frame  # noqa: E402
 _SIBLINGS = {"functions": functions, "objects": objects, "torchvars": torchvars, "builtins": bvars}

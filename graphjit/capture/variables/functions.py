@@ -6,6 +6,7 @@ import sysconfig
 import types
 
 from ...exc import Unsupported, UserError
+from .. import polyfills
 from ..sources import AttrSource, ItemSource, ObjectSource
 from .base import Variable, ConstantVariable, unsupported
 from .containers import TupleVariable, DictVariable
@@ -166,9 +167,7 @@ class UserFunctionVariable(BaseFunctionVariable):
         code, on the function object itself, once per function whichever way it was reached. Functions
         of the standard library and torch are taken not to be rewritten, as their classes are, and so are
         graphjit's own polyfills."""
-        from .. import polyfills
-        from .dunders import is_library_class
-        if is_library_class(self.fn) or self.fn.__module__ == polyfills.__name__:
+        if dunders.is_library_class(self.fn) or self.fn.__module__ == polyfills.__name__:
             return
         code = self.fn.__code__
         tx.guards.add(1, f"{{0}} is {tx.guards.obj(code)}", f"{code.co_qualname}.__code__ is still "
@@ -575,7 +574,6 @@ class IntrinsicVariable(Variable):
         return cls(value)
 
     def call(self, tx, args, kwargs):
-        from .. import polyfills
         from ..interpreter import GeneratorVariable
         if self.fn is polyfills.refuse:
             unsupported(args[0].as_python_constant(), hint="the call runs in CPython")
@@ -683,3 +681,8 @@ class AssumedConstantVariable(Variable):
 
     def reconstruct(self, cg):
         return self.source.expr() if self.source is not None else cg.obj(self.fn)
+
+
+# bound at the end (dunders imports this module): read at call time, without an import statement on each
+# function call traced
+from . import dunders  # noqa: E402

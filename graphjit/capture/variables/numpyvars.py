@@ -18,7 +18,8 @@ import sys
 import torch
 
 from ... import config
-from .base import ConstantVariable, Variable, unsupported
+from .base import BINARY_OPS, COMPARE_OPS, ConstantVariable, Variable, unsupported
+from .containers import ListVariable
 
 # ops that read a NumPy scalar as a 0-d array, keeping its dtype (torch.tensor(np.float64(2)) is float64,
 # torch.tensor(2.0) float32): torch.tensor(scalar) is a constant tensor (scalar_tensor), the others aren't
@@ -168,7 +169,6 @@ def operands(tx, op, a, b):
     if dtype and not (a.is_constant() and b.is_constant()):
         return None
     if a.is_constant() and b.is_constant():
-        from .base import BINARY_OPS, COMPARE_OPS
         return fold(tx, BINARY_OPS.get(op) or COMPARE_OPS[op], [a, b], {}, f"{op} on NumPy constants")
     from .builtins import _is_tensor
     if _is_tensor(a) or _is_tensor(b):
@@ -446,8 +446,6 @@ class _ArrayIterator(Variable):
 
 def constant_operator(tx, op, a, b):
     """A binary or comparison operator with an array made while tracing (None without one), run now."""
-    from .base import BINARY_OPS, COMPARE_OPS
-    from .containers import ListVariable
     if not (isinstance(a, ArrayConstantVariable) or isinstance(b, ArrayConstantVariable)):
         return None
     if isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable):
@@ -924,18 +922,16 @@ def function_call(tx, fn, args, kwargs):
 
 def binary_operator(tx, op, a, b):
     """A binary or comparison operator with an array operand, as NumPy dispatches it (None without)."""
-    from .dunders import binary_names, COMPARE_DUNDERS, SWAPPED
-    from .tensor import TensorVariable
     if not (isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable)):
         return None
-    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+    if isinstance(a, tensor.TensorVariable) or isinstance(b, tensor.TensorVariable):
         unsupported(f"a tensor {op} a NumPy array")
     if op.endswith("=") and op not in ("==", "!=", "<=", ">="):
         unsupported(f"{op} on a NumPy array (in place)")
-    if op in COMPARE_DUNDERS:
-        forward, reflected = COMPARE_DUNDERS[op], COMPARE_DUNDERS[SWAPPED[op]]
+    if op in dunders.COMPARE_DUNDERS:
+        forward, reflected = dunders.COMPARE_DUNDERS[op], dunders.COMPARE_DUNDERS[dunders.SWAPPED[op]]
     else:
-        forward, reflected = binary_names(op)[:2]
+        forward, reflected = dunders.binary_names(op)[:2]
     a, b = _lift(tx, a), _lift(tx, b)
     if isinstance(a, NdarrayVariable):
         return call(tx, "." + forward, [a, b], {})
@@ -971,3 +967,8 @@ def wrap_array(tx, value, source):
     tx.guards.add(3, "{0}.flags.writeable", None, (source,))
     tx.keepalive.append(tensor)
     return NdarrayVariable(wrap_tensor(tx, tensor, TensorOfArraySource(source)), source=source)
+
+
+# sibling modules bound at the end (they import this one): read at call time, without an import statement on
+# each operator
+from . import dunders, tensor  # noqa: E402

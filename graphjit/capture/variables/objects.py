@@ -11,14 +11,15 @@ import weakref
 
 import torch
 
-from ..sources import AttrSource, ItemSource, ObjectSource, module_attr_source
+from ..sources import AttrSource, DictItemSource, ItemSource, ObjectSource, module_attr_source
 from ...exc import UserError
 from .base import Variable, ConstantVariable, unsupported
-from .builtins import AttributeMissing
+from .builtins import AttributeMissing, SlotMethodVariable
 from .containers import (TupleVariable, ListVariable, DictVariable, NamedTupleVariable, ListIteratorLike,
                          IteratorVariable)
 
-from .dunders import MISSING as _MISSING, lookup
+from .dunders import MISSING as _MISSING, is_library_class, lookup
+from .functions import BoundMethodVariable, UserFunctionVariable
 
 
 def _instance_dict(obj):
@@ -43,27 +44,26 @@ class ObjectLikeVariable(Variable):
     def call_dunder(self, tx, name, args, kwargs=None):
         """type(self).<name>(self, *args): the implicit lookup of Python's protocols, which skips the
         instance dict, __getattribute__ and __getattr__."""
-        from .builder import wrap_class_attribute
         cls = self.python_type()
         if _class_lookup(cls, name) is _MISSING:
             unsupported(f"{cls.__name__} has no {name}")
         guard_class_attribute(tx, cls, name)
-        return wrap_class_attribute(tx, self, cls, name).call(tx, args, kwargs or {})
+        return builder.wrap_class_attribute(tx, self, cls, name).call(tx, args, kwargs or {})
 
     def class_attribute(self, tx, name):
-        from .builder import wrap_class_attribute
         cls = self.python_type()
         src = AttrSource(self.source, name) if self.source is not None else _class_value_source(tx, cls, name)
         if _class_lookup(cls, name) is _MISSING:
             getattr_hook = _class_lookup(cls, "__getattr__")
             if getattr_hook is not _MISSING and not isinstance(self, NNModuleVariable):
                 guard_class_attribute(tx, cls, "__getattr__")
-                return wrap_class_attribute(tx, self, cls, "__getattr__").call(tx, [ConstantVariable(name)], {})
+                hook = builder.wrap_class_attribute(tx, self, cls, "__getattr__")
+                return hook.call(tx, [ConstantVariable(name)], {})
             if self.source is None and _class_source(cls, name) is not None:
                 tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (_class_source(cls, name).base,))
             raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
         guard_class_attribute(tx, cls, name)
-        return wrap_class_attribute(tx, self, cls, name, src)
+        return builder.wrap_class_attribute(tx, self, cls, name, src)
 
     def guard_not_shadowed(self, tx, name, instance_dict):
         """A method, classmethod, property or non-data descriptor with a Python __get__ of an object from
@@ -93,7 +93,6 @@ class NNModuleVariable(ObjectLikeVariable):
         return type(self.module)
 
     def getattr(self, tx, name):
-        from .builder import wrap
         m = self.module
         found, value = tx.side_effects.pending_attr(m, name)
         if found:
@@ -117,9 +116,9 @@ class NNModuleVariable(ObjectLikeVariable):
                     if src is not None:
                         tx.guards.add(1, "{0} is None", None, (src,))
                     return ConstantVariable(None, src)
-                return wrap(tx, value, src)
+                return builder.wrap(tx, value, src)
         if name in d:
-            return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
+            return builder.wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if name == "__class__":
             return ClassVariable(type(m))
         if name != "forward":       # forward's absence is checked with the hooks (see call)
@@ -189,8 +188,7 @@ class NNModuleVariable(ObjectLikeVariable):
         if call is not _class_lookup(torch.nn.Module, "__call__"):
             # the class's own __call__ (transformers' GradientCheckpointingLayer has one), inlined; its
             # super().__call__(...) is nn.Module's, which comes back to module_call
-            from .builder import wrap_class_attribute
-            return wrap_class_attribute(tx, self, type(self.module), "__call__").call(tx, args, kwargs)
+            return builder.wrap_class_attribute(tx, self, type(self.module), "__call__").call(tx, args, kwargs)
         return self.module_call(tx, args, kwargs)
 
     def module_call(self, tx, args, kwargs):
@@ -227,7 +225,6 @@ class NNModuleVariable(ObjectLikeVariable):
         """The module's forward pre-hooks and forward hooks as (Variable, takes kwargs) pairs, in order,
         guarded: the same hook ids, each the same function, the same kwargs flags, and no backward
         hooks."""
-        from .builder import wrap
         m = self.module
         if self.source is None:
             unsupported(f"{type(m).__name__} has hooks registered and no source to guard them by")
@@ -249,7 +246,7 @@ class NNModuleVariable(ObjectLikeVariable):
         tx.guard_no_global_module_hooks()
 
         def hooks(name, with_kwargs):
-            return [(wrap(tx, hook, ItemSource(AttrSource(src, name), key)), key in with_kwargs)
+            return [(builder.wrap(tx, hook, ItemSource(AttrSource(src, name), key)), key in with_kwargs)
                     for key, hook in getattr(m, name).items()]
         return (hooks("_forward_pre_hooks", m._forward_pre_hooks_with_kwargs),
                 hooks("_forward_hooks", m._forward_hooks_with_kwargs))
@@ -305,9 +302,8 @@ class NNModuleVariable(ObjectLikeVariable):
         return list(mods.keys())
 
     def _child(self, tx, key):
-        from .builder import wrap
         src = module_attr_source(self.source, "_modules", key) if self.source is not None else None
-        return wrap(tx, self.module._modules[key], src)
+        return builder.wrap(tx, self.module._modules[key], src)
 
     def unpack(self, tx):
         if isinstance(self.module, torch.nn.ModuleDict):
@@ -365,7 +361,6 @@ class NNModuleVariable(ObjectLikeVariable):
         return super().call_method(tx, name, args, kwargs)
 
     def _module_iterator(self, tx, name, args, kwargs):
-        from .builder import wrap
         if self.source is None:
             unsupported(f"{name}() of a module without a source")
         if name in ("children", "named_children"):
@@ -384,14 +379,14 @@ class NNModuleVariable(ObjectLikeVariable):
                 src = module_attr_source(src, "_modules", part)
             tx.guards.add_keys(AttrSource(src, "_modules"), tuple(mod._modules.keys()))
             if kind is None:
-                var = wrap(tx, mod, src)
+                var = builder.wrap(tx, mod, src)
                 items.append(TupleVariable([ConstantVariable(path), var]) if name.startswith("named") else var)
                 continue
             tx.guards.add_keys(AttrSource(src, kind), tuple(getattr(mod, kind).keys()))
             for pname, p in getattr(mod, kind).items():
                 if p is None:
                     continue
-                var = wrap(tx, p, module_attr_source(src, kind, pname))
+                var = builder.wrap(tx, p, module_attr_source(src, kind, pname))
                 full = f"{path}.{pname}" if path else pname
                 items.append(TupleVariable([ConstantVariable(full), var]) if name.startswith("named") else var)
         return IteratorVariable(items)
@@ -416,14 +411,13 @@ class UserObjectVariable(ObjectLikeVariable):
         if self._dict_part is None:
             if not isinstance(self.value, dict):
                 unsupported(f"{self.cls.__name__} is not a dict")
-            from .builder import wrap
-            from ..sources import DictItemSource
             keys = tuple(dict.keys(self.value))
             if self.source is not None:
                 tx.guards.add(4, f"tuple(dict.keys({{0}})) == {tx.guards.obj(keys)}",
                               f"keys of {self.source.expr()} == {keys!r}", (self.source,))
-            items = {k: wrap(tx, dict.__getitem__(self.value, k),
-                             DictItemSource(self.source, k) if self.source is not None else None) for k in keys}
+            items = {k: builder.wrap(tx, dict.__getitem__(self.value, k),
+                                     DictItemSource(self.source, k) if self.source is not None else None)
+                     for k in keys}
             self._dict_part = DictVariable(items)
         return self._dict_part
 
@@ -471,7 +465,6 @@ class UserObjectVariable(ObjectLikeVariable):
                         "would insert a value into a dict from outside the frame")
         if not isinstance(missing, types.FunctionType):
             unsupported(f"{self.cls.__name__}.__missing__ is not a Python function")
-        from .functions import UserFunctionVariable
         return UserFunctionVariable(missing).call(tx, [self, key], {})
 
     def python_type(self):
@@ -495,7 +488,6 @@ class UserObjectVariable(ObjectLikeVariable):
 
     def raw_getattr(self, tx, name):
         """object.__getattribute__ semantics (plus __getattr__ as the fallback)."""
-        from .builder import wrap
         if self.is_new:
             return self._new_object_attr(tx, name)
         if not self.is_new:
@@ -519,11 +511,11 @@ class UserObjectVariable(ObjectLikeVariable):
             if type(value) in (list, dict, set) and _computes(_class_lookup(self.cls, name)) and \
                     name not in _instance_dict(self.value):
                 return _computed_container(tx, AttrSource(self.source, name), value)
-            return wrap(tx, value, AttrSource(self.source, name))
+            return builder.wrap(tx, value, AttrSource(self.source, name))
         d = _instance_dict(self.value)
         descriptor = _class_lookup(self.cls, name)
         if name in d and not _is_data_descriptor(descriptor):
-            return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
+            return builder.wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if descriptor is _MISSING and name not in d and self.source is not None:
             tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
         self.guard_not_shadowed(tx, name, d if _has_instance_dict(self.cls) else None)
@@ -538,10 +530,9 @@ class UserObjectVariable(ObjectLikeVariable):
             return cached_property_get(tx, self, self.cls, name, descriptor)
         getter = getattr(type(descriptor), "__get__", None) if descriptor is not _MISSING else None
         if isinstance(getter, types.FunctionType) and not isinstance(descriptor, type):
-            from .builder import wrap
             guard_mro_lookup(tx, self.cls, name)
-            return wrap(tx, getter, None).call(tx, [_descriptor_var(tx, descriptor), self,
-                                                   ClassVariable(self.cls)], {})
+            return builder.wrap(tx, getter, None).call(tx, [_descriptor_var(tx, descriptor), self,
+                                                           ClassVariable(self.cls)], {})
         return super().class_attribute(tx, name)
 
     def _new_object_attr(self, tx, name):
@@ -590,8 +581,7 @@ class UserObjectVariable(ObjectLikeVariable):
         if isinstance(descriptor, property):
             if descriptor.fdel is None:
                 raise UserError(_attribute_error(self.cls, name, descriptor, delattr))
-            from .builder import wrap
-            wrap(tx, descriptor.fdel, None).call(tx, [self], {})
+            builder.wrap(tx, descriptor.fdel, None).call(tx, [self], {})
             return
         if _is_data_descriptor(descriptor) and not isinstance(descriptor, types.MemberDescriptorType):
             unsupported(f"deleting {name!r} through a {type(descriptor).__name__} descriptor")
@@ -640,13 +630,11 @@ class UserObjectVariable(ObjectLikeVariable):
         if isinstance(descriptor, property):
             if descriptor.fset is None:
                 raise UserError(_attribute_error(self.cls, name, descriptor, setattr))
-            from .builder import wrap
-            wrap(tx, descriptor.fset, None).call(tx, [self, value], {})
+            builder.wrap(tx, descriptor.fset, None).call(tx, [self, value], {})
             return
         setter = getattr(type(descriptor), "__set__", None) if descriptor is not _MISSING else None
         if isinstance(setter, types.FunctionType):
-            from .builder import wrap
-            wrap(tx, setter, None).call(tx, [_descriptor_var(tx, descriptor), self, value], {})
+            builder.wrap(tx, setter, None).call(tx, [_descriptor_var(tx, descriptor), self, value], {})
             return
         if setter is not None and not isinstance(descriptor, types.MemberDescriptorType):
             unsupported(f"assigning {name!r} through a {type(descriptor).__name__} descriptor")
@@ -745,8 +733,6 @@ def _guarded_class_attribute(attr):
 def _class_source(cls, name):
     """`cls.name` as a source, for a user class reached without one (an object made in the frame,
     `type(self)`): a class attribute read there is guarded like any other read."""
-    from .dunders import is_library_class
-    from ..sources import ObjectSource
     if not isinstance(cls, type) or is_library_class(cls):
         return None
     return AttrSource(ObjectSource(cls), name)
@@ -756,12 +742,12 @@ def _class_value_source(tx, cls, name):
     """The source to wrap a user class's attribute with, read through a class reached without one: an
     immutable value is read through `cls.name` (guarded by value); another object (a dict of dataclass
     fields, a registry) is guarded to be the same object there, its contents taken as they are now."""
-    from .builder import _all_immutable
     source = _class_source(cls, name)
     value = _class_lookup(cls, name)
     if source is None or value is _MISSING or _guarded_class_attribute(value) is not None:
         return None                 # missing, or a method / property: see guard_class_attribute
-    if type(value) in (int, float, str, bool, bytes, type(None)) or type(value) is tuple and _all_immutable(value):
+    if type(value) in (int, float, str, bool, bytes, type(None)) or \
+            type(value) is tuple and builder._all_immutable(value):
         return source
     if not hasattr(type(value), "__get__"):
         tx.guards.add_id(source, value)
@@ -776,7 +762,6 @@ def guard_class_attribute(tx, cls, name):
     attr = _class_lookup(cls, name)
     expected = _guarded_class_attribute(attr)
     if expected is not None:
-        from ..sources import ObjectSource
         tx.guards.add_id(AttrSource(ObjectSource(cls), name), expected)
     elif isinstance(attr, classmethod) or _has_python_get(attr):
         guard_mro_lookup(tx, cls, name)
@@ -791,8 +776,6 @@ def guard_mro(tx, cls):
     """cls's MRO is the same next call. `C.__bases__ = ...` (on cls or any class it derives from) gives
     cls a new __mro__ tuple: a trace that relied on it (a type guard, isinstance, a lookup along it)
     checks that tuple's identity. Builtin classes can't change; library classes aren't rebased."""
-    from ..sources import ObjectSource
-    from .dunders import is_library_class
     if isinstance(cls, type) and cls.__flags__ & _HEAPTYPE and not is_library_class(cls):
         tx.guards.add_same_tuple(AttrSource(ObjectSource(cls), "__mro__"), cls.__mro__)
 
@@ -802,7 +785,6 @@ def guard_mro_lookup(tx, cls, name, start=0):
     what it found now: the same MRO, no class before the owner holds `name`, the owner still holds the
     same object; where no class holds it, none does next call. Builtin (non-heap) classes can't change
     and are not checked."""
-    from ..sources import ObjectSource
     guard_mro(tx, cls)
     for klass in cls.__mro__[start:]:
         owns = name in klass.__dict__
@@ -823,10 +805,8 @@ _HEAPTYPE = 1 << 9      # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 def _descriptor_var(tx, descriptor):
     """A descriptor object found on a class, read through a source (its own state may change)."""
-    from .builder import wrap
-    from ..sources import ObjectSource
     tx.keepalive.append(descriptor)
-    return wrap(tx, descriptor, ObjectSource(descriptor))
+    return builder.wrap(tx, descriptor, ObjectSource(descriptor))
 
 
 def _computes(descriptor):
@@ -841,14 +821,13 @@ def _computed_container(tx, source, value):
     read through a Python __getattribute__: not an object stored at `source`, so the frame gets a copy of its
     own (its mutations and identity are those of a fresh object, as in Python), and the entry guards that a
     read there gives an equal container. Only containers of constants: others break the graph."""
-    from .builder import wrap
     items = list(value.items()) if isinstance(value, dict) else list(value)
     leaves = [leaf for item in items for leaf in (item if isinstance(value, dict) else (item,))]
     if not all(type(leaf) in (str, int, float, bool, type(None)) for leaf in leaves):
         unsupported(f"{source.expr()} is computed on every read (a new {type(value).__name__} of non-constant "
                     f"items each time, through a Python __getattribute__)")
     tx.guards.add_equals(source, value)
-    return wrap(tx, type(value)(value) if not isinstance(value, dict) else dict(value), None)
+    return builder.wrap(tx, type(value)(value) if not isinstance(value, dict) else dict(value), None)
 
 
 def _is_data_descriptor(attr):
@@ -999,7 +978,6 @@ class ClassVariable(ObjectLikeVariable):
         return self.cls
 
     def getattr(self, tx, name):
-        from .builder import wrap
         attr = _class_lookup(self.cls, name) if isinstance(self.cls, type) else _MISSING
         if attr is _MISSING:
             try:
@@ -1008,23 +986,21 @@ class ClassVariable(ObjectLikeVariable):
                 self._guard_missing(tx, name)
                 raise AttributeMissing(f"type object {self.cls.__name__!r} has no attribute {name!r}")
             base = self._mutable_source()
-            return wrap(tx, value, AttrSource(base, name) if base is not None else None)
+            return builder.wrap(tx, value, AttrSource(base, name) if base is not None else None)
         if name == "apply" and _is_autograd_function(self.cls):
             guard_class_attribute(tx, self.cls, name)
             return AutogradFunctionApply(self.cls)
         if isinstance(attr, classmethod):
-            from .functions import BoundMethodVariable
             guard_class_attribute(tx, self.cls, name)
-            return BoundMethodVariable(wrap(tx, attr.__func__, None), self)
+            return BoundMethodVariable(builder.wrap(tx, attr.__func__, None), self)
         if isinstance(attr, staticmethod):
             guard_class_attribute(tx, self.cls, name)
-            return wrap(tx, attr.__func__, None)
-        return wrap(tx, getattr(self.cls, name), self._attribute_source(tx, name))
+            return builder.wrap(tx, attr.__func__, None)
+        return builder.wrap(tx, getattr(self.cls, name), self._attribute_source(tx, name))
 
     def _mutable_source(self):
         """Where to read (and guard) this class's attributes on every call: its source, else the class
         object itself; None for a builtin class with a builtin metaclass, whose attributes can't change."""
-        from ..sources import ObjectSource
         if self.source is not None:
             return self.source
         if any(k.__flags__ & _HEAPTYPE for k in (self.cls, type(self.cls)) if isinstance(k, type)):
@@ -1077,10 +1053,9 @@ class ClassVariable(ObjectLikeVariable):
 def cached_property_get(tx, obj_var, cls, name, descriptor):
     """A functools.cached_property missing from the instance dict (which is read first): computed, then
     stored there, as its __get__ does (3.11's takes a lock to do so, which the trace need not)."""
-    from .builder import wrap
     if cls.__setattr__ is not object.__setattr__ or not hasattr(obj_var, "setattr"):
         unsupported(f"cached_property {name!r} of a class with its own __setattr__")
-    value = wrap(tx, descriptor.func, None).call(tx, [obj_var], {})
+    value = builder.wrap(tx, descriptor.func, None).call(tx, [obj_var], {})
     obj_var.setattr(tx, descriptor.attrname or name, value)
     return value
 
@@ -1214,11 +1189,10 @@ class SysModulesVariable(Variable):
         return ConstantVariable(present)
 
     def getitem(self, tx, key):
-        from .builder import wrap
         if not self.method___contains__(tx, key).value:
             raise UserError(KeyError(key.as_python_constant()))
         name = key.as_python_constant()
-        return wrap(tx, sys.modules[name], ItemSource(self.source, name))
+        return builder.wrap(tx, sys.modules[name], ItemSource(self.source, name))
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__" and len(args) == 1 and not kwargs:
@@ -1265,28 +1239,25 @@ class PythonModuleVariable(Variable):
         tx.side_effects.store_attr(self, self.value, name, value)
 
     def getattr(self, tx, name):
-        from .builder import wrap, is_frozen_module
         found, pending = tx.side_effects.pending_attr(self.value, name)
         if found:
             return pending
-        frozen = is_frozen_module(self.value)
+        frozen = builder.is_frozen_module(self.value)
         try:
             value = getattr(self.value, name)
         except AttributeError:
             if not frozen:
-                from ..sources import ObjectSource
                 source = self.source if self.source is not None else ObjectSource(self.value)
                 tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
             raise AttributeMissing(f"module {self.value.__name__!r} has no attribute {name!r}")
         if type(self.value) is not types.ModuleType and _is_data_descriptor(_class_lookup(type(self.value), name)):
             # a property of a module subclass (torch.backends.cudnn.enabled): process state, guarded
-            from ..sources import ObjectSource
             source = self.source if self.source is not None else ObjectSource(self.value)
-            return wrap(tx, value, AttrSource(source, name))
+            return builder.wrap(tx, value, AttrSource(source, name))
         if frozen or self.source is None:
             tx.guards.add_module_attr(self.value, name, value)
-            return wrap(tx, value, None)
-        return wrap(tx, value, AttrSource(self.source, name))
+            return builder.wrap(tx, value, None)
+        return builder.wrap(tx, value, AttrSource(self.source, name))
 
     def reconstruct(self, cg):
         return self.source.expr() if self.source is not None else cg.obj(self.value)
@@ -1315,9 +1286,6 @@ class SuperVariable(Variable):
         self.obj = obj
 
     def getattr(self, tx, name):
-        from .builder import wrap
-        from .functions import BoundMethodVariable, UserFunctionVariable
-        from .builtins import SlotMethodVariable
         owner = self.obj.python_type() if not isinstance(self.obj, ClassVariable) else self.obj.cls
         mro = owner.__mro__
         start = mro.index(self.cls) + 1
@@ -1330,11 +1298,12 @@ class SuperVariable(Variable):
                 if isinstance(attr, types.FunctionType):
                     return BoundMethodVariable(UserFunctionVariable(attr), self.obj)
                 if isinstance(attr, classmethod):
-                    return BoundMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(self.obj.python_type()))
+                    return BoundMethodVariable(builder.wrap(tx, attr.__func__, None),
+                                               ClassVariable(self.obj.python_type()))
                 if isinstance(attr, staticmethod):
-                    return wrap(tx, attr.__func__, None)
+                    return builder.wrap(tx, attr.__func__, None)
                 if isinstance(attr, property):
-                    return wrap(tx, attr.fget, None).call(tx, [self.obj], {})
+                    return builder.wrap(tx, attr.fget, None).call(tx, [self.obj], {})
                 if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
                     return SlotMethodVariable(self.obj, name, attr)
                 unsupported(f"super().{name} of type {type(attr).__name__}")
@@ -1350,3 +1319,8 @@ def _string_keyed(var):
     if not all(isinstance(k, str) for k in var.items):
         unsupported("keyword arguments with keys that are not strings")
     return dict(var.items)
+
+
+# bound once importable (builder imports this module): read at call time, without an import statement on
+# each attribute read
+from . import builder  # noqa: E402

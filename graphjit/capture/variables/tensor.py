@@ -4,6 +4,7 @@ import operator
 import torch
 
 from ...exc import Unsupported
+from ..sources import AttrSource
 from . import numpyvars, symbolic
 from .base import Variable, ConstantVariable, MethodOf, NotConstant, unsupported
 
@@ -52,23 +53,18 @@ class TensorVariable(Variable):
         super().setattr(tx, name, value)
 
     def getattr(self, tx, name):
-        from .containers import SizeVariable
-        from .builder import wrap_fake_result
         if name == "shape":
-            return SizeVariable(symbolic.size_items(tx, self, self.fake.shape))
+            return containers.SizeVariable(symbolic.size_items(tx, self, self.fake.shape))
         if name in METADATA_ATTRS:
             return ConstantVariable(getattr(self.fake, name))
         if name == "grad" and self.real is not None and self.source is not None:
             # an input's gradient, as it is when the frame starts: nothing traced can change it before
             # this read (backward, hooks and stores to .grad are graph breaks); guarded like any input
-            from ..sources import AttrSource
-            from .builder import wrap
-            return wrap(tx, self.real.grad, AttrSource(self.source, "grad"))
+            return builder.wrap(tx, self.real.grad, AttrSource(self.source, "grad"))
         if name in ("grad", "_base", "grad_fn"):
             unsupported(f"tensor attribute {name!r}")
         if name == "__class__":          # as type(x) (logging helpers read x.__class__.__name__)
-            from .objects import ClassVariable
-            return ClassVariable(self.python_type())
+            return objects.ClassVariable(self.python_type())
         if name in DATA_METHODS:
             return TensorMethodVariable(self, name)
         attr = getattr(type(self.fake), name, None)
@@ -90,10 +86,8 @@ class TensorVariable(Variable):
         parameter's flag), read through the input's source; missing, guarded to stay missing."""
         from .builtins import AttributeMissing
         if self.real is not None and self.source is not None:
-            from ..sources import AttrSource
-            from .builder import wrap
             if name in vars(self.real):
-                return wrap(tx, vars(self.real)[name], AttrSource(self.source, name))
+                return builder.wrap(tx, vars(self.real)[name], AttrSource(self.source, name))
             tx.guards.add(3, f"{name!r} not in {{0}}.__dict__", None, (self.source,))
         raise AttributeMissing(f"'{self.python_type().__name__}' object has no attribute {name!r}")
 
@@ -138,14 +132,12 @@ class TensorMethodVariable(MethodOf):
         if name == "storage_offset":
             _guard_storage_offsets(tx)
         if name in ("size", "stride") or name in METADATA_METHODS:
-            from .builder import wrap_constant_result
             cargs = [a.as_python_constant() for a in args]
             ckw = {k: v.as_python_constant() for k, v in kwargs.items()}
             result = getattr(fake, name)(*cargs, **ckw)
             if isinstance(result, torch.Size):
-                from .containers import SizeVariable
-                return SizeVariable([ConstantVariable(s) for s in result])
-            return wrap_constant_result(tx, result)
+                return containers.SizeVariable([ConstantVariable(s) for s in result])
+            return builder.wrap_constant_result(tx, result)
         if name == "__setitem__":
             return record(tx, "call_function", operator.setitem, [self.tensor, *args], kwargs, mutates=True)
         if name == "__getitem__":
@@ -179,7 +171,6 @@ def _requested_flag(args, kwargs):
 
 def _symbolic_size(tx, tensor, name, args):
     """x.size(), x.size(d), x.numel() of a tensor with size symbols; None for a static one."""
-    from .containers import SizeVariable
     fake = tensor.fake
     if not any(symbolic.is_symbolic(s) for s in fake.shape):
         return None
@@ -187,7 +178,7 @@ def _symbolic_size(tx, tensor, name, args):
         return symbolic.numel_of(tx, tensor)
     items = symbolic.size_items(tx, tensor, fake.shape)
     if not args:
-        return SizeVariable(items)
+        return containers.SizeVariable(items)
     d = args[0].as_python_constant()
     if not -fake.dim() <= d < max(fake.dim(), 1):
         return None                 # the fake op raises torch's own IndexError
@@ -243,7 +234,6 @@ def _contains_tensor(value):
 
 def record(tx, kind, target, args, kwargs, mutates=False):
     """Add one op to the graph: propagate fake tensors, create the node, wrap the result."""
-    from .builder import wrap_fake_result, wrap_constant_result
     numpyvars.check_op_args(target, args, kwargs)
     node_args = [to_node_args(a) for a in args]
     node_kwargs = {k: to_node_args(v) for k, v in kwargs.items()}
@@ -274,9 +264,9 @@ def record(tx, kind, target, args, kwargs, mutates=False):
         if isinstance(example, symbolic.SYM_TYPES):     # torch.numel(x), torch.sym_max(n, 1) ...
             return symbolic.wrap_sym(tx, example, lambda: tx.graph.create_node(
                 kind, target, node_args, node_kwargs, example))
-        return wrap_constant_result(tx, example)
+        return builder.wrap_constant_result(tx, example)
     node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
-    return _same_objects(wrap_fake_result(tx, node, example), [*args, *kwargs.values()])
+    return _same_objects(builder.wrap_fake_result(tx, node, example), [*args, *kwargs.values()])
 
 
 def _sdpa_mask_enlarges(query, key, value, attn_mask=None, *args, **kwargs):
@@ -314,8 +304,7 @@ def _same_objects(result, inputs):
         return result
     if isinstance(result, TensorVariable):
         return by_fake.get(id(result.fake), result)
-    from .containers import BaseListVariable
-    if isinstance(result, BaseListVariable):
+    if isinstance(result, containers.BaseListVariable):
         result.items = [by_fake.get(id(v.fake), v) if isinstance(v, TensorVariable) else v for v in result.items]
     return result
 
@@ -332,5 +321,6 @@ def _target_name(target):
     return target if isinstance(target, str) else getattr(target, "__name__", repr(target))
 
 
-# bound once importable (containers imports this module): read at call time
-from . import containers  # noqa: E402
+# sibling modules bound at the end (they import this one, or are loading while it loads): read at call time,
+# without an import statement on each op recorded
+from . import builder, containers, objects  # noqa: E402
