@@ -335,15 +335,17 @@ class Kernel:
 def schedule(graph):
     """The graph's work as a list of Kernels and ExternKernels, in execution order.
 
-    A computed buffer joins the latest kernel that takes it, among those since the last extern call, so
-    long as no kernel after that one makes a value it reads (moving it earlier keeps its inputs ready).
-    It never moves across an extern call (which may mutate its arguments). A buffer without elements
-    has nothing to compute: it gets a kernel of its own that nothing joins, and that runs no loop."""
+    A computed buffer joins the latest kernel that takes it, so long as no kernel or extern call after that
+    one makes a value it reads (moving it earlier keeps its inputs ready): a layer_norm's saved statistics
+    join its kernel across the matmul that reads its output. It never moves across an extern call that
+    writes into memory, draws random numbers or checks something (_extern_barrier), nor further back than
+    MOVE_BACK_KERNELS kernels. A buffer without elements has nothing to compute: it gets a kernel of its own
+    that nothing joins, and that runs no loop."""
     items, open_kernels = [], []
     for node in graph.nodes:
         if isinstance(node, ExternKernel):
-            open_kernels = []
             items.append(node)
+            open_kernels = [] if _extern_barrier(node) else open_kernels + [node]
             continue
         if has_no_elements(node):
             node_split, _ = split_node(node)
@@ -376,18 +378,40 @@ def is_empty_kernel(kernel):
     return all(has_no_elements(n.buffer) for n in kernel.nodes)
 
 
+# How many kernels back a computed buffer may move to join one (each try costs compile time).
+MOVE_BACK_KERNELS = 16
+
+
+def _extern_barrier(extern):
+    """Whether nothing may move from after this extern call to before it: a call that is not a plain ATen
+    op, writes into an argument, draws random numbers (an order eager keeps), or exists for its side effect
+    (a check that raises eager's error: work after it must not run, or raise, before it)."""
+    import torch
+    from .decompose import RUNTIME_CHECKS
+    op = extern.op
+    if not isinstance(op, torch._ops.OpOverload) or op in RUNTIME_CHECKS:
+        return True
+    return op._schema.is_mutable or torch.Tag.nondeterministic_seeded in op.tags or \
+        op in torch.fx.node._side_effectful_functions
+
+
 def _fuse_into_open_kernel(buffer, open_kernels):
     reads = {name for name, _ in split_node(buffer)[0].accesses()[0]}
     later_writes = set()
-    for i, kernel in enumerate(reversed(open_kernels)):
-        if reads & later_writes:
+    tried = 0
+    for item in reversed(open_kernels):
+        if reads & later_writes or tried == MOVE_BACK_KERNELS:
             break
-        reason = kernel.try_add(buffer)
+        if isinstance(item, ExternKernel):
+            later_writes |= {out.name for out in item.outputs}
+            continue
+        reason = item.try_add(buffer)
         if reason is None:
             return True
-        if i == 0:
-            logs.log("fusion", f"{buffer.name} not fused into {kernel.name}: {reason}")
-        later_writes |= set(kernel.written())
+        if tried == 0:
+            logs.log("fusion", f"{buffer.name} not fused into {item.name}: {reason}")
+        tried += 1
+        later_writes |= set(item.written())
     return False
 
 

@@ -246,3 +246,46 @@ def test_repeated_ops_that_outputs_hold_stay_apart():
         torch.testing.assert_close(got, want)
     assert len({t.untyped_storage().data_ptr() for t in out}) == 6
     assert not torch.equal(out[4], out[5])
+
+
+def _statistics_after_the_matmul(x, w):
+    """A row statistic of x computed after a matmul that does not read it: it joins the kernel before the
+    matmul, which reads x's rows already."""
+    h = torch.relu(x)
+    y = h @ w
+    return y, (x * x).sum(1)
+
+
+def test_work_independent_of_a_matmul_joins_the_kernel_before_it():
+    compiled = run_cases(_statistics_after_the_matmul, [(make((64, 48), torch.float32), make((48, 32), torch.float32))],
+                         rtol=1e-5, atol=1e-5)
+    assert kernel_count(compiled) == 1 and extern_count(compiled) == 1
+    assert compiled.items.index(next(i for i in compiled.items if isinstance(i, Kernel))) == 0
+
+
+def _statistics_of_the_product(x, w):
+    """A statistic that reads the matmul's result stays after it."""
+    y = torch.relu(x) @ w
+    return y, (y * x[:, :32]).sum(1)
+
+
+def test_work_reading_a_matmul_stays_after_it():
+    compiled = run_cases(_statistics_of_the_product, [(make((64, 48), torch.float32), make((48, 32), torch.float32))],
+                         rtol=1e-5, atol=1e-5)
+    kinds = [isinstance(i, Kernel) for i in compiled.items]
+    assert kinds == [True, False, True]
+
+
+def test_extern_barriers():
+    """Nothing moves back across an extern call that writes into memory, draws random numbers or checks
+    something; a plain ATen computation is no barrier."""
+    from graphjit.compiler.decompose import RUNTIME_CHECKS
+    from graphjit.compiler.ir import ExternKernel
+    from graphjit.compiler.scheduler import _extern_barrier
+    aten = torch.ops.aten
+    barrier = lambda op: _extern_barrier(ExternKernel("e", op, (), {}, "extern op"))  # noqa: E731
+    assert not barrier(aten.mm.default) and not barrier(aten.convolution.default)
+    assert barrier(aten.copy_.default) and barrier(aten.index_put_.default)
+    assert barrier(aten.rand.default) and barrier(aten.native_dropout.default)
+    assert all(barrier(op) for op in RUNTIME_CHECKS)
+    assert barrier(lambda *a: None)
