@@ -704,6 +704,21 @@ def first_trace(gm, example_inputs, trace, templates):
             raise Refused(f"a write into a tensor whose elements overlap in memory: {e}") from e
 
 
+def is_impure(node):
+    """fx's rule (writes, calls registered as side-effectful), and any op that returns nothing: it runs only
+    for its effect, as the checks that raise eager's error do (aten._linalg_check_errors, which fx on torch
+    2.11 takes for dead code: a compiled cholesky of a matrix that is not positive definite returned a
+    value where eager raises)."""
+    if node.is_impure():
+        return True
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+        not node.target._schema.returns
+
+
+def eliminate_dead_code(graph):
+    graph.eliminate_dead_code(is_impure_node=is_impure)
+
+
 def _finish(traced, aliases):
     """decompose's passes after the trace: scatters of dense values, index checks of indexing ops read in
     part, constants folded, dead code gone."""
@@ -711,7 +726,7 @@ def _finish(traced, aliases):
     check_indices_read_in_part(traced)
     folded = fold_constants(traced)
     merge_repeated_ops(traced)
-    traced.graph.eliminate_dead_code()
+    eliminate_dead_code(traced.graph)
     if folded:
         used = {node.target for node in traced.graph.nodes if node.op == "get_attr"}
         for name in [n for n in traced._buffers if n.startswith(("_folded_constant", "_tensor_constant"))
@@ -1077,7 +1092,7 @@ def _unfolds_as_views(gm):
                           f"uneven gap (functionalization would write it back as unfold_backward, not exactly)")
         node.replace_all_uses_with(replacement)
         gm.graph.erase_node(node)
-    gm.graph.eliminate_dead_code()
+    eliminate_dead_code(gm.graph)
     gm.recompile()
     return gm
 
@@ -1154,7 +1169,7 @@ def _views_before_expands(gm):
         if replacement is not None:
             node.replace_all_uses_with(replacement)
             gm.graph.erase_node(node)
-    gm.graph.eliminate_dead_code()
+    eliminate_dead_code(gm.graph)
     gm.recompile()
     return gm
 

@@ -337,15 +337,17 @@ def schedule(graph):
 
     A computed buffer joins the latest kernel that takes it, so long as no kernel or extern call after that
     one makes a value it reads (moving it earlier keeps its inputs ready): a layer_norm's saved statistics
-    join its kernel across the matmul that reads its output. It never moves across an extern call that
-    writes into memory, draws random numbers or checks something (_extern_barrier), nor further back than
-    MOVE_BACK_KERNELS kernels. A buffer without elements has nothing to compute: it gets a kernel of its own
+    join its kernel across the matmul that reads its output. It moves across matmuls and convolutions only
+    (_extern_barrier), and no further back than MOVE_BACK_KERNELS kernels. A buffer without elements has nothing to compute: it gets a kernel of its own
     that nothing joins, and that runs no loop."""
     items, open_kernels = [], []
     for node in graph.nodes:
         if isinstance(node, ExternKernel):
             items.append(node)
-            open_kernels = [] if _extern_barrier(node) else open_kernels + [node]
+            if _extern_barrier(node):
+                open_kernels = []
+            else:
+                open_kernels.append(node)
             continue
         if has_no_elements(node):
             node_split, _ = split_node(node)
@@ -382,17 +384,26 @@ def is_empty_kernel(kernel):
 MOVE_BACK_KERNELS = 16
 
 
-def _extern_barrier(extern):
-    """Whether nothing may move from after this extern call to before it: a call that is not a plain ATen
-    op, writes into an argument, draws random numbers (an order eager keeps), or exists for its side effect
-    (a check that raises eager's error: work after it must not run, or raise, before it)."""
+def _passable_externs():
     import torch
-    from .decompose import RUNTIME_CHECKS
-    op = extern.op
-    if not isinstance(op, torch._ops.OpOverload) or op in RUNTIME_CHECKS:
-        return True
-    return op._schema.is_mutable or torch.Tag.nondeterministic_seeded in op.tags or \
-        op in torch.fx.node._side_effectful_functions
+    aten = torch.ops.aten
+    return {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
+            aten.convolution.default, aten.convolution_backward.default}
+
+
+def _extern_barrier(extern):
+    """Whether nothing may move from after this extern call to before it: any call but a matmul or a
+    convolution. Those write no argument, draw no random numbers, and raise on no value of their operands
+    (their sizes were checked by the trace), so work moved before them cannot change what the graph
+    computes or, where that work raises (a checked index, an integer division by zero), which error comes
+    first; a check (aten._linalg_check_errors, an assert, a custom op) must raise before later work runs."""
+    global _PASSABLE
+    if _PASSABLE is None:
+        _PASSABLE = _passable_externs()
+    return extern.op not in _PASSABLE
+
+
+_PASSABLE = None
 
 
 def _fuse_into_open_kernel(buffer, open_kernels):

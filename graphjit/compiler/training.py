@@ -365,9 +365,10 @@ def _unchecked_outputs(graph):
 def _unchecked_read(gm):
     """Positions of a backward graph's placeholders that are saved tensors without AOTAutograd's version
     check and that something the graph returns (or a write it makes) is computed from."""
+    from .decompose import is_impure
     live = set()
     for node in reversed(gm.graph.nodes):
-        if node.op == "output" or node.op != "placeholder" and node.is_impure() or \
+        if node.op == "output" or node.op != "placeholder" and is_impure(node) or \
                 any(user in live for user in node.users):
             live.add(node)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

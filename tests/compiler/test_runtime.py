@@ -160,3 +160,12 @@ def test_generated_wrapper_lines_are_in_linecache():
     code = getattr(call, "__code__", None)
     assert code is not None and code.co_filename.startswith("<graphjit wrapper "), code
     assert linecache.getline(code.co_filename, code.co_firstlineno).startswith("def call("), code.co_filename
+
+
+def test_a_check_that_returns_nothing_is_not_dead_code():
+    """linalg.cholesky traces to linalg_cholesky_ex and aten._linalg_check_errors, which returns nothing
+    and raises eager's LinAlgError; fx on torch 2.11 took it for dead code and the compiled graph returned a
+    factor of a matrix that is not positive definite."""
+    compiled, inputs = compile_cases(lambda a: torch.linalg.cholesky(a * 2), [(-torch.eye(4),)])
+    with pytest.raises(torch.linalg.LinAlgError):
+        compiled(*inputs)
