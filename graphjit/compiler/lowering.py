@@ -1802,10 +1802,15 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
         return loader(src) if mask is None else ops.masked(mask, lambda: loader(src), lowest, dtype)
 
     def values(index):
+        # eager's loop: a later element replaces the max only where it is greater or NaN, so of equal
+        # elements the first stays (-0.0 before 0.0 gives -0.0, which digamma or a division tells apart)
         best = None
         for mask, _, src in windows(index, *axes(index)):
             value = load(mask, src)
-            best = value if best is None else ops.maximum(best, value)
+            if best is None:
+                best = value
+            else:
+                best = ops.where(ops.logical_or(ops.gt(value, best), ops.isnan(value)), value, best)
         return best
 
     def first_in_bounds(positions):
