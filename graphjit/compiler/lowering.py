@@ -1801,16 +1801,16 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     def load(mask, src):
         return loader(src) if mask is None else ops.masked(mask, lambda: loader(src), lowest, dtype)
 
-    def values(index):
+    def replaces(value, best):
         # eager's loop: a later element replaces the max only where it is greater or NaN, so of equal
         # elements the first stays (-0.0 before 0.0 gives -0.0, which digamma or a division tells apart)
+        return ops.logical_or(ops.gt(value, best), ops.isnan(value))
+
+    def values(index):
         best = None
         for mask, _, src in windows(index, *axes(index)):
             value = load(mask, src)
-            if best is None:
-                best = value
-            else:
-                best = ops.where(ops.logical_or(ops.gt(value, best), ops.isnan(value)), value, best)
+            best = value if best is None else ops.where(replaces(value, best), value, best)
         return best
 
     def first_in_bounds(positions):
@@ -1829,7 +1829,7 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
         for mask, (h, w), src in windows(index, rows, cols):
             value = load(mask, src)
             position = ops.index_expr(h * width + w, torch.int64)
-            take = ops.logical_or(ops.gt(value, best), ops.isnan(value))
+            take = replaces(value, best)
             take = take if mask is None else ops.logical_and(mask, take)
             best = ops.where(take, value, best)
             where_ = ops.where(take, position, where_)

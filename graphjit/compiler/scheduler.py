@@ -18,6 +18,7 @@ lowering; `realize_reason` is the policy deciding when a shared lazy value is co
 import dataclasses
 
 import sympy
+import torch
 
 from .. import logs
 from .. import config
@@ -239,7 +240,8 @@ class Kernel:
             return None
         if reads & {access for n in self.nodes for access in n.accesses()[0]}:
             return None
-        return "a column reduction reads no element in the same iteration as this kernel (kept apart for its column tiles)"
+        return ("a column reduction reads no element in the same iteration as this kernel (kept apart for its "
+                "column tiles)")
 
     def _pointwise_only(self):
         return all(not n.is_reduction for n in self.nodes)
@@ -338,8 +340,8 @@ def schedule(graph):
     A computed buffer joins the latest kernel that takes it, so long as no kernel or extern call after that
     one makes a value it reads (moving it earlier keeps its inputs ready): a layer_norm's saved statistics
     join its kernel across the matmul that reads its output. It moves across matmuls and convolutions only
-    (_extern_barrier), and no further back than MOVE_BACK_KERNELS kernels. A buffer without elements has nothing to compute: it gets a kernel of its own
-    that nothing joins, and that runs no loop."""
+    (_extern_barrier), and no further back than MOVE_BACK_KERNELS kernels. A buffer without elements has
+    nothing to compute: it gets a kernel of its own that nothing joins, and that runs no loop."""
     items, open_kernels = [], []
     for node in graph.nodes:
         if isinstance(node, ExternKernel):
@@ -384,26 +386,20 @@ def is_empty_kernel(kernel):
 MOVE_BACK_KERNELS = 16
 
 
-def _passable_externs():
-    import torch
-    aten = torch.ops.aten
-    return {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
-            aten.convolution.default, aten.convolution_backward.default}
+# The extern calls work may move back across: matmuls and convolutions write no argument, draw no random
+# numbers, and raise on no value of their operands (their sizes were checked by the trace).
+_PASSABLE_EXTERNS = frozenset({
+    torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
+    torch.ops.aten.baddbmm.default, torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default,
+})
 
 
 def _extern_barrier(extern):
-    """Whether nothing may move from after this extern call to before it: any call but a matmul or a
-    convolution. Those write no argument, draw no random numbers, and raise on no value of their operands
-    (their sizes were checked by the trace), so work moved before them cannot change what the graph
-    computes or, where that work raises (a checked index, an integer division by zero), which error comes
-    first; a check (aten._linalg_check_errors, an assert, a custom op) must raise before later work runs."""
-    global _PASSABLE
-    if _PASSABLE is None:
-        _PASSABLE = _passable_externs()
-    return extern.op not in _PASSABLE
-
-
-_PASSABLE = None
+    """Whether nothing may move from after this extern call to before it: any call but those of
+    _PASSABLE_EXTERNS. Work moved before a matmul cannot change what the graph computes or, where that work
+    raises (a checked index, an integer division by zero), which error comes first; a check
+    (aten._linalg_check_errors, an assert, a custom op) must raise before later work runs."""
+    return extern.op not in _PASSABLE_EXTERNS
 
 
 def _fuse_into_open_kernel(buffer, open_kernels):
