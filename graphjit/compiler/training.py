@@ -262,6 +262,7 @@ def _partition(joint, joint_inputs, **kwargs):
     from torch.utils.checkpoint import CheckpointPolicy
     _zero_tensors_as_eager(joint.graph, _materialize_constants(joint))
     _distribute_by_mask(joint.graph)
+    _convolution_weights_in_input_layout(joint.graph)
     tangent_dependent = _tangent_dependent(joint.graph)
     backward_reads = _read_by_backward(joint.graph, tangent_dependent)
     _save_compared_operands(joint.graph, backward_reads, tangent_dependent)
@@ -275,6 +276,51 @@ def _partition(joint, joint_inputs, **kwargs):
                 for step in (node, *path):
                     step.meta.setdefault("recompute", CheckpointPolicy.PREFER_RECOMPUTE)
     return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+
+def _convolution_weights_in_input_layout(graph):
+    """A 2-d convolution of a channels-last input whose weight is contiguous (a model left in the default
+    layout, fed channels-last images) takes a channels-last copy of its weight, made once in the forward
+    and saved for the backward. The convolution libraries (oneDNN, cuDNN) compute in the input's layout:
+    given the weight as it is, each convolution and each convolution_backward copies it into that layout
+    first, two copies of every weight a step (one forward, one backward) where this makes one, in a kernel
+    of ours. The values each library reads are the same either way: the copy it would make itself."""
+    aten = torch.ops.aten
+    from torch.utils.checkpoint import CheckpointPolicy
+    copies = {}
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target is aten.convolution.default:
+            x, w, transposed = node.args[0], node.args[1], node.args[6]
+        elif node.target is aten.convolution_backward.default:
+            x, w, transposed = node.args[1], node.args[2], node.args[7]
+        else:
+            continue
+        if transposed or not isinstance(x, torch.fx.Node) or not isinstance(w, torch.fx.Node) or \
+                not _layout_is(x, torch.channels_last) or not _layout_is(w, torch.contiguous_format):
+            continue
+        copy = copies.get(w)
+        if copy is None:
+            with graph.inserting_before(node):
+                copy = graph.call_function(aten.clone.default, (w,), {"memory_format": torch.channels_last})
+            copy.meta.update({k: v for k, v in node.meta.items() if k not in ("val", "tensor_meta")})
+            copy.meta["val"] = aten.clone.default(w.meta["val"], memory_format=torch.channels_last)
+            copy.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+            copies[w] = copy
+        node.args = tuple(copy if i == (1 if node.target is aten.convolution.default else 2) else a
+                          for i, a in enumerate(node.args))
+
+
+def _layout_is(node, memory_format):
+    """Whether node's value is a 4-d tensor of static sizes and strides dense in `memory_format` alone (a
+    tensor of some dims of size one can be dense in both: its library call copies nothing)."""
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dim() != 4 or value.layout != torch.strided or \
+            not all(type(v) is int for v in (*value.shape, *value.stride())):
+        return False
+    other = torch.contiguous_format if memory_format is torch.channels_last else torch.channels_last
+    return value.is_contiguous(memory_format=memory_format) and not value.is_contiguous(memory_format=other)
 
 
 def _log_softmax_by_row_statistics(graph, backward_reads):

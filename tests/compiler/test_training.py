@@ -228,6 +228,49 @@ def test_upcast_normalizations_are_recomputed_not_saved(returns_logits):
     assert narrow, [(tuple(v.shape), v.dtype) for v in saved if isinstance(v, torch.Tensor)]
 
 
+class ConvolutionStack(torch.nn.Module):
+    """Convolutions left in the default layout: two 3x3 ones, a depthwise and a 1x1 one (whose weights
+    are dense in both layouts)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.depthwise = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.pointwise = torch.nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv1(x)))
+        h = self.conv2(self.depthwise(h)) + h
+        return self.pointwise(h)
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bf16_autocast"])
+def test_convolution_weights_take_the_layout_of_a_channels_last_input_once(autocast):
+    """Channels-last images through convolutions whose weights are contiguous: the forward makes a
+    channels-last copy of each 3x3 weight once and saves it for the backward (training.
+    _convolution_weights_in_input_layout), where oneDNN would copy the weight into the input's layout in
+    each convolution and again in each convolution_backward. Results, gradients and the optimizer's
+    updates are eager's; the depthwise and 1x1 weights, dense in both layouts, are saved as they were."""
+    def images(call):
+        return (torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(call))
+                .contiguous(memory_format=torch.channels_last),)
+    context = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else None
+    tol = dict(atol=2e-2, rtol=2e-2) if autocast else TOL
+    projection = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(7))
+    counter, *_ = check_training(ConvolutionStack, images, backend=graphjit_backend, context=context,
+                                 loss=lambda out: (out.float() * projection).mean(), **tol)
+    saved = [n.meta["val"] for n in _returned_by_forward(counter)
+             if isinstance(n, torch.fx.Node) and isinstance(n.meta.get("val"), torch.Tensor)]
+    weights = {tuple(v.shape): v for v in saved if tuple(v.shape) in {(8, 3, 3, 3), (8, 8, 3, 3), (8, 1, 3, 3)}}
+    assert set(weights) == {(8, 3, 3, 3), (8, 8, 3, 3), (8, 1, 3, 3)}, [tuple(v.shape) for v in saved]
+    for shape in ((8, 3, 3, 3), (8, 8, 3, 3)):
+        w = weights[shape]
+        assert w.is_contiguous(memory_format=torch.channels_last) and not w.is_contiguous(), (shape, w.stride())
+    assert weights[(8, 1, 3, 3)].stride() == (9, 9, 3, 1)
+
+
 class UpcastCrossEntropy(torch.nn.Module):
     def __init__(self):
         super().__init__()
