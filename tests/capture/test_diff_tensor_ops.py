@@ -525,3 +525,29 @@ def test_attention_mask_that_enlarges_the_scores_runs_as_in_eager(mask_shape, en
         check_raises(attention_with_an_enlarging_mask, make)
     else:
         check(attention_with_an_enlarging_mask, make, graphs=None if enlarges else 1)
+
+
+def power_of_booleans(x, y):
+    return x ** True, x ** False, (x ** True).dtype, torch.pow(x, False).dtype, x.__pow__(True), y * 2
+
+
+def integer_to_a_power(x, e):
+    return (x + 1) ** e
+
+
+def booleans_to_a_boolean_tensor_power(x):
+    return x ** (x > 0)
+
+
+def test_powers_the_fake_kernel_gets_wrong_run_as_in_eager():
+    """Where torch's fake kernel of a power disagrees with eager's, the call runs in CPython (a graph
+    break): a bool tensor to a Python bool stays bool in eager, the fake kernel says int64 (the dtype read
+    while tracing was int64: fuzz seed 198, 19802297); an integer tensor to a negative Python int raises
+    in eager, where the fake kernel and the compiled op give a value; a bool tensor to a bool tensor
+    raises in eager."""
+    from graphjit.testing import check, check_raises
+    check(power_of_booleans, lambda: (bools(3, 4), r(3)), graphs=None)
+    check(integer_to_a_power, lambda: (ints(5), 2), graphs=None)
+    check_raises(integer_to_a_power, lambda: (ints(5), -1))
+    check_raises(integer_to_a_power, lambda: (ints(5).to(torch.int32), -3))
+    check_raises(booleans_to_a_boolean_tensor_power, lambda: (bools(4),))

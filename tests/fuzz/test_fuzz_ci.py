@@ -59,6 +59,7 @@ FOUND = {
     ("tensor", 1700416): "bfloat16 eval batch_norm rounds once where eager rounds each step",
     ("tensor", 1800481): "float32 sin differs by 1 ulp from eager's, read by a float64 sum",
     ("tensor", 19401698): "max pooling kept the last of equal elements (0.0 after -0.0), eager the first",
+    ("tensor", 19802297): "bool tensor ** True: the fake kernel's dtype (int64) read while tracing, eager's bool",
     ("tensor", 1900407): "the sign of layer_norm's zero results (copysign reads it)",
     ("tensor", 7000041): "float32 atan2 one ulp from eager's, compared == to its amax (rounding replay)",
     ("tensor", 7100188): "signbit of log2's NaN, whose sign IEEE leaves open (rounding replay)",

@@ -286,9 +286,42 @@ def _sdpa_mask_enlarges(query, key, value, attn_mask=None, *args, **kwargs):
                     hint="the call runs in CPython, which raises where eager does")
 
 
-# ops whose eager kernels may refuse arguments their fake kernels accept: fn(*fake args) raises
-# Unsupported for such arguments, so the call runs in CPython at a graph break (raising where eager does)
+def _pow_refusal(swapped):
+    """A power whose fake kernel disagrees with eager's: of booleans (a bool tensor to a Python bool
+    stays bool in eager, int64 in the meta kernel; a bool tensor to a bool tensor, or a Python bool to a
+    bool tensor, raises in eager), and an integer or bool tensor to a negative Python int or to a size
+    symbol (eager raises "Integers to negative integer powers are not allowed"; the fake kernel and the
+    compiled one compute a value). `swapped`: the method's self is the exponent (__rpow__)."""
+    def check(*args, **kwargs):
+        base = args[0] if args else kwargs.get("input", kwargs.get("self"))
+        exponent = args[1] if len(args) > 1 else kwargs.get("exponent")
+        if swapped:
+            base, exponent = exponent, base
+        if not isinstance(base, torch.Tensor) and not isinstance(exponent, torch.Tensor):
+            return
+        if _boolean(base) and _boolean(exponent):
+            unsupported("a power of booleans: torch's fake kernel gives int64 where eager keeps bool or raises",
+                        hint="the call runs in CPython, as in eager")
+        if isinstance(base, torch.Tensor) and not base.is_floating_point() and not base.is_complex() and \
+                (type(exponent) is int and exponent < 0 or isinstance(exponent, torch.SymInt)):
+            unsupported("an integer tensor to a negative (or symbolic) integer power: eager raises for a "
+                        "negative one, the compiled op would compute a value",
+                        hint="the call runs in CPython, as in eager")
+    return check
+
+
+def _boolean(value):
+    return type(value) is bool or isinstance(value, torch.Tensor) and value.dtype == torch.bool
+
+
+# ops whose eager kernels may refuse arguments their fake kernels accept, or give another dtype:
+# fn(*fake args) raises Unsupported for such arguments, so the call runs in CPython at a graph break
+# (raising where eager does)
 EAGER_REFUSALS = {torch._C._nn.scaled_dot_product_attention: _sdpa_mask_enlarges}
+EAGER_REFUSALS.update({target: _pow_refusal(False) for target in (
+    operator.pow, operator.ipow, torch.pow, torch.Tensor.pow, torch.Tensor.pow_, torch.Tensor.__pow__,
+    torch.Tensor.__ipow__, "pow", "pow_", "__pow__", "__ipow__")})
+EAGER_REFUSALS.update({target: _pow_refusal(True) for target in (torch.Tensor.__rpow__, "__rpow__")})
 
 
 def _same_objects(result, inputs):
