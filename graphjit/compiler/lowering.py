@@ -47,6 +47,12 @@ EXTERN_OPS = {
 SUPPORTED_DTYPES = {torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32,
                     torch.int16, torch.int8, torch.uint8, torch.bool}
 
+# ops whose eager kernels have no bool implementation (abs of a bool tensor raises "abs_cpu" not implemented
+# for 'Bool'; trunc division of booleans likewise): with a bool result they run as ATen calls, which raise
+# where eager raises (a generated loop would compute a value)
+NO_BOOL_KERNEL = {aten.abs.default, aten.floor.default, aten.round.default, aten.round.decimals,
+                  aten.trunc.default, aten.div.Tensor_mode, aten.div.Scalar_mode}
+
 
 class NotLowered(Exception):
     """Raised by a lowering for an argument combination it does not handle: the op becomes an extern call."""
@@ -235,6 +241,8 @@ class Lowering(torch.fx.Interpreter):
         bad = sorted({str(d) for d in dtypes if d not in SUPPORTED_DTYPES})
         if bad:
             return f"dtype {', '.join(bad)} not supported by the C++ codegen"
+        if target in NO_BOOL_KERNEL and torch.bool in dtypes:
+            return "eager's kernel has no bool implementation: the ATen call raises as eager does"
         return None
 
     def _unwrap(self, tree):

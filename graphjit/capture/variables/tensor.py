@@ -310,6 +310,14 @@ def _pow_refusal(swapped):
     return check
 
 
+def _trace_of_booleans(x, *args, **kwargs):
+    """torch.trace of a bool tensor raises in eager; its decomposition (a sum of the diagonal) gives an
+    int64 value."""
+    if isinstance(x, torch.Tensor) and x.dtype == torch.bool:
+        unsupported("torch.trace of a bool tensor: eager raises, its decomposition computes a value",
+                    hint="the call runs in CPython, as in eager")
+
+
 def _boolean(value):
     return type(value) is bool or isinstance(value, torch.Tensor) and value.dtype == torch.bool
 
@@ -322,6 +330,7 @@ EAGER_REFUSALS.update({target: _pow_refusal(False) for target in (
     operator.pow, operator.ipow, torch.pow, torch.Tensor.pow, torch.Tensor.pow_, torch.Tensor.__pow__,
     torch.Tensor.__ipow__, "pow", "pow_", "__pow__", "__ipow__")})
 EAGER_REFUSALS.update({target: _pow_refusal(True) for target in (torch.Tensor.__rpow__, "__rpow__")})
+EAGER_REFUSALS.update({target: _trace_of_booleans for target in (torch.trace, torch.Tensor.trace, "trace")})
 
 
 def _same_objects(result, inputs):
