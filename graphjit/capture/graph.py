@@ -4,6 +4,8 @@ example values, and the outputs.
 Every node's `meta["example_value"]` is a FakeTensor (or a tuple of them), so the interpreter can answer
 shape, dtype, device and stride questions without computing anything.
 """
+import math
+import operator
 import re
 
 import torch
@@ -135,7 +137,8 @@ class OutputGraph:
 
     # ---- ops ----
     def create_node(self, kind, target, args, kwargs, example_value):
-        node = self.graph.create_node(kind, target, tuple(args), dict(kwargs))
+        kind, target, args = _printed_as_called(kind, target, tuple(args))
+        node = self.graph.create_node(kind, target, args, dict(kwargs))
         node.meta["example_value"] = example_value
         return node
 
@@ -185,3 +188,17 @@ class OutputGraph:
         self.graph.lint()
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
         return gm, keep_sources, keep_inputs
+
+
+def _printed_as_called(kind, target, args):
+    """fx writes an operator.pow node infix, `{} ** {}`, with a constant base as its repr: `-1 ** x` for
+    (-1) ** x, which Python reads as -(1 ** x), and every backend runs that code (or traces it). A power
+    of a negative (or -0.0) constant base calls torch.pow instead (what Tensor.__rpow__ calls) for a tensor
+    exponent, or the exponent's own __rpow__ for a size symbol: printed as calls, they keep the base whole."""
+    if kind != "call_function" or target is not operator.pow or len(args) != 2 or \
+            type(args[0]) not in (int, float) or math.copysign(1, args[0]) > 0:
+        return kind, target, args
+    exponent = args[1]
+    if isinstance(exponent, torch.fx.Node) and isinstance(exponent.meta.get("example_value"), torch.Tensor):
+        return kind, torch.pow, args
+    return "call_method", "__rpow__", (exponent, args[0])

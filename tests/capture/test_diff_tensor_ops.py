@@ -568,3 +568,27 @@ def test_ops_eager_has_no_bool_kernel_for_raise_as_in_eager(op):
     def fn(x):
         return op(x) * 1
     check_raises(fn, lambda: (bools(4),), backend="graphjit")
+
+
+def negative_bases(x, i):
+    return (-1) ** i, (-0.0) ** x, (-2.5) ** x, (-float("inf")) ** i, 2 ** -i, x ** -1
+
+
+def negative_bases_of_booleans(b):
+    return (-1) ** b, (-0.0) ** b, (-3) ** b
+
+
+def negative_base_to_a_size(x, n):
+    return x * ((-1) ** n), x.shape[0] * ((-2) ** n), x * (-1) ** x.shape[0]
+
+
+def test_a_negative_constant_base_keeps_its_sign():
+    """fx writes operator.pow infix with the base's repr, `-1 ** x`, which Python reads as -(1 ** x): the
+    compiled (-1) ** x was -1 everywhere (a sweep of scalar-tensor ops against eager). Such a power is
+    recorded as torch.pow, or as the size symbol's __rpow__."""
+    from graphjit.testing import check
+    check(negative_bases, lambda: (torch.tensor([1.5, 0.0, -2.0, 3.0, float("nan")]), ints(6, low=-1, high=4)),
+          backend="graphjit")
+    check(negative_bases_of_booleans, lambda: (bools(5),), backend="graphjit")
+    check(negative_base_to_a_size, lambda call: (r(3 + call), 2 + call), graphs=None,
+          compile_kwargs={"dynamic": True})
