@@ -934,6 +934,15 @@ def writes_into_inputs(traced):
                 return False            # a view of one value that a later write would change
     order = {node: i for i, node in enumerate(nodes)}
     last_write = {written: order[node] for node, _, written in plans}
+    first_write = {}
+    for node, _, written in plans:
+        first_write.setdefault(written, order[node])
+    for placeholder, start in first_write.items():
+        memory = placeholder.meta.get("val")
+        if any(n.target is aten.as_strided.default and order[n] > start and isinstance(n.args[0], torch.fx.Node)
+               and isinstance(n.args[0].meta.get("val"), torch.Tensor) and isinstance(memory, torch.Tensor)
+               and _storage(n.args[0].meta["val"]) == _storage(memory) for n in nodes):
+            return False                # an as_strided after the write: its absolute offset, on the new value
     for placeholder in writes:
         if any(_is_view(user) and order[user] < last_write[placeholder] and not _only_writes(user, writers)
                for user in placeholder.users if user not in writers):
@@ -1318,7 +1327,10 @@ def eager_writes(traced):
               if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
     constants = {_storage(n.meta["val"]) for n in traced.graph.nodes
                  if n.op == "get_attr" and isinstance(n.meta.get("val"), torch.Tensor)}
+    written_inputs = set()     # storages of inputs written so far, in graph order
     for node in traced.graph.nodes:
+        if node.op == "call_function" and node.target is aten.as_strided.default:
+            _check_as_strided_after_write(node, written_inputs)
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
                 not node.target._schema.is_mutable:
             continue
@@ -1327,6 +1339,20 @@ def eager_writes(traced):
         for written in _written_args(node):
             _check_write(node, written.meta.get("val"), inputs, constants)
             _check_reads_of_written(node, written)
+            value = written.meta.get("val")
+            if isinstance(value, torch.Tensor) and any(_storage(i) == _storage(value) for i in inputs):
+                written_inputs.add(_storage(value))
+
+
+def _check_as_strided_after_write(node, written_inputs):
+    """Refused for an as_strided of an input's memory after the graph wrote that input: functionalization
+    replays the view on the written value, a new tensor whose storage starts at the input's first element,
+    so the view's absolute offset picks other elements than eager's (an input viewing its storage from
+    element 3, written, then `x.as_strided((2,), (2,), 4)`, read the old values: fuzz seed 200, 20001551)."""
+    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if isinstance(source, torch.Tensor) and _storage(source) in written_inputs:
+        raise Refused(f"{node.name} takes an as_strided view of an input after the graph wrote it (its "
+                      f"absolute offset would be replayed on the written value)")
 
 
 def _check_write(node, t, inputs, constants):

@@ -86,6 +86,7 @@ FOUND = {
                                "as captured; a PerSize compile failure runs the graph as captured)",
     ("grad-tensor", 10100668): "x.msort() and x.sort(0).values merged by AOTAutograd's CSE: one tensor for two "
                                "outputs eager returns separately (now: the lone one is copied)",
+    ("dynamic-tensor", 20001551): "as_strided of an input the graph wrote earlier: replayed on the written value",
     ("dynamic-tensor", 12801162): "signbit of minimum(x, x) at a NaN: eager's vector loop gives a NaN with the "
                                   "sign bit set, ours the operand (triage: min/max NaNs have a random sign)",
     ("dynamic-tensor", 12201763): "a piece of a tensor_split of width n // 3 (1 while tracing), reshaped to its "
