@@ -103,8 +103,9 @@ def compile_onnxrt(gm, example_inputs, options=None, partition=True):
     def per_size(reason):
         logs.log("onnxrt", f"{name}: one session per set of sizes: {reason}")
         return PerSize(lambda g, inputs: compile_onnxrt(g, inputs, options), gm, dynamic)
-    if any(isinstance(v, torch.SymInt) for v in _placeholder_values(gm)):
-        return per_size("the graph takes an int argument (the export makes it a constant)")
+    if any(isinstance(v, (torch.SymInt, torch.SymFloat)) for v in _placeholder_values(gm)):
+        # an int or float that changes between calls is a graph input: the export would keep its first value
+        return per_size("the graph takes an int or float argument (the export makes it a constant)")
     try:
         model, axes, cached = _exported(gm, example_inputs, options, name)
         try:

@@ -173,6 +173,20 @@ def test_a_graph_writing_into_an_input_runs_as_captured():
     assert torch.equal(a, torch.full((3,), 2.0)) and torch.equal(out, a) and sessions() == before
 
 
+def scaled_sum(x, f):
+    return x.sum() * f + x
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["automatic", "dynamic"])
+def test_a_float_argument_that_changes_is_not_baked_into_the_model(dynamic):
+    """A Python float that changes between calls is a graph input (a symbolic float); torch.onnx's export
+    kept its first value as a constant, so every later call used it. Such a graph runs as captured."""
+    compiled = graphjit.compile(scaled_sum, backend="onnxrt", dynamic=dynamic)
+    for f in (2.0, 3.0, 5.5, -0.25):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x, f), scaled_sum(x, f), **TOL)
+
+
 def returns_a_view(x):
     return x[1:], x * 2
 
@@ -323,6 +337,10 @@ def test_a_sequential_whose_argument_is_named_input():
     assert run_sizes(model, lambda b: [torch.randn(b, 8)], [4, 6]) == 1
 
 
+# a 0-d tensor: a Python float that is a graph input (dynamic=True) gets a session per value
+SHIFT = torch.tensor(0.5)
+
+
 def linear_stats(x, w, shift):
     y = torch.relu(x @ w) + shift
     return y, (y > 0).sum(1), y.double().mean(0)
@@ -340,7 +358,7 @@ def test_io_binding_reads_inputs_in_place_and_returns_ors_outputs_as_tensors(mon
     with torch.no_grad():
         for b in (3, 5):
             x, w = torch.randn(4, b).t(), torch.randn(4, 6)
-            got, want = compiled(x, w, 0.5), linear_stats(x, w, 0.5)
+            got, want = compiled(x, w, SHIFT), linear_stats(x, w, SHIFT)
             for g, e in zip(got, want):
                 assert g.dtype == e.dtype
                 torch.testing.assert_close(g, e, **TOL)
@@ -355,9 +373,9 @@ def test_a_call_with_an_empty_input_runs_as_captured():
     with torch.no_grad():
         for b in (3, 0, 4):
             x, w = torch.randn(b, 4), torch.randn(4, 6)
-            for g, e in zip(compiled(x, w, 0.5), linear_stats(x, w, 0.5)):
+            for g, e in zip(compiled(x, w, SHIFT), linear_stats(x, w, SHIFT)):
                 torch.testing.assert_close(g, e, equal_nan=True, **TOL)
-        assert linear_stats(torch.randn(0, 4), w, 0.5)[2].isnan().all()
+        assert linear_stats(torch.randn(0, 4), w, SHIFT)[2].isnan().all()
     assert sessions() - before == 1
 
 
@@ -377,8 +395,8 @@ def test_cuda_inputs_run_in_the_cuda_provider_and_outputs_stay_on_the_gpu():
     before = sessions()
     with torch.no_grad():
         for b in (3, 7):
-            x, w = torch.randn(b, 4, device="cuda"), torch.randn(4, 6, device="cuda")
-            got, want = compiled(x, w, 0.5), linear_stats(x, w, 0.5)
+            x, w, shift = torch.randn(b, 4, device="cuda"), torch.randn(4, 6, device="cuda"), SHIFT.cuda()
+            got, want = compiled(x, w, shift), linear_stats(x, w, shift)
             for g, e in zip(got, want):
                 assert g.device == e.device and g.dtype == e.dtype
                 torch.testing.assert_close(g, e, **TOL)
