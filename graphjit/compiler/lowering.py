@@ -50,8 +50,10 @@ SUPPORTED_DTYPES = {torch.float32, torch.float64, torch.bfloat16, torch.float16,
 # ops whose eager kernels have no bool implementation (abs of a bool tensor raises "abs_cpu" not implemented
 # for 'Bool'; trunc division of booleans likewise): with a bool result they run as ATen calls, which raise
 # where eager raises (a generated loop would compute a value)
-NO_BOOL_KERNEL = {aten.abs.default, aten.floor.default, aten.round.default, aten.round.decimals,
-                  aten.trunc.default, aten.div.Tensor_mode, aten.div.Scalar_mode}
+NO_BOOL_KERNEL = {aten.abs.default, aten.floor.default, aten.ceil.default, aten.round.default, aten.round.decimals,
+                  aten.trunc.default, aten.div.Tensor_mode, aten.div.Scalar_mode, aten.remainder.Tensor,
+                  aten.remainder.Scalar, aten.remainder.Scalar_Tensor, aten.relu.default, aten.sub.Tensor,
+                  aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar}
 
 
 class NotLowered(Exception):

@@ -556,9 +556,12 @@ def test_powers_the_fake_kernel_gets_wrong_run_as_in_eager():
 @pytest.mark.parametrize("op", [torch.abs, torch.floor, torch.round, lambda x: torch.round(x, decimals=1), torch.trunc,
                                 torch.fix, lambda x: torch.trace(x.reshape(2, 2)),
                                 lambda x: torch.div(x, x, rounding_mode="trunc"),
-                                lambda x: torch.div(x, True, rounding_mode="trunc")],
+                                lambda x: torch.div(x, True, rounding_mode="trunc"), torch.ceil,
+                                lambda x: x % x.flip(0), lambda x: x % True, F.relu, lambda x: 1 - x,
+                                F.hardsigmoid, lambda x: torch.lerp(x, x.flip(0), 0.5)],
                          ids=["abs", "floor", "round", "round_decimals", "trunc", "fix", "trace", "div_trunc",
-                              "div_trunc_scalar"])
+                              "div_trunc_scalar", "ceil", "remainder", "remainder_scalar", "relu", "rsub",
+                              "hardsigmoid", "lerp"])
 def test_ops_eager_has_no_bool_kernel_for_raise_as_in_eager(op):
     """Eager's CPU kernels of these ops have no bool implementation and raise; torch's decompositions and
     graphjit's loops would compute a value. The compiled call raises eager's error (an ATen call:

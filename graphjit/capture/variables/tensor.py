@@ -318,6 +318,16 @@ def _trace_of_booleans(x, *args, **kwargs):
                     hint="the call runs in CPython, as in eager")
 
 
+def _of_booleans(name):
+    """A refusal of calls with a bool tensor argument: eager's kernel has none for bool and raises, where the
+    fake kernel and the op's decomposition compute a value."""
+    def check(*args, **kwargs):
+        if any(isinstance(a, torch.Tensor) and a.dtype == torch.bool for a in (*args, *kwargs.values())):
+            unsupported(f"{name} of a bool tensor: eager raises, its decomposition computes a value",
+                        hint="the call runs in CPython, as in eager")
+    return check
+
+
 def _boolean(value):
     return type(value) is bool or isinstance(value, torch.Tensor) and value.dtype == torch.bool
 
@@ -331,6 +341,10 @@ EAGER_REFUSALS.update({target: _pow_refusal(False) for target in (
     torch.Tensor.__ipow__, "pow", "pow_", "__pow__", "__ipow__")})
 EAGER_REFUSALS.update({target: _pow_refusal(True) for target in (torch.Tensor.__rpow__, "__rpow__")})
 EAGER_REFUSALS.update({target: _trace_of_booleans for target in (torch.trace, torch.Tensor.trace, "trace")})
+EAGER_REFUSALS.update({target: _of_booleans("hardsigmoid") for target in (torch._C._nn.hardsigmoid,
+                                                                           torch.nn.functional.hardsigmoid)})
+EAGER_REFUSALS.update({target: _of_booleans("lerp") for target in (torch.lerp, torch.Tensor.lerp, torch.Tensor.lerp_,
+                                                                     "lerp", "lerp_")})
 
 
 def _same_objects(result, inputs):
