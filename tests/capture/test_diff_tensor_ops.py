@@ -10,6 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import graphjit
+
 from .harness import Cases, r
 
 cases = Cases()
@@ -533,6 +535,29 @@ def power_of_booleans(x, y):
 
 def integer_to_a_power(x, e):
     return (x + 1) ** e
+
+
+def integer_to_size_powers(x):
+    return x ** x.shape[0], x ** (x.shape[0] - 5)
+
+
+def test_an_integer_tensor_to_a_size_power_compiles_where_it_cannot_be_negative():
+    """x ** n for an integer x and a size expression n: compiled where n >= 0 for every size (its graph
+    holds the power), run in CPython where n may be negative (eager raises there)."""
+    from graphjit.testing import CompileCounter
+    counter = CompileCounter("graphjit")
+    compiled = graphjit.compile(integer_to_size_powers, dynamic=True, backend=counter)
+    for n in (3, 4, 6, 7):
+        x = torch.arange(n) % 3
+        try:
+            expected = integer_to_size_powers(x)
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError, match=str(e)):
+                compiled(x)
+            continue
+        got = compiled(x)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    assert any("pow" in str(n.target) for gm in counter.graphs for n in gm.graph.nodes)
 
 
 def booleans_to_a_boolean_tensor_power(x):

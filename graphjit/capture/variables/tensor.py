@@ -303,11 +303,22 @@ def _pow_refusal(swapped):
             unsupported("a power of booleans: torch's fake kernel gives int64 where eager keeps bool or raises",
                         hint="the call runs in CPython, as in eager")
         if isinstance(base, torch.Tensor) and not base.is_floating_point() and not base.is_complex() and \
-                (type(exponent) is int and exponent < 0 or isinstance(exponent, torch.SymInt)):
+                (type(exponent) is int and exponent < 0 or isinstance(exponent, torch.SymInt) and
+                 not _known_nonnegative(exponent)):
             unsupported("an integer tensor to a negative (or symbolic) integer power: eager raises for a "
                         "negative one, the compiled op would compute a value",
                         hint="the call runs in CPython, as in eager")
     return check
+
+
+def _known_nonnegative(n):
+    """Whether the size symbol expression n is >= 0 for every value its ShapeEnv allows (a size, a sum of
+    sizes), without adding a guard."""
+    try:
+        from torch.fx.experimental.symbolic_shapes import statically_known_true
+        return bool(statically_known_true(n >= 0))
+    except Exception:   # noqa: BLE001 -- not decidable here: refuse as for any symbol
+        return False
 
 
 def _trace_of_booleans(x, *args, **kwargs):
