@@ -934,15 +934,9 @@ def writes_into_inputs(traced):
                 return False            # a view of one value that a later write would change
     order = {node: i for i, node in enumerate(nodes)}
     last_write = {written: order[node] for node, _, written in plans}
-    first_write = {}
-    for node, _, written in plans:
-        first_write.setdefault(written, order[node])
-    for placeholder, start in first_write.items():
-        memory = placeholder.meta.get("val")
-        if any(n.target is aten.as_strided.default and order[n] > start and isinstance(n.args[0], torch.fx.Node)
-               and isinstance(n.args[0].meta.get("val"), torch.Tensor) and isinstance(memory, torch.Tensor)
-               and _storage(n.args[0].meta["val"]) == _storage(memory) for n in nodes):
-            return False                # an as_strided after the write: its absolute offset, on the new value
+    written_by = {node: written for node, _, written in plans}
+    if _as_strided_after_write(nodes, lambda node: [written_by[node]] if node in written_by else []):
+        return False                    # its absolute offset would index the new value
     for placeholder in writes:
         if any(_is_view(user) and order[user] < last_write[placeholder] and not _only_writes(user, writers)
                for user in placeholder.users if user not in writers):
@@ -1327,32 +1321,41 @@ def eager_writes(traced):
               if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
     constants = {_storage(n.meta["val"]) for n in traced.graph.nodes
                  if n.op == "get_attr" and isinstance(n.meta.get("val"), torch.Tensor)}
-    written_inputs = set()     # storages of inputs written so far, in graph order
+    mutating = set()
     for node in traced.graph.nodes:
-        if node.op == "call_function" and node.target is aten.as_strided.default:
-            _check_as_strided_after_write(node, written_inputs)
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or \
                 not node.target._schema.is_mutable:
             continue
         if node.target in REFUSED_WRITES:
             raise Refused(f"the graph calls {REFUSED_WRITES[node.target]}")
+        mutating.add(node)
         for written in _written_args(node):
             _check_write(node, written.meta.get("val"), inputs, constants)
             _check_reads_of_written(node, written)
-            value = written.meta.get("val")
-            if isinstance(value, torch.Tensor) and any(_storage(i) == _storage(value) for i in inputs):
-                written_inputs.add(_storage(value))
-
-
-def _check_as_strided_after_write(node, written_inputs):
-    """Refused for an as_strided of an input's memory after the graph wrote that input: functionalization
-    replays the view on the written value, a new tensor whose storage starts at the input's first element,
-    so the view's absolute offset picks other elements than eager's (an input viewing its storage from
-    element 3, written, then `x.as_strided((2,), (2,), 4)`, read the old values: fuzz seed 200, 20001551)."""
-    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
-    if isinstance(source, torch.Tensor) and _storage(source) in written_inputs:
-        raise Refused(f"{node.name} takes an as_strided view of an input after the graph wrote it (its "
+    input_memory = {_storage(i) for i in inputs}
+    strided = _as_strided_after_write(traced.graph.nodes, lambda node: [
+        w for w in (_written_args(node) if node in mutating else ())
+        if isinstance(w.meta.get("val"), torch.Tensor) and _storage(w.meta["val"]) in input_memory])
+    if strided is not None:
+        raise Refused(f"{strided.name} takes an as_strided view of an input after the graph wrote it (its "
                       f"absolute offset would be replayed on the written value)")
+
+
+def _as_strided_after_write(nodes, writes):
+    """The first aten.as_strided of `nodes` (program order) whose source shares memory with a tensor an
+    earlier node wrote (`writes(node)`: the written nodes that matter), or None. Functionalization, and
+    writes_into_inputs, replay such a view on the written value, a new tensor whose storage starts at the
+    written tensor's first element, so the view's absolute offset picks other elements than eager's (an
+    input viewing its storage from element 3, written, then `x.as_strided((2,), (2,), 4)`, read the old
+    values: fuzz seed 200, 20001551)."""
+    written = set()
+    for node in nodes:
+        if node.op == "call_function" and node.target is aten.as_strided.default and \
+                isinstance(node.args[0], torch.fx.Node) and isinstance(node.args[0].meta.get("val"), torch.Tensor) \
+                and _storage(node.args[0].meta["val"]) in written:
+            return node
+        written |= {_storage(w.meta["val"]) for w in writes(node) if isinstance(w.meta.get("val"), torch.Tensor)}
+    return None
 
 
 def _check_write(node, t, inputs, constants):

@@ -291,9 +291,9 @@ def _convolution_weights_in_input_layout(graph):
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue
-        if node.target is aten.convolution.default:
+        if node.target is aten.convolution.default:           # (input, weight, ..., transposed at 6)
             x, w, transposed = node.args[0], node.args[1], node.args[6]
-        elif node.target is aten.convolution_backward.default:
+        elif node.target is aten.convolution_backward.default:  # (grad, input, weight, ..., transposed at 7)
             x, w, transposed = node.args[1], node.args[2], node.args[7]
         else:
             continue
@@ -308,8 +308,7 @@ def _convolution_weights_in_input_layout(graph):
             copy.meta["val"] = aten.clone.default(w.meta["val"], memory_format=torch.channels_last)
             copy.meta["recompute"] = CheckpointPolicy.MUST_SAVE
             copies[w] = copy
-        node.args = tuple(copy if i == (1 if node.target is aten.convolution.default else 2) else a
-                          for i, a in enumerate(node.args))
+        node.replace_input_with(w, copy)      # w is only the weight: x has the other layout
 
 
 def _layout_is(node, memory_format):

@@ -321,14 +321,6 @@ def _known_nonnegative(n):
         return False
 
 
-def _trace_of_booleans(x, *args, **kwargs):
-    """torch.trace of a bool tensor raises in eager; its decomposition (a sum of the diagonal) gives an
-    int64 value."""
-    if isinstance(x, torch.Tensor) and x.dtype == torch.bool:
-        unsupported("torch.trace of a bool tensor: eager raises, its decomposition computes a value",
-                    hint="the call runs in CPython, as in eager")
-
-
 def _of_booleans(name):
     """A refusal of calls with a bool tensor argument: eager's kernel has none for bool and raises, where the
     fake kernel and the op's decomposition compute a value."""
@@ -351,7 +343,7 @@ EAGER_REFUSALS.update({target: _pow_refusal(False) for target in (
     operator.pow, operator.ipow, torch.pow, torch.Tensor.pow, torch.Tensor.pow_, torch.Tensor.__pow__,
     torch.Tensor.__ipow__, "pow", "pow_", "__pow__", "__ipow__")})
 EAGER_REFUSALS.update({target: _pow_refusal(True) for target in (torch.Tensor.__rpow__, "__rpow__")})
-EAGER_REFUSALS.update({target: _trace_of_booleans for target in (torch.trace, torch.Tensor.trace, "trace")})
+EAGER_REFUSALS.update({target: _of_booleans("torch.trace") for target in (torch.trace, torch.Tensor.trace, "trace")})
 EAGER_REFUSALS.update({target: _of_booleans("hardsigmoid") for target in (torch._C._nn.hardsigmoid,
                                                                            torch.nn.functional.hardsigmoid)})
 EAGER_REFUSALS.update({target: _of_booleans("lerp") for target in (torch.lerp, torch.Tensor.lerp, torch.Tensor.lerp_,
