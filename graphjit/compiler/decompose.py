@@ -1562,6 +1562,18 @@ _LIBRARY.impl("check_indices", _check_indices, "CompositeExplicitAutograd")
 _LIBRARY.impl("check_indices", lambda inside, message: None, "Meta")
 torch.fx.node.has_side_effect(torch.ops.graphjit.check_indices.default)
 
+
+def _random_seeds(count, device):
+    """`count` seeds drawn from torch's generator for `device`, one for each random op of a compiled graph
+    (lowering._random_seed): row i's first element is op i's, each row 16 bytes apart, aligned as Triton
+    assumes of the pointers it compiled a shared kernel for."""
+    return torch.randint(0, 2 ** 63 - 1, (count, 2), dtype=torch.int64, device=device)
+
+
+_LIBRARY.define("random_seeds(int count, Device device) -> Tensor")
+_LIBRARY.impl("random_seeds", _random_seeds, "CompositeExplicitAutograd")
+_LIBRARY.impl("random_seeds", lambda count, device: torch.empty(count, 2, dtype=torch.int64, device="meta"), "Meta")
+
 # Checks that return nothing and raise eager's error (the compiled graph runs them as ATen calls)
 RUNTIME_CHECKS = (aten._assert_async.msg, aten._assert_async.default, torch.ops.graphjit.check_indices.default)
 

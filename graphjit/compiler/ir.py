@@ -1154,8 +1154,7 @@ class LoopGraph:
         self.fallbacks = []        # (op name, reason) of every extern call made for a missing lowering
         self.size_inputs = []      # (position, symbol) of the int inputs that are size symbols
         self.autograd = False      # a half of a training graph (facts.GraphFacts.autograd)
-        self.random_seeds = {}     # device -> StorageView of the int64 seed its random ops draw from (per call)
-        self.random_offset = sympy.Integer(0)   # Philox counters the graph's random ops have taken so far
+        self.random_seeds = {}     # device -> the extern call drawing its random ops' seeds (one output each)
         self._names = itertools.count()
 
     def new_name(self, prefix="buf"):

@@ -1357,40 +1357,43 @@ def arange(start, end, step=1, dtype=None, layout=None, device=None, pin_memory=
 # ---------------------------------------------------------------------------------------------------------
 # Random numbers
 # ---------------------------------------------------------------------------------------------------------
-# Drawn in the kernels by Philox (ops.rand): each call of the compiled graph draws one int64 seed per device
-# from torch's generator for that device (an extern randint, so torch.manual_seed makes runs reproducible and
-# each call draws new numbers), and each random op takes its own range of Philox counters. A value is a
-# function of (seed, counter): fused into any reader, recomputed anywhere, it is the same number. The bits
-# are not eager's; config.fallback_random (options={"fallback_random": True}) keeps eager's ATen random ops.
+# Drawn in the kernels by Philox (ops.rand): each random op has a seed of its own, which each call of the
+# compiled graph draws from torch's generator for that device (one extern graphjit::random_seeds call per
+# device draws every op's seed, so torch.manual_seed makes runs reproducible and each call draws new numbers),
+# and numbers its elements' counters from 0. A value is a function of (seed, counter): fused into any reader,
+# recomputed anywhere, it is the same number. The seed is a buffer of the op's own rather than an offset in
+# the kernel's text, so that a model's repeated layers, each with its own dropout, print the same kernels
+# (compiled once). The bits are not eager's; config.fallback_random (options={"fallback_random": True}) keeps
+# eager's ATen random ops.
 
 
-def _random_stream(numel, device):
-    """(a loader of the graph's seed on device, the first counter of a random op drawing numel numbers)."""
+def _random_seed(device):
+    """A loader of the seed of a new random op on device (its own 0-d int64 value)."""
     if config.fallback_random:
         raise NotLowered("fallback_random: eager's random ops, and their bits")
     graph = current_graph()
-    seed = graph.random_seeds.get(device)
-    if seed is None:
-        kernel = ExternKernel(graph.new_name("extern"), aten.randint.low, (0, 2 ** 63 - 1, [1]),
-                              {"dtype": torch.int64, "device": device}, "extern op")
-        out = ExternOutput(graph.new_name(), Layout.contiguous([1], torch.int64, device), kernel, ())
-        kernel.outputs.append(out)
+    kernel = graph.random_seeds.get(device)
+    if kernel is None:
+        kernel = ExternKernel(graph.new_name("extern"), torch.ops.graphjit.random_seeds.default, (0, device), {},
+                              "extern op")
         graph.nodes.append(kernel)
-        seed = graph.random_seeds[device] = full_view(out)
-    base = graph.random_offset
-    graph.random_offset = base + as_expr(numel)
-    load = seed.make_loader()
-    return (lambda: load((sympy.Integer(0),))), base
+        graph.random_seeds[device] = kernel
+    count = len(kernel.outputs)
+    kernel.args = (count + 1, device)
+    out = ExternOutput(graph.new_name(), Layout.contiguous([2], torch.int64, device), kernel, (count,))
+    kernel.outputs.append(out)
+    load = full_view(out).make_loader()
+    return lambda: load((sympy.Integer(0),))
 
 
 def uniform(sizes, device):
     """float32 numbers uniform in [0, 1), one per element of `sizes` (a lazy value)."""
     sizes = tuple(as_expr(n) for n in sizes)
-    seed, base = _random_stream(product(sizes), device)
+    seed = _random_seed(device)
     strides = contiguous_strides(sizes)
 
     def inner(index):
-        return ops.rand(seed(), ops.index_expr(linear_index(index, strides, base), torch.int64))
+        return ops.rand(seed(), ops.index_expr(linear_index(index, strides), torch.int64))
     return Pointwise(sizes, torch.float32, device, inner)
 
 

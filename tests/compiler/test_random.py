@@ -35,10 +35,11 @@ def reference_uniforms(seed, first, count):
     return torch.tensor([(w >> 8) * 2.0 ** -24 for w in words], dtype=torch.float32)
 
 
-def drawn_seed(seed):
-    """The seed a compiled graph's random ops use after torch.manual_seed(seed): its first draw."""
+def drawn_seeds(seed, count):
+    """The seeds of a compiled graph's `count` random ops after torch.manual_seed(seed): one draw of
+    (count, 2) int64s, the first of each row an op's seed."""
     torch.manual_seed(seed)
-    return int(torch.randint(0, 2 ** 63 - 1, (1,)).item())
+    return [int(v) for v in torch.randint(0, 2 ** 63 - 1, (count, 2))[:, 0]]
 
 
 def test_reference_philox_gives_random123s_known_answers():
@@ -63,15 +64,15 @@ def _fused(counter):
 
 
 def test_rand_is_philox_of_a_seed_from_the_generator(codegen):
-    """rand_like and rand in one graph: the first op's numbers are counters 0.., the second's follow on;
-    the seed is the generator's next draw, so torch.manual_seed decides every number."""
+    """rand_like and rand in one graph: each op's numbers are counters 0.. under a seed of its own, the
+    generator's next draw for the graph's random ops, so torch.manual_seed decides every number."""
     from graphjit.backends.registry import graphjit_backend
     counter = CompileCounter(graphjit_backend)
     compiled = graphjit.compile(lambda x: (torch.rand_like(x) + x, torch.rand(3, 5)), backend=counter)
     x = torch.zeros(7, 45)
     for seed in (0, 123456789):
-        first, second = (reference_uniforms(drawn_seed(seed), 0, 315).view(7, 45),
-                         reference_uniforms(drawn_seed(seed), 315, 15).view(3, 5))
+        seeds = drawn_seeds(seed, 2)
+        first, second = reference_uniforms(seeds[0], 0, 315).view(7, 45), reference_uniforms(seeds[1], 0, 15).view(3, 5)
         torch.manual_seed(seed)
         a, b = compiled(x)
         assert torch.equal(a, first) and torch.equal(b, second)
@@ -210,11 +211,11 @@ def test_options_are_checked_at_compile(options, message):
 class ResidualDropouts(torch.nn.Module):
     """Residual blocks with a dropout on each branch, as transformers' blocks have."""
 
-    def __init__(self, blocks=3):
+    def __init__(self, blocks=3, p=(0.1, 0.2, 0.3)):
         super().__init__()
         self.blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.LayerNorm(32), torch.nn.Linear(32, 32),
-                                                              torch.nn.GELU(), torch.nn.Dropout(0.1))
-                                          for _ in range(blocks))
+                                                              torch.nn.GELU(), torch.nn.Dropout(p[i % len(p)]))
+                                          for i in range(blocks))
 
     def forward(self, x):
         for block in self.blocks:
@@ -223,12 +224,53 @@ class ResidualDropouts(torch.nn.Module):
 
 
 def test_each_dropout_draws_its_numbers_once(codegen):
-    """A training forward with three dropouts calls the generator three times: each mask (saved for the
-    backward, read by the residual sum) is stored where it is drawn, not drawn again at the end of the graph
-    where the saved values are stored (one kernel recomputing every residual sum and mask)."""
+    """A training forward with three dropouts (of different p, so that no two blocks share a kernel) draws
+    three masks: each mask (saved for the backward, read by the residual sum) is stored where it is drawn,
+    not drawn again at the end of the graph where the saved values are stored (one kernel recomputing every
+    residual sum and mask)."""
     from graphjit.backends.registry import graphjit_backend
     counter = CompileCounter(graphjit_backend)
     model = graphjit.compile(ResidualDropouts(), backend=counter)
     model(torch.randn(64, 32)).sum().backward()
     (forward,) = [h.compiled for f in counter.compiled for h in f.graphjit_halves if h.which == "forward"]
     assert forward.source.count("gj_rand(") == 3 + 1, forward.source        # and the prelude's definition
+
+
+def test_repeated_layers_share_their_dropout_kernels_and_draw_masks_of_their_own(codegen):
+    """Each random op draws under a seed of its own (a buffer, not a counter offset in the kernel's text):
+    six dropouts of one tensor (fused into one kernel) draw six different masks, each with dropout's
+    statistics; identical residual blocks, each with its own dropout, print one kernel for all blocks
+    (the source draws fewer times than there are blocks); the same seed gives the same masks, forward and
+    backward."""
+    from graphjit.backends.registry import graphjit_backend
+    counter = CompileCounter(graphjit_backend)
+
+    class Masks(torch.nn.Module):
+        def forward(self, x):
+            return [F.dropout(x, 0.25, training=True) for _ in range(6)]
+    compiled = graphjit.compile(Masks(), backend=counter)
+    x = torch.ones(96, 80)
+    torch.manual_seed(3)
+    outs = compiled(x)
+    masks = [o != 0 for o in outs]
+    for i, m in enumerate(masks):
+        assert abs(m.float().mean().item() - 0.75) < 5 * (0.75 * 0.25 / x.numel()) ** 0.5
+        assert torch.equal(outs[i][m], torch.full_like(x, 1 / 0.75)[m])
+        for other in masks[:i]:
+            assert not torch.equal(m, other)
+    torch.manual_seed(3)
+    assert all(torch.equal(a, b) for a, b in zip(compiled(x), outs))
+
+    counter = CompileCounter(graphjit_backend)
+    model = ResidualDropouts(blocks=4, p=(0.1,))
+    compiled = graphjit.compile(model, backend=counter)
+    x = torch.randn(64, 32, requires_grad=True)
+    torch.manual_seed(5)
+    compiled(x).sum().backward()
+    grad = x.grad.clone()
+    (forward,) = [h.compiled for f in counter.compiled for h in f.graphjit_halves if h.which == "forward"]
+    assert forward.source.count("gj_rand(") - 1 < 4, forward.source
+    x.grad = None
+    torch.manual_seed(5)
+    compiled(x).sum().backward()
+    assert torch.equal(x.grad, grad)
