@@ -1,5 +1,6 @@
 """Suite-wide test setup: GPU tests skip without a GPU; `one_python` tests skip on all Pythons of the
-test matrix but ONE_PYTHON; each test starts from a clean graphjit.
+test matrix but ONE_PYTHON; each test starts from a clean graphjit and torch's generator
+seeded with 0.
 
 Markers (`gpu`, `slow`, `one_python`) are declared in pyproject.toml under [tool.pytest.ini_options].
 """
@@ -67,4 +68,9 @@ def _fresh_graphjit():
         # on-disk cache of an earlier run (tests/compiler/test_graph_cache.py turns it on in a folder of its
         # own; GRAPHJIT_TEST_GRAPH_CACHE=1 runs the suite with it)
         module.config.graph_cache = int(bool(os.environ.get("GRAPHJIT_TEST_GRAPH_CACHE")))
+    # inputs drawn from torch's global generator are the same whatever ran before, so a test's result does
+    # not depend on the order tests run in (nor on which tests were selected)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(0)
     yield
