@@ -566,6 +566,12 @@ EXACT_OPS = frozenset("""
 ZERO_TIE_OPS = frozenset("maximum minimum fmax fmin max min amax amin clamp clamp_min clamp_max".split())
 assert ZERO_TIE_OPS <= EXACT_OPS
 
+# Exact ops whose NaN results' sign eager's CPU kernels do not keep alike: a float -> bfloat16 conversion of
+# a 0-d tensor gives +NaN (c10::BFloat16's 0x7FC0), its vector loop over a tensor of elements keeps the
+# sign. A rounding replay gives their NaNs a random sign.
+NAN_SIGN_OPS = frozenset({"_to_copy"})
+assert NAN_SIGN_OPS <= EXACT_OPS
+
 
 def _judge_by_rounding(src, calls, st_e, st_c, mism, notes, replays=16):
     """A mismatch is 'rounding' when, at each element where compiled differs, eager itself moved by at
@@ -609,9 +615,9 @@ def _Nudging(generator):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             name = func.overloadpacket.__name__
-            if not _computes_fresh_result(func) or (name in EXACT_OPS and name not in ZERO_TIE_OPS):
+            if not _computes_fresh_result(func) or (name in EXACT_OPS and name not in ZERO_TIE_OPS | NAN_SIGN_OPS):
                 return out
-            change = _sign_zeros if name in ZERO_TIE_OPS else _nudge
+            change = _sign_zeros if name in ZERO_TIE_OPS else _sign_nans if name in NAN_SIGN_OPS else _nudge
             for t in (out if isinstance(out, (tuple, list)) else (out,)):
                 if _plain_float(t) and t.numel():
                     with torch.no_grad():
@@ -713,16 +719,29 @@ def _nudge(t, generator):
     finite = t.isfinite() & (t != 0)
     flip = t.isnan() & (step > 0)
     bits.add_(torch.where(finite, step, 0).to(bits.dtype))
-    t.copy_(torch.where(flip, -t, t))
+    _flip_nan_signs(t, flip)
 
 
-def _sign_zeros(t, generator):
-    """t, in place: its zeros and NaNs given a random sign (eager's CPU minimum gives a NaN with the sign
-    bit set in its vector loop, the NaN operand itself in its scalar tail)."""
+def _flip_nan_signs(t, where):
+    """t, in place: the sign bit of its NaNs at `where` flipped, through their bits (a 0-d bfloat16's -x is
+    +NaN whatever x's sign: eager converts it through float32 and back, which gives +NaN)."""
+    import torch
+    bits = t.view({8: torch.int64, 4: torch.int32, 2: torch.int16}[t.element_size()])
+    bits.copy_(torch.where(where & t.isnan(), bits ^ torch.iinfo(bits.dtype).min, bits))
+
+
+def _sign_zeros(t, generator, zeros=True):
+    """t, in place: its zeros (unless not `zeros`) and NaNs given a random sign (eager's CPU minimum gives a
+    NaN with the sign bit set in its vector loop, the NaN operand itself in its scalar tail)."""
     import torch
     negative = torch.randint(0, 2, t.shape, generator=generator).bool()
-    t.copy_(torch.where(t == 0, torch.where(negative, -0.0, 0.0).to(t.dtype), t))
-    t.copy_(torch.where(t.isnan() & negative, -t, t))
+    if zeros:
+        t.copy_(torch.where(t == 0, torch.where(negative, -0.0, 0.0).to(t.dtype), t))
+    _flip_nan_signs(t, negative)
+
+
+def _sign_nans(t, generator):
+    _sign_zeros(t, generator, zeros=False)
 
 
 def _judge_by_overflow(src, calls, mism, notes):

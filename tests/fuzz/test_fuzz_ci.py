@@ -63,6 +63,8 @@ FOUND = {
     ("tensor", 1900407): "the sign of layer_norm's zero results (copysign reads it)",
     ("tensor", 7000041): "float32 atan2 one ulp from eager's, compared == to its amax (rounding replay)",
     ("tensor", 7100188): "signbit of log2's NaN, whose sign IEEE leaves open (rounding replay)",
+    ("tensor", 20200845): "signbit of a NaN converted to bfloat16: eager's conversion of a 0-d tensor gives "
+                          "+NaN, its vector loop keeps the sign (rounding replay)",
     ("tensor", 7100142): "bfloat16 logit(eps): 1 - eps not rounded to bfloat16 (6.9 for eager's inf)",
     ("tensor", 4800082): "softmax of a fused product: gcc contracted a * b - max into an fma (a NaN row)",
     ("tensor", 4800733): "layer_norm's shifted mean overflowed float32 for a row starting at -3e38",

@@ -133,6 +133,24 @@ def test_the_sign_of_a_computed_nan_is_rounding():
     assert res["status"] == "noise" and res["mismatches"][0].verdict == "rounding", runner.describe(res)
 
 
+def test_the_sign_of_a_nan_converted_to_16_bits_is_rounding():
+    """eager's float32 -> bfloat16 conversion of a 0-d tensor gives +NaN, of a tensor of elements -NaN for
+    -NaN: a conversion keeping the sign of a 0-d NaN is as good."""
+    def negative_nan(x, dtype):     # the sign bit set through the bits (a 0-d bfloat16 -x is +NaN again)
+        out = x.to(dtype)
+        return torch.where(out.isnan(), (out.view(torch.int16) | -0x8000).view(dtype), out)
+
+    def negative_nans(gm, example_inputs):
+        for node in gm.graph.nodes:
+            if node.op == "call_method" and node.target == "to":
+                node.op, node.target = "call_function", negative_nan
+        gm.recompile()
+        return gm.forward
+    prog = _prog("v1 = (x1.sum() * 0 + float('nan')).to(BF16).signbit()", inputs=(("x1", "f", (3,)),))
+    res = runner.run(prog.source(), backend=negative_nans)
+    assert res["status"] == "noise" and res["mismatches"][0].verdict == "rounding", runner.describe(res)
+
+
 def _other_zero(fn, *args):
     out = fn(*args)
     return torch.where(out == 0, -out, out)
