@@ -740,20 +740,32 @@ def _finish(traced, aliases):
 def merge_repeated_ops(traced):
     """Nodes that call the same op on the same arguments become one (common subexpressions): a model
     passes one attention mask to every layer, and each layer's attention converts and pads it again (12
-    kernels a GPT-2 decode step, where one does). Not in a graph that writes (a read before and after a
-    write is not the same value), not random ops, and not a node whose memory an output holds or views:
-    eager returns each such output in memory of its own."""
-    if _writes(traced):
-        return 0
+    kernels a GPT-2 decode step, where one does). In a graph that writes, only into its inputs (a
+    functionalized graph copying new values back: BatchNorm's running statistics), nodes merge only
+    between one write and the next (a read before and after a write is not the same value); a graph that
+    writes into anything else merges nothing. Not random ops, not a node whose memory an output holds or
+    views (eager returns each such output in memory of its own), and not a node whose result is an
+    unbacked size symbol (its readers' metas name the symbol it made)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
     graph = traced.graph
     nodes = list(graph.nodes)
+    writes = {node for node in nodes if _writes_in_place(node)}
+    if any(not _writes_first_argument_only(node.target._schema) or getattr(node.args[0], "op", None) != "placeholder"
+           for node in writes):
+        return 0
     held = _held_by_outputs(nodes)
-    seen, merged = {}, 0
+    seen, merged, region = {}, 0, 0
     for node in nodes:
+        if node in writes:
+            region += 1
+            continue
         if node.op != "call_function" or node in held or not _pure(node.target):
             continue
+        val = node.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and free_unbacked_symbols(val):
+            continue
         try:
-            key = (node.target, _frozen(node.args), _frozen(node.kwargs))
+            key = (region, node.target, _frozen(node.args), _frozen(node.kwargs))
             hash(key)
         except TypeError:
             continue

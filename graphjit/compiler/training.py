@@ -258,8 +258,10 @@ def _partition(joint, joint_inputs, **kwargs):
     keeps twice the logits' bytes alive until the backward (0.8 GB for GPT-2's 8 x 512 x 50257);
     recomputing it, and the upcast before it, from the bfloat16 logits costs one more pass over them. A
     normalization that is an output of the forward is saved (it exists anyway)."""
+    from torch._functorch import config as functorch_config
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch.utils.checkpoint import CheckpointPolicy
+    from .decompose import merge_repeated_ops
     _zero_tensors_as_eager(joint.graph, _materialize_constants(joint))
     _distribute_by_mask(joint.graph)
     _convolution_weights_in_input_layout(joint.graph)
@@ -275,7 +277,11 @@ def _partition(joint, joint_inputs, **kwargs):
             if path is not None:
                 for step in (node, *path):
                     step.meta.setdefault("recompute", CheckpointPolicy.PREFER_RECOMPUTE)
-    return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+    # the partitioner's own CSE pass imports Inductor's pattern matcher, and with it Inductor's lowerings
+    # and templates: 0.7 s of a process's first training compile. decompose's does the same work.
+    merge_repeated_ops(joint)
+    with functorch_config.patch(cse=False):
+        return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
 
 
 def _convolution_weights_in_input_layout(graph):

@@ -27,9 +27,17 @@ def test_logit_gradient_matches_eager(dtype, eps):
 
     x = torch.tensor(VALUES, dtype=dtype)
     compiled = graphjit.compile(f)
+    rtol = 1.6e-2 if dtype == torch.bfloat16 else 1e-6
     for seed in range(2):
         dy = torch.randn(len(VALUES), generator=torch.Generator().manual_seed(seed)).to(dtype)
-        expected, actual = gradients(f, x, dy), gradients(compiled, x, dy)
-        assert torch.equal(expected.isnan(), actual.isnan()), (expected, actual)
-        torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1.6e-2 if dtype == torch.bfloat16 else 1e-6,
-                                   atol=0)
+        actual = gradients(compiled, x, dy)
+        # eager's CPU kernel answers otherwise in its vector loop than in its scalar tail for a NaN x under
+        # an eps (0 there, NaN here) and for x = -0.0 (-inf there, +inf here), and which elements take
+        # which depends on the CPU's vector width: each element is checked against eager's answer for the
+        # whole tensor and for the element alone
+        whole = gradients(f, x, dy)
+        alone = torch.stack([gradients(f, x[i:i + 1], dy[i:i + 1])[0] for i in range(len(VALUES))])
+        for expected in (whole, alone):
+            assert expected.dtype == actual.dtype and expected.shape == actual.shape
+        agrees = [torch.isclose(actual, e, rtol=rtol, atol=0, equal_nan=True) for e in (whole, alone)]
+        assert bool((agrees[0] | agrees[1]).all()), (whole, alone, actual)
