@@ -281,7 +281,41 @@ def _partition(joint, joint_inputs, **kwargs):
     # and templates: 0.7 s of a process's first training compile. decompose's does the same work.
     merge_repeated_ops(joint)
     with functorch_config.patch(cse=False):
-        return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+        forward, backward = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+    _written_inputs_saved_as_copies(forward, kwargs.get("num_fwd_outputs"))
+    return forward, backward
+
+
+def _written_inputs_saved_as_copies(forward, num_fwd_outputs):
+    """Each value the forward saves for the backward that is an input the forward writes (a functionalized
+    graph's copy_ into it, after every read), or a view of one, is saved as a copy taken before the write:
+    saved as it is, the backward would read it after the write. The partitioner saves such an input to
+    recompute a forward value from it (`a = x.exp() * w; x.add_(1)`: exp recomputed from the written x, a
+    wrong gradient of w; torch.compile's partition does the same) or where the backward reads it."""
+    aten = torch.ops.aten
+    graph = forward.graph
+    written = {_fake_storage(node.args[0]) for node in graph.nodes
+               if node.op == "call_function" and node.target is aten.copy_.default
+               and getattr(node.args[0], "op", None) == "placeholder"} - {None}
+    if not written or num_fwd_outputs is None:
+        return
+    (out,) = graph.find_nodes(op="output")
+    results = list(out.args[0])
+    first_computed = next(n for n in graph.nodes if n.op != "placeholder")
+    changed = False
+    for position in range(num_fwd_outputs, len(results)):
+        saved = results[position]
+        if not isinstance(saved, torch.fx.Node) or _fake_storage(saved) not in written:
+            continue
+        # functionalized, the forward computes every value before its first write
+        with graph.inserting_before(first_computed) if saved.op == "placeholder" else graph.inserting_after(saved):
+            copy = graph.call_function(aten.clone.default, (saved,))
+        copy.meta["val"] = aten.clone.default(saved.meta["val"])
+        results[position] = copy
+        changed = True
+    if changed:
+        out.args = (tuple(results) if isinstance(out.args[0], tuple) else results, *out.args[1:])
+        forward.recompile()
 
 
 def _convolution_weights_in_input_layout(graph):
