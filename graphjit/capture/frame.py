@@ -131,10 +131,14 @@ class FrameCache:
             if self.generation != generation:
                 return RETRY
             outer, CALLER.exception = CALLER.exception, sys.exception()   # the caller's: no handler runs here
+            # saved-tensor hooks the caller has on (a non-reentrant checkpoint's) see the tensors the
+            # entry saves when it runs, not those the translation and compile save
+            hooks = torch._C._autograd._saved_tensors_hooks_set_tracing(True)
             try:
                 entry = self._translate_locked(fn, closure, options, args, kwargs)
             finally:
                 CALLER.exception = outer
+                torch._C._autograd._saved_tensors_hooks_set_tracing(hooks)
         if entry is None:
             return eager_function(fn, closure, options)(*args, **kwargs)
         # the fresh entry runs outside the lock: user code may wait on a thread that is translating

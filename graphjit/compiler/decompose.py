@@ -233,7 +233,10 @@ def _native_dropout(x, p, train):
     from .. import config
     if config.fallback_random or train is False or not x.is_floating_point() or not isinstance(p, (int, float)):
         return NotImplemented
-    keep = torch.rand_like(x, dtype=torch.float32) >= p
+    # kept where the draw is below 1 - p, as lowering.bernoulli keeps: dropout outside a training graph
+    # (bernoulli(1 - p)) draws the same mask from the same generator state (a reentrant checkpoint's
+    # forward under no_grad and its recompute)
+    keep = torch.rand_like(x, dtype=torch.float32) < (1.0 - p)
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
     return (x.to(compute) * keep * scale).to(x.dtype), keep

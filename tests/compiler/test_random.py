@@ -274,3 +274,22 @@ def test_repeated_layers_share_their_dropout_kernels_and_draw_masks_of_their_own
     torch.manual_seed(5)
     compiled(x).sum().backward()
     assert torch.equal(x.grad, grad)
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_a_checkpoint_recomputes_the_forwards_dropout_masks(codegen, reentrant):
+    """torch.utils.checkpoint around a compiled block with dropouts: the forward runs it under no_grad (an
+    inference graph: dropout as bernoulli(1 - p)), the backward again under grad from the same generator
+    state (a training graph: dropout decomposed to a draw and a comparison). Both draw the same masks, so
+    the gradient is the forward's mask scaled, as eager's checkpoint gives it."""
+    from torch.utils.checkpoint import checkpoint
+
+    def block(x):
+        return F.dropout(x, 0.3, training=True) * 2 + F.dropout(x * 0 + 1, 0.6, training=True) * 0
+    compiled = graphjit.compile(block)
+    for _ in range(3):
+        x = (torch.randn(64, 16).abs() + 0.1).requires_grad_()
+        y = checkpoint(compiled, x, use_reentrant=reentrant)
+        y.sum().backward()
+        assert 0.5 < (y != 0).float().mean() < 0.9
+        assert torch.equal(x.grad, (y != 0).float() * (2 / 0.7)), (x.grad, y)
