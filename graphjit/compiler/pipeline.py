@@ -114,15 +114,22 @@ def compile_graph(gm, example_inputs, facts):
 def _runnable(example_inputs, facts):
     """The example inputs, with real tensors in place of fake ones where autotuning will run kernels on
     them (AOTAutograd hands its compilers fake inputs): random floats, zeros otherwise (an index read
-    from one stays in range)."""
+    from one stays in range). The floats come from a generator of their own: a compile leaves torch's
+    generators where the user's program left them."""
     from torch._subclasses.fake_tensor import FakeTensor
     if not facts.autotune or not any(isinstance(t, FakeTensor) for t in example_inputs):
         return example_inputs
+    generators = {}
+
     def real(t):
         if not isinstance(t, FakeTensor):
             return t
         out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
-        return out.normal_() if out.is_floating_point() else out.zero_()
+        if not out.is_floating_point():
+            return out.zero_()
+        if t.device not in generators:
+            generators[t.device] = torch.Generator(device=t.device).manual_seed(0)
+        return out.normal_(generator=generators[t.device])
     return [real(t) for t in example_inputs]
 
 

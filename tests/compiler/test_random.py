@@ -293,3 +293,18 @@ def test_a_checkpoint_recomputes_the_forwards_dropout_masks(codegen, reentrant):
         y.sum().backward()
         assert 0.5 < (y != 0).float().mean() < 0.9
         assert torch.equal(x.grad, (y != 0).float() * (2 / 0.7)), (x.grad, y)
+
+
+def test_a_compile_leaves_torchs_generator_as_it_was():
+    """A max-autotune training compile makes real example inputs for the graphs AOTAutograd hands it as
+    fake tensors: their numbers come from a generator of their own, so after the first (compiling) call
+    torch's generator is where eager's call leaves it."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
+    compiled = graphjit.compile(model, mode="max-autotune")
+    x = torch.randn(4, 8)
+    draws = []
+    for fn in (compiled, model):
+        torch.manual_seed(0)
+        fn(x).sum().backward()
+        draws.append(torch.rand(5))
+    assert torch.equal(draws[0], draws[1])
