@@ -2,7 +2,7 @@
 (where Triton is installed) the Triton interpreter, over values that reach every branch of the C++ kernels'
 own float erf (cpp._erf_lines: a polynomial below |x| = 0.9, 1 - 2**p(|x|) above, capped at 4) and the
 special values; and, C++ only, the compiled erf's error against a float64 reference, which stays within
-1.6 ulp (eager's torch.erf, MKL's: 0.76; libmvec's erff: 4), and gelu's, which stays below eager's.
+1.6 ulp (eager's torch.erf, MKL's: 0.76; libmvec's erff: 4), and gelu's, within an ulp or eager's.
 """
 import math
 
@@ -85,12 +85,15 @@ def test_compiled_erf_tail_equals_body():
     assert torch.equal(got[-13:], got[:13])
 
 
-def test_compiled_gelu_error_below_eagers():
-    """Max absolute error against a float64 gelu over [-10, 10], compiled and eager (ATen's
-    Vectorized erf, 1.5e-7 absolute)."""
+def test_compiled_gelu_error_within_an_ulp_or_eagers():
+    """Max error against a float64 gelu over [-10, 10], in float32 ulps of the result: within one ulp, or
+    else no more than eager's (ATen's Vectorized erf: which one depends on the CPU's vector width; near
+    gelu's negative tail, where 1 + erf cancels, both are many ulps off)."""
     x = _sweep(10.0)
     exact = x.double() * 0.5 * (1 + torch.erf(x.double() / math.sqrt(2)))
     graphjit.reset()
     got = graphjit.compile(lambda t: F.gelu(t))(x)
-    ours, eagers = (got.double() - exact).abs().max(), (F.gelu(x).double() - exact).abs().max()
-    assert ours <= eagers, f"gelu's max error {ours.item():.3g}, eager's {eagers.item():.3g}"
+    ours, eagers = _ulps(got, exact), _ulps(F.gelu(x), exact)
+    worst = int(ours.argmax())
+    assert ours.max() <= max(eagers.max(), 1.0), \
+        f"gelu({x[worst].item()!r}) is {ours.max().item():.3g} ulp off, eager's worst {eagers.max().item():.3g}"
