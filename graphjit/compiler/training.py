@@ -35,6 +35,7 @@ native_dropout instead.
 """
 
 import re
+import sys
 
 import torch
 
@@ -1085,6 +1086,31 @@ class _ForwardRecording:
         return out
 
 
+DOUBLE_BACKWARD = ("graphjit: a backward with create_graph=True through a graph graphjit compiled for training "
+                   "(a gradient to be differentiated again: a double backward) is not supported: its compiled "
+                   "backward is not differentiable. Compile that code with backend='eager' (capture only), or "
+                   "leave it uncompiled.")
+
+
+def _refuse_double_backward():
+    """Raises where the backward runs to be differentiated again (create_graph=True). AOTAutograd then runs
+    it with grad mode on where no saved tensor requires grad (torch 2.11: its gradients come out
+    constants), or inside the forward of an autograd Function of its own (`_double_backward`, with grad
+    mode off) whose backward raises only where some saved tensor requires grad; saved tensors are made in
+    the forward under no_grad, so either way a second derivative would silently miss this graph's terms.
+    The Function's frame on the stack is the one sign of the second case."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(DOUBLE_BACKWARD)
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return
+        code = frame.f_code
+        if code.co_name == "forward" and "_double_backward" in code.co_qualname:
+            raise RuntimeError(DOUBLE_BACKWARD)
+        frame = frame.f_back
+
+
 class _CheckingSavedVersions:
     """The backward half (boxed), checking first the versions of the saved tensors it reads that
     AOTAutograd saved without its check (`read`: positions; _BackwardOfPresent checks its own, per set of
@@ -1095,6 +1121,7 @@ class _CheckingSavedVersions:
         self.compiled, self.read = compiled, read
 
     def __call__(self, args):
+        _refuse_double_backward()
         _check_saved_versions(args, self.read)
         return self.compiled(args)
 
@@ -1135,6 +1162,7 @@ class _BackwardOfPresent:
         self.variants = {}
 
     def __call__(self, args):
+        _refuse_double_backward()
         missing = tuple(i for i in self.tangents if args[i] is None)
         variant = self.variants.get(missing)
         if variant is None:

@@ -738,3 +738,47 @@ def test_a_view_that_changes_nothing_is_a_new_tensor(fn, backend):
     buffer it views; the wrapper returns a new view of it (and the same object where eager's output is the
     same object: `v, v`)."""
     check_calls(fn, lambda: [torch.randn(1, 1)], backend)
+
+
+def test_outputs_viewing_inputs_are_autograd_views_of_them(backend):
+    """An output that views an input is eager's view of it: its _base is the input, it shares the input's
+    version counter (a later write into the input counts as one into the view), and an in-place op on it
+    with a tensor that requires grad makes the input require grad (its gradient flows back to w)."""
+    def f(x):
+        return x.t(), x[1:], x * 2
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    for fn in (f, compiled):
+        x = torch.randn(4, 4, generator=_gen())
+        a, b, c = fn(x)
+        assert a._base is x and b._base is x and c._base is None
+        x.add_(1)
+        assert (a._version, b._version) == (x._version, x._version) == (1, 1)
+
+    def g(x):
+        return x[1:]
+    compiled = graphjit.compile(g, backend=graphjit_backend)
+    grads = []
+    for fn in (g, compiled):
+        x = torch.zeros(5, 4)
+        w = torch.ones(4, requires_grad=True)
+        v = fn(x)
+        v.mul_(0).add_(w * 3)
+        assert x.requires_grad
+        (x * x).sum().backward()
+        grads.append(w.grad)
+    assert_same(grads[1], grads[0], where="w.grad")
+
+
+def test_an_input_written_after_the_call_that_the_backward_reads_raises_as_in_eager(backend):
+    """w @ x saves x (a transposed view of it) for w's gradient: a write into x between the call and the
+    backward makes the backward raise autograd's error, as eager's does, instead of reading the new x."""
+    def f(x, w):
+        return w @ x
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    for fn in (f, compiled):
+        for _ in range(2):
+            x, w = torch.randn(4, 4, generator=_gen()), torch.randn(4, 4, generator=_gen(1)).requires_grad_()
+            y = fn(x, w)
+            x.add_(1)
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()

@@ -1210,3 +1210,19 @@ def test_index_select_by_a_0d_index_backward(backend):
     backward kernel raised "shape mismatch" where eager's index_add takes it."""
     calls = iter(range(100))
     check_training(RowOfTable, lambda: (r(1, 5), torch.tensor(next(calls) % 6)), backend=graphjit_backend, **TOL)
+
+
+def test_a_double_backward_through_a_compiled_graph_raises():
+    """A gradient taken with create_graph=True to be differentiated again: the compiled backward is not
+    differentiable, so the call raises rather than give a second derivative missing the graph's terms (w's
+    saved values are made under no_grad: AOTAutograd's own refusal would not reach w)."""
+    def g(x, w):
+        return (x * w).sin()
+    compiled = graphjit.compile(g, backend=graphjit_backend)
+    x, w = r(4, 4), r(4, 4).requires_grad_()
+    (gw,) = torch.autograd.grad(g(x, w).sum(), w, create_graph=True)
+    assert gw.requires_grad           # eager differentiates it again
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(compiled(x, w).sum(), w, create_graph=True)
+    (plain,) = torch.autograd.grad(compiled(x, w).sum(), w)      # without create_graph: as before
+    assert_same(plain, gw.detach(), where="w's gradient", **TOL)

@@ -35,6 +35,14 @@ _reinterpret = getattr(_guards, "_reinterpret_tensor", None) or (
     lambda t, sizes, strides, offset: torch.as_strided(t, sizes, strides, t.storage_offset() + offset))
 
 
+def _as_view(t, sizes, strides, offset):
+    """An output that is a view of an input, as eager's is: an autograd view of it, sharing its version
+    counter (a write into the input after the call is one into the view: the backward that saved the
+    view sees it; an in-place op on the view with a tensor that requires grad makes the input require
+    grad). _reinterpret's alias, a tensor of its own over the same memory, is neither."""
+    return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
+
+
 class WrapperCode:
     fast_cuda_empty = False     # set by wrappers that run on their device (see empty())
 
@@ -44,7 +52,8 @@ class WrapperCode:
         self.items = items
         self.signatures = signatures
         self.lines = []
-        self.globals = {"empty_strided": torch.empty_strided, "reinterpret": _reinterpret, "torch": torch}
+        self.globals = {"empty_strided": torch.empty_strided, "reinterpret": _reinterpret, "as_view": _as_view,
+                        "torch": torch}
         # matmul epilogues (TritonWrapperCode): kernels emitted at an earlier item, buffers that must not
         # take a dead buffer's memory (allocated earlier than the item order says), names never bound
         self.fused_away, self.fresh, self.unbound = set(), set(), set()
@@ -83,12 +92,14 @@ class WrapperCode:
             return repr(value) if value == value and abs(value) != float("inf") else f"float('{value}')"
         return self.bind(value)
 
-    def view(self, view):
-        """A StorageView as a tensor expression: the buffer itself or an as_strided view of it."""
+    def view(self, view, output=False):
+        """A StorageView as a tensor expression: the buffer itself or an as_strided view of it (an output
+        viewing an input: eager's autograd view of it, _as_view)."""
         name = view.buffer.name
         if view.is_full():
             return name
-        return f"reinterpret({name}, {pytuple(view.sizes)}, {pytuple(view.strides)}, {pyexpr(view.offset)})"
+        how = "as_view" if output and getattr(view.buffer, "position", None) is not None else "reinterpret"
+        return f"{how}({name}, {pytuple(view.sizes)}, {pytuple(view.strides)}, {pyexpr(view.offset)})"
 
     def generate(self, check_inputs, eager_if_grad):
         graph = self.graph
@@ -336,7 +347,7 @@ class WrapperCode:
                 f"return eager({params})"]
 
     def _outputs(self):
-        flat = [self.view(v) if isinstance(v, StorageView) else self.arg(v) for v in self.graph.outputs]
+        flat = [self.view(v, output=True) if isinstance(v, StorageView) else self.arg(v) for v in self.graph.outputs]
         aliases = getattr(self.graph, "output_aliases", None) or ()
         names = {b.position: b.name for b in self.graph.inputs if b.position is not None}
         for k, alias in enumerate(aliases):
@@ -379,7 +390,7 @@ class WrapperCode:
         if alias[0] == "input":
             return names[alias[1]]
         _, position, sizes, strides, offset = alias
-        return f"reinterpret({names[position]}, {pytuple(sizes)}, {pytuple(strides)}, {pyexpr(offset)})"
+        return f"as_view({names[position]}, {pytuple(sizes)}, {pytuple(strides)}, {pyexpr(offset)})"
 
 
 def pyexpr(e):

@@ -265,7 +265,8 @@ def _path(key):
 def _helpers():
     """Globals of generated wrappers that are fixed functions and modules, by the names they are bound to."""
     from ..codegen import cpp, wrapper
-    helpers = {"empty_strided": torch.empty_strided, "reinterpret": wrapper._reinterpret, "torch": torch,
+    helpers = {"empty_strided": torch.empty_strided, "reinterpret": wrapper._reinterpret, "as_view": wrapper._as_view,
+               "torch": torch,
                "math": math, "grad_enabled": torch.is_grad_enabled, "kernel_error": cpp.kernel_error,
                "as_traced": wrapper._as_traced, "_unflatten": pytree.tree_unflatten,
                "_record_function": torch.profiler.record_function}
