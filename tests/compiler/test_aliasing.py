@@ -782,3 +782,23 @@ def test_an_input_written_after_the_call_that_the_backward_reads_raises_as_in_ea
             x.add_(1)
             with pytest.raises(RuntimeError, match="modified by an inplace operation"):
                 y.sum().backward()
+
+
+def test_outputs_viewing_another_output_are_autograd_views_of_it(backend):
+    """y and views of y returned together: each view's _base is y and shares its version counter, so an
+    in-place op on a view with a tensor that requires grad makes y require grad, and y's gradient flows
+    back to w, as in eager."""
+    def f(x):
+        y = x * 2
+        return y, y[1:], y.t()
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    grads = []
+    for fn in (f, compiled):
+        a, b, t = fn(torch.randn(4, 4, generator=_gen()))
+        assert b._base is a and t._base is a
+        w = torch.ones(4, requires_grad=True)
+        b.add_(w)
+        assert a.requires_grad and (a._version, b._version, t._version) == (1, 1, 1)
+        a.sum().backward()
+        grads.append(w.grad)
+    assert_same(grads[1], grads[0], where="w.grad")

@@ -36,10 +36,11 @@ _reinterpret = getattr(_guards, "_reinterpret_tensor", None) or (
 
 
 def _as_view(t, sizes, strides, offset):
-    """An output that is a view of an input, as eager's is: an autograd view of it, sharing its version
-    counter (a write into the input after the call is one into the view: the backward that saved the
-    view sees it; an in-place op on the view with a tensor that requires grad makes the input require
-    grad). _reinterpret's alias, a tensor of its own over the same memory, is neither."""
+    """An output that is a view of an input or of another output, as eager's is: an autograd view of it,
+    sharing its version counter (a write into the input after the call is one into the view: the backward
+    that saved the view sees it; an in-place op on the view with a tensor that requires grad makes the
+    viewed tensor require grad). _reinterpret's alias, a tensor of its own over the same memory, is
+    neither."""
     return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
 
 
@@ -93,12 +94,12 @@ class WrapperCode:
         return self.bind(value)
 
     def view(self, view, output=False):
-        """A StorageView as a tensor expression: the buffer itself or an as_strided view of it (an output
-        viewing an input: eager's autograd view of it, _as_view)."""
+        """A StorageView as a tensor expression: the buffer itself or an as_strided view of it (an output:
+        eager's autograd view of the input or other output it views, _as_view)."""
         name = view.buffer.name
         if view.is_full():
             return name
-        how = "as_view" if output and getattr(view.buffer, "position", None) is not None else "reinterpret"
+        how = "as_view" if output else "reinterpret"
         return f"{how}({name}, {pytuple(view.sizes)}, {pytuple(view.strides)}, {pyexpr(view.offset)})"
 
     def generate(self, check_inputs, eager_if_grad):
