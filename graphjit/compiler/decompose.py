@@ -403,13 +403,15 @@ def _erase_if_unread(gm, nodes):
     writes nothing (training._in_place: fx's eliminate_dead_code takes in-place calls for pure and would
     drop `self.steps += 1`)."""
     from .training import _in_place
-    stack = list(nodes)
+    stack, erased = list(nodes), set()
     while stack:
         node = stack.pop()
-        if node.users or node.op not in ("call_function", "call_method", "get_attr") or _in_place(node):
-            continue
+        if node in erased or node.users or node.op not in ("call_function", "call_method", "get_attr") or \
+                _in_place(node):
+            continue        # (a mask every layer reads is in `nodes` once per layer)
         inputs = node.all_input_nodes
         gm.graph.erase_node(node)
+        erased.add(node)
         stack.extend(inputs)
 
 

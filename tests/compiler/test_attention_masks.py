@@ -47,6 +47,26 @@ def test_an_all_true_mask_built_from_constants_is_dropped_and_results_hold():
         torch.testing.assert_close(compiled(q), attention(q, all_true), rtol=1e-5, atol=1e-5)
 
 
+def test_one_mask_read_by_every_layer_is_dropped_once():
+    """Layers reading one constant mask: every layer's attention drops it, and its nodes are erased once
+    (fx warned of nodes erased twice)."""
+    import warnings
+
+    def layers(q):
+        mask = torch.ones(q.shape[0], 1, q.shape[2], q.shape[2], dtype=torch.bool).expand(-1, q.shape[1], -1, -1)
+        for _ in range(3):
+            q = F.scaled_dot_product_attention(q, q, q, attn_mask=mask) + q
+        return q
+    q = torch.randn(2, 3, 7, 8)
+    gm = capture(layers, q)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert decompose.fold_constant_attention_masks(gm) == 3
+    assert masks_of(gm) == [None] * 3
+    assert not [n for n in gm.graph.nodes if n.target in (torch.ones, "expand")]
+    torch.testing.assert_close(gm(q)[0], layers(q))
+
+
 def test_an_all_zero_additive_mask_is_dropped():
     q = torch.randn(1, 2, 5, 4)
     gm = capture(lambda q: attention(q, lambda q: torch.zeros(5, 5)), q)
