@@ -151,6 +151,9 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
         run = _UndefinedGradsKept(run, absent, halves)
     if detached:
         run = _Detaching(run, detached, halves)
+    no_grad = _outputs_without_grad(gm)
+    if no_grad:
+        run = _NoGradOutputs(run, no_grad, halves)
     strides = _size_one_strides(gm, example_inputs)
     if strides:
         run = _EagerStrides(run, strides, halves)
@@ -895,6 +898,41 @@ class _Detaching:
         for k in self.positions:
             if isinstance(values[k], torch.Tensor):
                 values[k] = values[k].detach()
+        return type(out)(values)
+
+
+def _outputs_without_grad(gm):
+    """Positions of the captured graph's outputs made with grad mode off (between the graph's
+    `_set_grad_enabled(False)` and `(True)`: an inner no_grad; a training graph starts with it on)."""
+    enabled, made_without = True, set()
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+            enabled = bool(node.args[0])
+        elif not enabled:
+            made_without.add(node)
+    return [k for k, leaf in enumerate(output_leaves(gm)) if isinstance(leaf, torch.fx.Node) and leaf in made_without]
+
+
+class _NoGradOutputs:
+    """A compiled training graph whose outputs at `positions`, made without grad in eager, are so after the
+    call too. AOTAutograd replays an output that views an input (`with torch.no_grad(): y = x[1:]`) from
+    the input at run time with grad mode on, so it came back with x's gradient (y.sum().backward() gave x
+    one, eager's gives none): such an output is made again as a view of the same memory under no_grad,
+    eager's view."""
+
+    def __init__(self, compiled, positions, halves):
+        self.compiled, self.positions, self.graphjit_halves = compiled, positions, halves
+
+    def __call__(self, *args):
+        out = self.compiled(*args)
+        values = list(out)
+        for k in self.positions:
+            t = values[k]
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                with torch.no_grad():
+                    base = t._base
+                    values[k] = t.detach() if base is None else \
+                        base.as_strided(t.size(), t.stride(), t.storage_offset())
         return type(out)(values)
 
 

@@ -1226,3 +1226,22 @@ def test_a_double_backward_through_a_compiled_graph_raises():
         torch.autograd.grad(compiled(x, w).sum(), w, create_graph=True)
     (plain,) = torch.autograd.grad(compiled(x, w).sum(), w)      # without create_graph: as before
     assert_same(plain, gw.detach(), where="w's gradient", **TOL)
+
+
+def test_a_view_of_an_input_taken_under_no_grad_has_no_gradient():
+    """`with torch.no_grad(): y = x[1:]` returned beside a loss: eager's y is a view of x made without
+    grad (no grad_fn), so y.sum().backward() gives x no gradient; AOTAutograd replays the view from x at
+    run time with grad on, which gave x one."""
+    def f(x, w):
+        with torch.no_grad():
+            y = x[1:]
+        return y, (x * w).sum()
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    for fn in (f, compiled):
+        x, w = r(4, 4).requires_grad_(), r(4, 4)
+        y, loss = fn(x, w)
+        assert y._base is x and y.grad_fn is None
+        y.sum().backward()
+        assert x.grad is None
+        loss.backward()
+        assert_same(x.grad, w, where="x.grad")
