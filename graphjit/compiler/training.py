@@ -150,10 +150,10 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
     if absent.enabled:
         run = _UndefinedGradsKept(run, absent, halves)
     if detached:
-        run = _Detaching(run, detached, halves)
+        run = _ChangedOutputs(run, detached, halves, _detached)
     no_grad = _outputs_without_grad(gm)
     if no_grad:
-        run = _NoGradOutputs(run, no_grad, halves)
+        run = _ChangedOutputs(run, no_grad, halves, _made_without_grad)
     strides = _size_one_strides(gm, example_inputs)
     if strides:
         run = _EagerStrides(run, strides, halves)
@@ -886,19 +886,25 @@ class _ProdAsEager(torch.autograd.Function):
         return torch.where((x == 0).any(), safe, grad * (result / x).conj()), None, None
 
 
-class _Detaching:
-    """A compiled training graph whose outputs at `positions` are detached after the call (_detach_after)."""
+class _ChangedOutputs:
+    """A compiled training graph whose tensor outputs at `positions` are replaced after the call by
+    change(output)."""
 
-    def __init__(self, compiled, positions, halves):
-        self.compiled, self.positions, self.graphjit_halves = compiled, positions, halves
+    def __init__(self, compiled, positions, halves, change):
+        self.compiled, self.positions, self.graphjit_halves, self.change = compiled, positions, halves, change
 
     def __call__(self, *args):
         out = self.compiled(*args)
         values = list(out)
         for k in self.positions:
             if isinstance(values[k], torch.Tensor):
-                values[k] = values[k].detach()
+                values[k] = self.change(values[k])
         return type(out)(values)
+
+
+def _detached(t):
+    """An output _detach_after traced without its detach."""
+    return t.detach()
 
 
 def _outputs_without_grad(gm):
@@ -913,27 +919,15 @@ def _outputs_without_grad(gm):
     return [k for k, leaf in enumerate(output_leaves(gm)) if isinstance(leaf, torch.fx.Node) and leaf in made_without]
 
 
-class _NoGradOutputs:
-    """A compiled training graph whose outputs at `positions`, made without grad in eager, are so after the
-    call too. AOTAutograd replays an output that views an input (`with torch.no_grad(): y = x[1:]`) from
-    the input at run time with grad mode on, so it came back with x's gradient (y.sum().backward() gave x
-    one, eager's gives none): such an output is made again as a view of the same memory under no_grad,
-    eager's view."""
-
-    def __init__(self, compiled, positions, halves):
-        self.compiled, self.positions, self.graphjit_halves = compiled, positions, halves
-
-    def __call__(self, *args):
-        out = self.compiled(*args)
-        values = list(out)
-        for k in self.positions:
-            t = values[k]
-            if isinstance(t, torch.Tensor) and t.requires_grad:
-                with torch.no_grad():
-                    base = t._base
-                    values[k] = t.detach() if base is None else \
-                        base.as_strided(t.size(), t.stride(), t.storage_offset())
-        return type(out)(values)
+def _made_without_grad(t):
+    """An output made under an inner no_grad, as eager's is. AOTAutograd replays an output that views an
+    input (`with torch.no_grad(): y = x[1:]`) from the input at run time with grad mode on, so it came back
+    with x's gradient (y.sum().backward() gave x one, eager's none): it is made again as a view of the same
+    memory under no_grad, eager's view."""
+    if not t.requires_grad:
+        return t
+    with torch.no_grad():
+        return t.detach() if t._base is None else t._base.as_strided(t.size(), t.stride(), t.storage_offset())
 
 
 def _size_one_strides(gm, example_inputs):
