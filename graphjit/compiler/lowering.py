@@ -1368,7 +1368,8 @@ def arange(start, end, step=1, dtype=None, layout=None, device=None, pin_memory=
 
 
 def _random_seed(device):
-    """A loader of the seed of a new random op on device (its own 0-d int64 value)."""
+    """A loader of the seed of a new random op on device: the first of the two int64s of its own output of
+    the graph's graphjit::random_seeds call."""
     if config.fallback_random:
         raise NotLowered("fallback_random: eager's random ops, and their bits")
     graph = current_graph()
