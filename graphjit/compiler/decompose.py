@@ -30,8 +30,12 @@ from . import op_templates
 aten = torch.ops.aten
 
 # Composite ops whose decompositions we never want: they would hide an extern call (attention), or compute
-# otherwise than eager (std_mean as sqrt of var_mean's float32 variance overflows past 1e19).
-KEEP_WHOLE = {aten.scaled_dot_product_attention.default, aten.std_mean.correction}
+# otherwise than eager (std_mean as sqrt of var_mean's float32 variance overflows past 1e19; index_add and
+# index_copy decompose to index_put, which takes a negative index from the end, where eager's kernels
+# raise, and on the CPU adds in another order than eager's index_add with more than one thread;
+# index_fill decomposes to index_copy, which raises for the negative index eager's index_fill takes).
+KEEP_WHOLE = {aten.scaled_dot_product_attention.default, aten.std_mean.correction, aten.index_add.default,
+              aten.index_copy.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor}
 
 # Calls that change global state mid-graph (grad mode, autocast): retracing would not replay them.
 STATE_FUNCTIONS = {torch._C._set_grad_enabled}
@@ -175,28 +179,36 @@ def decomposition_table():
     table.update(POINTWISE_FORMS)
     table.update(EAGER_SCALARS)
     table.update(EAGER_DTYPES)
-    if aten.index_add.default in table:
-        table[aten.index_add.default] = _index_add_of_a_0d_index(table[aten.index_add.default])
+    if aten.embedding_dense_backward.default in table:
+        table[aten.embedding_dense_backward.default] = _embedding_backward_by_index_add(
+            table[aten.embedding_dense_backward.default])
     table[aten.logit.default] = _logit_as_cpu_kernel(table[aten.logit.default])
     table[aten.logit_backward.default] = _logit_backward_as_eager(table[aten.logit_backward.default])
     table[aten.elu_backward.default] = _elu_backward_as_cpu_kernel(table[aten.elu_backward.default])
     table[aten.hardswish_backward.default] = _hardswish_backward_as_cpu_kernel(
         table[aten.hardswish_backward.default])
-    table.update({op: _converting_alpha(table[op]) for op in EAGER_ALPHAS})
+    table.update({op: _converting_alpha(table[op]) for op in EAGER_ALPHAS if op in table})
     for op, layout in EAGER_LAYOUTS.items():
         table[op] = _in_eager_layout(op, layout, table.get(op))
     return table
 
 
-def _index_add_of_a_0d_index(decomposed):
-    """index_add with a 0-d index as with that index in one element: torch's decomposition indexes with the
-    0-d index (dropping dim) and puts a source that keeps it, which the kernel refuses ("shape mismatch")
-    where eager's index_add takes it (index_select's gradient by a 0-d index)."""
-    def index_add(x, dim, index, source, alpha=1):
-        if index.dim() == 0:
-            index = index.unsqueeze(0)
-        return decomposed(x, dim, index, source, alpha=alpha)
-    return index_add
+def _embedding_backward_by_index_add(decomposed):
+    """embedding's weight gradient on the CPU, float32 and float64, as eager's kernel computes it: the
+    gradient rows added into zeros by index_add, in the order of the indices (rows at padding_idx add
+    zeros). torch's decomposition puts them with index_put(accumulate=True), which adds in another order
+    with more than one thread and takes 3-4x index_add's time (BERT's three embeddings: about 1 ms of a
+    small model's training step). Elsewhere (CUDA, 16-bit gradients, scale_grad_by_freq): torch's."""
+    def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+        if grad_output.device.type != "cpu" or scale_grad_by_freq or \
+                grad_output.dtype not in (torch.float32, torch.float64) or indices.dim() == 0:
+            return decomposed(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+        width = grad_output.shape[indices.dim():]
+        rows = grad_output.reshape(-1, *width)
+        flat = indices.reshape(-1)
+        rows = rows.masked_fill((flat == padding_idx).reshape(-1, *[1] * len(width)), 0)
+        return rows.new_zeros((num_weights, *width)).index_add(0, flat, rows)
+    return embedding_dense_backward
 
 
 def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
