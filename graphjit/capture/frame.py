@@ -103,10 +103,11 @@ def _record(rec):
 
 
 class FrameCache:
-    """The cache of one code object under one set of compile options."""
+    """The cache of one code object with one globals dict, under one set of compile options."""
 
-    def __init__(self, code):
+    def __init__(self, code, f_globals=None):
         self.code = code
+        self.f_globals = f_globals  # held: the cache's key has its id (entries read and write this dict)
         self.entries = []          # entry functions, tried in order
         self.reporters = []        # per entry: returns the first failing guard's text
         self.eager = False         # recompile limit hit: always run the original
@@ -214,13 +215,16 @@ TRANSLATION_LOCK = threading.RLock()
 RETRY = object()    # miss(): another thread added an entry since the caller tried them
 
 
-_CACHES = {}   # (code, options key) -> FrameCache
+_CACHES = {}   # (code, options key, id of the globals) -> FrameCache
 
 
-def cache_for(code, options):
-    key = (code, options.key)
+def cache_for(code, options, f_globals):
+    """The FrameCache of functions with this code and these globals (functions sharing a code object,
+    `types.FunctionType(f.__code__, other_globals)`, read and write their own globals: an entry binds the
+    globals it was traced with, and its guards test them)."""
+    key = (code, options.key, id(f_globals))
     if key not in _CACHES:
-        _CACHES[key] = FrameCache(code)
+        _CACHES[key] = FrameCache(code, f_globals)
     return _CACHES[key]
 
 
@@ -243,7 +247,7 @@ class CompiledFunction:
         self._options = options
         self._closure = fn.__closure__
         self._code = fn.__code__
-        self._cache = cache_for(fn.__code__, options)
+        self._cache = cache_for(fn.__code__, options, fn.__globals__)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -289,7 +293,7 @@ class CompiledFunction:
 
     def _refresh(self):
         self._code = self._graphjit_compiled_fn.__code__
-        self._cache = cache_for(self._code, self._options)
+        self._cache = cache_for(self._code, self._options, self._graphjit_compiled_fn.__globals__)
 
 
 def translate(fn, options, args, kwargs, defer_logging=True, policy=None):

@@ -24,6 +24,40 @@ _REPR_SAFE = (int, float, str, bool, type(None), bytes)
 _ABSENT = object()
 
 
+def same_constant(a, b):
+    """Whether a and b are equal and of the same types all the way down: == takes 1, 1.0 and True for one
+    another, 0.0 for -0.0, and range(0, 3, 2) for range(0, 4, 2) (ranges compare their elements), where a
+    trace that reads their type, sign or bounds would differ. Floats: same value and sign (NaN: NaN). A
+    set and a frozenset compare by their members."""
+    if type(a) is not type(b) and not (type(a) in (set, frozenset) and type(b) in (set, frozenset)):
+        return False
+    if type(a) is float:
+        return a == b and str(a)[0] == str(b)[0] or a != a and b != b
+    if type(a) is complex:
+        return str(a) == str(b)
+    if type(a) is tuple:
+        return len(a) == len(b) and all(same_constant(x, y) for x, y in zip(a, b))
+    if type(a) in (frozenset, set):
+        if a != b:
+            return False
+        members = list(b)
+        return all(any(x == y and same_constant(x, y) for y in members) for x in a)
+    if type(a) is range:
+        return (a.start, a.stop, a.step) == (b.start, b.stop, b.step)
+    if type(a) is slice:
+        return all(same_constant(x, y) for x, y in ((a.start, b.start), (a.stop, b.stop), (a.step, b.step)))
+    return a == b
+
+
+def _needs_same_constant(value):
+    """Whether == may take another value for `value` (see same_constant)."""
+    if type(value) in (str, bytes, type(None)):
+        return False
+    if type(value) is tuple:
+        return any(_needs_same_constant(v) for v in value)
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class Guard:
     cost: int
@@ -83,7 +117,8 @@ class GuardSet:
 
     def obj(self, value) -> str:
         """A name under which `value` is visible to the check function (equal tuples share one)."""
-        key = ("tuple", value) if type(value) is tuple and _hashable(value) else id(value)
+        # equal tuples of the same types (repr tells (1,) from (1.0,), (True,) and (0.0,) from (-0.0,))
+        key = ("tuple", repr(value)) if type(value) is tuple and _hashable(value) else id(value)
         if key not in self._object_names:
             name = f"__gj_o{len(self.objects)}"
             self._object_names[key] = name
@@ -165,6 +200,9 @@ class GuardSet:
             self.add(CONSTANT, f"{{0}} == {value!r}", None, (source,))
         elif isinstance(value, float):  # NaN: equal to nothing, itself included
             self.add(CONSTANT, "{0} != {0}", f"{source.expr()} is nan", (source,))
+        elif type(value) in (range, slice, tuple, frozenset):
+            self.add(CONSTANT, f"{self.obj(same_constant)}({{0}}, {self.obj(value)})",
+                     f"{source.expr()} == {value!r}", (source,))
         else:
             self.add(CONSTANT, f"{{0}} == {self.obj(value)}", f"{source.expr()} == {value!r}", (source,))
 
@@ -182,8 +220,15 @@ class GuardSet:
         self.add(LENGTH, f"len({{0}}) == {n}", None, (source,))
 
     def add_keys(self, source: Source, keys):
-        self.add(LENGTH, f"tuple({{0}}) == {self.obj(tuple(keys))}", f"tuple({source.expr()}) == {tuple(keys)!r}",
-                 (source,))
+        """The dict at `source` has these keys, in this order; keys other than strings of the same types
+        too (same_constant: a dict keyed 1.0 or True is not one keyed 1)."""
+        keys = tuple(keys)
+        if _needs_same_constant(keys):
+            self.add(LENGTH, f"{self.obj(same_constant)}(tuple({{0}}), {self.obj(keys)})",
+                     f"tuple({source.expr()}) == {keys!r}", (source,))
+        else:
+            self.add(LENGTH, f"tuple({{0}}) == {self.obj(keys)}", f"tuple({source.expr()}) == {keys!r}",
+                     (source,))
 
     def add_key_set(self, source: Source, keys):
         """The dict at `source` has exactly these keys, in any order (membership: which of a module's

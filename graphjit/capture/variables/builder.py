@@ -18,6 +18,7 @@ import types
 
 import torch
 
+from .. import guards as guards_mod
 from ..sources import AttrSource, ItemSource, module_attr_source
 from . import numpyvars, randomvars
 from .base import Variable, ConstantVariable, unsupported
@@ -147,8 +148,9 @@ def _wrap_uncached(tx, value, source):
         if source is not None:
             tx.guards.add_type(source, type(value))
             frozen = frozenset(value)                           # a copy: the caller may mutate its set
-            tx.guards.add(3, f"{{0}} == {tx.guards.obj(frozen)}", f"{source.expr()} == {set(value)!r}",
-                          (source,))
+            same = tx.guards.obj(guards_mod.same_constant)      # {1.0} == {1} == {True}
+            tx.guards.add(3, f"{same}({{0}}, {tx.guards.obj(frozen)})",
+                          f"{source.expr()} == {set(value)!r}", (source,))
         if type(value) is set and all(is_constant_key(k) for k in value):
             return _wrap_set(value, source)
         return ConstantVariable(value, source)

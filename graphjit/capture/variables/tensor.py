@@ -13,7 +13,13 @@ DATA_DEPENDENT_HINT = ("the value of a tensor is not known while tracing: use to
 
 # Tensor attributes that are plain metadata: answered from the fake tensor, no graph node.
 METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
-                  "layout", "is_leaf", "is_meta", "is_nested", "is_mps", "is_cpu", "itemsize", "nbytes"}
+                  "layout", "is_meta", "is_nested", "is_mps", "is_cpu", "itemsize", "nbytes"}
+# Autograd and storage state of a tensor that its guards do not check (an entry traced for a tensor at
+# version 0 would be reused for one at version 2, a base for a view): read in CPython at a graph break
+UNGUARDED_STATE = {"_version", "retains_grad", "output_nr", "_backward_hooks", "_post_accumulate_grad_hooks",
+                   "_cdata", "_grad", "_grad_fn", "grad_dtype", "name", "volatile"}
+UNGUARDED_STATE_METHODS = {"_is_view", "is_shared", "is_pinned", "data_ptr", "untyped_storage", "storage",
+                           "_typed_storage", "_use_count"}
 
 # Methods whose result is a Python value that depends only on metadata.
 METADATA_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
@@ -57,6 +63,11 @@ class TensorVariable(Variable):
             return containers.SizeVariable(symbolic.size_items(tx, self, self.fake.shape))
         if name in METADATA_ATTRS:
             return ConstantVariable(getattr(self.fake, name))
+        if name == "is_leaf":
+            return self._is_leaf(tx)
+        if name in UNGUARDED_STATE:
+            unsupported(f"tensor attribute {name!r}: autograd or storage state that the entry's guards do not "
+                        f"check", hint="it is read in CPython at a graph break")
         if name == "grad" and self.real is not None and self.source is not None:
             # an input's gradient, as it is when the frame starts: nothing traced can change it before
             # this read (backward, hooks and stores to .grad are graph breaks); guarded like any input
@@ -80,6 +91,16 @@ class TensorVariable(Variable):
 
     def call_method(self, tx, name, args, kwargs):
         return TensorMethodVariable(self, name).call(tx, args, kwargs)
+
+    def _is_leaf(self, tx):
+        """x.is_leaf: an input's, guarded (a tensor requiring grad may or may not have a grad_fn, which the
+        tensor guards do not check); a tensor the graph made: the fake tensor's, which follows from the
+        inputs' requires_grad and grad mode."""
+        if self.real is not None and self.source is not None:
+            leaf = self.real.is_leaf
+            tx.guards.add(3, f"{{0}}.is_leaf is {leaf}", None, (self.source,))
+            return ConstantVariable(leaf)
+        return ConstantVariable(self.fake.is_leaf)
 
     def _instance_attribute(self, tx, name):
         """An attribute the tensor's class lacks: one set on the tensor object (`t.scale = 3`, a
@@ -120,6 +141,9 @@ class TensorMethodVariable(MethodOf):
             return numpyvars.from_tensor(tx, self.tensor)
         if name in DATA_METHODS:
             unsupported(f"Tensor.{name}() needs the tensor's data", hint=DATA_DEPENDENT_HINT)
+        if name in UNGUARDED_STATE_METHODS:
+            unsupported(f"Tensor.{name}() reads autograd or storage state that the entry's guards do not check",
+                        hint="it runs in CPython at a graph break")
         if name == "requires_grad_" and _requested_flag(args, kwargs) == fake.requires_grad:
             return self.tensor           # changes nothing: the tensor itself
         if name in AUTOGRAD_METHODS:

@@ -1,0 +1,110 @@
+"""Guards that must tell apart values Python's == takes for one another, and state the tensor guards do not
+cover: functions sharing a code object with other globals; dict keys, set members, ranges of equal
+elements; 1 / 1.0 / True and 0.0 / -0.0; a tensor's is_leaf, _version, output_nr and other autograd or
+storage state. Each case runs eager and compiled on the same sequence of calls and compares.
+
+PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode.
+"""
+import types
+
+import pytest
+import torch
+
+import graphjit
+from graphjit.testing import Step, assert_same, check_steps
+
+
+def _function_with_globals(source, name, namespace):
+    exec(source, namespace)
+    return namespace[name]
+
+
+def _compiled_pair(source, name, first, second):
+    """Two functions of one code object over two globals dicts, each compiled."""
+    f1 = _function_with_globals(source, name, dict(first))
+    f2 = types.FunctionType(f1.__code__, dict(second), name)
+    return f1, f2
+
+
+@pytest.mark.parametrize("source", [
+    "def f(x):\n    return x * G\n",
+    "def f(x):\n    y = x * G\n    print(end='')\n    return y + G\n",       # a graph break: resume function
+])
+def test_functions_sharing_code_read_their_own_globals(source):
+    f1, f2 = _compiled_pair(source, "f", {"G": 2}, {"G": 7})
+    c1, c2 = graphjit.compile(f1), graphjit.compile(f2)
+    x = torch.arange(4.)
+    for _ in range(2):
+        assert_same(c1(x), f1(x))
+        assert_same(c2(x), f2(x))
+
+
+def test_functions_sharing_code_write_their_own_globals():
+    source = "def w(x):\n    global N\n    N = N + 1\n    return x * N\n"
+    f1, f2 = _compiled_pair(source, "w", {"N": 0}, {"N": 0})
+    c1, c2 = graphjit.compile(f1), graphjit.compile(f2)
+    x = torch.arange(4.)
+    assert_same(c1(x), x * 1)
+    f1.__globals__["N"] = 0
+    assert_same(c2(x), x * 1)
+    assert (f1.__globals__["N"], f2.__globals__["N"]) == (0, 1)
+
+
+def _keys_as_values(x, d):
+    return [torch.full((2,), k[0] if isinstance(k, tuple) else k) / x for k in d]
+
+
+@pytest.mark.parametrize("values", [
+    [{0.0: "a"}, {-0.0: "a"}],
+    [{1: "a"}, {1.0: "a"}, {True: "a"}],
+    [{(1, 2): "a"}, {(1.0, 2): "a"}],
+    [frozenset({1}), frozenset({True}), frozenset({1.0})],
+    [{1, 2}, {1.0, 2}],
+])
+def test_equal_keys_of_other_types_or_signs_recompile(values):
+    check_steps(_keys_as_values, [Step(lambda v=v: (torch.ones(2), v)) for v in values],
+                graphs=len(values))
+
+
+def _range_bounds(x, r):
+    return x * r.stop + r.start + r.step
+
+
+def test_ranges_of_equal_elements_with_other_bounds_recompile():
+    ranges = [range(0, 3, 2), range(0, 4, 2), range(0), range(5, 5)]
+    check_steps(_range_bounds, [Step(lambda r=r: (torch.ones(2), r)) for r in ranges], graphs=len(ranges))
+
+
+def test_the_same_range_again_does_not_recompile():
+    check_steps(_range_bounds, [Step(lambda: (torch.ones(2), range(1, 9, 3)))] * 3, graphs=1)
+
+
+def _nonleaf():
+    return torch.ones(3, requires_grad=True) * 1
+
+
+def _bumped():
+    t = torch.ones(3)
+    t.add_(0)
+    t.add_(0)
+    return t
+
+
+def _retained():
+    t = torch.ones(3, requires_grad=True) * 1
+    t.retain_grad()
+    return t
+
+
+@pytest.mark.parametrize("fn, first, second", [
+    (lambda x: x * 2 if x.is_leaf else x * 3, _nonleaf, lambda: torch.ones(3, requires_grad=True)),
+    (lambda x: x * x._version, lambda: torch.ones(3), _bumped),
+    (lambda x: x * 2 if x.retains_grad else x * 3, _nonleaf, _retained),
+    (lambda x: x * 2 if x._is_view() else x * 3, lambda: torch.ones(3), lambda: torch.ones(6)[3:]),
+    (lambda x: x * (x.output_nr + 1), lambda: _nonleaf().repeat(2).split(3)[0],
+     lambda: _nonleaf().repeat(2).split(3)[1]),
+], ids=["is_leaf", "_version", "retains_grad", "_is_view", "output_nr"])
+def test_tensor_state_the_tensor_guards_do_not_cover(fn, first, second):
+    compiled = graphjit.compile(fn)
+    for make in (first, second, first):
+        assert_same(compiled(make()).detach(), fn(make()).detach())
