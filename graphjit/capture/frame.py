@@ -128,6 +128,10 @@ class FrameCache:
         """A call no entry served: translate it into a new entry (under the translation lock), or run it
         eagerly past the recompile limit. `generation` is self.generation when the caller tried the
         entries: if another thread added one since, RETRY (the caller tries the entries again)."""
+        try:
+            bind_by_code(fn, args, kwargs)
+        except TypeError:       # arguments that do not bind: eager's own TypeError, naming the function
+            return fn(*args, **kwargs)
         with TRANSLATION_LOCK:
             if self.generation != generation:
                 return RETRY
@@ -258,11 +262,16 @@ class CompiledFunction:
         cache, closure = self._cache, self._closure
         generation = cache.generation
         defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
-        for entry in cache.entries:
-            if entry.__defaults__ is defaults and entry.__kwdefaults__ is kwdefaults:
-                result = entry(closure, *args, **kwargs)
-                if result is not MISS:
-                    return result
+        try:
+            for entry in cache.entries:
+                if entry.__defaults__ is defaults and entry.__kwdefaults__ is kwdefaults:
+                    result = entry(closure, *args, **kwargs)
+                    if result is not MISS:
+                        return result
+        except TypeError as e:
+            if e.__traceback__.tb_next is None:     # the arguments do not bind: no frame of the entry ran
+                return fn(*args, **kwargs)          # eager's own TypeError, naming the function
+            raise
         result = cache.miss(fn, closure, self._options, args, kwargs, generation)
         return self._dispatch(fn, closure, args, kwargs) if result is RETRY else result
 
@@ -276,14 +285,19 @@ class CompiledFunction:
         cache = self._cache
         while True:
             generation = cache.generation
-            for entry in cache.entries:
-                # an entry binds missing arguments from the defaults it was made with: those of another
-                # function with this code, or replaced since (`f.__defaults__ = ...`), are not this call's
-                if entry.__defaults__ is not defaults or entry.__kwdefaults__ is not kwdefaults:
-                    continue
-                result = entry(closure, *args, **kwargs)
-                if result is not MISS:
-                    return result
+            try:
+                for entry in cache.entries:
+                    # an entry binds missing arguments from the defaults it was made with: those of another
+                    # function with this code, or replaced since (`f.__defaults__ = ...`), are not this call's
+                    if entry.__defaults__ is not defaults or entry.__kwdefaults__ is not kwdefaults:
+                        continue
+                    result = entry(closure, *args, **kwargs)
+                    if result is not MISS:
+                        return result
+            except TypeError as e:
+                if e.__traceback__.tb_next is None:     # the arguments do not bind (see __call__)
+                    return fn(*args, **kwargs)
+                raise
             result = cache.miss(fn, closure, self._options, args, kwargs, generation)
             if result is not RETRY:
                 return result
@@ -502,6 +516,8 @@ def breakable(fn, error):
     index = getattr(error, "root_index", None)
     if isinstance(error, UserError):
         return "an exception raised by the code itself"
+    if getattr(error, "no_break", None):
+        return error.no_break
     if index is None or index < 0:
         return "no instruction of the frame to break at"
     if getattr(error, "in_handler", False):
@@ -715,6 +731,15 @@ def _skipped(fn):
         str(getattr(fn, "__module__", None) or "").partition(".")[0] in _SKIPPED_PACKAGES
 
 
+def _implicit_parameters(code):
+    """Whether the code takes a parameter that is no Python name: a comprehension's iterator `.0` (on 3.11
+    a list, set or dict comprehension is a function of its own, reached from a graph break inside it). A
+    generated entry could not name it, and a break inside the comprehension's loop would run it eagerly
+    anyway: it runs as it is."""
+    count = code.co_argcount + code.co_kwonlyargcount
+    return not all(name.isidentifier() for name in code.co_varnames[:count])
+
+
 def intercepting_call(options):
     def call(fn, *args, **kwargs):
         return intercepted(fn, options)(*args, **kwargs)
@@ -751,7 +776,7 @@ def intercepted(fn, options):
         inner = intercepted(fn.__func__, options)
         return fn if inner is fn.__func__ else types.MethodType(inner, fn.__self__)
     if isinstance(fn, types.FunctionType):
-        if getattr(fn, "_graphjit_disable", False) or _skipped(fn):
+        if getattr(fn, "_graphjit_disable", False) or _skipped(fn) or _implicit_parameters(fn.__code__):
             return fn
         key = options.key
         per_fn = _INTERCEPTED.setdefault(fn, {})

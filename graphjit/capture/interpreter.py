@@ -917,10 +917,14 @@ def _build_string(tx, f, inst):
     f.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
 
 
+# LIST_APPEND, LIST_EXTEND, DICT_UPDATE and DICT_MERGE go through the containers' tracked mutations: the
+# list or dict being built is a real object passed in where a graph break fell inside its display
+# (`[*a.tolist(), *b]`, `{**d, "k": x.item()}`), whose later items are side effects the entry replays.
+
 @handles("LIST_APPEND")
 def _list_append(tx, f, inst):
     value = f.pop()
-    f.stack[-inst.argval].items.append(value)
+    f.stack[-inst.argval].method_append(tx, value)
 
 
 @handles("SET_ADD")
@@ -939,7 +943,7 @@ def _map_add(tx, f, inst):
 @handles("LIST_EXTEND")
 def _list_extend(tx, f, inst):
     values = f.pop()
-    f.stack[-inst.argval].items.extend(values.unpack(tx))
+    f.stack[-inst.argval].method_extend(tx, values)
 
 
 @handles("SET_UPDATE")
@@ -956,6 +960,7 @@ def _dict_update(tx, f, inst):
         dup = set(target.items) & set(other.items)
         if dup:
             unsupported(f"got multiple values for keyword argument {sorted(dup)[0]!r}")
+    target._check_mutable(tx)
     target.merge(tx, other)
 
 

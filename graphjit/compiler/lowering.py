@@ -1615,18 +1615,22 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
 
 
 @register(aten.gather.default)
-def gather(x, dim, index, sparse_grad=False):
-    """out[i] = x[i with i[dim] replaced by index[i]]; index may be smaller than x in every dim."""
+def gather(x, dim, index, sparse_grad=False, op=aten.gather.default):
+    """out[i] = x[i with i[dim] replaced by index[i]]; index may be smaller than x in every dim. An index
+    out of range raises what eager's kernel of `op` raises (gather: RuntimeError; index_select along dim 0:
+    IndexError)."""
     ndim = len(x.sizes)
     if ndim == 0 or len(index.sizes) != ndim:
         raise NotLowered("gather of a 0-d tensor or with a 0-d index")
     dim = dim % ndim
     x_loader, index_loader = x.make_loader(), index.make_loader()
     size = x.sizes[dim]
+    from .decompose import _eager_index_error
+    error = _eager_index_error(op, dim, ndim)
 
     def inner(idx):
         src = list(idx)
-        src[dim] = ops.indirect_indexing(index_loader(idx), size, wrap=False)
+        src[dim] = ops.indirect_indexing(index_loader(idx), size, check=error, wrap=False)
         return x_loader(src)
     return Pointwise(tuple(index.sizes), x.dtype, x.device, inner)
 
@@ -1645,7 +1649,7 @@ def index_select(x, dim, index):
     sizes = list(x.sizes[:dim]) + [picked] + list(x.sizes[dim + 1:])
     along = [sympy.Integer(1)] * len(sizes)
     along[dim] = picked
-    return gather(x, dim, view_expand(view_reshape(index, along), sizes))
+    return gather(x, dim, view_expand(view_reshape(index, along), sizes), op=aten.index_select.default)
 
 
 @register(aten.index.Tensor)

@@ -1,4 +1,5 @@
-"""index_add, index_copy and index_fill run as eager's kernels (torch's decompositions put through index_put,
+"""An index out of range raises eager's exception class (gather's RuntimeError, index_select's IndexError
+along dim 0). index_add, index_copy and index_fill run as eager's kernels (torch's decompositions put through index_put,
 which counts a negative index from the end where eager's index_add and index_copy raise, and index_fill's
 goes through index_copy, which raises where eager's index_fill counts from the end); embedding's weight
 gradient on the CPU adds rows in eager's order (index_add), with every thread count.
@@ -25,7 +26,10 @@ SOURCE = torch.ones(2, 4)
     lambda x, i: x.index_copy(0, i, SOURCE) * 2,
     lambda x, i: x.index_fill(0, i, 3.0) * 2,
     lambda x, i: x.index_add(1, i, SOURCE.t(), alpha=2) + 1,
-], ids=["index_add", "index_copy", "index_fill", "index_add_dim1"])
+    lambda x, i: x.gather(0, i[:, None].expand(2, 4).contiguous()) + 1,
+    lambda x, i: x.index_select(0, i) * 2,
+    lambda x, i: x.index_select(1, i) * 2,
+], ids=["index_add", "index_copy", "index_fill", "index_add_dim1", "gather", "index_select", "index_select_dim1"])
 @pytest.mark.parametrize("index", [[1, 3], [1, -1], [1, 4], [-5, 0]])
 def test_index_ops_take_or_refuse_indices_as_eager(op, index):
     compiled = graphjit.compile(op)

@@ -517,7 +517,13 @@ class UserObjectVariable(ObjectLikeVariable):
         if name in d and not _is_data_descriptor(descriptor):
             return builder.wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if descriptor is _MISSING and name not in d and self.source is not None:
-            tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
+            if _has_instance_dict(self.cls) and _class_lookup(self.cls, "__getattr__") is not _MISSING:
+                # answered by the class's __getattr__ (inlined by class_attribute), which hasattr would
+                # call, side effects and all, and which answers: missing from the instance dict
+                tx.guards.add(3, f"{name!r} not in {{0}}.__dict__", f"{self.source.expr()} lacks {name!r}",
+                              (self.source,))
+            else:
+                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
         self.guard_not_shadowed(tx, name, d if _has_instance_dict(self.cls) else None)
         return self.class_attribute(tx, name)
 

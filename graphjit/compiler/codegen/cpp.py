@@ -44,12 +44,20 @@ STORAGE_TYPES = {
 }
 COMPUTE_TYPES = {**STORAGE_TYPES, torch.bfloat16: "float", torch.float16: "float"}
 # A kernel's nonzero return value: what went wrong, as the error eager raises (the wrapper raises it)
-INDEX_OUT_OF_RANGE, ZERO_DIVISION = 1, 2
+INDEX_OUT_OF_RANGE, ZERO_DIVISION, INDEX_OUT_OF_RANGE_RUNTIME = 1, 2, 3
 STATUS_ERRORS = {
     INDEX_OUT_OF_RANGE: (IndexError, "graphjit: index out of range in {} (an embedding or gather index outside "
                                      "the table)"),
     ZERO_DIVISION: (RuntimeError, "ZeroDivisionError"),
+    INDEX_OUT_OF_RANGE_RUNTIME: (RuntimeError, "graphjit: index out of range in {} (a gather index outside "
+                                               "the tensor)"),
 }
+
+
+def index_status(check):
+    """The status an index out of range sets: `check` is True (IndexError, as most of eager's indexing
+    kernels raise) or the exception class eager's kernel of the op raises (gather: RuntimeError)."""
+    return INDEX_OUT_OF_RANGE_RUNTIME if check is RuntimeError else INDEX_OUT_OF_RANGE
 
 
 def kernel_error(status, kernel):
@@ -621,7 +629,7 @@ class CppKernel:
         if check:
             self.uses_status = True
             lines.append(f"if ({name} < 0 || {name} >= {size}) {{ __atomic_store_n(&gj_status, "
-                         f"{INDEX_OUT_OF_RANGE}, __ATOMIC_RELAXED); {name} = 0; }}")
+                         f"{index_status(check)}, __ATOMIC_RELAXED); {name} = 0; }}")
         return lines
 
     def typed(self, value, dtype):

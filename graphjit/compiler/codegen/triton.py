@@ -46,7 +46,7 @@ from ... import config, logs
 from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, reduction_identity, simplify_with_ranges,
                   use_ops, value_range)
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
-from .cpp import (INDEX_OUT_OF_RANGE, ZERO_DIVISION, by_output_strides, group_index_exprs, kernel_error,
+from .cpp import (INDEX_OUT_OF_RANGE, ZERO_DIVISION, by_output_strides, index_status, group_index_exprs, kernel_error,
                   merge_dims)
 from ..facts import GraphFacts
 from ..ir import FloorDiv, StorageView, guard_bool, int_of, is_one, size_hint, wrap_int
@@ -764,7 +764,7 @@ class TritonKernel:
         """An index read from a tensor (embedding, gather): negative wraps where `wrap` (advanced indexing;
         embedding, gather and index_select raise for it); out of range reads element 0,
         and with index checks on sets the kernel's status flag (check_indices "status": the wrapper raises
-        IndexError) or fails a device-side assert ("assert")."""
+        `check`'s error, cpp.index_status) or fails a device-side assert ("assert")."""
         name = f"ind{next(self._indirect_ids)}"
         dims = self.dims_of(value)
         self.symbol_dims[name] = dims
@@ -788,7 +788,7 @@ class TritonKernel:
             else:
                 self.uses_status = True
                 self.emit(f"tl.store(gj_status + tl.full({self.shape(all_dims)}, 0, tl.int32), "
-                          f"{INDEX_OUT_OF_RANGE}, {' & '.join([f'({bad})'] + masks)})")
+                          f"{index_status(check)}, {' & '.join([f'({bad})'] + masks)})")
         self.emit(f"{name} = tl.where({bad}, 0, {name})")
         return sympy.Symbol(name, integer=True)
 
