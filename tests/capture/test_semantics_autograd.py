@@ -192,3 +192,52 @@ def test_process_state_setters_run_in_python(fn, backend):
                 torch.testing.assert_close(b.detach(), a.detach())
     finally:
         torch.set_default_dtype(torch.float32)
+
+
+def _inplace_on_a_split_output(x, w):
+    a, b = (x * w).split(2)
+    a.mul_(2)
+    return a.sum() + b.sum()
+
+
+def _inplace_on_an_unbind_output(x, w):
+    a, b = (x * w)[:2].unbind(0)
+    a.add_(1)
+    return a.sum() + b.sum()
+
+
+def _inplace_on_a_view_made_under_no_grad(x, w):
+    with torch.no_grad():
+        v = (x * w)[1:]
+    v.mul_(w)
+    return v.sum()
+
+
+def _inplace_on_a_split_output_without_grad(x, w):
+    a, b = (x * 1).split(2)
+    a.mul_(2)
+    return (a.sum() + b.sum()) * w.sum()
+
+
+@pytest.mark.parametrize("fn", [_inplace_on_a_split_output, _inplace_on_an_unbind_output,
+                                _inplace_on_a_view_made_under_no_grad, _inplace_on_a_split_output_without_grad])
+def test_inplace_ops_on_views_autograd_cannot_rebase_raise_as_in_eager(fn):
+    """Eager refuses an in-place op (grad mode on, an argument requiring grad) on an output of split or
+    unbind, or on a view made under no_grad; the compiled function raises the same error (its frame runs
+    in CPython), and takes the same op where nothing requires grad."""
+    compiled = gj.compile(fn)
+    for _ in range(2):
+        outcomes = []
+        for f in (fn, compiled):
+            torch.manual_seed(0)
+            x, w = torch.randn(4, 3), torch.randn(3, requires_grad=True)
+            try:
+                out = f(x, w)
+                out.backward()
+                outcomes.append((out.detach(), w.grad))
+            except RuntimeError as e:
+                outcomes.append(str(e).split(".")[0])
+        if isinstance(outcomes[0], str):
+            assert outcomes[1] == outcomes[0]
+        else:
+            torch.testing.assert_close(outcomes[1], outcomes[0])

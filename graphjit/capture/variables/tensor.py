@@ -2,6 +2,7 @@
 import operator
 
 import torch
+import torch.utils._pytree as pytree
 
 from ...exc import Unsupported
 from ..sources import AttrSource
@@ -272,6 +273,8 @@ def record(tx, kind, target, args, kwargs, mutates=False):
     refusal = EAGER_REFUSALS.get(target)
     if refusal is not None:
         refusal(*fake_args, **fake_kwargs)
+    if mutates and args and isinstance(args[0], TensorVariable):
+        _refuse_inplace_on_special_view(args[0], fake_args, fake_kwargs)
     try:
         example = tx.graph.run_fake(fn, fake_args, fake_kwargs, memo=not mutates)
     except Unsupported:
@@ -291,6 +294,30 @@ def record(tx, kind, target, args, kwargs, mutates=False):
         return builder.wrap_constant_result(tx, example)
     node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
     return _same_objects(builder.wrap_fake_result(tx, node, example), [*args, *kwargs.values()])
+
+
+def _refuse_inplace_on_special_view(written, fake_args, fake_kwargs):
+    """An in-place op, with grad mode on and some argument requiring grad, on a view autograd cannot rebase
+    (an output of split/unbind/chunk, a view made under no_grad or inference mode, in a custom Function):
+    eager raises there ("... is a view and is being modified inplace"). The frame runs in CPython, which
+    raises it.
+    The creation kind of an input's view is the real tensor's (its fake tensor does not keep it)."""
+    if not torch.is_grad_enabled():
+        return
+    tensors = [t for t in pytree.tree_leaves((fake_args, fake_kwargs)) if isinstance(t, torch.Tensor)]
+    if not any(t.requires_grad for t in tensors):
+        return
+    view = written.real if written.real is not None else written.fake
+    if not isinstance(view, torch.Tensor) or not view._is_view():
+        return
+    meta = torch._C._autograd._get_creation_meta(view)
+    if meta != torch._C._autograd.CreationMeta.DEFAULT:
+        error = Unsupported(f"an in-place op on a view autograd cannot rebase ({meta.name}: an output of split, "
+                            f"unbind or chunk, or a view made under no_grad): eager raises",
+                            hint="the frame runs in CPython, which raises eager's error")
+        # not at a graph break: the graph before it would hand the view on as a plain tensor, which takes it
+        error.no_break = "an in-place op eager refuses on a view"
+        raise error
 
 
 def _sdpa_mask_enlarges(query, key, value, attn_mask=None, *args, **kwargs):
