@@ -182,6 +182,9 @@ def decomposition_table():
     if aten.embedding_dense_backward.default in table:
         table[aten.embedding_dense_backward.default] = _embedding_backward_by_index_add(
             table[aten.embedding_dense_backward.default])
+    for op in (aten.nll_loss_forward.default, aten.nll_loss2d_forward.default):
+        if op in table:
+            table[op] = _nll_loss_with_eagers_target_check(table[op])
     table[aten.logit.default] = _logit_as_cpu_kernel(table[aten.logit.default])
     table[aten.logit_backward.default] = _logit_backward_as_eager(table[aten.logit_backward.default])
     table[aten.elu_backward.default] = _elu_backward_as_cpu_kernel(table[aten.elu_backward.default])
@@ -209,6 +212,22 @@ def _embedding_backward_by_index_add(decomposed):
         rows = rows.masked_fill((flat == padding_idx).reshape(-1, *[1] * len(width)), 0)
         return rows.new_zeros((num_weights, *width)).index_add(0, flat, rows)
     return embedding_dense_backward
+
+
+def _nll_loss_with_eagers_target_check(decomposed):
+    """nll_loss (and nll_loss2d) whose target out of range raises eager's IndexError ("Target 4 is out of
+    bounds."): a check of every target (graphjit::check_indices, on the CPU; a device assert on a GPU, as
+    eager's CUDA kernel asserts), and the out-of-range targets replaced by 0 for torch's decomposition,
+    whose gather of them would raise gather's RuntimeError first."""
+    def nll_loss_forward(self, target, weight, reduction, ignore_index):
+        classes = self.shape[0 if self.dim() < 2 else 1]
+        valid = (target == ignore_index) | ((target >= 0) & (target < classes))
+        if target.device.type == "cpu":
+            torch.ops.graphjit.check_indices(valid.all(), "Target is out of bounds.")
+        else:
+            torch.ops.aten._assert_async.msg(valid.all(), "Target is out of bounds.")
+        return decomposed(self, torch.where(valid, target, 0), weight, reduction, ignore_index)
+    return nll_loss_forward
 
 
 def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):

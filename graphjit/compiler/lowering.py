@@ -2026,7 +2026,10 @@ def _spread(x, dim, correction, keepdim, take_sqrt):
     (values beyond 1e19 square past float32's range; std's square root is taken before the one rounding),
     where float32 or float64 reduced to one element takes the mean in x's dtype first, as eager's
     std_var_all_cpu does (its sum overflows as x's would); in float32 for 16-bit and float32 x on CUDA.
-    (var_mean and std_mean stay ATen calls: their mean is eager's Welford mean, NaN after an infinity.)"""
+    (var_mean and std_mean stay ATen calls: their mean is eager's Welford mean, NaN after an infinity.)
+    Of an integer or bool x: an ATen call, which raises as eager's kernels do."""
+    if not x.dtype.is_floating_point:
+        raise NotLowered("var or std of a tensor that is not floating point (eager raises)")
     acc, mean_acc = acc_dtype_of(x.dtype, "sum"), None
     if x.device.type == "cpu":
         acc = torch.float64

@@ -980,7 +980,7 @@ class _SeparateOutputs:
     outputs that eager returns in memory of their own can come back sharing one tensor, and a write into one
     would show in the other (fuzz grad 10100668). Where outputs of several traced storages share memory, each
     group but the largest that is one output is returned as a copy (a group of several views of one
-    another is left as it comes)."""
+    another is left as it comes, and so are outputs in the memory of an input)."""
 
     def __init__(self, compiled, groups, halves):
         self.compiled, self.groups, self.graphjit_halves = compiled, groups, halves
@@ -990,8 +990,13 @@ class _SeparateOutputs:
         if not isinstance(out, (tuple, list)) or len(out) != len(self.groups):
             return out
         shared = {}         # memory -> traced group -> output positions
+        # outputs in an input's memory are views of it, as in eager (inputs of separate traced storages may
+        # share memory at run time: two views of one buffer), never copied
+        inputs = {a.untyped_storage().data_ptr() for a in args
+                  if isinstance(a, torch.Tensor) and a.data_ptr() != 0}
         for k, (t, group) in enumerate(zip(out, self.groups)):
-            if group is not None and isinstance(t, torch.Tensor) and t.data_ptr() != 0:
+            if group is not None and isinstance(t, torch.Tensor) and t.data_ptr() != 0 and \
+                    t.untyped_storage().data_ptr() not in inputs:
                 shared.setdefault(t.untyped_storage().data_ptr(), {}).setdefault(group, []).append(k)
         changed = None
         for by_group in shared.values():
@@ -1172,11 +1177,15 @@ class _UndefinedGradsKept:
         if produced is None:
             return out
         for t in (out if isinstance(out, (tuple, list)) else (out,)):
-            node = t.grad_fn if isinstance(t, torch.Tensor) else None
-            # the grad_fn of an output the forward made (never of an input passed through, whose node is
-            # another graph's)
-            if node is not None and type(node).__name__ == "CompiledFunctionBackward" and \
-                    any(t is p for p in produced):
+            if not isinstance(t, torch.Tensor):
+                continue
+            # an output the forward made: also one that views an intermediate, which AOTAutograd makes
+            # again as a tensor of its own, no longer one of `produced`; never an input passed through,
+            # whose node is another graph's
+            if any(t is a for a in args):
+                continue
+            node = t.grad_fn
+            if node is not None and type(node).__name__ == "CompiledFunctionBackward":
                 node.set_materialize_grads(False)
                 break
         return out

@@ -63,6 +63,12 @@ def binary_op(tx, op, a, b):
     return _builtin_binary(tx, op, a, b)
 
 
+# a tensor's augmented assignment -> the in-place method it calls (a result type the tensor can't hold raises)
+_INPLACE_METHODS = {"+=": "add_", "-=": "sub_", "*=": "mul_", "/=": "div_", "//=": "floor_divide_",
+                    "%=": "remainder_", "**=": "pow_", "&=": "bitwise_and_", "|=": "bitwise_or_",
+                    "^=": "bitwise_xor_"}
+
+
 def _builtin_binary(tx, op, a, b):
     fn = BINARY_OPS[op]
     result = containers.set_binary_op(tx, op, a, b)      # sets and set-like dict views
@@ -73,6 +79,9 @@ def _builtin_binary(tx, op, a, b):
         return symbolic.apply(tx, BINARY_OPS[op.rstrip("=")], [a, b])
     if _is_tensor(a) or _is_tensor(b):
         if inplace and _is_tensor(a):
+            if op in _INPLACE_METHODS:
+                from .tensor import _refuse_uncastable_inplace
+                _refuse_uncastable_inplace(_INPLACE_METHODS[op], a.fake, b)
             return record(tx, "call_function", fn, [a, b], {}, mutates=True)
         # `n = 0; n += tensor`: Python falls back to the out-of-place operator on a non-tensor
         return record(tx, "call_function", BINARY_OPS[op.rstrip("=")], [a, b], {})

@@ -163,6 +163,8 @@ class TensorMethodVariable(MethodOf):
             if isinstance(result, torch.Size):
                 return containers.SizeVariable([ConstantVariable(s) for s in result])
             return builder.wrap_constant_result(tx, result)
+        if name in PROMOTING_INPLACE and args:
+            _refuse_uncastable_inplace(name, fake, args[0])
         if name == "__setitem__":
             return record(tx, "call_function", operator.setitem, [self.tensor, *args], kwargs, mutates=True)
         if name == "__getitem__":
@@ -294,6 +296,31 @@ def record(tx, kind, target, args, kwargs, mutates=False):
         return builder.wrap_constant_result(tx, example)
     node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
     return _same_objects(builder.wrap_fake_result(tx, node, example), [*args, *kwargs.values()])
+
+
+# In-place ops that compute in the promoted type of self and their second operand: eager raises where that
+# type can't be cast back to self's dtype (int64.mul_(2.7), float.add_(1j)); the fake kernels of some
+# (mul_) do not check, and functionalization would write the value truncated
+PROMOTING_INPLACE = {"add_", "sub_", "mul_", "div_", "true_divide_", "floor_divide_", "remainder_", "fmod_",
+                     "pow_", "atan2_", "hypot_", "copysign_", "xlogy_", "lerp_", "addcmul_", "addcdiv_",
+                     "bitwise_and_", "bitwise_or_", "bitwise_xor_", "maximum_", "minimum_", "fmax_", "fmin_"}
+
+
+def _refuse_uncastable_inplace(name, fake, other):
+    """A graph break at an in-place op whose result type self can't hold: CPython raises eager's error."""
+    if isinstance(other, TensorVariable):
+        other_value = other.fake
+    elif isinstance(other, ConstantVariable) and isinstance(other.value, (bool, int, float, complex)):
+        other_value = other.value
+    else:
+        return
+    try:
+        promoted = torch.result_type(fake, other_value)
+    except Exception:   # noqa: BLE001 -- the op itself will say
+        return
+    if not torch.can_cast(promoted, fake.dtype):
+        unsupported(f"Tensor.{name}() with a result of type {promoted} into a {fake.dtype} tensor: eager raises",
+                    hint="the op runs in CPython, which raises eager's error")
 
 
 def _refuse_inplace_on_special_view(written, fake_args, fake_kwargs):

@@ -7,7 +7,7 @@ import torch
 from . import numpyvars
 
 from .base import Variable, ConstantVariable, unsupported
-from .tensor import record
+from .tensor import TensorVariable, record
 
 # Python-level torch modules whose functions are ops to record whole (the rest of torch is inlined).
 _OP_MODULES = {"torch.nn.functional", "torch.functional", "torch._tensor", "torch.fft", "torch.linalg",
@@ -110,6 +110,8 @@ class TorchOpVariable(Variable):
             return numpyvars.scalar_tensor(tx, fn, args, kwargs)
         name = getattr(fn, "__name__", "")
         mutates = name.endswith("_") and not name.endswith("__") or "out" in kwargs
+        if isinstance(kwargs.get("out"), TensorVariable):
+            _refuse_out_of_another_dtype(tx, fn, args, kwargs)
         return record(tx, "call_function", fn, list(args), dict(kwargs), mutates=mutates)
 
     def getattr(self, tx, name):
@@ -119,6 +121,22 @@ class TorchOpVariable(Variable):
 
     def __repr__(self):
         return f"TorchOp({getattr(self.fn, '__name__', self.fn)})"
+
+
+def _refuse_out_of_another_dtype(tx, fn, args, kwargs):
+    """A graph break at a call with an `out=` tensor of another dtype than the call returns without it: eager's
+    reductions compute in out's dtype (torch.sum(x, 0, out=<int64>) truncates each element first), where
+    the functionalized graph computes in the input's and casts the result."""
+    from .tensor import to_fake_args
+    out = kwargs["out"].fake
+    try:
+        result = tx.graph.run_fake(fn, [to_fake_args(a) for a in args],
+                                   {k: to_fake_args(v) for k, v in kwargs.items() if k != "out"})
+    except Exception:   # noqa: BLE001 -- the call itself will say
+        return
+    if isinstance(result, torch.Tensor) and result.dtype != out.dtype:
+        unsupported(f"{getattr(fn, '__name__', fn)}(out=) of dtype {out.dtype} where the call returns "
+                    f"{result.dtype}: eager computes in out's dtype", hint="the call runs in CPython")
 
 
 # ---- context managers ----

@@ -275,7 +275,9 @@ def _prelude(eager):
         "template <typename T> GJ_INLINE T gj_minimum(T a, T b) "
         "{ return a != a ? a : (b != b ? b : (a < b ? a : b)); }",
         *[_FLOAT_FLOORDIV.format(t=t, f=f) for t, f in (("float", "f"), ("double", ""))],
-        "template <typename T> GJ_INLINE T gj_floordiv(T a, T b) { T q = a / b; "
+        # a signed integer divided by -1: -a wrapping (INT_MIN / -1 traps, SIGFPE), as eager's result
+        "template <typename T> GJ_INLINE T gj_floordiv(T a, T b) { "
+        "if ((T)-1 < (T)0 && b == (T)-1) return (T)(0ULL - (unsigned long long)a); T q = a / b; "
         "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
         "GJ_INLINE float gj_truncdiv(float a, float b) { return __builtin_truncf(a / b); }",
         "GJ_INLINE double gj_truncdiv(double a, double b) { return __builtin_trunc(a / b); }",
@@ -284,7 +286,8 @@ def _prelude(eager):
         "return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m; }",
         "GJ_INLINE double gj_remainder(double a, double b) { double m = __builtin_fmod(a, b); "
         "return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m; }",
-        "template <typename T> GJ_INLINE T gj_remainder(T a, T b) { T m = a % b; "
+        "template <typename T> GJ_INLINE T gj_remainder(T a, T b) { "
+        "if ((T)-1 < (T)0 && b == (T)-1) return 0; T m = a % b; "
         "return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m; }",
     ]
     return "\n".join(lines) + "\n"

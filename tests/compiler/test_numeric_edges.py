@@ -1,0 +1,86 @@
+"""Numeric edges of the compiled kernels against eager: a signed integer divided by -1 (INT_MIN // -1 traps
+in C++), in-place ops whose result type self can't hold (eager raises), var and std of integers (eager
+raises), reductions into an `out=` of another dtype (eager computes in out's dtype), and an nll_loss target
+out of range (eager's IndexError).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.testing import assert_same
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:     # noqa: BLE001 -- the class is compared
+        return type(e)
+
+
+def _same_outcome(fn, make_args, calls=2):
+    compiled = graphjit.compile(fn)
+    for _ in range(calls):
+        expected, actual = _outcome(fn, *make_args()), _outcome(compiled, *make_args())
+        if isinstance(expected, type):
+            assert actual is expected, f"eager raised {expected.__name__}, compiled gave {actual}"
+        else:
+            assert not isinstance(actual, type), f"eager gave a value, compiled raised {actual.__name__}"
+            assert_same(actual, expected, rtol=1.3e-6, atol=1e-6)      # a fused log_softmax: ulps apart
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.int8])
+@pytest.mark.parametrize("fn", [
+    lambda x, y: (x // y, x % y),
+    lambda x, y: torch.remainder(x, y[:1].reshape(())) + torch.floor_divide(x, y[0]),
+    lambda x, y: (x // x.sign()).sum(),
+], ids=["elementwise", "0-d divisor", "in a reduction"])
+def test_the_smallest_integer_divided_by_minus_one(fn, dtype):
+    info = torch.iinfo(dtype)
+    _same_outcome(fn, lambda: (torch.tensor([info.min, 7, -5, info.max], dtype=dtype),
+                               torch.tensor([-1, -1, 2, -1], dtype=dtype)))
+
+
+def _times_in_place(x, y):
+    x.mul_(y)
+    return x + 1
+
+
+def _times_by_operator(x, y):
+    x *= y
+    return x + 1
+
+
+@pytest.mark.parametrize("fn", [_times_in_place, _times_by_operator])
+@pytest.mark.parametrize("make", [
+    lambda: (torch.tensor([1, 2, 3]), 2.7),
+    lambda: (torch.tensor([1, 2, 3], dtype=torch.int8), torch.ones(3)),
+    lambda: (torch.tensor([True, False]), 2),
+    lambda: (torch.ones(3), 1j),
+    lambda: (torch.tensor([1, 2, 3]), 3),
+], ids=["int64 by 2.7", "int8 by float", "bool by 2", "float by 1j", "int64 by 3"])
+def test_in_place_results_self_cannot_hold_raise(fn, make):
+    _same_outcome(fn, make)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.var() + 1, lambda x: x.std(1) * 2])
+def test_var_and_std_of_integers_raise(fn):
+    _same_outcome(fn, lambda: (torch.tensor([[1, 2, 3], [4, 5, 9]]),))
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float64, torch.int64, torch.float32])
+def test_a_sum_into_an_out_of_another_dtype(out_dtype):
+    def f(x, o):
+        torch.sum(x, 0, out=o)
+        return o * 2
+    _same_outcome(f, lambda: (torch.tensor([[1.0, 2.7], [1e8, -2.7], [-1e8, 2.7]]),
+                              torch.empty(2, dtype=out_dtype)))
+
+
+@pytest.mark.parametrize("target", [[0, 4, 1], [0, -1, 1], [0, 3, -100], [2, 3, 1]])
+@pytest.mark.parametrize("fn", [
+    lambda x, t: F.cross_entropy(x, t) * 2,
+    lambda x, t: F.nll_loss(x.log_softmax(-1), t, reduction="none")[1:] + 1,
+], ids=["cross_entropy", "nll_loss_none"])
+def test_nll_loss_targets_out_of_range(fn, target):
+    _same_outcome(fn, lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), torch.tensor(target)))
