@@ -84,3 +84,17 @@ def test_a_sum_into_an_out_of_another_dtype(out_dtype):
 ], ids=["cross_entropy", "nll_loss_none"])
 def test_nll_loss_targets_out_of_range(fn, target):
     _same_outcome(fn, lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), torch.tensor(target)))
+
+
+@pytest.mark.parametrize("fn, make", [
+    (lambda x: x.fill_(300) + 1, lambda: (torch.zeros(3, dtype=torch.int8),)),
+    (lambda x: torch.full((3,), 300, dtype=torch.int8) + x, lambda: (torch.zeros(3, dtype=torch.int8),)),
+    (lambda x: x.masked_fill(x > 0, 300), lambda: (torch.ones(3, dtype=torch.int8),)),
+    (lambda x: x.clamp(max=90000) + 1, lambda: (torch.full((3,), 30000, dtype=torch.int16),)),
+    (lambda x: torch.full_like(x, 90000) + x, lambda: (torch.zeros(3, dtype=torch.int16),)),
+    (lambda x: x.masked_fill(x > 0, 1e5), lambda: (torch.ones(3, dtype=torch.float16),)),
+    (lambda x: x.masked_fill(x > 0, -1) + 1, lambda: (torch.ones(3, dtype=torch.uint8),)),
+    (lambda x: x.clamp(min=-5, max=100) * 2, lambda: (torch.arange(-8, 8, dtype=torch.int8),)),
+], ids=["fill_", "full", "masked_fill", "clamp", "full_like", "float16 masked_fill", "uint8 -1", "in range"])
+def test_scalars_the_dtype_cannot_hold_raise(fn, make):
+    _same_outcome(fn, make)

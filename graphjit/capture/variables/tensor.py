@@ -416,7 +416,66 @@ def _boolean(value):
 # ops whose eager kernels may refuse arguments their fake kernels accept, or give another dtype:
 # fn(*fake args) raises Unsupported for such arguments, so the call runs in CPython at a graph break
 # (raising where eager does)
+def _scalar_fits(value, dtype):
+    """Whether eager's checked conversion of a Python scalar argument to dtype succeeds (c10's
+    checked_convert: an integer in range, a finite float within the type's range)."""
+    if isinstance(value, torch.SymInt) or isinstance(value, torch.SymFloat) or dtype == torch.bool or \
+            not isinstance(value, (int, float)) or isinstance(value, bool):
+        return True
+    if dtype.is_floating_point:
+        if dtype == torch.float64 or value != value or abs(value) == float("inf"):
+            return True
+        return abs(float(value)) <= torch.finfo(dtype).max
+    if dtype.is_complex:
+        return True
+    from ...compiler.decompose import _scalar_as
+    try:
+        _scalar_as(value, dtype)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _refuse_unconvertible_scalar(where):
+    """A refusal for ops that convert Python scalar arguments to a dtype with eager's overflow check
+    ("value cannot be converted to type int8 without overflow"), where the compiled op would wrap:
+    where(args, kwargs) -> (dtype, [scalars])."""
+    def refusal(*args, **kwargs):
+        try:
+            dtype, scalars = where(args, kwargs)
+        except (IndexError, KeyError, AttributeError, TypeError):
+            return
+        if dtype is not None and not all(_scalar_fits(v, dtype) for v in scalars if v is not None):
+            unsupported(f"a scalar argument that {dtype} cannot hold: eager raises",
+                        hint="the op runs in CPython, which raises eager's error")
+    return refusal
+
+
+def _full_dtype(args, kwargs):
+    dtype = kwargs.get("dtype")
+    fill = args[1] if len(args) > 1 else kwargs.get("fill_value")
+    if dtype is None:
+        dtype = torch.get_default_dtype() if isinstance(fill, float) else torch.int64 \
+            if isinstance(fill, int) and not isinstance(fill, bool) else None
+    return dtype, [fill]
+
+
 EAGER_REFUSALS = {torch._C._nn.scaled_dot_product_attention: _sdpa_mask_enlarges}
+EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(
+    lambda a, k: (a[0].dtype, [a[1] if len(a) > 1 else k.get("value")]))
+    for target in ("fill_", torch.Tensor.fill_, torch.fill)})
+EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(
+    lambda a, k: (a[0].dtype, [a[2] if len(a) > 2 else k.get("value")]))
+    for target in ("masked_fill", "masked_fill_", torch.masked_fill, torch.Tensor.masked_fill,
+                   torch.Tensor.masked_fill_)})
+EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(
+    lambda a, k: (a[0].dtype, [a[1] if len(a) > 1 else k.get("min"), a[2] if len(a) > 2 else k.get("max")]))
+    for target in ("clamp", "clamp_", "clip", "clip_", torch.clamp, torch.clip, torch.Tensor.clamp,
+                   torch.Tensor.clamp_)})
+EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(_full_dtype) for target in (torch.full,)})
+EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(
+    lambda a, k: (k.get("dtype") or a[0].dtype, [a[1] if len(a) > 1 else k.get("fill_value")]))
+    for target in (torch.full_like,)})
 EAGER_REFUSALS.update({target: _pow_refusal(False) for target in (
     operator.pow, operator.ipow, torch.pow, torch.Tensor.pow, torch.Tensor.pow_, torch.Tensor.__pow__,
     torch.Tensor.__ipow__, "pow", "pow_", "__pow__", "__ipow__")})
