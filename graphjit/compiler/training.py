@@ -36,6 +36,7 @@ native_dropout instead.
 
 import re
 import sys
+import weakref
 
 import torch
 
@@ -81,6 +82,7 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
                 return _CheckingSavedVersions(compile_half(which, graph, inputs), _unchecked_read(graph))
             compiled = compile_half(which, graph, inputs)
             unchecked = _unchecked_outputs(graph) if which == "forward" else []
+            absent.has_unchecked = absent.has_unchecked or bool(unchecked)
             return _ForwardRecording(compiled, absent, unchecked) if absent.enabled or unchecked else compiled
         return compiler
 
@@ -147,6 +149,8 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
                            f"{str(e).splitlines()[0]}")
         return gm.forward
     run.graphjit_halves = halves     # the halves compiled so far (the backward at the first backward)
+    if absent.has_unchecked:
+        run = _WatchedOutputs(run, absent, halves)
     if absent.enabled:
         run = _UndefinedGradsKept(run, absent, halves)
     if detached:
@@ -464,9 +468,14 @@ def _unchecked_read(gm):
     return [i for i, n in enumerate(placeholders) if n.meta.get(UNCHECKED) and n in live]
 
 
+# the attribute listing, on a saved tensor, the user outputs in its memory: [(weakref, version at the forward)]
+WATCHED_OUTPUTS = "_graphjit_watched_outputs"
+
+
 def _check_saved_versions(args, positions):
     """Raises autograd's error where a saved tensor at one of `positions` of a backward's arguments was
-    written in place since the forward saved it."""
+    written in place since the forward saved it, itself or through a user output in its memory
+    (_WatchedOutputs)."""
     for i in positions:
         t = args[i]
         saved = getattr(t, SAVED_VERSION, None)
@@ -474,6 +483,47 @@ def _check_saved_versions(args, positions):
             raise RuntimeError(f"{SAVED_VALUE_WRITTEN} operation: [{t.type()} {list(t.shape)}], which is saved by "
                                f"a graph compiled by graphjit, is at version {t._version}; expected version "
                                f"{saved} instead.")
+        for ref, version in getattr(t, WATCHED_OUTPUTS, ()):
+            output = ref()
+            if output is not None and output._version != version:
+                raise RuntimeError(f"{SAVED_VALUE_WRITTEN} operation: [{output.type()} {list(output.shape)}], an "
+                                   f"output of a graph compiled by graphjit viewing a value its backward saved, "
+                                   f"is at version {output._version}; expected version {version} instead.")
+
+
+class _WatchedOutputs:
+    """A compiled training graph whose user outputs may view a value its backward saved without
+    AOTAutograd's version check (softmax's output returned as `.view(-1, 3)`): AOTAutograd returns such an
+    output as a tensor of its own over that memory, with a version counter of its own, so a write into it
+    went unseen by the backward, which then read the written values (eager raises "modified by an inplace
+    operation"). Each such output is noted on the saved tensor (a weak reference and its version), and the
+    backward's check (_check_saved_versions) compares it too."""
+
+    def __init__(self, compiled, absent, halves):
+        self.compiled, self.absent, self.graphjit_halves = compiled, absent, halves
+
+    def __call__(self, *args):
+        self.absent.unchecked_saved = None
+        out = self.compiled(*args)
+        saved, self.absent.unchecked_saved = self.absent.unchecked_saved, None
+        if not saved:
+            return out
+        by_memory = {}
+        for t in saved:
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.data_ptr() != 0:
+                by_memory.setdefault(t.untyped_storage().data_ptr(), []).append(t)
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.data_ptr() == 0 or \
+                    any(t is a for a in args):
+                continue
+            for s in by_memory.get(t.untyped_storage().data_ptr(), ()):
+                if s is not t:
+                    watched = getattr(s, WATCHED_OUTPUTS, None)
+                    if watched is None:
+                        watched = []
+                        setattr(s, WATCHED_OUTPUTS, watched)
+                    watched.append((weakref.ref(t), t._version))
+        return out
 
 
 # Comparisons whose result flips on a difference in the last bit of an operand
@@ -1044,6 +1094,8 @@ class _AbsentGradients:
         # compile_half(which, graph, inputs): the boxed compiled half, noted among the graph's halves
         self.name, self.compile_half, self.allowed = name, compile_half, allowed
         self.enabled, self.produced = False, None
+        self.unchecked_saved = None     # this call's saved tensors without AOTAutograd's check (_WatchedOutputs)
+        self.has_unchecked = False      # whether the forward saves any
         self.zero_reach = frozenset()
 
     def partition(self, joint, joint_inputs, **kwargs):
@@ -1118,6 +1170,7 @@ class _ForwardRecording:
             for k in self.unchecked:
                 out[k] = out[k].detach()
                 setattr(out[k], SAVED_VERSION, out[k]._version)
+            self.absent.unchecked_saved = [out[k] for k in self.unchecked]
         if self.absent.enabled:
             self.absent.produced = out
         return out

@@ -821,3 +821,28 @@ def test_training_outputs_viewing_inputs_that_share_memory_stay_views():
         b.fill_(7.0)
         bases.append(base)
     assert_same(bases[1], bases[0], where="the buffer after a write through an output")
+
+
+@pytest.mark.parametrize("view", [lambda t: t.view(-1), lambda t: t.t(), lambda t: t[1:], lambda t: t.unsqueeze(0)],
+                         ids=["view", "t", "slice", "unsqueeze"])
+def test_a_write_into_an_output_viewing_a_saved_value_raises_as_in_eager(view):
+    """exp saves its result for the backward; an output that views it (returned as a tensor of its own over
+    that memory) written in place before the backward makes the backward raise autograd's error, as eager's
+    does, instead of reading the written values; without the write the gradients are eager's."""
+    def f(x, w):
+        return view((x * w).exp())
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    grads = []
+    for fn in (f, compiled):
+        for write in (True, False):
+            x = torch.randn(3, 3, generator=_gen())
+            w = torch.randn(3, generator=_gen(1)).requires_grad_()
+            y = fn(x, w)
+            if write:
+                y[0:1].add_(1.0)
+                with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                    y.sum().backward()
+            else:
+                y.sum().backward()
+                grads.append(w.grad)
+    assert_same(grads[1], grads[0], where="w.grad", rtol=1.3e-6, atol=1e-6)
