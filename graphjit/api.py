@@ -4,6 +4,7 @@ Follow compile() down: it builds a CompiledFunction (capture/frame.py), whose fi
 frame (capture/interpreter.py) into an fx graph plus guards, hands the graph to a backend, and caches the
 generated entry (capture/codegen.py) on the function's code object.
 """
+import dataclasses
 import functools
 import types
 
@@ -69,6 +70,13 @@ class CompiledModule:
     def __repr__(self):
         return f"graphjit.compile({object.__getattribute__(self, '_orig_mod')!r})"
 
+    def __reduce_ex__(self, protocol):
+        """copy.deepcopy and pickle: the original module (copied or pickled as any module is) compiled again
+        with the same options on the way back; nn.Module's own state would drop the wrapper's slot, and
+        pickle would look the wrapper class up under the original's name."""
+        options = dataclasses.replace(type(self)._graphjit_forward._options, _compiler=None)
+        return _compile_module, (object.__getattribute__(self, "_orig_mod"), options)
+
 
 _WRAPPER_CLASSES = {}
 
@@ -80,10 +88,16 @@ def _wrapper_class(cls, options):
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"graphjit.compile: {cls.__name__}.forward is not a Python function")
         compiled = CompiledFunction(forward, options)
+
+        def wrapper_forward(self, *args, **kwargs):
+            return compiled(self, *args, **kwargs)
+        # forward's own signature and names (inspect.signature follows __wrapped__): transformers' generate()
+        # reads the signature to decide which arguments (position_ids, attention_mask) to build and pass
+        functools.update_wrapper(wrapper_forward, forward, updated=())
         # the wrapper class keeps the original's names: libraries key registries on str(type(model))
         _WRAPPER_CLASSES[key] = type(cls.__name__, (CompiledModule, cls),
-                                     {"_graphjit_forward": compiled, "__module__": cls.__module__,
-                                      "__qualname__": cls.__qualname__})
+                                     {"_graphjit_forward": compiled, "forward": wrapper_forward,
+                                      "__module__": cls.__module__, "__qualname__": cls.__qualname__})
     return _WRAPPER_CLASSES[key]
 
 

@@ -1,5 +1,8 @@
-"""What graphjit knows about torch's ops by name, shared by capture and the compiler."""
+"""What graphjit knows about torch's ops by name, and how eager converts Python scalars, shared by capture and
+the compiler."""
 import operator
+
+import torch
 
 # Words in the name of an op or function that draws random numbers (torch.rand, F.dropout, aten.bernoulli,
 # normal_, multinomial ...): such ops are neither folded into constants nor recomputed.
@@ -16,3 +19,20 @@ AUGMENTED_ASSIGNMENTS = frozenset((
     operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
     operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor, operator.ilshift,
     operator.irshift))
+
+
+def scalar_as(value, dtype):
+    """value as eager's kernels convert a Python scalar argument for an integer or bool dtype (c10's
+    Scalar.to): bool(value) for bool; for integers truncated toward zero, a RuntimeError where it does not
+    fit (unsigned types take -max..max, negatives wrapping). Floating dtypes: value as is."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return value
+    if dtype == torch.bool:
+        return bool(value)
+    if isinstance(value, bool):
+        return value
+    info = torch.iinfo(dtype)
+    low = -info.max if info.min == 0 else info.min
+    if not low <= value <= info.max:
+        raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
+    return int(value) % (info.max + 1) if info.min == 0 else int(value)

@@ -23,7 +23,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .. import config
-from ..ops import is_random_name
+from ..ops import is_random_name, scalar_as as _scalar_as
 from . import op_templates
 
 
@@ -39,23 +39,6 @@ KEEP_WHOLE = {aten.scaled_dot_product_attention.default, aten.std_mean.correctio
 
 # Calls that change global state mid-graph (grad mode, autocast): retracing would not replay them.
 STATE_FUNCTIONS = {torch._C._set_grad_enabled}
-
-
-def _scalar_as(value, dtype):
-    """value as eager's kernels convert a Python scalar argument for an integer or bool dtype (c10's
-    Scalar.to): bool(value) for bool; for integers truncated toward zero, a RuntimeError where it does not
-    fit (unsigned types take -max..max, negatives wrapping). Floating dtypes: value as is."""
-    if dtype.is_floating_point or dtype.is_complex:
-        return value
-    if dtype == torch.bool:
-        return bool(value)
-    if isinstance(value, bool):
-        return value
-    info = torch.iinfo(dtype)
-    low = -info.max if info.min == 0 else info.min
-    if not low <= value <= info.max:
-        raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
-    return int(value) % (info.max + 1) if info.min == 0 else int(value)
 
 
 def _converting_value(op):

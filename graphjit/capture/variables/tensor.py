@@ -428,9 +428,9 @@ def _scalar_fits(value, dtype):
         return abs(float(value)) <= torch.finfo(dtype).max
     if dtype.is_complex:
         return True
-    from ...compiler.decompose import _scalar_as
+    from ...ops import scalar_as
     try:
-        _scalar_as(value, dtype)
+        scalar_as(value, dtype)
     except RuntimeError:
         return False
     return True
