@@ -106,3 +106,26 @@ def test_var_and_std_accumulate_as_eager(backend):
     """Eager's CPU var/std accumulate in float64 (a float32 reduction to one element takes its mean in
     float32 first: inf when the sum overflows); the square root is taken before the cast to float32."""
     check_calls(spreads, huge_inputs, backend, atol=None, rtol=None, zero_signs=True)   # the dtypes' tolerances
+
+
+# ---- indices computed in narrow integer types ---------------------------------------------------------------
+
+def _index_by_a_wrapped_int8_sum(x):
+    i = torch.arange(100, dtype=torch.int8)
+    return x[(i + i).long()] * 2        # int8 adds wrap: 128..198 -> -128..-58, negative indices count back
+
+
+def _index_by_a_wrapped_uint8_difference(x):
+    i = torch.arange(100, dtype=torch.uint8)
+    return x[(i - 50).long() + 50] + 1  # uint8 subtracts wrap: an index of 256 is out of range
+
+
+def test_an_index_computed_in_a_narrow_type_wraps_as_eagers(backend):
+    """The bounds an index's arithmetic carries hold only within its dtype: an int8 sum of positions wraps,
+    so the index is neither known in range nor non-negative (the kernel read before the tensor)."""
+    check_calls(_index_by_a_wrapped_int8_sum, lambda seed: [torch.arange(300, dtype=torch.float32) + seed], backend)
+    compiled = __import__("graphjit").compile(_index_by_a_wrapped_uint8_difference)
+    with pytest.raises(IndexError):
+        _index_by_a_wrapped_uint8_difference(torch.arange(100.0))
+    with pytest.raises(IndexError):
+        compiled(torch.arange(100.0))

@@ -531,9 +531,11 @@ class TritonOps:
         """An integer add/sub, carrying the operands' known bounds (index math: a position plus an offset)."""
         ranges = [self.k.bounds.get(a), self.k.bounds.get(b)]
         bounds = None if None in ranges else combine(*ranges)
-        if bounds is not None and not -2 ** 31 <= bounds[0] <= bounds[1] < 2 ** 31:
-            bounds = None           # might wrap around in int32 arithmetic
         expr, dtype = self._expression(op, a, b)
+        # the result wraps past its own dtype's range (an int8 sum of 100 + 100), and index math past int32's
+        low, high = INT_LIMITS.get(dtype, (-2 ** 31, 2 ** 31 - 1))
+        if bounds is not None and not max(low, -2 ** 31) <= bounds[0] <= bounds[1] <= min(high, 2 ** 31 - 1):
+            bounds = None
         return self.k.typed(self.k.bounded(self.k.cse(expr, self.k.dims_of(a, b)), bounds), dtype)
 
     def _division(self, name, a, b):
