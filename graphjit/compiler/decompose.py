@@ -1620,7 +1620,8 @@ def check_indices_read_in_part(gm):
     """Adds a runtime check of every index to each indexing op (INDEX_READS, advanced indexing) whose
     result is read in part: its kernel checks only the indices of the elements that are read
     (`index_select(x, 0, i)[:1] * 2` read one index), where eager raises for any index out of range. Not on
-    a GPU where config.triton_check_indices turns index checks off."""
+    a GPU where config.triton_check_indices turns index checks off. Likewise a check of every divisor of
+    an integer division on the CPU read in part or not at all (`(x // y)[0]`: eager's ZeroDivisionError)."""
     from .. import config
     whole = {}      # node -> whether every element of its value is read
     for node in reversed(gm.graph.nodes):
@@ -1633,6 +1634,30 @@ def check_indices_read_in_part(gm):
             with gm.graph.inserting_before(node.next):
                 _insert_range_check(gm, x, index, dim, size, -size if node.target is aten.index.Tensor else 0,
                                     _eager_index_error(node.target, dim, x.meta["val"].dim()))
+        divisor = None if whole[node] else _integer_divisor(node)
+        if divisor is not None:
+            # an integer division read in part, or not at all: its kernel checks only the divisors of the
+            # elements it computes, where eager's CPU kernel raises for any 0 (CUDA's divides unchecked)
+            with gm.graph.inserting_before(node.next):
+                nonzero = _call(gm, aten.all.default, (_call(gm, aten.ne.Scalar, (divisor, 0)),))
+                gm.graph.call_function(aten._assert_async.msg, (nonzero, "ZeroDivisionError"))
+
+
+_INTEGER_DIVISIONS = {aten.div.Tensor_mode, aten.floor_divide.default, aten.remainder.Tensor, aten.fmod.Tensor}
+
+
+def _integer_divisor(node):
+    """The divisor node of an integer division on the CPU (floor, trunc, remainder, fmod), else None."""
+    if node.op != "call_function" or node.target not in _INTEGER_DIVISIONS or len(node.args) < 2:
+        return None
+    if node.target is aten.div.Tensor_mode and node.kwargs.get("rounding_mode") is None:
+        return None
+    value, divisor = node.meta.get("val"), node.args[1]
+    if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point or value.dtype.is_complex or \
+            value.dtype == torch.bool or value.device.type != "cpu" or not isinstance(divisor, torch.fx.Node) or \
+            not isinstance(divisor.meta.get("val"), torch.Tensor):
+        return None
+    return divisor
 
 
 def _indexed(node):

@@ -98,3 +98,14 @@ def test_nll_loss_targets_out_of_range(fn, target):
 ], ids=["fill_", "full", "masked_fill", "clamp", "full_like", "float16 masked_fill", "uint8 -1", "in range"])
 def test_scalars_the_dtype_cannot_hold_raise(fn, make):
     _same_outcome(fn, make)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, y: (x // y)[0] + 1,
+    lambda x, y: (x % y)[2:] * 2,
+    lambda x, y: (x // y, x + 1)[1],
+    lambda x, y: torch.fmod(x, y)[:1] - 1,
+], ids=["floor_divide read in part", "remainder read in part", "unread", "fmod read in part"])
+@pytest.mark.parametrize("divisor", [[2, 0, 1, 3], [2, 5, 1, 3]], ids=["a zero", "no zero"])
+def test_integer_divisions_read_in_part_check_every_divisor(fn, divisor):
+    _same_outcome(fn, lambda: (torch.tensor([5, 7, -3, 4]), torch.tensor(divisor)))
