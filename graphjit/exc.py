@@ -6,11 +6,14 @@ class Unsupported(RuntimeError):
 
     Carries the reason, the user's file:line where it happened, the source line and a hint. With
     fullgraph=True it reaches the user; otherwise the frame runs eagerly and explain() reports it.
+    no_break: why no graph break may run the instruction in CPython (frame.breakable): the whole frame runs
+    eagerly instead.
     """
 
-    def __init__(self, reason, *, hint=None, filename=None, lineno=None):
+    def __init__(self, reason, *, hint=None, filename=None, lineno=None, no_break=None):
         self.reason = reason
         self.hint = hint
+        self.no_break = no_break
         self.filename = filename
         self.lineno = lineno
         super().__init__(reason)

@@ -15,6 +15,7 @@ import functools
 import heapq
 import itertools
 import operator
+import types
 
 _MISSING = object()
 _VALUE_TYPES = (int, float, complex, bool, str, bytes, tuple, type(None))
@@ -549,10 +550,8 @@ def associative_scan(combine_fn, xs, dim, reverse=False, combine_mode="pointwise
 
 def polyfill_of(value):
     """The traced equivalent of value, or None."""
-    if callable(value) and not isinstance(value, type) and \
-            getattr(type(value), "__getattr__", None) is None and \
-            getattr(value, "__name__", None) == "associative_scan" and \
-            getattr(value, "__module__", None) == "torch._higher_order_ops.associative_scan":
+    if isinstance(value, types.FunctionType) and value.__name__ == "associative_scan" and \
+            value.__module__ == "torch._higher_order_ops.associative_scan":
         return associative_scan     # (a user object's own __getattr__ is not asked for a __name__)
     try:
         return POLYFILLS.get(value)

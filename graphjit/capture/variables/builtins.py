@@ -820,12 +820,12 @@ def _math_function(tx, fn, value):
             return symbolic.apply(tx, torch._sym_sqrt, [value])
     return _fold(tx, fn, value.as_python_constant())
 
-# pure functions evaluated directly when every argument is a constant
 # builtins that read their caller's frame (without arguments, for vars and dir): no graph break runs them
 FRAME_READERS = {locals, vars, dir, globals, eval, exec, sys._getframe, breakpoint}
 if hasattr(sys, "_getframemodulename"):
     FRAME_READERS.add(sys._getframemodulename)
 
+# pure functions evaluated directly when every argument is a constant
 PURE_ON_CONSTANTS = {getattr(math, n) for n in dir(math) if callable(getattr(math, n))}
 PURE_ON_CONSTANTS |= {v for v in vars(operator).values() if callable(v)} - {operator.setitem, operator.delitem,
                                                                             operator.iadd, operator.iconcat}
@@ -883,10 +883,9 @@ class BuiltinVariable(Variable):
         if self.fn in PURE_ON_CONSTANTS and any(_is_tensor(a) for a in args):
             unsupported(f"{self.name()}() on a tensor needs its value", hint="use the torch equivalent")
         if self.fn in FRAME_READERS and not (self.fn in (vars, dir) and args):
-            error = Unsupported(f"{self.name()}() reads the frame that calls it", hint="the frame runs eagerly")
             # run at a graph break, it would read graphjit's frame (its locals, globals, code)
-            error.no_break = f"{self.name()}() reads the calling frame"
-            raise error
+            raise Unsupported(f"{self.name()}() reads the frame that calls it", hint="the frame runs eagerly",
+                              no_break=f"{self.name()}() reads the calling frame")
         unsupported(f"builtin {self.name()}() with arguments {args}")
 
     def getattr(self, tx, name):

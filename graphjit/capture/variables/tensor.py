@@ -339,12 +339,11 @@ def _refuse_inplace_on_special_view(written, fake_args, fake_kwargs):
         return
     meta = torch._C._autograd._get_creation_meta(view)
     if meta != torch._C._autograd.CreationMeta.DEFAULT:
-        error = Unsupported(f"an in-place op on a view autograd cannot rebase ({meta.name}: an output of split, "
-                            f"unbind or chunk, or a view made under no_grad): eager raises",
-                            hint="the frame runs in CPython, which raises eager's error")
         # not at a graph break: the graph before it would hand the view on as a plain tensor, which takes it
-        error.no_break = "an in-place op eager refuses on a view"
-        raise error
+        raise Unsupported(f"an in-place op on a view autograd cannot rebase ({meta.name}: an output of split, "
+                          f"unbind or chunk, or a view made under no_grad): eager raises",
+                          hint="the frame runs in CPython, which raises eager's error",
+                          no_break="an in-place op eager refuses on a view")
 
 
 def _sdpa_mask_enlarges(query, key, value, attn_mask=None, *args, **kwargs):
@@ -419,9 +418,8 @@ def _boolean(value):
 def _scalar_fits(value, dtype):
     """Whether eager's checked conversion of a Python scalar argument to dtype succeeds (c10's
     checked_convert: an integer in range, a finite float within the type's range)."""
-    if isinstance(value, torch.SymInt) or isinstance(value, torch.SymFloat) or dtype == torch.bool or \
-            not isinstance(value, (int, float)) or isinstance(value, bool):
-        return True
+    if dtype == torch.bool or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return True     # (a SymInt or SymFloat among them)
     if dtype.is_floating_point:
         if dtype == torch.float64 or value != value or abs(value) == float("inf"):
             return True
@@ -452,11 +450,13 @@ def _refuse_unconvertible_scalar(where):
 
 
 def _full_dtype(args, kwargs):
+    """torch.full's dtype and fill value: the dtype given, else the one eager infers from a float or int."""
     dtype = kwargs.get("dtype")
     fill = args[1] if len(args) > 1 else kwargs.get("fill_value")
-    if dtype is None:
-        dtype = torch.get_default_dtype() if isinstance(fill, float) else torch.int64 \
-            if isinstance(fill, int) and not isinstance(fill, bool) else None
+    if dtype is None and isinstance(fill, float):
+        dtype = torch.get_default_dtype()
+    elif dtype is None and isinstance(fill, int) and not isinstance(fill, bool):
+        dtype = torch.int64
     return dtype, [fill]
 
 

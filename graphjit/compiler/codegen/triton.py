@@ -46,7 +46,7 @@ from ... import config, logs
 from ..ir import (POINTWISE_OPS, format_index, op_dtype, product, record, reduction_identity, simplify_with_ranges,
                   use_ops, value_range)
 from ..scheduler import Kernel, inner_vars, is_empty_kernel, outer_vars
-from .cpp import (INDEX_OUT_OF_RANGE, ZERO_DIVISION, by_output_strides, index_status, group_index_exprs, kernel_error,
+from .cpp import (ZERO_DIVISION, by_output_strides, group_index_exprs, index_status, kernel_error,
                   merge_dims)
 from ..facts import GraphFacts
 from ..ir import FloorDiv, StorageView, guard_bool, int_of, is_one, size_hint, wrap_int
