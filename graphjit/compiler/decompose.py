@@ -183,8 +183,8 @@ def _embedding_backward_by_index_add(decomposed):
     """embedding's weight gradient on the CPU, float32 and float64, as eager's kernel computes it: the
     gradient rows added into zeros by index_add, in the order of the indices (rows at padding_idx add
     zeros). torch's decomposition puts them with index_put(accumulate=True), which adds in another order
-    with more than one thread and takes 3-4x index_add's time (BERT's three embeddings: about 1 ms of a
-    small model's training step). Elsewhere (CUDA, 16-bit gradients, scale_grad_by_freq): torch's."""
+    with more than one thread and takes 2-4x index_add's time (benchmarks/probes/embedding_backward_probe.py).
+    Elsewhere (CUDA, 16-bit gradients, scale_grad_by_freq): torch's."""
     def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
         if grad_output.device.type != "cpu" or scale_grad_by_freq or \
                 grad_output.dtype not in (torch.float32, torch.float64) or indices.dim() == 0:
