@@ -174,9 +174,28 @@ def decomposition_table():
     table[aten.hardswish_backward.default] = _hardswish_backward_as_cpu_kernel(
         table[aten.hardswish_backward.default])
     table.update({op: _converting_alpha(table[op]) for op in EAGER_ALPHAS if op in table})
+    for op in list(table):
+        if op.name().startswith(NEAREST_UPSAMPLES):
+            table[op] = _in_eagers_dtypes(table[op], NEAREST_UPSAMPLE_DTYPES)
     for op, layout in EAGER_LAYOUTS.items():
         table[op] = _in_eager_layout(op, layout, table.get(op))
     return table
+
+
+# Nearest-neighbour upsampling: eager's kernels (CPU and CUDA) take floating point and uint8 tensors only;
+# torch's decompositions (index gathers) take any dtype.
+NEAREST_UPSAMPLES = ("aten::upsample_nearest", "aten::_upsample_nearest_exact")
+NEAREST_UPSAMPLE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8)
+
+
+def _in_eagers_dtypes(decomposed, dtypes):
+    """A decomposition used for inputs of `dtypes` only: for others make_fx keeps the op itself, whose eager
+    kernel then raises eager's error when the graph runs."""
+    def decomposition(x, *args, **kwargs):
+        if x.dtype not in dtypes:
+            return NotImplemented
+        return decomposed(x, *args, **kwargs)
+    return decomposition
 
 
 def _embedding_backward_by_index_add(decomposed):

@@ -3,6 +3,8 @@ in C++), in-place ops whose result type self can't hold (eager raises), var and 
 raises), reductions into an `out=` of another dtype (eager computes in out's dtype), and an nll_loss target
 out of range (eager's IndexError).
 """
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -109,3 +111,14 @@ def test_scalars_the_dtype_cannot_hold_raise(fn, make):
 @pytest.mark.parametrize("divisor", [[2, 0, 1, 3], [2, 5, 1, 3]], ids=["a zero", "no zero"])
 def test_integer_divisions_read_in_part_check_every_divisor(fn, divisor):
     _same_outcome(fn, lambda: (torch.tensor([5, 7, -3, 4]), torch.tensor(divisor)))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.bool, torch.uint8, torch.float32])
+@pytest.mark.parametrize("mode,dims", [("nearest", 1), ("nearest", 2), ("nearest", 3), ("nearest-exact", 2)])
+def test_nearest_upsampling_takes_eagers_dtypes_only(mode, dims, dtype):
+    """Eager's nearest kernels take floating point and uint8 only (NotImplementedError for others); torch's
+    decompositions gather any dtype."""
+    def fn(x):
+        return F.interpolate(x, scale_factor=2, mode=mode)
+    shape = (1, 2) + (3,) * dims
+    _same_outcome(fn, lambda: (torch.arange(math.prod(shape)).reshape(shape).remainder(2).to(dtype),))
