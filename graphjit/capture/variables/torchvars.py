@@ -6,6 +6,7 @@ import torch
 
 from . import numpyvars
 
+from ...exc import Unsupported
 from .base import Variable, ConstantVariable, unsupported
 from .tensor import TensorVariable, record
 
@@ -340,7 +341,8 @@ def _exit_nothing(*exc_info):
 
 class NullContextVariable(_ContextVariable):
     """A context manager with no effect on what the traced code computes: torch.profiler.record_function
-    (its profiler annotation is dropped from compiled code, as torch.compile drops it)."""
+    (its profiler annotation is dropped from compiled code, as torch.compile drops it), or an inference_mode
+    block that sets the mode the graph runs in (guarded)."""
 
     def __init__(self, cls):
         self.cls = cls
@@ -396,9 +398,18 @@ def make_context_manager(tx, cls, args, kwargs):
     if cls is torch.autograd.profiler.record_function:
         return NullContextVariable(cls)
     if cls is torch.inference_mode:
-        # captured as no_grad: same values; the outputs are ordinary (not inference) tensors
-        mode = args[0].as_python_constant() if args else kwargs.get("mode", ConstantVariable(True)).value
-        return GradModeVariable(not mode)
+        mode = bool((args[0] if args else kwargs.get("mode", ConstantVariable(True))).as_python_constant())
+        if mode == torch.is_inference_mode_enabled():       # the mode the graph runs in: the block changes nothing
+            tx.guards.add_state(f"__gj_torch.is_inference_mode_enabled() is {mode}",
+                                f"inference mode is {'on' if mode else 'off'}")
+            return NullContextVariable(cls)
+        # the tensors made inside are inference tensors (is_inference(), no in-place update outside the
+        # mode, no autograd): a graph's outputs are made in the mode of its caller
+        reason = "torch.inference_mode() inside a compiled function: a graph can't make the inference tensors " \
+                 "its block makes"
+        raise Unsupported(reason, no_break=reason,
+                          hint="call the compiled function under torch.inference_mode() instead, or compile the "
+                               "code inside the block as a function of its own")
     return None
 
 
