@@ -19,7 +19,7 @@ METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "is_spa
 # version 0 would be reused for one at version 2, a base for a view): read in CPython at a graph break
 UNGUARDED_STATE = {"_version", "retains_grad", "output_nr", "_backward_hooks", "_post_accumulate_grad_hooks",
                    "_cdata", "_grad", "_grad_fn", "grad_dtype", "name", "volatile"}
-UNGUARDED_STATE_METHODS = {"_is_view", "is_shared", "is_pinned", "data_ptr", "untyped_storage", "storage",
+UNGUARDED_STATE_METHODS = {"_is_view", "is_set_to", "is_shared", "is_pinned", "data_ptr", "untyped_storage", "storage",
                            "_typed_storage", "_use_count"}
 
 # Methods whose result is a Python value that depends only on metadata.
