@@ -91,11 +91,11 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
                            f"elements share memory (an expand or as_strided: AOTAutograd's functionalization "
                            f"would add the write once per element sharing it)")
         return gm.forward
-    written = [i for i in _inputs_written(gm) if getattr(example_inputs[i], "requires_grad", False)]
+    written = _inputs_written_with_grad(gm, example_inputs)
     if written:
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place into input "
-                           f"{written[0]}, which needs gradients (AOTAutograd would save the input for the "
-                           f"backward, then its write-back would change it: the backward raises)")
+                           f"{written[0]} a value that needs gradients (AOTAutograd would save the input for "
+                           f"the backward, then its write-back would change it: the backward raises)")
         return gm.forward
     if _writes(gm) and _shared_memory(example_inputs):
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place and two of its inputs "
@@ -742,7 +742,7 @@ def _call_name(node):
 
 
 def _written_views(gm):
-    """(the in-place call's target, the chain of view calls from it up to where it starts) for each
+    """(the in-place call, its target, the chain of view calls from it up to where it starts) for each
     in-place call (name ending in `_`) or item assignment of the captured graph."""
     for node in gm.graph.nodes:
         if not (_in_place(node) and node.args and isinstance(node.args[0], torch.fx.Node)):
@@ -752,14 +752,24 @@ def _written_views(gm):
                 source.args and isinstance(source.args[0], torch.fx.Node):
             chain.append(source)
             source = source.args[0]
-        yield source, chain
+        yield node, source, chain
 
 
 def _inputs_written(gm):
     """Positions of the graph inputs that an in-place call or an item assignment writes into, directly or
     through a chain of views."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    return sorted({placeholders.index(source) for source, _ in _written_views(gm) if source.op == "placeholder"})
+    return sorted({placeholders.index(source) for _, source, _ in _written_views(gm) if source.op == "placeholder"})
+
+
+def _inputs_written_with_grad(gm, example_inputs):
+    """Positions of the graph inputs written in place where the input or the value written into it requires
+    grad (w.mul_(x) with x requiring grad and w not)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return sorted({placeholders.index(source) for node, source, _ in _written_views(gm)
+                   if source.op == "placeholder" and
+                   (getattr(example_inputs[placeholders.index(source)], "requires_grad", False) or
+                    getattr(node.meta.get("example_value"), "requires_grad", False))})
 
 
 def _writes_through_overlap(gm):
@@ -767,7 +777,7 @@ def _writes_through_overlap(gm):
     as_strided whose elements do: functionalization writes the whole as_strided view back, and eager's
     as_strided_scatter refuses one whose elements share memory)."""
     from .decompose import overlaps_itself
-    for _, chain in _written_views(gm):
+    for _, _, chain in _written_views(gm):
         for view in chain:
             value = view.meta.get("example_value")
             if _call_name(view) in _OVERLAPPING or _call_name(view) == "as_strided" and \

@@ -748,6 +748,31 @@ def test_an_input_needing_gradients_written_in_place_runs_as_captured():
     assert counter.ran_as_captured() == [0]
 
 
+def scale_in_place(x, w):
+    w.mul_(x)
+    return w * 2
+
+
+def test_a_value_needing_gradients_written_into_an_input_runs_as_captured():
+    """w.mul_(x), x needing gradients and w not: AOTAutograd saves w for mul's backward and writes the new
+    value back into w outside the forward, so the backward raised a false "modified by an inplace
+    operation" (torch.compile's aot_eager raises too). Such a graph runs as captured: eager's gradients."""
+    results = []
+    for compiled_run in (False, True):
+        graphjit.reset()
+        counter = CompileCounter(graphjit_backend)
+        fn = graphjit.compile(scale_in_place, backend=counter) if compiled_run else scale_in_place
+        torch.manual_seed(0)
+        x, w = r(3).requires_grad_(), r(3)
+        out = fn(x, w)
+        out.sum().backward()
+        results.append((out.detach(), w.detach(), w.requires_grad, x.grad))
+    assert_same(results[1][:2], results[0][:2], where="out, w")
+    assert results[1][2] is results[0][2] is True
+    assert_same(results[1][3], results[0][3], where="x.grad")
+    assert counter.ran_as_captured() == [0]
+
+
 def fill_through_an_expand(mask, x):
     y = mask.to(torch.uint8).to(mask.dtype) ** 3          # int64, needing no gradient
     y.expand(2, *y.shape).masked_fill_(mask, -3)         # each element of y written twice, eager keeps -3
