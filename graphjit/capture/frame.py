@@ -17,7 +17,7 @@ import weakref
 
 import torch
 
-from .. import config, logs, reporting
+from .. import config, gcpause, logs, reporting
 from ..exc import Unsupported, UserError
 from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, entry_namespace,
                       graph_call_body, forward_call_body)
@@ -140,7 +140,8 @@ class FrameCache:
             # entry saves when it runs, not those the translation and compile save
             hooks = torch._C._autograd._saved_tensors_hooks_set_tracing(True)
             try:
-                entry = self._translate_locked(fn, closure, options, args, kwargs)
+                with gcpause.paused():
+                    entry = self._translate_locked(fn, closure, options, args, kwargs)
             finally:
                 CALLER.exception = outer
                 torch._C._autograd._saved_tensors_hooks_set_tracing(hooks)

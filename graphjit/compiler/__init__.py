@@ -16,18 +16,15 @@ What the compiler is told about a graph besides its nodes (the mode, facts about
 facts.GraphFacts, made once per compile from the mode and gm.meta and handed down the stages.
 """
 import contextlib
-import gc
 import threading
 import warnings
 
 import torch
 
-from .. import logs
+from .. import gcpause, logs
 
 
 _compile_lock = threading.RLock()   # one compile at a time: lowering keeps the node being lowered in module state
-_gc_lock = threading.Lock()
-_gc_paused = [0, False]       # compiles running (in any thread), whether the collector was on before the first
 
 
 @contextlib.contextmanager
@@ -39,27 +36,16 @@ def compiling():
     allocates). Nothing a compile makes and keeps needs inference mode: its constants are ordinary
     tensors, usable under it. Grad mode stays the caller's. Fake copies of inference tensors are made as
     ordinary tensors (torch's own switch, as Dynamo does), so a graph that writes into an input created
-    under inference mode (a KV cache) can still be traced with its write-back. The collector is paused
-    once for overlapping compiles and turned on again when the last one ends, if it was on before.
+    under inference mode (a KV cache) can still be traced with its write-back. The collector's pause is
+    gcpause's, shared with translations.
     A fake-tensor mode the caller has active (AOTAutograd calls its compilers inside its own) is set
     aside: constant folding evaluates real tensors, and kernels must not be handed fake ones."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch._subclasses.meta_utils import disable_inference_mode_for_fake_prop
     grad = torch.is_grad_enabled()          # before leaving inference mode, which turns grad mode on
-    with _gc_lock:
-        if _gc_paused[0] == 0:
-            _gc_paused[1] = gc.isenabled()
-            gc.disable()
-        _gc_paused[0] += 1
-    try:
-        with torch.inference_mode(False), torch.set_grad_enabled(grad), \
-                disable_inference_mode_for_fake_prop(), unset_fake_temporarily():
-            yield
-    finally:
-        with _gc_lock:
-            _gc_paused[0] -= 1
-            if _gc_paused[0] == 0 and _gc_paused[1]:
-                gc.enable()
+    with gcpause.paused(), torch.inference_mode(False), torch.set_grad_enabled(grad), \
+            disable_inference_mode_for_fake_prop(), unset_fake_temporarily():
+        yield
 
 
 def compile_graph(gm, example_inputs, mode=None, options=None):
