@@ -98,7 +98,8 @@ class ReturnCodegen:
     def expr(self, var):
         """Python expression for `var`. Mutable objects made in the frame are built once, into a temp, so
         every reference (return value, stack, locals, side effects) sees the same object."""
-        key = id(var)
+        # an exception made in the frame is one mutable object, whichever variables hold it
+        key = ("exception", id(var.value)) if _is_frame_exception(var) else id(var)
         if key in self._temps:
             return self._temps[key]
         if key in self._building:
@@ -114,7 +115,7 @@ class ReturnCodegen:
             text = var.reconstruct(self)
         finally:
             self._building.discard(key)
-        if _is_new_mutable(var):
+        if _is_new_mutable(var) or _is_frame_exception(var):
             name = f"__gj_t{len(self._temps)}"
             self.prelude.append(f"{name} = {text}")
             self._temps[key] = name
@@ -129,6 +130,11 @@ class ReturnCodegen:
         if var.node not in self.output_nodes:
             self.output_nodes.append(var.node)
         return f"__gj_out[{self.output_nodes.index(var.node)}]"
+
+
+def _is_frame_exception(var):
+    return isinstance(var, ConstantVariable) and isinstance(var.value, BaseException) and \
+        getattr(var, "source", None) is None
 
 
 def _is_new_mutable(var):

@@ -50,16 +50,19 @@ class ObjectLikeVariable(Variable):
         guard_class_attribute(tx, cls, name)
         return builder.wrap_class_attribute(tx, self, cls, name).call(tx, args, kwargs or {})
 
-    def class_attribute(self, tx, name):
+    def class_attribute(self, tx, name, through_class=False):
+        """through_class: the instance's own attribute is gone in the trace (deleted, or popped from its
+        __dict__), so `obj.name` read in a guard would see the instance's value as it was: read `cls.name`."""
         cls = self.python_type()
-        src = AttrSource(self.source, name) if self.source is not None else _class_value_source(tx, cls, name)
+        src = AttrSource(self.source, name) if self.source is not None and not through_class else \
+            _class_value_source(tx, cls, name)
         if _class_lookup(cls, name) is _MISSING:
             getattr_hook = _class_lookup(cls, "__getattr__")
             if getattr_hook is not _MISSING and not isinstance(self, NNModuleVariable):
                 guard_class_attribute(tx, cls, "__getattr__")
                 hook = builder.wrap_class_attribute(tx, self, cls, "__getattr__")
                 return hook.call(tx, [ConstantVariable(name)], {})
-            if self.source is None and _class_source(cls, name) is not None:
+            if (self.source is None or through_class) and _class_source(cls, name) is not None:
                 tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (_class_source(cls, name).base,))
             raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
         guard_class_attribute(tx, cls, name)
@@ -491,6 +494,18 @@ class UserObjectVariable(ObjectLikeVariable):
         if self.is_new:
             return self._new_object_attr(tx, name)
         if not self.is_new:
+            written = _stored_into(tx, _instance_dict(self.value))
+            if written is not None:         # the frame wrote through obj.__dict__ (or vars(obj))
+                if tx.side_effects.has_attr_stores(self.value):
+                    unsupported(f"attributes of a {self.cls.__name__} both set and written through its "
+                                f"__dict__ in one frame")
+                if name in written.items and not _is_data_descriptor(_class_lookup(self.cls, name)):
+                    return written.items[name]
+                if name not in written.items:
+                    return self.class_attribute(tx, name, through_class=True)
+            if tx.side_effects.attr_present(self.value, name) is False and \
+                    not _is_data_descriptor(_class_lookup(self.cls, name)):   # deleted from the instance dict
+                return self.class_attribute(tx, name, through_class=True)
             found, value = tx.side_effects.pending_attr(self.value, name)
             if found:
                 return value
@@ -527,7 +542,7 @@ class UserObjectVariable(ObjectLikeVariable):
         self.guard_not_shadowed(tx, name, d if _has_instance_dict(self.cls) else None)
         return self.class_attribute(tx, name)
 
-    def class_attribute(self, tx, name):
+    def class_attribute(self, tx, name, through_class=False):
         """The class's attribute bound to this object; a descriptor written in Python (its type defines
         __get__ as a function) is inlined: type(d).__get__(d, obj, cls)."""
         descriptor = _class_lookup(self.cls, name)
@@ -539,7 +554,7 @@ class UserObjectVariable(ObjectLikeVariable):
             guard_mro_lookup(tx, self.cls, name)
             return builder.wrap(tx, getter, None).call(tx, [_descriptor_var(tx, descriptor), self,
                                                            ClassVariable(self.cls)], {})
-        return super().class_attribute(tx, name)
+        return super().class_attribute(tx, name, through_class)
 
     def _new_object_attr(self, tx, name):
         """object.__getattribute__ of an object made in the frame: data descriptors, then its own
@@ -745,19 +760,17 @@ def _class_source(cls, name):
 
 
 def _class_value_source(tx, cls, name):
-    """The source to wrap a user class's attribute with, read through a class reached without one: an
-    immutable value is read through `cls.name` (guarded by value); another object (a dict of dataclass
-    fields, a registry) is guarded to be the same object there, its contents taken as they are now."""
+    """The source to wrap a user class's attribute with, read through a class reached without one:
+    `cls.name`, so the value is guarded as any value read from outside (an immutable one by value, a dict
+    or list by what the trace reads of it) and changes to it (a class-level registry appended to) are
+    applied to the class's object. None for a descriptor (reading `cls.name` would call its __get__)."""
     source = _class_source(cls, name)
     value = _class_lookup(cls, name)
     if source is None or value is _MISSING or _guarded_class_attribute(value) is not None:
         return None                 # missing, or a method / property: see guard_class_attribute
-    if type(value) in (int, float, str, bool, bytes, type(None)) or \
-            type(value) is tuple and builder._all_immutable(value):
-        return source
-    if not hasattr(type(value), "__get__"):
-        tx.guards.add_id(source, value)
-    return None
+    if hasattr(type(value), "__get__"):
+        return None
+    return source
 
 
 def guard_class_attribute(tx, cls, name):

@@ -1,0 +1,142 @@
+"""Object state the frame changes and then reads: an instance attribute deleted (its class attribute shows
+through), an instance dict written through `obj.__dict__`/`vars(obj)`, a class-level list or dict reached
+through an instance made in the frame or `type(obj)` (changes applied to the class's object, contents
+guarded), and an exception made in the frame (one object, whichever variables hold it across a graph
+break). Each compiled run is compared with eager on fresh objects: results and the objects' state after.
+
+PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode.
+"""
+import torch
+
+import graphjit
+
+
+class Shadowed:
+    b = 3
+
+    def __init__(self):
+        self.b = 10
+        self.c = 1
+
+
+class ShadowedWithGetattr(Shadowed):
+    def __getattr__(self, name):
+        return "fallback:" + name
+
+
+def delete_then_read(obj, x):
+    del obj.b
+    del obj.c
+    return x + 1, hasattr(obj, "b"), getattr(obj, "b", "missing"), obj.b, hasattr(obj, "c"), getattr(obj, "c", "m")
+
+
+def write_dict_then_read(obj, x):
+    obj.__dict__["b"] = 9
+    return x + obj.b
+
+
+def update_vars_then_read(obj, x):
+    vars(obj).update(b=7, d=2)
+    return x + obj.b + obj.d
+
+
+def pop_dict_then_read(obj, x):
+    obj.__dict__.pop("b")
+    return x + obj.b
+
+
+class Registry:
+    shared = []
+    table = {"scale": 2}
+
+    def add(self, value):
+        self.shared.append(value)
+
+    def scale(self):
+        return self.table["scale"]
+
+
+def append_through_new_instance(x):
+    Registry().add("item")
+    return x + len(Registry.shared)
+
+
+def append_through_type(obj, x):
+    type(obj).shared.append("via type")
+    return x * Registry().scale()
+
+
+def _same(got, expected):
+    assert type(got) is type(expected)
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    elif isinstance(expected, tuple):
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            _same(g, e)
+    else:
+        assert got == expected
+
+
+def _run_both(fn, make, calls=3):
+    graphjit.reset()
+    compiled = graphjit.compile(fn)
+    for _ in range(calls):
+        eager_args, compiled_args = make(), make()
+        _same(compiled(*compiled_args), fn(*eager_args))
+        for e, c in zip(eager_args, compiled_args):
+            if not isinstance(e, torch.Tensor):
+                assert vars(c) == vars(e)
+
+
+def test_a_deleted_instance_attribute_shows_the_class_attribute():
+    for cls in (Shadowed, ShadowedWithGetattr):
+        _run_both(delete_then_read, lambda: (cls(), torch.ones(2)))
+
+
+def test_writes_through_the_instance_dict_are_read_back():
+    for fn in (write_dict_then_read, update_vars_then_read, pop_dict_then_read):
+        _run_both(fn, lambda: (Shadowed(), torch.zeros(2)))
+
+
+def test_a_class_level_list_changed_through_an_instance_made_in_the_frame():
+    graphjit.reset()
+    compiled = graphjit.compile(append_through_new_instance)
+    for _ in range(3):
+        Registry.shared = []
+        expected = append_through_new_instance(torch.zeros(1)), list(Registry.shared)
+        Registry.shared = []
+        got = compiled(torch.zeros(1)), list(Registry.shared)
+        _same(got, expected)
+        assert got[1] == ["item"]
+
+
+def test_a_class_level_dict_read_through_an_instance_made_in_the_frame_is_guarded_by_its_contents():
+    graphjit.reset()
+    compiled = graphjit.compile(append_through_type)
+    for scale in (2, 5, 5):
+        Registry.table["scale"] = scale
+        Registry.shared = []
+        expected = append_through_type(Registry(), torch.ones(2)), list(Registry.shared)
+        Registry.shared = []
+        got = compiled(Registry(), torch.ones(2)), list(Registry.shared)
+        _same(got, expected)
+    Registry.table["scale"] = 2
+
+
+def set_attribute_of_a_new_exception(x):
+    e = ValueError("x")
+    e.extra = 5
+    return x + e.extra, e.extra
+
+
+def exception_held_twice_across_a_break(x):
+    e = ValueError("x")
+    holder = [e]
+    print("graph break")
+    return x + 1, holder[0] is e
+
+
+def test_an_exception_made_in_the_frame_stays_one_object():
+    for fn in (set_attribute_of_a_new_exception, exception_held_twice_across_a_break):
+        _run_both(fn, lambda: (torch.ones(2),))
