@@ -275,6 +275,7 @@ class GuardSet:
             (f"{{0}}.dtype is {self.obj(t.dtype)}", f"{e}.dtype is {t.dtype}"),
             (f"{{0}}.device == {self.obj(t.device)}", f"{e}.device == {t.device}"),
             (f"{{0}}.requires_grad is {t.requires_grad!r}", None),
+            (f"{{0}}.is_neg() is {t.is_neg()!r} and {{0}}.is_conj() is {t.is_conj()!r}", None),   # dispatch keys
         ]
         if None not in sizes:
             checks.append((f"{{0}}.shape == {tuple(t.shape)!r}", f"{e}.shape == {tuple(t.shape)}"))

@@ -336,6 +336,10 @@ def unsupported_reason(gm, example_inputs):
 
 def graph_reason(gm, example_inputs):
     """What any of graphjit's codegens refuses in a graph of tensor inputs: gradients, global state."""
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor) and (value.is_neg() or value.is_conj()):
+            return "an input carries the negative or conjugate bit (a lazy negation or conjugation: its memory " \
+                   "holds the other value, which the kernels would read)"
     if needs_autograd(example_inputs):
         return "inputs require grad and grad mode is on: compile_graph compiles inference graphs " \
                "(the graphjit backend sends such graphs through AOTAutograd: compiler/training.py)"

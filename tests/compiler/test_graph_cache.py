@@ -384,3 +384,70 @@ def test_triton_graphs_with_size_symbols_load_for_other_sizes(cache, monkeypatch
     assert symbolic_made(pointwise, (6, 4), make) == [True]
     assert symbolic_made(upper_half_max, (5, 7), lambda n: (torch.randn(n, 4),)) == [False]
     assert symbolic_made(upper_half_max, (9, 2), lambda n: (torch.randn(n, 4),)) == [True, False]
+
+
+_custom_ops = torch.library.Library("gjcachetest", "DEF")
+_custom_ops.define("scale(Tensor x) -> Tensor")
+_custom_ops.impl("scale", lambda x: x * 2, "CompositeImplicitAutograd")
+
+
+def test_graphs_calling_custom_ops_are_not_cached(cache):
+    """A custom op's kernels (here a Python body decompose traces into) are the user's code: another process
+    may register other ones under the same name."""
+    compiled, _ = compiled_with_record(lambda x: torch.ops.gjcachetest.scale(x) + 1)
+    torch.testing.assert_close(compiled(x := torch.randn(4)), x * 2 + 1)
+    assert entries(cache) == []
+
+
+def matmul_relu(x, y):
+    return (x @ y).relu()
+
+
+def test_the_callers_autocast_state_is_part_of_the_key(cache):
+    """decompose traces under the caller's autocast, so an entry compiled under it holds its casts."""
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    for context in (torch.autocast("cpu", dtype=torch.bfloat16), torch.autocast("cpu", dtype=torch.float16),
+                    torch.autocast("cpu", enabled=False)):
+        graphjit.reset()
+        compiled, _ = compiled_with_record(matmul_relu)
+        with context:
+            got, want = compiled(x, y), matmul_relu(x, y)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+    assert len(entries(cache)) == 3
+
+
+def test_inputs_with_the_negative_bit_are_read_as_their_values(cache):
+    """z.conj().imag is a lazy negation: its memory holds -x. Such a graph runs eagerly (and gets its own
+    key and guards), the plain input's graph is compiled."""
+    z = torch.randn(8, dtype=torch.complex64)
+    fn = lambda x: x * 2 + 1            # noqa: E731
+    for attempt in range(2):
+        graphjit.reset()
+        compiled, _ = compiled_with_record(fn)
+        for x in (z.conj().imag, z.imag.clone(), z.conj().imag):
+            torch.testing.assert_close(compiled(x), fn(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("size", [0, 1000, 8000])
+def test_a_truncated_library_is_rebuilt(cache, size):
+    """The dynamic loader may crash (SIGBUS) on a truncated library rather than refuse it: a library whose
+    bytes differ from its .sha256 is not loaded. In a fresh process, as dlopen keeps loaded files."""
+    script = textwrap.dedent(f"""
+        import glob, os, sys, torch, graphjit
+        graphjit.config.cache_dir = sys.argv[1]
+        fn = lambda x: (x.sin() * 2).sum(-1)
+        x = torch.randn(4, 8)
+        if sys.argv[2] == "damage":
+            for lib in glob.glob(os.path.join(sys.argv[1], "*.so")):
+                with open(lib, "r+b") as f:
+                    f.truncate({size})
+        torch.testing.assert_close(graphjit.compile(fn)(x), fn(x))
+        print("ok")
+    """)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               GRAPHJIT_GRAPH_CACHE="0")
+    for step in ("build", "damage"):
+        run = subprocess.run([sys.executable, "-c", script, str(cache.parent), step], capture_output=True,
+                             text=True, env=env, timeout=300)
+        assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-2000:]

@@ -3,7 +3,9 @@
 The cache key hashes the source, the compiler's version, the flags, the CPU (-march=native code may
 not run elsewhere) and config.codegen_key(). A library is written under a temporary name and renamed into place, so readers never
 see half a file; each library exports gj_cache_key() returning its key, and a cached file whose load fails
-or whose key differs is rebuilt, never trusted.
+or whose key differs is rebuilt, never trusted. Beside each library, `<key>.so.sha256` holds the SHA-256 of
+its bytes, checked before the library is loaded: a truncated or damaged file (which the dynamic loader may
+crash on, SIGBUS, rather than refuse) is rebuilt too.
 
     lib = load(source)            # ctypes.CDLL
 """
@@ -85,13 +87,29 @@ def built_path(source):
     return path
 
 
+def _digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _intact(path, load_path):
+    """Whether load_path (the library at path, or a copy of it) has the bytes path's .sha256 file names."""
+    try:
+        with open(path + ".sha256") as f:
+            return f.read().strip() == _digest(load_path)
+    except OSError:
+        return False
+
+
 def _try_load(path, key):
-    """CDLL of path if it loads and reports `key`, else None (and the bad file is removed)."""
+    """CDLL of path if it is intact, loads and reports `key`, else None (and the bad file is removed)."""
     load_path = path
     if path in _dlopened:                  # a fresh file at a path loaded before: load it via a copy
         load_path = f"{path}.{os.getpid()}.{time.monotonic_ns()}.so"
         shutil.copyfile(path, load_path)
     try:
+        if not _intact(path, load_path):
+            raise OSError("damaged")
         lib = ctypes.CDLL(load_path)
         _dlopened.add(load_path)
         get_key = lib.gj_cache_key
@@ -103,10 +121,11 @@ def _try_load(path, key):
     finally:
         if load_path != path:
             os.unlink(load_path)
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    for bad in (path, path + ".sha256"):
+        try:
+            os.unlink(bad)
+        except OSError:
+            pass
     return None
 
 
@@ -125,6 +144,7 @@ def _build(source, key, path):
         os.unlink(tmp)
         raise CompileError(f"C++ compile failed (exit {result.returncode}); reproduce with:\n  {' '.join(cmd)}\n"
                            + result.stderr[-4000:])
+    _write_atomic(path + ".sha256", _digest(tmp).encode())     # before the library: a whole one always has it
     os.replace(tmp, path)
     logs.log("output_code", f"compiled {cpp_path} in {time.perf_counter() - start:.2f} s")
 

@@ -6,17 +6,17 @@ restarted server, the next job) skips decompose, lower, schedule and codegen, an
     store(key, job, unit, call)                                         # after a compile
 
 The key hashes everything the generated code depends on: the captured graph's code, each input's size,
-strides, offset, dtype, device and requires_grad, which inputs share memory, the content of its tensor
-constants, the graph facts, the versions of graphjit (and a hash of its source), torch and Python,
-config.codegen_key(), the C++ compiler, its flags and the CPU, and the process state the compiler reads
-(default dtype, threads). A graph with size symbols is keyed by its inputs' symbolic sizes and by what
+strides, offset, dtype, device, requires_grad and negative/conjugate bits, which inputs share memory, the
+content of its tensor constants, the graph facts, the versions of graphjit (and a hash of its source), torch
+and Python, config.codegen_key(), the C++ compiler, its flags and the CPU, and the process state the
+compiler reads (default dtype, threads, matmul precision, deterministic mode, the caller's autocast). A graph with size symbols is keyed by its inputs' symbolic sizes and by what
 its ShapeEnv knows before the compile (guards, ranges, replacements), not by the example sizes: its entry
 serves every size, and keeps the guards the compile added (`shape_guards`, as expression trees). A load
 checks them on this process's sizes (an entry whose guards fail is for other sizes: compiled again) and
 records them in the ShapeEnv, as the compile would have, so that capture puts them into the entry's
 guards. A graph is not cached where a part of the key cannot be read: a SymFloat or SymBool input, a call
-of a function from outside torch (its code could change between processes), a submodule, a constant too
-large to keep.
+of a function from outside torch or of a custom op (its code could change between processes), a submodule,
+a constant too large to keep.
 
 An entry is one JSON file, `cache_dir/graphs/<key>.json`, holding the kernels' source (C++: its library is
 runtime/cpp_build.py's, cached by its own key; Triton: the module and each launched kernel's binary, which a
@@ -83,6 +83,10 @@ def _source_fingerprint():
 
 
 _TORCH_MODULES = ("torch", "_operator", "operator", "math", "builtins", "_functools", "functools")
+# op namespaces whose kernels come with torch (or graphjit, whose source the key hashes); another namespace's
+# ops are registered by the user's code, whose kernels and meta functions may differ in the next process
+_TORCH_OP_NAMESPACES = {"aten", "prims", "graphjit", "_c10d_functional", "c10d_functional",
+                        "_c10d_functional_autograd", "quantized", "_quantized", "rngprims", "profiler"}
 
 
 def shape_env():
@@ -105,7 +109,7 @@ def _key(gm, concrete_inputs, example_inputs, facts, language="C++"):
              config.codegen_key(), compiler_id()[1], " ".join(config.cxx_flags), _cpu_id(),
              str(torch.get_default_dtype()), str(torch.get_num_threads()),
              torch.get_float32_matmul_precision(), str(torch.are_deterministic_algorithms_enabled()),
-             repr(dataclasses.replace(facts, name=""))]
+             _autocast_part(), repr(dataclasses.replace(facts, name=""))]
     for value in example_inputs:
         parts.append(_input_part(value, symbolic))
     if symbolic:
@@ -121,6 +125,9 @@ def _key(gm, concrete_inputs, example_inputs, facts, language="C++"):
     for node in gm.graph.nodes:
         if node.op == "call_module":
             raise NotCacheable(f"the graph calls a submodule ({node.target})")
+        if node.op == "call_function" and _op_namespace(node.target) not in (None, *_TORCH_OP_NAMESPACES):
+            raise NotCacheable(f"the graph calls the custom op {node.target} (its kernels, registered in "
+                               f"Python, may change)")
         if node.op == "call_function" and not isinstance(node.target, torch._ops.OpOverload):
             module = getattr(node.target, "__module__", None) or ""
             if not module.split(".")[0] in _TORCH_MODULES:
@@ -156,12 +163,28 @@ _PRINTED_EXACTLY = (torch.fx.Node, type(None), bool, int, float, complex, str, t
                     torch.layout, torch.memory_format, slice, type(Ellipsis), torch.Size)
 
 
+def _op_namespace(target):
+    """The namespace of an op (`aten` of torch.ops.aten.add and of torch.ops.aten.add.Tensor), else None."""
+    if isinstance(target, torch._ops.OpOverload):
+        return target.namespace
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target._qualified_op_name.split("::")[0]
+    return None
+
+
+def _autocast_part():
+    """The caller's autocast state: decompose traces the graph under it, so its casts are in the code."""
+    return "autocast " + " ".join(f"{d}={torch.is_autocast_enabled(d)}:{torch.get_autocast_dtype(d)}"
+                                  for d in ("cpu", "cuda")) + f" cache={torch.is_autocast_cache_enabled()}"
+
+
 def _input_part(value, symbolic=False):
     """An input as the key reads it; with `symbolic`, sizes and ints as their expressions over the size
     symbols (so the key holds for every size)."""
     if isinstance(value, torch.Tensor):
         return (f"tensor {tuple(str(s) for s in value.shape)} {tuple(str(s) for s in value.stride())} "
-                f"{value.storage_offset()} {value.dtype} {value.device} {value.requires_grad} {value.layout}")
+                f"{value.storage_offset()} {value.dtype} {value.device} {value.requires_grad} {value.layout} "
+                f"{value.is_neg()} {value.is_conj()}")
     if isinstance(value, torch.SymInt):
         return f"symint {value}"
     if isinstance(value, (torch.SymFloat, torch.SymBool)):
