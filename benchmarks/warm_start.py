@@ -190,6 +190,7 @@ def _write_profile(profiler, path):
     stats.sort_stats("tottime").print_stats(40)
     with open(path, "w") as f:
         f.write(out.getvalue())
+    stats.dump_stats(os.path.splitext(path)[0] + ".pstats")     # the whole profile, for pstats' callers/callees
 
 
 def measure(key, contender, caches, device, smoke, timeout, profile=None, dynamic=None):
@@ -220,7 +221,7 @@ def main():
     parser.add_argument("--timeout", type=float, default=600, help="seconds one process may take")
     parser.add_argument("--smoke", action="store_true", help="one tiny workload")
     parser.add_argument("--profile", default="", help="a folder: each warm graphjit process writes cProfile's "
-                        "table of its first call there (<workload>.txt); its times then include the profiler's")
+                        "table of its first call there (<workload>.txt, and <workload>.pstats); its times then include the profiler's")
     parser.add_argument("--dynamic", action="store_true", help="compile with dynamic=True; the warm process "
                         "calls with other sizes (shorter token ids, a smaller batch of 4 or more)")
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "CONTENDER"), help=argparse.SUPPRESS)
