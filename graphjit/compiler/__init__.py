@@ -52,7 +52,7 @@ def compile_graph(gm, example_inputs, mode=None, options=None):
     """Compile an fx graph for its example inputs in `mode` (a name of modes.MODES; autotuning in the
     max-autotune modes), with `options` (graphjit.config knobs, backends.registry.check_options) set while
     it compiles; returns a callable with gm.forward's signature.
-    Graphs the compiler can't handle (see decompose.unsupported_reason) run gm.forward, with the reason
+    Graphs the compiler can't handle (see graph_checks.py) run gm.forward, with the reason
     logged under GRAPHJIT_LOGS=fusion; a missing or failing C++ compiler, or an error in the compiler,
     warns once and runs the graph eagerly (GRAPHJIT_COMPILER_RAISE=1 raises instead)."""
     from .facts import GraphFacts
@@ -64,14 +64,15 @@ def compile_graph(gm, example_inputs, mode=None, options=None):
 
 def _compile_graph(gm, example_inputs, facts):
     from .. import config
-    from . import decompose, pipeline
+    from . import pipeline
+    from .graph_checks import Refused
     from .ir import StaticOnly
     from .runtime import CompileError
     try:
         return pipeline.compile_graph(gm, example_inputs, facts)
     except StaticOnly:
         raise       # the caller compiles per size
-    except decompose.Refused as e:
+    except Refused as e:
         # a graph whose semantics a compiled one would not keep: the graph as captured, the reason logged
         logs.log("fusion", f"graphjit compiler: running the graph eagerly: {e}")
     except CompileError as e:

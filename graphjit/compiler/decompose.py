@@ -25,6 +25,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from .. import config
 from ..ops import is_random_name, scalar_as as _scalar_as
 from . import op_templates
+from .graph_checks import Refused, changes_state
 
 
 aten = torch.ops.aten
@@ -37,8 +38,6 @@ aten = torch.ops.aten
 KEEP_WHOLE = {aten.scaled_dot_product_attention.default, aten.std_mean.correction, aten.index_add.default,
               aten.index_copy.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor}
 
-# Calls that change global state mid-graph (grad mode, autocast): retracing would not replay them.
-STATE_FUNCTIONS = {torch._C._set_grad_enabled}
 
 
 def _converting_value(op):
@@ -322,49 +321,6 @@ POINTWISE_FORMS = {aten.nll_loss_backward.default: _nll_loss_backward,
                    aten.frac.default: _frac}
 
 
-def unsupported_reason(gm, example_inputs):
-    """Why graphjit's compiler should leave this graph to eager, or None."""
-    for value in example_inputs:
-        if isinstance(value, (torch.SymInt, torch.SymFloat)):   # a size symbol, a float that changes
-            continue
-        if not isinstance(value, torch.Tensor):
-            return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"
-        if value.device.type != "cpu":
-            return f"an input is on {value.device}: the C++ codegen is CPU-only (Triton codegen is next)"
-    return graph_reason(gm, example_inputs)
-
-
-def graph_reason(gm, example_inputs):
-    """What any of graphjit's codegens refuses in a graph of tensor inputs: gradients, global state."""
-    for value in example_inputs:
-        if isinstance(value, torch.Tensor) and (value.is_neg() or value.is_conj()):
-            return "an input carries the negative or conjugate bit (a lazy negation or conjugation: its memory " \
-                   "holds the other value, which the kernels would read)"
-    if needs_autograd(example_inputs):
-        return "inputs require grad and grad mode is on: compile_graph compiles inference graphs " \
-               "(the graphjit backend sends such graphs through AOTAutograd: compiler/training.py)"
-    name = changes_state(gm)
-    if name is not None:
-        return f"the graph changes global state ({name}; the graphjit backend sends such graphs through " \
-               f"AOTAutograd: compiler/training.py)"
-    return None
-
-
-def needs_autograd(example_inputs):
-    """Whether a graph must record gradients: grad mode is on and an input requires grad."""
-    return torch.is_grad_enabled() and any(
-        isinstance(v, torch.Tensor) and v.requires_grad for v in example_inputs)
-
-
-def changes_state(gm):
-    """The name of a call in gm that changes grad mode or autocast mid-graph, or None."""
-    for node in gm.graph.nodes:
-        name = getattr(node.target, "__name__", "")
-        if node.op == "call_function" and (node.target in STATE_FUNCTIONS or "autocast" in name):
-            return name
-    return None
-
-
 _SDPA = torch.nn.functional.scaled_dot_product_attention
 
 
@@ -477,11 +433,6 @@ def _constant_value(gm, node, limit=200):
             return torch.fx.GraphModule(gm, sub)()
     except Exception:   # noqa: BLE001 -- a mask that can't be evaluated early is just kept
         return None
-
-
-class Refused(Exception):
-    """decompose() cannot keep eager's semantics for this graph (the message says why): the graph runs as
-    captured."""
 
 
 def _batch_norm_writing_stats(input, weight, bias, running_mean, running_var, training, momentum, eps):

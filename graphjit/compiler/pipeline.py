@@ -148,7 +148,6 @@ def _compile(gm, concrete_inputs, example_inputs, facts):
 
 
 def _run_stages(gm, concrete_inputs, example_inputs, facts):
-    from . import decompose, lowering, scheduler
     from .runtime import graph_cache
     device = device_for(concrete_inputs)
     reason = device.unsupported_reason(gm, example_inputs)
@@ -170,6 +169,7 @@ def _run_stages(gm, concrete_inputs, example_inputs, facts):
                                          "source": reporting._clip(call.source), "cached": True,
                                          "wrapper": reporting._clip(call.wrapper_source)})
             return call
+    from . import decompose, lowering, scheduler     # not imported where the cache serves every graph
     env = graph_cache.shape_env()
     known_guards = len(env.guards) if env is not None else 0
     job = Job(gm, list(example_inputs), facts, concrete_inputs=list(concrete_inputs))

@@ -50,7 +50,7 @@ SAVED_VALUE_WRITTEN = "one of the variables needed for gradient computation has 
 def wants_aot(gm, example_inputs):
     """Whether a graph goes through AOTAutograd: it needs gradients, or it changes grad mode or autocast
     mid-graph (AOTAutograd's trace applies those; compile_graph refuses a graph that holds them)."""
-    from .decompose import changes_state, needs_autograd
+    from .graph_checks import changes_state, needs_autograd
     return needs_autograd(example_inputs) or changes_state(gm) is not None
 
 
@@ -182,7 +182,7 @@ def _no_eager_gradient(gm, example_inputs):
     an integer divisor divides an int64 tensor in place). Eager raises that only where a backward reaches
     the op, AOTAutograd's joint trace at once. False where gm does not run on fakes, and for a graph that
     changes grad mode or autocast (a run failing midway would leave the change set)."""
-    from .decompose import changes_state
+    from .graph_checks import changes_state
     if changes_state(gm) is not None:
         return False
     ran = _on_fakes(gm, example_inputs)

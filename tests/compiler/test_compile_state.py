@@ -42,7 +42,9 @@ def test_graphs_compiled_under_inference_or_no_grad_become_kernels(context):
     assert len(recording.compiled) == 1
     fn = recording.compiled[0]
     assert hasattr(fn, "items") or hasattr(fn, "launches"), "compiled to kernels, not run eagerly"
-    assert recording.states == [(context == "inference_mode", False, True)], "the caller's state after compile"
+    # the collector is paused while the frame translates (the backend runs inside), on again after
+    assert recording.states == [(context == "inference_mode", False, False)], "the caller's state after compile"
+    assert gc.isenabled()
 
 
 def test_a_graph_needing_gradients_still_runs_eagerly_with_grad_on():

@@ -40,7 +40,7 @@ def test_second_load_uses_the_disk_cache(fresh_cache, monkeypatch):
     assert cpp_build.load(SOURCE).twice(4) == 8
     assert len(compiles) == 1
     names = sorted(os.listdir(fresh_cache))
-    assert [n.rsplit(".", 1)[1] for n in names] == ["cpp", "so"]   # no temporary files left behind
+    assert [n.rsplit(".", 1)[1] for n in names] == ["cpp", "so", "sha256"]   # no temporary files left behind
 
 
 def test_corrupt_cached_library_is_rebuilt(fresh_cache, monkeypatch):

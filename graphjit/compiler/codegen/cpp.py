@@ -1074,8 +1074,8 @@ class CppDevice:
 
     @staticmethod
     def unsupported_reason(gm, example_inputs):
-        from .. import decompose
-        return decompose.unsupported_reason(gm, example_inputs)
+        from .. import graph_checks
+        return graph_checks.unsupported_reason(gm, example_inputs)
 
     def __init__(self, job):
         self.job = job

@@ -1576,7 +1576,7 @@ class TritonDevice:
     @staticmethod
     def unsupported_reason(gm, example_inputs):
         """Why this graph should run eagerly instead of as Triton kernels, or None."""
-        from .. import decompose
+        from .. import graph_checks
         devices = set()
         for value in example_inputs:
             if isinstance(value, (torch.SymInt, torch.SymFloat)):   # a size symbol, a float that changes
@@ -1590,7 +1590,7 @@ class TritonDevice:
             return "Triton is not installed (pip install triton)"
         if devices and next(iter(devices)).type not in ("cuda", "cpu"):
             return f"inputs on {next(iter(devices))}: Triton kernels run on CUDA devices"
-        return decompose.graph_reason(gm, example_inputs)
+        return graph_checks.graph_reason(gm, example_inputs)
 
     def __init__(self, job):
         self.job = job

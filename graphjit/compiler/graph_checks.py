@@ -1,0 +1,57 @@
+"""What graphjit's compiler refuses in a graph before any stage runs (the graph then runs eagerly, the reason
+logged): inputs it has no codegen for, gradients (the graphjit backend sends those graphs through
+AOTAutograd: training.py), mid-graph changes of global state. Kept apart from decompose.py and lowering.py,
+so that a graph loaded from the compiled-graph cache checks them without importing the stages."""
+import torch
+
+
+class Refused(Exception):
+    """A stage (decompose, lower) cannot keep eager's semantics for this graph (the message says why): the
+    graph runs as captured."""
+
+
+# Calls that change global state mid-graph (grad mode, autocast): retracing would not replay them.
+STATE_FUNCTIONS = {torch._C._set_grad_enabled}
+
+
+def unsupported_reason(gm, example_inputs):
+    """Why graphjit's compiler should leave this graph to eager, or None."""
+    for value in example_inputs:
+        if isinstance(value, (torch.SymInt, torch.SymFloat)):   # a size symbol, a float that changes
+            continue
+        if not isinstance(value, torch.Tensor):
+            return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"
+        if value.device.type != "cpu":
+            return f"an input is on {value.device}: the C++ codegen is CPU-only (Triton codegen is next)"
+    return graph_reason(gm, example_inputs)
+
+
+def graph_reason(gm, example_inputs):
+    """What any of graphjit's codegens refuses in a graph of tensor inputs: gradients, global state."""
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor) and (value.is_neg() or value.is_conj()):
+            return "an input carries the negative or conjugate bit (a lazy negation or conjugation: its memory " \
+                   "holds the other value, which the kernels would read)"
+    if needs_autograd(example_inputs):
+        return "inputs require grad and grad mode is on: compile_graph compiles inference graphs " \
+               "(the graphjit backend sends such graphs through AOTAutograd: compiler/training.py)"
+    name = changes_state(gm)
+    if name is not None:
+        return f"the graph changes global state ({name}; the graphjit backend sends such graphs through " \
+               f"AOTAutograd: compiler/training.py)"
+    return None
+
+
+def needs_autograd(example_inputs):
+    """Whether a graph must record gradients: grad mode is on and an input requires grad."""
+    return torch.is_grad_enabled() and any(
+        isinstance(v, torch.Tensor) and v.requires_grad for v in example_inputs)
+
+
+def changes_state(gm):
+    """The name of a call in gm that changes grad mode or autocast mid-graph, or None."""
+    for node in gm.graph.nodes:
+        name = getattr(node.target, "__name__", "")
+        if node.op == "call_function" and (node.target in STATE_FUNCTIONS or "autocast" in name):
+            return name
+    return None
