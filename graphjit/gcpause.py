@@ -2,7 +2,8 @@
 
 Capture and compile allocate many short-lived objects (variables, sources, fake tensors, fx nodes); each
 allocation burst triggers the collector, whose older generations walk the caller's whole heap (a model,
-torch's modules). Measured on GPT-2's warm start, those passes took about a quarter of the capture. One
+torch's modules). On a lent H100, ResNet-50's warm-start capture took 0.32-0.33 s with the pause and
+0.47-0.48 s without (benchmarks/RESULTS.md, "Lent H100, 2026-12-07 07:37-08:06 UTC"). One
 pause covers every overlapping translation and compile, in any thread; the collector is turned on again
 when the last one ends, if it was on before the first."""
 import contextlib
