@@ -156,3 +156,94 @@ def test_in_place_forward_breaks():
     check(f, lambda: (r(3),), graphs=None, compile_kwargs={"fullgraph": False})
     explained = graphjit.explain(f)(r(3))
     assert any("mark_dirty" in e.reason for e in explained.break_reasons), explained.break_reasons
+
+
+SCALE = 2.0
+OFFSETS = {"shift": 1.0}
+
+
+def _shift():
+    return OFFSETS["shift"]
+
+
+class ScaleByGlobal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * SCALE
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * SCALE
+
+
+class ShiftByHelper(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x + _shift()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+BACKWARD_SCALES = [1.0, 3.0, 5.0]
+
+
+class BackwardReadsAList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * BACKWARD_SCALES[0]
+
+
+class BackwardCounts(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.n = 1
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.n += 1
+        return g * ctx.n
+
+
+def test_globals_read_by_forward_and_backward_are_guarded():
+    """They are traced once: a global (or one a helper reads) rebound after the compile recompiles."""
+    global SCALE
+    fn = lambda x: ScaleByGlobal.apply(x) + 1          # noqa: E731
+    compiled = graphjit.compile(fn)
+    for scale in (2.0, 3.0, 3.0):
+        SCALE = scale
+        x, y = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+        torch.testing.assert_close(compiled(x), fn(y))
+        compiled(x).sum().backward()
+        fn(y).sum().backward()
+        torch.testing.assert_close(x.grad, y.grad)
+    SCALE = 2.0
+    # a helper of forward reads a dict, which could change in place: the Function runs eagerly
+    fn = lambda x: ShiftByHelper.apply(x) * 2          # noqa: E731
+    compiled = graphjit.compile(fn)
+    for shift in (1.0, 4.0):
+        OFFSETS["shift"] = shift
+        torch.testing.assert_close(compiled(torch.ones(3)), fn(torch.ones(3)))
+
+
+@pytest.mark.parametrize("function", [BackwardReadsAList, BackwardCounts])
+def test_a_backward_with_state_runs_eagerly_each_time(function):
+    """A backward reading a list the program changes, or storing on ctx, must run each time as eager's."""
+    fn = lambda x: function.apply(x) * 2               # noqa: E731
+    compiled = graphjit.compile(fn)
+    grads = []
+    for run in (fn, compiled):
+        x = torch.ones(3, requires_grad=True)
+        out = run(x).sum()
+        for scale in (1.0, 3.0):
+            BACKWARD_SCALES[0] = scale
+            out.backward(retain_graph=True)
+        grads.append(x.grad.clone())
+    BACKWARD_SCALES[0] = 1.0
+    torch.testing.assert_close(grads[1], grads[0])

@@ -1102,11 +1102,16 @@ class AutogradFunctionApply(Variable):
 
     def call(self, tx, args, kwargs):
         from .tensor import record
-        why = _impure_autograd_function(self.cls)
+        why, reads = _impure_autograd_function(self.cls)
         if why is not None:
-            unsupported(f"{self.cls.__qualname__}.apply: its forward {why}",
-                        hint="graphjit runs an autograd.Function's forward once while tracing; keep it to "
+            unsupported(f"{self.cls.__qualname__}.apply: {why}",
+                        hint="graphjit traces an autograd.Function's forward and backward once; keep them to "
                              "tensor computation, or call it outside the compiled region")
+        for source, value in reads:     # what they read from outside: the same next call
+            if type(value) in (int, float, bool, str, bytes, type(None)):
+                tx.guards.add_equals(source, value)
+            else:
+                tx.guards.add_id(source, value)
         return record(tx, "call_function", _apply_of(self.cls), list(args), dict(kwargs))
 
     def __repr__(self):
@@ -1129,55 +1134,97 @@ def _apply_of(cls):
 
 
 _IMPURE_CALLS = frozenset({"print", "item", "tolist", "numpy", "mark_dirty", "backward", "register_hook",
-                           "input", "open", "setattr", "delattr", "exec", "eval"})
+                           "input", "open", "setattr", "delattr", "exec", "eval", "set_materialize_grads"})
+_HELPER_DEPTH = 3       # calls of Python functions followed from forward/backward (deeper: refused)
 
 
 def _impure_autograd_function(cls):
-    """Why `cls`'s forward (and setup_context) may do more than compute tensors from its arguments, or
-    None: it stores globals, closure cells or attributes of anything but its first parameter (ctx), or
-    names a call with effects."""
-    import inspect
-    from ..bytecode import read
-    for name in ("forward", "setup_context"):
+    """(why, reads): why `cls`'s forward, setup_context or backward may do more than compute tensors from
+    their arguments, or None; and (source, value) for each global and closure variable they (and the Python
+    functions they call) read, which the entry guards. They are traced once, when the graph is compiled, so
+    anything else they read or change would be baked in: a store into a global, a closure cell, an attribute
+    of anything but ctx in forward (of anything at all in backward, which may run more than once), a
+    container; a call with effects; a read of a value that could change in place (a list, a module of the
+    user's, whose attributes could be rebound)."""
+    reads = []
+    for name in ("forward", "setup_context", "backward", "vjp"):
         fn = _class_lookup(cls, name)
         fn = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
-        code = getattr(fn, "__code__", None)
-        if code is None:
+        if getattr(fn, "__code__", None) is None:
             continue
-        if code.co_flags & inspect.CO_GENERATOR:
-            return "is a generator"
-        first = code.co_varnames[0] if code.co_argcount else None
-        previous = None
-        for ins in read(code):
-            if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF"):
-                return f"stores {ins.argval!r} outside itself"
-            if ins.opname in ("STORE_ATTR", "DELETE_ATTR") and name == "forward" and not (
-                    previous is not None and previous.opname == "LOAD_FAST" and previous.argval == first):
-                return f"stores attribute {ins.argval!r} of an object other than ctx"
-            if ins.opname in ("STORE_SUBSCR", "DELETE_SUBSCR"):
-                return "stores into a container"
-            if ins.opname in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "LOAD_NAME") and ins.argval in _IMPURE_CALLS:
-                return f"calls {ins.argval}()"
-            if ins.opname in ("LOAD_GLOBAL", "LOAD_DEREF"):
-                value = _loaded_value(fn, ins)
-                if value is not _MISSING and not _is_stateless(value):
-                    return f"reads {ins.argval!r}, a {type(value).__name__} it could change"
-            previous = ins
+        why = _impure_code(fn, name, reads, set(), 0)
+        if why is not None:
+            return f"its {name} {why}", reads
+    return None, reads
+
+
+def _impure_code(fn, role, reads, seen, depth):
+    import inspect
+    from ..bytecode import read
+    code = fn.__code__
+    if code in seen:
+        return None
+    seen.add(code)
+    if code.co_flags & inspect.CO_GENERATOR:
+        return "is a generator"
+    first = code.co_varnames[0] if code.co_argcount and depth == 0 else None
+    previous = None
+    for ins in read(code):
+        if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF"):
+            return f"stores {ins.argval!r} outside itself"
+        if ins.opname in ("STORE_ATTR", "DELETE_ATTR") and not (
+                role in ("forward", "setup_context") and previous is not None and previous.opname == "LOAD_FAST"
+                and previous.argval == first):
+            return f"stores attribute {ins.argval!r}" + \
+                (" of an object other than ctx" if role in ("forward", "setup_context") else "")
+        if ins.opname in ("STORE_SUBSCR", "DELETE_SUBSCR"):
+            return "stores into a container"
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "LOAD_NAME") and ins.argval in _IMPURE_CALLS:
+            return f"calls {ins.argval}()"
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_DEREF"):
+            value, source = _loaded_value(fn, ins)
+            if value is _MISSING:
+                pass
+            elif not _is_stateless(value):
+                return f"reads {ins.argval!r}, a {type(value).__name__} it could change"
+            elif isinstance(value, types.ModuleType) and not _is_library_module(value):
+                return f"reads module {value.__name__!r}, whose attributes could be rebound"
+            else:
+                if source is not None:
+                    reads.append((source, value))
+                if isinstance(value, types.FunctionType) and not _is_library_module(value):
+                    if depth >= _HELPER_DEPTH:
+                        return f"calls {ins.argval}(), too deep to follow"
+                    why = _impure_code(value, "helper", reads, seen, depth + 1)
+                    if why is not None:
+                        return f"calls {ins.argval}(), which {why}"
+        previous = ins
     return None
 
 
+def _is_library_module(value):
+    """Whether a module (or a function's module) is torch's or the standard library's."""
+    name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None) or ""
+    root = name.split(".")[0]
+    return root in ("torch", "builtins") or root in sys.stdlib_module_names
+
+
 def _loaded_value(fn, ins):
-    """The value a LOAD_GLOBAL or LOAD_DEREF of fn reads now (_MISSING if unbound)."""
+    """(the value a LOAD_GLOBAL or LOAD_DEREF of fn reads now, a source for it) (_MISSING if unbound; the
+    source None for a builtin, which no global shadows: rebinding builtins is not followed)."""
     if ins.opname == "LOAD_GLOBAL":
         import builtins
-        return fn.__globals__.get(ins.argval, getattr(builtins, ins.argval, _MISSING))
+        if ins.argval in fn.__globals__:
+            return fn.__globals__[ins.argval], ItemSource(ObjectSource(fn.__globals__), ins.argval)
+        return getattr(builtins, ins.argval, _MISSING), None
     names = fn.__code__.co_freevars
     if ins.argval in names and fn.__closure__:
+        cell = fn.__closure__[names.index(ins.argval)]
         try:
-            return fn.__closure__[names.index(ins.argval)].cell_contents
+            return cell.cell_contents, AttrSource(ObjectSource(cell), "cell_contents")
         except ValueError:
-            return _MISSING
-    return _MISSING
+            return _MISSING, None
+    return _MISSING, None
 
 
 def _is_stateless(value):
