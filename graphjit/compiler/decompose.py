@@ -217,10 +217,13 @@ def _embedding_backward_by_index_add(decomposed):
 
 def _nll_loss_with_eagers_target_check(decomposed):
     """nll_loss (and nll_loss2d) whose target out of range raises eager's IndexError ("Target 4 is out of
-    bounds."): a check of every target (graphjit::check_indices, on the CPU; a device assert on a GPU, as
+    bounds."), and whose target or class weights of another dtype than eager's kernel takes raise its
+    RuntimeError (the op kept whole): a check of every target (graphjit::check_indices, on the CPU; a device assert on a GPU, as
     eager's CUDA kernel asserts), and the out-of-range targets replaced by 0 for torch's decomposition,
     whose gather of them would raise gather's RuntimeError first."""
     def nll_loss_forward(self, target, weight, reduction, ignore_index):
+        if target.dtype not in (torch.int64, torch.uint8) or weight is not None and weight.dtype != self.dtype:
+            return NotImplemented       # the op itself, whose kernel raises eager's dtype error
         classes = self.shape[0 if self.dim() < 2 else 1]
         valid = (target == ignore_index) | ((target >= 0) & (target < classes))
         if target.device.type == "cpu":

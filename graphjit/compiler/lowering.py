@@ -204,6 +204,9 @@ class Lowering(torch.fx.Interpreter):
             return self._extern(target, args, kwargs, "extern op")
         empty = _without_elements(out_meta())
         if empty is not None:
+            if _eager_refuses_empty(target, _current[-1]):
+                # eager's kernel raises for these inputs (a dtype it does not take): the ATen op raises it
+                return self._extern(target, args, kwargs, "eager's kernel raises for these inputs")
             return empty
         if target is aten.convolution.default and _splits_bias(args):
             return self._convolution_then_bias(args, kwargs)
@@ -508,6 +511,40 @@ def _without_elements(meta):
         return None
     return pytree.tree_map(lambda m: constant_value(0, m.shape, m.dtype, m.device)
                            if isinstance(m, torch.Tensor) else m, meta)
+
+
+def _eager_refuses_empty(target, node):
+    """Whether eager's op raises for the inputs of `node`, a node without elements whose tensor inputs have
+    none either (var of an int64 tensor, argmax of a bool one): it is run on empty tensors of the inputs'
+    dtypes to see. False where an input has elements or symbolic sizes, or for an op not of ATen's (a
+    custom op's kernel could have effects): not probed."""
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+        return False
+
+    def real(value):
+        if isinstance(value, torch.fx.Node):
+            value = value.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 0 or not all(type(n) is int for n in (*value.shape, *value.stride())):
+                raise _NotProbed
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device)
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise _NotProbed
+        return value
+    try:
+        args, kwargs = pytree.tree_map(real, (node.args, node.kwargs))
+    except _NotProbed:
+        return False
+    try:
+        with torch.no_grad():
+            target(*args, **kwargs)
+    except Exception:   # noqa: BLE001 -- any error eager raises is the one the graph must raise
+        return True
+    return False
+
+
+class _NotProbed(Exception):
+    pass
 
 
 def row_padded_layout(target, node, meta):
@@ -958,7 +995,7 @@ def cumsum(x, dim, dtype=None):
                          f"{CUMSUM_MAX_WORK} element-terms")
     out_dtype = out_meta().dtype
     acc_dtype = acc_dtype_of(out_dtype, "sum")
-    loader = cast(x, acc_dtype).make_loader()
+    loader = cast(cast(x, out_dtype), acc_dtype).make_loader()     # each element as the result's dtype first
 
     def inner(index, rindex):
         (r,) = rindex
@@ -1868,7 +1905,9 @@ def _pair(value):
 
 @register(aten.sum.dim_IntList, aten.sum.default)
 def sum_(x, dim=None, keepdim=False, dtype=None):
-    return reduce(x, _dims_list(dim), "sum", out_meta().dtype, keepdim)
+    out_dtype = out_meta().dtype
+    # eager converts each element to the result's dtype before adding (x.sum(dtype=float16) rounds them)
+    return reduce(cast(x, out_dtype), _dims_list(dim), "sum", out_dtype, keepdim)
 
 
 @register(aten.mean.dim, aten.mean.default)

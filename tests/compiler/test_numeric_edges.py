@@ -122,3 +122,42 @@ def test_nearest_upsampling_takes_eagers_dtypes_only(mode, dims, dtype):
         return F.interpolate(x, scale_factor=2, mode=mode)
     shape = (1, 2) + (3,) * dims
     _same_outcome(fn, lambda: (torch.arange(math.prod(shape)).reshape(shape).remainder(2).to(dtype),))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.sum(dtype=torch.float16),
+    lambda x: torch.nansum(x, dtype=torch.bfloat16),
+    lambda x: x.cumsum(0, dtype=torch.float16),
+    lambda x: x.to(torch.int16).sum(dtype=torch.float16),
+    lambda x: x.sum(0, dtype=torch.float16, keepdim=True),
+], ids=["sum", "nansum", "cumsum", "int16 sum", "sum over a dim"])
+def test_sums_into_a_narrower_dtype_round_each_element_first(fn):
+    """Eager converts each element to dtype= before adding: 2049 is 2048 in float16."""
+    _same_outcome(fn, lambda: (torch.tensor([2049.0, -2048.0, 3.0, 4097.0, -4096.0]),))
+
+
+def _scores(dtype=torch.float32):
+    return torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=dtype)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (lambda x, t: F.nll_loss(x, t), lambda: (_scores().log_softmax(-1), torch.tensor([0, 2, 1, 1], dtype=torch.int32))),
+    (lambda x, t: F.cross_entropy(x, t), lambda: (_scores(), torch.tensor([0, 2, 1, 7], dtype=torch.int32))),
+    (lambda x, t: F.cross_entropy(x, t, weight=torch.ones(3)), lambda: (_scores(torch.float64), torch.tensor([0, 2, 1, 1]))),
+    (lambda x, t: F.cross_entropy(x, t), lambda: (_scores(), torch.tensor([0, 2, 1, 1], dtype=torch.uint8))),
+], ids=["int32 target", "int32 target out of range", "weight of another dtype", "uint8 target"])
+def test_nll_loss_takes_eagers_target_and_weight_dtypes_only(fn, make):
+    _same_outcome(fn, make)
+
+
+@pytest.mark.parametrize("fn, dtype", [
+    (lambda x: x.var(0), torch.int64),
+    (lambda x: x.std(-1), torch.int64),
+    (lambda x: x.logcumsumexp(-1), torch.int64),
+    (lambda x: x.argmax(0), torch.bool),
+    (lambda x: x.sum(0), torch.int64),
+    (lambda x: x.float().var(0), torch.int64),
+], ids=["var int64", "std int64", "logcumsumexp int64", "argmax bool", "sum int64", "var float"])
+def test_ops_without_elements_raise_as_eager_does(fn, dtype):
+    """A node with no elements is a constant, unless eager's kernel raises for its inputs' dtypes."""
+    _same_outcome(fn, lambda: (torch.zeros(3, 0, dtype=dtype),))
