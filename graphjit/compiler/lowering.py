@@ -347,18 +347,15 @@ class Lowering(torch.fx.Interpreter):
         self.loops.nodes.append(kernel)
 
         def make_output(path, meta):
+            if isinstance(meta, (tuple, list)):     # nested results (run_and_save_rng_state's (state, outputs))
+                return type(meta)(make_output((*path, i), m) for i, m in enumerate(meta))
             if not isinstance(meta, torch.Tensor):
                 return meta
             layout = row_padded_layout(target, node, meta) or Layout.of(meta)
             out = ExternOutput(self.loops.new_name(), layout, kernel, path)
             kernel.outputs.append(out)
             return full_view(out)
-        result = out_meta()
-        if isinstance(result, torch.Tensor):
-            return make_output((), result)
-        if isinstance(result, (tuple, list)):
-            return type(result)(make_output((i,), m) for i, m in enumerate(result))
-        return result
+        return make_output((), out_meta())
 
     def output(self, target, args, kwargs):
         (result,) = args

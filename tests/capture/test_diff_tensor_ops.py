@@ -12,6 +12,8 @@ import torch.nn.functional as F
 
 import graphjit
 
+from graphjit.testing import check
+
 from .harness import Cases, r
 
 cases = Cases()
@@ -620,3 +622,18 @@ def test_a_negative_constant_base_keeps_its_sign():
     check(negative_bases_of_booleans, lambda: (bools(5),), backend="graphjit")
     check(negative_base_to_a_size, lambda call: (r(3 + call), 2 + call), graphs=None,
           compile_kwargs={"dynamic": True})
+
+
+@pytest.mark.parametrize("fn", [
+    lambda k: torch.tensor([1], dtype=int) + k,
+    lambda k: torch.zeros(3, dtype=int) + k,
+    lambda k: torch.ones(3, dtype=float) + k,
+    lambda k: k.to(int),
+    lambda k: k.to(complex).real,
+    lambda k: torch.full((3,), 1, dtype=bool) & (k > 0),
+    lambda k: k.new_zeros(2, dtype=float),
+], ids=["tensor int", "zeros int", "ones float", "to int", "to complex", "full bool", "new_zeros float"])
+def test_python_number_types_as_dtypes(fn):
+    """torch reads int, float, bool and complex as int64, float64, bool and complex128 (float64 whatever
+    the default dtype); fx can't print the classes themselves."""
+    check(fn, lambda: (torch.randn(3),))

@@ -231,7 +231,16 @@ def to_node_args(value):
         value = value.as_python_constant()
     except NotConstant:
         unsupported(f"passing {value} to a tensor operation")
-    return numpyvars.plain(value)      # a NumPy scalar as its Python number, as a Scalar argument reads it
+    return _as_dtype(numpyvars.plain(value))      # a NumPy scalar as its Python number, as a Scalar argument reads it
+
+
+# Python's number types where torch takes a dtype (torch.zeros(3, dtype=int), x.to(float)): the dtypes torch's
+# argument parser reads them as (float is float64 whatever the default dtype)
+PYTHON_TYPE_DTYPES = {int: torch.int64, float: torch.float64, bool: torch.bool, complex: torch.complex128}
+
+
+def _as_dtype(value):
+    return PYTHON_TYPE_DTYPES.get(value, value) if type(value) is type else value
 
 
 def to_fake_args(value):
@@ -248,7 +257,7 @@ def to_fake_args(value):
         return {k: to_fake_args(v) for k, v in value.items.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(to_fake_args(v) for v in value)
-    return numpyvars.plain(value.as_python_constant())
+    return _as_dtype(numpyvars.plain(value.as_python_constant()))
 
 
 def _contains_tensor(value):
