@@ -11,8 +11,9 @@ The memo is exact or it stays out:
   requires_grad, conj/neg bits, inference-ness; size symbols by their expressions; constants by type and
   value), grad/inference mode, autocast, the default dtype, and the ShapeEnv's replacement state;
 - only results that are fake tensors (or a tuple/list of them), none requiring grad or holding a constant,
-  none an argument itself, no argument's version counter moved (in-place ops and `out=` run every time);
-  each output either fresh (a storage of its own) or, with grad mode off, a view of a positional argument;
+  no argument's version counter moved (in-place ops and `out=` run every time); each output either fresh
+  (a storage of its own), a positional argument itself (`x.to(x.dtype)`: the same argument on a hit), or,
+  with grad mode off, a view of a positional argument;
 - the first call builds its outputs' replacements the way a hit will (fresh: a meta `empty_strided` wrapped
   as a FakeTensor; a view: `as_strided` of the argument, `_AsStrided`) and compares every piece of
   metadata (storage size, view base and storage included); any difference: never memoized.
@@ -130,6 +131,10 @@ class _AsStrided(TorchDispatchMode):
         return FakeTensor(self.fake_mode, out, args[0].fake_device)
 
 
+def _argument(index, mode, args):
+    return args[index]
+
+
 def _view(spec, mode, args):
     index, size, stride, offset = spec
     with _AsStrided(mode), _no_guards(mode):
@@ -205,14 +210,22 @@ class FakeMemo:
             outs, container = _outputs(result)
         except _NoMemo:
             return
-        if _versions(tensors) != versions or any(o is t for o in outs for t in tensors):
+        if _versions(tensors) != versions:
             return
-        recipes = [self._recipe(o, args, tensors) for o in outs]
+        recipes = []
+        for o in outs:
+            index = next((i for i, a in enumerate(args) if a is o), None)
+            if index is not None:       # the argument itself (x.to(its own dtype), x.contiguous() of a contiguous x)
+                recipes.append((_argument, index))
+            elif any(o is t for t in tensors):
+                return                  # an argument inside a container, or a keyword argument
+            else:
+                recipes.append(self._recipe(o, args, tensors))
         fresh = [_storage(o) for o, r in zip(outs, recipes) if r is not None and r[0] is _fresh]
         if None in recipes or len(set(fresh)) < len(fresh):
             return
         try:
-            if not all(_metadata_equal(o, make(spec, self.mode, args), make is _view)
+            if not all(make is _argument or _metadata_equal(o, make(spec, self.mode, args), make is _view)
                        for o, (make, spec) in zip(outs, recipes)):
                 return
         except Exception:       # a rebuild torch refuses (_AsStrided meeting another op, ...): not memoized

@@ -126,7 +126,9 @@ def test_what_is_refused():
     assert _memo_after(view, torch.randn(2, 3), -1)[0] is _REFUSED          # a view, in grad mode
     with torch.no_grad():
         assert _memo_after(view, torch.randn(2, 3), -1)[0] is not _REFUSED
-        assert _memo_after(torch.Tensor.contiguous, torch.randn(2, 3))[0] is _REFUSED   # returns its argument
+        # returns its argument: a hit returns the argument it is called with
+        entry, _ = _memo_after(torch.Tensor.contiguous, torch.randn(2, 3))
+        assert entry is not _REFUSED and entry[1][0][1] == 0
     assert _memo_after(torch.Tensor.add_, torch.randn(3), torch.randn(3))[0] is _REFUSED  # in place
     assert _memo_after(torch.Tensor.size, torch.randn(3))[0] is _REFUSED                 # not a tensor
     entry, result = _memo_after(torch.add, torch.randn(3), torch.randn(3))
@@ -193,3 +195,18 @@ def sparse(x):
 
 def test_sparse_tensors_are_not_memoized():
     _check_same_capture(sparse, lambda: (torch.eye(3),), fullgraph=True)
+
+
+def identities(x, y):
+    for _ in range(3):
+        a = x.to(torch.float32).contiguous()
+        x = a * 2 + (a is x)
+        y = y.t().contiguous().to(torch.float32).t() + x.sum()
+    return x, y, y.contiguous() is y
+
+
+def test_ops_returning_their_argument_return_it_on_a_hit():
+    """x.to(its own dtype), x.contiguous() of a contiguous x: the argument itself, each call."""
+    g = torch.Generator()
+    _check_same_capture(identities, lambda: (torch.randn(3, 4, generator=g.manual_seed(0)),
+                                             torch.randn(4, 3, generator=g).t()))
