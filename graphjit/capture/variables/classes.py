@@ -92,12 +92,20 @@ def _torch_class(tx, cls, args, kwargs):
 
 
 def _module_in_frame(tx, cls, args, kwargs):
-    """nn.ReLU() and other modules without parameters or buffers, from constant arguments: built now,
-    once, and used as a constant (it behaves the same on every call)."""
+    """nn.ReLU() and other modules without parameters or buffers, from constant arguments (transformers'
+    ACT2FN makes its activations anew on each lookup): built now, once, and used as a constant (it behaves
+    the same on every call; an __init__ with effects outside the module runs once). The trial build keeps
+    torch's CPU generator where it was: a module with parameters (nn.Linear) draws its initial weights from
+    it, then breaks, and eager builds it again."""
     if not all_constant(args, kwargs):
         unsupported(f"creating {cls.__name__} inside a compiled frame from non-constant arguments")
-    module = cls(*constants(*args), **{k: v.as_python_constant() for k, v in kwargs.items()})
-    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+    state = torch.random.get_rng_state()
+    try:
+        module = cls(*constants(*args), **{k: v.as_python_constant() for k, v in kwargs.items()})
+        drew = not torch.equal(state, torch.random.get_rng_state())
+    finally:
+        torch.random.set_rng_state(state)
+    if drew or any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
         unsupported(f"creating {cls.__name__} (a module with parameters) inside a compiled frame",
                     hint="create the module once outside the compiled function")
     from ..sources import ObjectSource

@@ -79,6 +79,16 @@ class ObjectLikeVariable(Variable):
                           (self.source,))
 
 
+def _refuse_changed_containers(tx, module):
+    """A graph break where the frame stored into the module's _modules, _parameters or _buffers
+    (ModuleList.append, ModuleDict.update ...) before reading them as containers: the real dicts, which
+    len, indexing and iteration read, do not hold the change yet (at the break it is applied)."""
+    d = _instance_dict(module)
+    for owner in ("_modules", "_parameters", "_buffers"):
+        if _stored_into(tx, d.get(owner)) is not None:
+            unsupported(f"reading the {owner[1:]} of a {type(module).__name__} the frame changed")
+
+
 def _stored_into(tx, d):
     """The traced DictVariable of a real dict the frame has stored into, else None."""
     traced = tx.object_vars.get(id(d)) if d is not None else None
@@ -299,12 +309,14 @@ class NNModuleVariable(ObjectLikeVariable):
 
     # containers: ModuleList, Sequential, ModuleDict
     def _children(self, tx):
+        _refuse_changed_containers(tx, self.module)
         mods = self.module._modules
         if self.source is not None:
             tx.guards.add_keys(AttrSource(self.source, "_modules"), tuple(mods.keys()))
         return list(mods.keys())
 
     def _child(self, tx, key):
+        _refuse_changed_containers(tx, self.module)
         src = module_attr_source(self.source, "_modules", key) if self.source is not None else None
         return builder.wrap(tx, self.module._modules[key], src)
 
@@ -320,6 +332,7 @@ class NNModuleVariable(ObjectLikeVariable):
         return super().unpack(tx)
 
     def _parameter_keys(self, tx):
+        _refuse_changed_containers(tx, self.module)
         keys = tuple(self.module._parameters.keys())
         if self.source is not None:
             tx.guards.add_keys(AttrSource(self.source, "_parameters"), keys)
@@ -377,6 +390,7 @@ class NNModuleVariable(ObjectLikeVariable):
                 "named_buffers": "_buffers", "modules": None, "named_modules": None}[name]
         items = []
         for path, mod in self.module.named_modules():
+            _refuse_changed_containers(tx, mod)
             src = self.source
             for part in path.split(".") if path else []:
                 src = module_attr_source(src, "_modules", part)
