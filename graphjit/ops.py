@@ -6,7 +6,8 @@ import torch
 
 # Words in the name of an op or function that draws random numbers (torch.rand, F.dropout, aten.bernoulli,
 # normal_, multinomial ...): such ops are neither folded into constants nor recomputed.
-RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential")
+RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential", "cauchy",
+                "geometric", "poisson", "rrelu", "binomial", "_standard_gamma", "_sample_dirichlet")
 
 
 def is_random_name(name):
@@ -24,7 +25,8 @@ AUGMENTED_ASSIGNMENTS = frozenset((
 def scalar_as(value, dtype):
     """value as eager's kernels convert a Python scalar argument for an integer or bool dtype (c10's
     Scalar.to): bool(value) for bool; for integers truncated toward zero, a RuntimeError where it does not
-    fit (unsigned types take -max..max, negatives wrapping). Floating dtypes: value as is."""
+    fit (unsigned types take ints from -max..max, negatives wrapping, and floats from 0..max). Floating
+    dtypes: value as is."""
     if dtype.is_floating_point or dtype.is_complex:
         return value
     if dtype == torch.bool:
@@ -32,7 +34,9 @@ def scalar_as(value, dtype):
     if isinstance(value, bool):
         return value
     info = torch.iinfo(dtype)
-    low = -info.max if info.min == 0 else info.min
+    # an int wraps into an unsigned type from -max; a float must lie in the type's range (-0.5 into uint8
+    # overflows, as does 255.9)
+    low = -info.max if info.min == 0 and not isinstance(value, float) else info.min
     if not low <= value <= info.max:
         raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
     return int(value) % (info.max + 1) if info.min == 0 else int(value)

@@ -167,6 +167,7 @@ def decomposition_table():
     for op in (aten.nll_loss_forward.default, aten.nll_loss2d_forward.default):
         if op in table:
             table[op] = _nll_loss_with_eagers_target_check(table[op])
+    table[aten.bernoulli.default] = _bernoulli_with_eagers_check
     table[aten.logit.default] = _logit_as_cpu_kernel(table[aten.logit.default])
     table[aten.logit_backward.default] = _logit_backward_as_eager(table[aten.logit_backward.default])
     table[aten.elu_backward.default] = _elu_backward_as_cpu_kernel(table[aten.elu_backward.default])
@@ -232,6 +233,14 @@ def _nll_loss_with_eagers_target_check(decomposed):
             torch.ops.aten._assert_async.msg(valid.all(), "Target is out of bounds.")
         return decomposed(self, torch.where(valid, target, 0), weight, reduction, ignore_index)
     return nll_loss_forward
+
+
+def _bernoulli_with_eagers_check(p, generator=None):
+    """bernoulli of a tensor of probabilities, after eager's check that each is in [0, 1] (a NaN fails it;
+    RuntimeError on the CPU, a device assert on a GPU, as eager's kernels); the op itself is traced next."""
+    if p.is_floating_point():
+        torch.ops.aten._assert_async.msg(((p >= 0) & (p <= 1)).all(), "Expected p_in >= 0 && p_in <= 1 to be true")
+    return NotImplemented
 
 
 def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
@@ -411,6 +420,29 @@ def _erase_if_unread(gm, nodes):
         stack.extend(inputs)
 
 
+def _written_in_place(gm):
+    """The nodes of a captured graph an in-place call (name ending in `_`, an item assignment, an augmented
+    assignment, an `out=`) writes into, with every node they were computed from (a view's base among
+    them): more than is written, never less."""
+    from ..ops import AUGMENTED_ASSIGNMENTS
+    written, stack = set(), []
+    for n in gm.graph.nodes:
+        name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+        in_place = n.op in ("call_method", "call_function") and (
+            name.endswith("_") and not name.startswith("_") and name != "requires_grad_" or
+            n.target is operator.setitem or n.target in AUGMENTED_ASSIGNMENTS or "out" in n.kwargs)
+        if in_place and n.args and isinstance(n.args[0], torch.fx.Node):
+            stack.append(n.args[0])
+        if in_place and isinstance(n.kwargs.get("out"), torch.fx.Node):
+            stack.append(n.kwargs["out"])
+    while stack:
+        n = stack.pop()
+        if n not in written:
+            written.add(n)
+            stack.extend(n.all_input_nodes)
+    return written
+
+
 def _constant_value(gm, node, limit=200):
     """node's value if it depends on no graph input and nothing random (evaluated now), else None."""
     needed, stack = {}, [node]
@@ -425,6 +457,8 @@ def _constant_value(gm, node, limit=200):
             return None
         needed[current] = True
         stack.extend(current.all_input_nodes)
+    if _written_in_place(gm) & needed.keys():
+        return None                     # written in place (torch.empty(...).cauchy_()): not a function of its inputs
     sub = torch.fx.Graph()
     env = {}
     for n in gm.graph.nodes:            # graph order: every input is copied before its users

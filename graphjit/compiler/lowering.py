@@ -1438,6 +1438,8 @@ def bernoulli(x, p=None, generator=None):
     a training graph: x * bernoulli(empty_like(x), 1 - p) / (1 - p))."""
     if generator is not None or not x.dtype.is_floating_point or (p is not None and not isinstance(p, (int, float))):
         raise NotLowered("bernoulli with a generator, of integers, or with a symbolic p")
+    if p is not None and not 0 <= p <= 1:
+        raise NotLowered("bernoulli with p outside [0, 1] (eager's kernel raises)")
     draws = uniform(x.sizes, x.device).make_loader()
     if p is None:
         load = x.make_loader()
@@ -2090,8 +2092,19 @@ def std(x, dim=None, correction=None, keepdim=False):
     return _spread(x, dim, correction, keepdim, True)
 
 
+def _refuse_mixed_norm_dtypes(name, x, *params):
+    """NotLowered (eager's op then runs, and decides: its CPU kernels raise "mixed dtype") where a norm's
+    weight, bias or statistics have another dtype than x, except float32 ones for a 16-bit x, which every
+    kernel takes."""
+    for t in params:
+        if t is not None and not isinstance(t, (int, float)) and t.dtype != x.dtype and \
+                not (x.dtype in (torch.float16, torch.bfloat16) and t.dtype == torch.float32):
+            raise NotLowered(f"{name} with parameters of dtype {t.dtype} for an input of {x.dtype}")
+
+
 @register(aten.native_layer_norm.default)
 def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    _refuse_mixed_norm_dtypes("layer norm", x, weight, bias)
     out_meta_, mean_meta, rstd_meta = out_meta()
     acc = acc_dtype_of(x.dtype, "sum")
     ndim = len(x.sizes)
@@ -2183,6 +2196,7 @@ def batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, e
     CPU where eager's kernel takes its other path, its formula (_batch_norm_cpu_strided).
     The saved statistics are as eager's: empty on the CPU; on CUDA the running mean and 1 / sqrt(var + eps)
     (torch's meta function says which, by their size)."""
+    _refuse_mixed_norm_dtypes("batch norm", x, weight, bias, running_mean, running_var)
     out_meta_, mean_meta, invstd_meta = out_meta()
     if len(x.sizes) < 2:
         raise NotLowered("batch norm of a tensor without a channel dim")

@@ -187,3 +187,21 @@ def test_a_mask_beside_is_causal_is_kept():
         return
     assert decompose.fold_constant_attention_masks(capture(f, q)) == 0
     torch.testing.assert_close(graphjit.compile(f, backend="graphjit")(q), expected)
+
+
+@pytest.mark.parametrize("draw", ["cauchy_", "geometric_", "exponential_", "log_normal_"])
+def test_a_mask_drawn_at_random_is_not_evaluated_at_compile_time(draw):
+    """Random ops of every kind (cauchy_, geometric_ ... too) keep a mask from being evaluated once at compile
+    time: here the draw always gives an all-True mask, which a fold would drop for good."""
+    from graphjit.compiler.decompose import fold_constant_attention_masks
+
+    def fn(q):
+        mask = getattr(torch.empty(6, 6), draw)(0.5).abs() < float("inf")
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    graphjit.compile(fn, backend=record)(torch.randn(1, 6, 4))
+    assert fold_constant_attention_masks(graphs[0]) == 0

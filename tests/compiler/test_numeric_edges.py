@@ -161,3 +161,58 @@ def test_nll_loss_takes_eagers_target_and_weight_dtypes_only(fn, make):
 def test_ops_without_elements_raise_as_eager_does(fn, dtype):
     """A node with no elements is a constant, unless eager's kernel raises for its inputs' dtypes."""
     _same_outcome(fn, lambda: (torch.zeros(3, 0, dtype=dtype),))
+
+
+@pytest.mark.parametrize("fn, dtype, value", [
+    (lambda x, v: F.pad(x, (1, 1), value=v), torch.uint8, -1),
+    (lambda x, v: F.pad(x, (1, 1), value=v), torch.uint8, 300),
+    (lambda x, v: F.pad(x, (1, 1), value=v), torch.float16, 1e5),
+    (lambda x, v: F.pad(x, (1, 1), value=v), torch.int32, float("inf")),
+    (lambda x, v: F.pad(x, (1, 1), value=v), torch.uint8, 7),
+    (lambda x, v: torch.constant_pad_nd(x, (1, 1), v), torch.uint8, -1),
+    (lambda x, v: x.new_full((3,), v), torch.uint8, 300),
+    (lambda x, v: x.new_full((3,), v), torch.uint8, -1),
+    (lambda x, v: x.masked_fill(x > 0, v), torch.uint8, -1.5),
+    (lambda x, v: x.masked_fill(x > 0, v), torch.uint8, -1),
+    (lambda x, v: x.fill_(v), torch.uint8, 255.5),
+], ids=["pad uint8 -1", "pad uint8 300", "pad f16 1e5", "pad int32 inf", "pad uint8 7", "constant_pad_nd",
+        "new_full 300", "new_full -1", "masked_fill -1.5", "masked_fill -1", "fill_ 255.5"])
+def test_scalars_checked_as_eager_checks_them(fn, dtype, value):
+    """pad's value may not wrap (-1 into uint8 raises, unlike fill_'s); a float into an unsigned type must
+    lie in 0..max."""
+    _same_outcome(fn, lambda: (torch.tensor([0, 1, 2], dtype=dtype), value))
+
+
+def test_float_constants_beyond_float32_are_infinities_in_cpp():
+    from graphjit.compiler.codegen.cpp import literal
+    assert literal(1e39, torch.float32) == "__builtin_inff()"
+    assert literal(-1e39, torch.float32) == "(-__builtin_inff())"
+    assert literal(1e39, torch.float64) == (1e39).hex()
+
+
+def _seeded(*shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (lambda x, w: F.layer_norm(x, (4,), w), lambda: (_seeded(2, 4, dtype=torch.float64), torch.ones(4))),
+    (lambda x, w: F.batch_norm(x, w, w, training=False),
+     lambda: (_seeded(2, 4, dtype=torch.float64), torch.ones(4))),
+    (lambda x, w: F.batch_norm(x, w, w, training=False),
+     lambda: (_seeded(2, 4), torch.ones(4, dtype=torch.bfloat16))),
+    (lambda x, w: F.layer_norm(x, (4,), w), lambda: (_seeded(2, 4, dtype=torch.bfloat16), torch.ones(4))),
+], ids=["layer_norm f64 f32", "batch_norm f64 f32", "batch_norm f32 bf16", "layer_norm bf16 f32"])
+def test_norms_with_parameters_of_another_dtype_as_eager(fn, make):
+    _same_outcome(fn, make)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (lambda x: torch.bernoulli(x, 1.5), lambda: (torch.zeros(4),)),
+    (lambda x: torch.bernoulli(x, float("nan")), lambda: (torch.zeros(4),)),
+    (lambda x: x.bernoulli_(-0.5), lambda: (torch.zeros(4),)),
+    (lambda p: torch.bernoulli(p), lambda: (torch.tensor([0.5, 1.5]),)),
+    (lambda p: torch.bernoulli(p), lambda: (torch.tensor([0.0, float("nan")]),)),
+    (lambda p: torch.bernoulli(p), lambda: (torch.tensor([0.0, 1.0, 1.0, 0.0]),)),
+], ids=["p 1.5", "p nan", "bernoulli_ -0.5", "tensor p 1.5", "tensor p nan", "tensor p of 0 and 1"])
+def test_bernoulli_probabilities_outside_0_1_raise(fn, make):
+    _same_outcome(fn, make)

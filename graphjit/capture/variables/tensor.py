@@ -424,9 +424,10 @@ def _boolean(value):
 # ops whose eager kernels may refuse arguments their fake kernels accept, or give another dtype:
 # fn(*fake args) raises Unsupported for such arguments, so the call runs in CPython at a graph break
 # (raising where eager does)
-def _scalar_fits(value, dtype):
+def _scalar_fits(value, dtype, strict=False):
     """Whether eager's checked conversion of a Python scalar argument to dtype succeeds (c10's
-    checked_convert: an integer in range, a finite float within the type's range)."""
+    checked_convert: an integer in range, a finite float within the type's range). strict: as pad checks
+    its value, with no wrapping of a negative int into an unsigned type."""
     if dtype == torch.bool or not isinstance(value, (int, float)) or isinstance(value, bool):
         return True     # (a SymInt or SymFloat among them)
     if dtype.is_floating_point:
@@ -435,6 +436,9 @@ def _scalar_fits(value, dtype):
         return abs(float(value)) <= torch.finfo(dtype).max
     if dtype.is_complex:
         return True
+    if strict:
+        info = torch.iinfo(dtype)
+        return info.min <= value <= info.max
     from ...ops import scalar_as
     try:
         scalar_as(value, dtype)
@@ -443,7 +447,7 @@ def _scalar_fits(value, dtype):
     return True
 
 
-def _refuse_unconvertible_scalar(where):
+def _refuse_unconvertible_scalar(where, strict=False):
     """A refusal for ops that convert Python scalar arguments to a dtype with eager's overflow check
     ("value cannot be converted to type int8 without overflow"), where the compiled op would wrap:
     where(args, kwargs) -> (dtype, [scalars])."""
@@ -452,7 +456,7 @@ def _refuse_unconvertible_scalar(where):
             dtype, scalars = where(args, kwargs)
         except (IndexError, KeyError, AttributeError, TypeError):
             return
-        if dtype is not None and not all(_scalar_fits(v, dtype) for v in scalars if v is not None):
+        if dtype is not None and not all(_scalar_fits(v, dtype, strict) for v in scalars if v is not None):
             unsupported(f"a scalar argument that {dtype} cannot hold: eager raises",
                         hint="the op runs in CPython, which raises eager's error")
     return refusal
@@ -485,6 +489,21 @@ EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(_full_dtype) for tar
 EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(
     lambda a, k: (k.get("dtype") or a[0].dtype, [a[1] if len(a) > 1 else k.get("fill_value")]))
     for target in (torch.full_like,)})
+EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(
+    lambda a, k: (k.get("dtype") or a[0].dtype, [a[2] if len(a) > 2 else k.get("fill_value")]))
+    for target in ("new_full", torch.Tensor.new_full)})
+
+
+def _pad_value(args, kwargs):
+    """F.pad's (and constant_pad_nd's) input dtype and constant value."""
+    mode = args[2] if len(args) > 2 and isinstance(args[2], str) else kwargs.get("mode", "constant")
+    value = kwargs.get("value", args[3] if len(args) > 3 else
+                       args[2] if len(args) > 2 and not isinstance(args[2], str) else None)
+    return (args[0].dtype if mode == "constant" else None), [value]
+
+
+EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(_pad_value, strict=True) for target in (
+    torch.nn.functional.pad, torch._C._nn.pad, torch.constant_pad_nd)})
 EAGER_REFUSALS.update({target: _pow_refusal(False) for target in (
     operator.pow, operator.ipow, torch.pow, torch.Tensor.pow, torch.Tensor.pow_, torch.Tensor.__pow__,
     torch.Tensor.__ipow__, "pow", "pow_", "__pow__", "__ipow__")})

@@ -22,10 +22,10 @@ import ctypes.util
 import dataclasses
 import functools
 import itertools
+import math
 import os
 import platform
 import re
-import struct
 
 import sympy
 import torch
@@ -315,10 +315,10 @@ def literal(value, dtype):
         suffix = "f" if ctype == "float" else ""
         if value != value:
             return f"__builtin_nan{suffix}(\"\")"
+        if ctype == "float" and math.isfinite(value):     # rounded to float: beyond its range, an infinity
+            value = torch.tensor(value, dtype=torch.float32).item()
         if value in (float("inf"), float("-inf")):
             return f"(-__builtin_inf{suffix}())" if value < 0 else f"__builtin_inf{suffix}()"
-        if ctype == "float":
-            value = struct.unpack("f", struct.pack("f", value))[0]
         text = value.hex() + suffix
         return f"({text})" if text.startswith("-") else text
     value = int_of(value, dtype)
