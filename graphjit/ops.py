@@ -40,3 +40,15 @@ def scalar_as(value, dtype):
     if not low <= value <= info.max:
         raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
     return int(value) % (info.max + 1) if info.min == 0 else int(value)
+
+
+def autocast_state():
+    """Hashable summary of autocast settings (guarded per entry, and part of the compiled-graph cache's key:
+    the compiler traces under them): None where none is on, else the enabled devices and their dtypes."""
+    if not torch._C._is_any_autocast_enabled():
+        return None
+    state = []
+    for device in ("cpu", "cuda"):
+        if torch.is_autocast_enabled(device):
+            state.append((device, str(torch.get_autocast_dtype(device))))
+    return tuple(state)

@@ -170,7 +170,7 @@ def signature_source(code, closure_param="__gj_closure"):
 
 def entry_namespace(fn, guards):
     """Names every generated entry and guard function can use."""
-    from .interpreter import autocast_state
+    from ..ops import autocast_state
     from .side_effects import discard_attr
     namespace = dict(guards.objects)
     namespace.update(REFS)

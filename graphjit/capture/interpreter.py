@@ -20,6 +20,7 @@ import types
 import torch
 
 from .. import config
+from ..ops import autocast_state
 from ..exc import Unsupported, UserError
 from . import bytecode, polyfills
 from .dynamic import DynamicPolicy
@@ -1347,17 +1348,6 @@ def stop_iteration_error(tx, exc):
 @handles("NOP")
 def _nop(tx, f, inst):
     pass
-
-
-def autocast_state():
-    """Hashable summary of autocast settings (guarded per entry)."""
-    if not torch._C._is_any_autocast_enabled():
-        return None
-    state = []
-    for device in ("cpu", "cuda"):
-        if torch.is_autocast_enabled(device):
-            state.append((device, str(torch.get_autocast_dtype(device))))
-    return tuple(state)
 
 
 # torch.nn.modules.module's dicts of hooks every module runs

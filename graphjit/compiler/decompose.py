@@ -349,7 +349,7 @@ def fold_constant_attention_masks(gm):
     one whose broadcast would enlarge the scores. The nodes that made a dropped mask are erased where
     nothing else reads them and they write nothing (an in-place op beside the mask, `self.steps += 1`,
     stays). Returns the number of masks dropped."""
-    dropped = []
+    dropped, written = [], None
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not _SDPA:
             continue
@@ -357,7 +357,9 @@ def fold_constant_attention_masks(gm):
         mask = node.kwargs["attn_mask"] if in_kwargs else (node.args[3] if len(node.args) > 3 else None)
         if not isinstance(mask, torch.fx.Node) or not _mask_is_accepted(node):
             continue
-        value = _constant_value(gm, mask)
+        if written is None:
+            written = _written_in_place(gm)
+        value = _constant_value(gm, mask, written)
         if not isinstance(value, torch.Tensor) or not _mask_fits(node, value):
             continue
         neutral = bool(value.all()) if value.dtype == torch.bool else \
@@ -421,19 +423,15 @@ def _erase_if_unread(gm, nodes):
 
 
 def _written_in_place(gm):
-    """The nodes of a captured graph an in-place call (name ending in `_`, an item assignment, an augmented
-    assignment, an `out=`) writes into, with every node they were computed from (a view's base among
-    them): more than is written, never less."""
-    from ..ops import AUGMENTED_ASSIGNMENTS
+    """The nodes of a captured graph an in-place call (training._in_place: a name ending in `_`, an item or
+    augmented assignment) or an `out=` writes into, with every node they were computed from (a view's base
+    among them): more than is written, never less."""
+    from .training import _in_place
     written, stack = set(), []
     for n in gm.graph.nodes:
-        name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
-        in_place = n.op in ("call_method", "call_function") and (
-            name.endswith("_") and not name.startswith("_") and name != "requires_grad_" or
-            n.target is operator.setitem or n.target in AUGMENTED_ASSIGNMENTS or "out" in n.kwargs)
-        if in_place and n.args and isinstance(n.args[0], torch.fx.Node):
+        if _in_place(n) and n.args and isinstance(n.args[0], torch.fx.Node):
             stack.append(n.args[0])
-        if in_place and isinstance(n.kwargs.get("out"), torch.fx.Node):
+        if isinstance(n.kwargs.get("out"), torch.fx.Node):
             stack.append(n.kwargs["out"])
     while stack:
         n = stack.pop()
@@ -443,8 +441,9 @@ def _written_in_place(gm):
     return written
 
 
-def _constant_value(gm, node, limit=200):
-    """node's value if it depends on no graph input and nothing random (evaluated now), else None."""
+def _constant_value(gm, node, written, limit=200):
+    """node's value if it depends on no graph input, nothing random and nothing `written` in place
+    (_written_in_place: evaluated now), else None."""
     needed, stack = {}, [node]
     while stack:
         current = stack.pop()
@@ -457,7 +456,7 @@ def _constant_value(gm, node, limit=200):
             return None
         needed[current] = True
         stack.extend(current.all_input_nodes)
-    if _written_in_place(gm) & needed.keys():
+    if written & needed.keys():
         return None                     # written in place (torch.empty(...).cauchy_()): not a function of its inputs
     sub = torch.fx.Graph()
     env = {}

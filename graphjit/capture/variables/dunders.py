@@ -48,7 +48,12 @@ def lookup(cls, name):
 def is_library_class(klass):
     """Builtins, the standard library and torch (a class, or a function by its __module__): their
     dunders are modelled by the Variable families."""
-    root = (getattr(klass, "__module__", None) or "").split(".")[0]
+    return is_library_name(getattr(klass, "__module__", None) or "")
+
+
+def is_library_name(module_name):
+    """Whether a module of this name is builtins', the standard library's or torch's."""
+    root = module_name.split(".")[0]
     return root in ("builtins", "torch") or root in sys.stdlib_module_names
 
 

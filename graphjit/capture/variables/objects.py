@@ -18,7 +18,7 @@ from .builtins import AttributeMissing, SlotMethodVariable
 from .containers import (TupleVariable, ListVariable, DictVariable, NamedTupleVariable, ListIteratorLike,
                          IteratorVariable)
 
-from .dunders import MISSING as _MISSING, is_library_class, lookup
+from .dunders import MISSING as _MISSING, is_library_class, is_library_name, lookup
 from .functions import BoundMethodVariable, UserFunctionVariable
 
 
@@ -1218,9 +1218,7 @@ def _impure_code(fn, role, reads, seen, depth):
 
 def _is_library_module(value):
     """Whether a module (or a function's module) is torch's or the standard library's."""
-    name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None) or ""
-    root = name.split(".")[0]
-    return root in ("torch", "builtins") or root in sys.stdlib_module_names
+    return is_library_name(value.__name__) if isinstance(value, types.ModuleType) else is_library_class(value)
 
 
 def _loaded_value(fn, ins):

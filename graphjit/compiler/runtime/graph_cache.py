@@ -45,6 +45,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from ... import config, logs
+from ...ops import autocast_state
 
 FORMAT = 1
 CONSTANT_BYTES = 1 << 20      # tensor constants larger than this are not kept in an entry
@@ -109,7 +110,7 @@ def _key(gm, concrete_inputs, example_inputs, facts, language="C++"):
              config.codegen_key(), compiler_id()[1], " ".join(config.cxx_flags), _cpu_id(),
              str(torch.get_default_dtype()), str(torch.get_num_threads()),
              torch.get_float32_matmul_precision(), str(torch.are_deterministic_algorithms_enabled()),
-             _autocast_part(), repr(dataclasses.replace(facts, name=""))]
+             f"autocast {autocast_state()!r}", repr(dataclasses.replace(facts, name=""))]
     for value in example_inputs:
         parts.append(_input_part(value, symbolic))
     if symbolic:
@@ -170,12 +171,6 @@ def _op_namespace(target):
     if isinstance(target, torch._ops.OpOverloadPacket):
         return target._qualified_op_name.split("::")[0]
     return None
-
-
-def _autocast_part():
-    """The caller's autocast state: decompose traces the graph under it, so its casts are in the code."""
-    return "autocast " + " ".join(f"{d}={torch.is_autocast_enabled(d)}:{torch.get_autocast_dtype(d)}"
-                                  for d in ("cpu", "cuda")) + f" cache={torch.is_autocast_cache_enabled()}"
 
 
 def _input_part(value, symbolic=False):
