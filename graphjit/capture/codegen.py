@@ -22,6 +22,7 @@ import types
 import torch
 
 from .. import logs
+from ..code_cache import compile_source
 from .guards import GuardSet
 from .sources import REFS, ObjectSource
 from .variables.base import ConstantVariable, unsupported
@@ -276,7 +277,7 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     lines += ["    " + line.replace("__gj_inputs", inputs) for line in body]
     source = "\n".join(lines)
     namespace.update(REFS)
-    exec(compile(source, f"<graphjit {kind} {code.co_qualname}>", "exec"), namespace)
+    exec(compile_source(source, f"<graphjit {kind} {code.co_qualname}>"), namespace)
     entry = namespace["__gj_entry"]
     entry.__defaults__ = fn.__defaults__
     entry.__kwdefaults__ = fn.__kwdefaults__

@@ -62,8 +62,12 @@ class ClosureSource(Source):
         return f"__gj_closure[{self.index}]"
 
 
-# Objects that sources refer to directly (e.g. the globals dict of a module whose function was inlined).
+# Objects that sources refer to directly (e.g. the globals dict of a module whose function was inlined),
+# by name. Names are numbered in the order objects are first named (not by id), so a program that compiles
+# the same frames in the same order generates the same sources in every process (code_cache.py keys on
+# the text). REFS holds each object, so its id, the key of _REF_NAMES, is not reused.
 REFS = {}
+_REF_NAMES = {}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -71,8 +75,10 @@ class ObjectSource(Source):
     obj: object
 
     def leaf_expr(self):
-        name = f"__gj_ref{id(self.obj):x}"
-        REFS[name] = self.obj
+        name = _REF_NAMES.get(id(self.obj))
+        if name is None:
+            name = _REF_NAMES[id(self.obj)] = f"__gj_ref{len(REFS)}"
+            REFS[name] = self.obj
         return name
 
     def __eq__(self, other):

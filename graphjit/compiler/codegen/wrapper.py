@@ -23,6 +23,7 @@ import sympy
 import torch
 from torch.utils import _pytree as pytree
 
+from ...code_cache import compile_source
 from ..ir import SizeFloat, StaticOnly, StorageView, as_expr, format_index, is_static
 from ..scheduler import Kernel
 from .cpp import kernel_error
@@ -541,5 +542,5 @@ def run_source(source, kind, namespace):
     (`<graphjit wrapper 1a2b3c4d5e>`): tracebacks, profilers and memory snapshots show its lines."""
     filename = f"<{kind} {hashlib.sha1(source.encode()).hexdigest()[:10]}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
+    exec(compile_source(source, filename), namespace)
 
