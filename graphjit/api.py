@@ -11,7 +11,7 @@ import types
 import torch
 
 from . import config
-from .capture.frame import CompiledFunction, CompileOptions, Recorder, reset_caches
+from .capture.frame import CompiledFunction, CompileOptions, Recorder, forget, reset_caches
 from .exc import Unsupported
 
 
@@ -273,8 +273,13 @@ def explain(fn, *extra_args, **extra_kwargs):
         def explain_backend(gm, example_inputs):      # a new backend: a cache of its own, fresh each time
             return gm.forward
 
-        compiled = _compile(target, CompileOptions(backend=explain_backend))
-        with Recorder() as recorder:
-            compiled(*args, **kwargs)
+        options = CompileOptions(backend=explain_backend)
+        try:
+            with Recorder() as recorder:
+                _compile(target, options)(*args, **kwargs)
+        finally:        # its caches serve no later call: they go (20 explains would keep 20 of each)
+            forget(options)
+            for key in [k for k in _WRAPPER_CLASSES if k[1] == options.key]:
+                del _WRAPPER_CLASSES[key]
         return ExplainOutput(recorder.records)
     return run

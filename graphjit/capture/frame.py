@@ -233,6 +233,18 @@ def cache_for(code, options, f_globals):
     return _CACHES[key]
 
 
+def forget(options):
+    """Drop every cache made under these options (explain's one-off backend): its frame caches, its
+    interceptors and the compiled functions and module wrappers made for it."""
+    key = options.key
+    for cache_key in [k for k in _CACHES if k[1] == key]:
+        del _CACHES[cache_key]
+    for interceptor_key in [k for k in _INTERCEPTORS if k[0] == key]:
+        del _INTERCEPTORS[interceptor_key]
+    for per_fn in list(_INTERCEPTED.values()):
+        per_fn.pop(key, None)
+
+
 def reset_caches():
     """Empty every cache (kept in place, so compiled functions made before still reset with it)."""
     from . import intercept, resume

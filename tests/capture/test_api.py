@@ -191,6 +191,43 @@ def test_explain_of_a_model_without_breaks():
     assert (out.graph_count, out.graph_break_count) == (1, 0)
 
 
+def test_explain_keeps_no_caches_after_it_returns():
+    """Each explain() translates afresh under a backend of its own: its frame caches, interceptors and
+    module wrapper class are dropped when it returns, not kept for good; the compiled model is unaffected."""
+    import gc
+    from graphjit import api
+    from graphjit.capture import frame
+
+    def helper(y):
+        print("break", file=SINK)
+        return y * 2
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return helper(self.fc(x)).relu()
+
+    model = Model().eval()
+    compiled = gj.compile(model)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    gj.explain(model)(x)
+    gc.collect()
+    before = (len(frame._CACHES), len(frame._INTERCEPTORS), len(api._WRAPPER_CLASSES),
+              sum(len(v) for v in frame._INTERCEPTED.values()))
+    for _ in range(5):
+        out = gj.explain(model)(x)
+        assert out.graph_break_count >= 1
+    gc.collect()
+    after = (len(frame._CACHES), len(frame._INTERCEPTORS), len(api._WRAPPER_CLASSES),
+             sum(len(v) for v in frame._INTERCEPTED.values()))
+    assert after == before
+    torch.testing.assert_close(compiled(x), model(x))
+
+
 @pytest.mark.parametrize("artifact,expected", [
     ("graph", "graph of test_logs.<locals>.f"), ("guards", "x.shape == (3,)"), ("bytecode", "def __gj_entry"),
     ("recompiles", "guard failed: x.shape == (3,)"), ("graph_breaks", "graph break in test_logs.<locals>.f"),

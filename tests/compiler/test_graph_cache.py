@@ -361,6 +361,46 @@ def test_artifacts_from_elsewhere_and_damaged_ones(cache, tmp_path):
         graphjit.load_cache_artifacts(tmp_path / "other.json")
 
 
+def test_artifacts_whose_environment_is_not_a_mapping_load_with_a_warning(cache, tmp_path):
+    compiled, _ = compiled_with_record(pointwise)
+    compiled(torch.randn(3, 3), torch.randn(3, 3))
+    bundle = tmp_path / "a.json"
+    graphjit.save_cache_artifacts(bundle)
+    document = json.loads(bundle.read_text())
+    for environment in ("cpu", ["torch"], None, 3):
+        document["environment"] = environment
+        bundle.write_text(json.dumps(document))
+        with pytest.warns(RuntimeWarning, match="compile again here"):
+            assert graphjit.load_cache_artifacts(bundle) == 1
+
+
+def test_saving_artifacts_onto_a_folder_raises_and_leaves_no_file(cache, tmp_path):
+    compiled, _ = compiled_with_record(pointwise)
+    compiled(torch.randn(3, 3), torch.randn(3, 3))
+    (tmp_path / "out").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(IsADirectoryError):
+        graphjit.save_cache_artifacts(tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_the_thread_count_is_not_part_of_the_key(cache):
+    """Generated code does not depend on torch's thread count (OpenMP's team is chosen when a kernel
+    runs): artifacts built on a machine of other core count load on this one."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        run_twice(lambda: pointwise, lambda: (torch.randn(6, 5), torch.randn(6, 5)), calls=1)
+        torch.set_num_threads(2)
+        graphjit.reset()
+        compiled, made = compiled_with_record(pointwise)
+        x, y = torch.randn(6, 5), torch.randn(6, 5)
+        torch.testing.assert_close(compiled(x, y), pointwise(x, y), rtol=1e-5, atol=1e-5)
+        assert made[0].cached
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_triton_graphs_load_from_the_cache(cache, monkeypatch):
     """A Triton graph's entry keeps its module (here run in Triton's interpreter: on a GPU its kernels are
     compiled again for what they were compiled for, each a hit of Triton's cache, with their launchers)."""

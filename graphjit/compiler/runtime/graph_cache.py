@@ -9,7 +9,7 @@ The key hashes everything the generated code depends on: the captured graph's co
 strides, offset, dtype, device, requires_grad and negative/conjugate bits, which inputs share memory, the
 content of its tensor constants, the graph facts, the versions of graphjit (and a hash of its source), torch
 and Python, config.codegen_key(), the C++ compiler, its flags and the CPU, and the process state the
-compiler reads (default dtype, threads, matmul precision, deterministic mode, the caller's autocast). A graph with size symbols is keyed by its inputs' symbolic sizes and by what
+compiler reads (default dtype, matmul precision, deterministic mode, the caller's autocast). A graph with size symbols is keyed by its inputs' symbolic sizes and by what
 its ShapeEnv knows before the compile (guards, ranges, replacements), not by the example sizes: its entry
 serves every size, and keeps the guards the compile added (`shape_guards`, as expression trees). A load
 checks them on this process's sizes (an entry whose guards fail is for other sizes: compiled again) and
@@ -108,7 +108,7 @@ def _key(gm, concrete_inputs, example_inputs, facts, language="C++"):
              graphjit.__version__, _source_fingerprint(), torch.__version__,
              sys.version.split()[0],
              config.codegen_key(), compiler_id()[1], " ".join(config.cxx_flags), _cpu_id(),
-             str(torch.get_default_dtype()), str(torch.get_num_threads()),
+             str(torch.get_default_dtype()),
              torch.get_float32_matmul_precision(), str(torch.are_deterministic_algorithms_enabled()),
              f"autocast {autocast_state()!r}", repr(dataclasses.replace(facts, name=""))]
     for value in example_inputs:
@@ -341,10 +341,7 @@ def store(key, job, unit, call, shape_guards=()):
     path = _path(key)
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=os.path.dirname(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        _write_whole(path, os.path.dirname(path), f".{key}.", lambda f: f.write(text))
     except OSError as e:        # a read-only or full disk costs the next process a compile, nothing more
         logs.log("fusion", f"could not write the compiled-graph cache entry {path}: {e}")
 
@@ -684,11 +681,24 @@ def save_artifacts(path):
     document = {"graphjit_artifacts": ARTIFACTS_FORMAT, "environment": _environment(), "entries": entries}
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".graphjit-artifacts.", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(document, f)
-    os.replace(tmp, path)
+    _write_whole(path, directory, ".graphjit-artifacts.", lambda f: json.dump(document, f))
     return len(entries)
+
+
+def _write_whole(path, directory, prefix, write):
+    """write(f) into a temporary file of `directory`, then rename it to `path`: a reader sees the whole file
+    or none; on an error (raised again) the temporary file is removed."""
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def load_artifacts(path):
@@ -704,7 +714,9 @@ def load_artifacts(path):
             not isinstance(document.get("entries"), list):
         raise ValueError(f"graphjit.load_cache_artifacts: {path} is not a graphjit artifacts file of format "
                          f"{ARTIFACTS_FORMAT}")
-    here, there = _environment(), document.get("environment") or {}
+    here, there = _environment(), document.get("environment")
+    if not isinstance(there, dict):
+        there = {}
     differ = [k for k in here if there.get(k) != here[k]]
     if differ:
         warnings.warn(f"graphjit: the artifacts in {path} were made with another {', '.join(differ)} "
@@ -722,9 +734,6 @@ def load_artifacts(path):
         except (KeyError, TypeError, ValueError) as e:
             warnings.warn(f"graphjit: an entry of {path} is damaged ({e}); it is skipped", RuntimeWarning)
             continue
-        fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(stored, f)
-        os.replace(tmp, os.path.join(folder, f"{key}.json"))
+        _write_whole(os.path.join(folder, f"{key}.json"), folder, f".{key}.", lambda f: json.dump(stored, f))
         written += 1
     return written
