@@ -599,7 +599,7 @@ def _translate_break(fn, options, args, kwargs, error, record, defer_logging, po
 
 
 def _break_tail(fn, options, frame, inst, index, cg):
-    from .resume import resume_function, NULL_SLOT, Reentered
+    from .resume import resume_function, NULL_SLOT, Reentered, original_code, super_self
     from .variables.base import NULL
     from .variables.torchvars import AutocastVariable, ReenterAutocast, WithExitVariable
     stack = list(frame.stack)
@@ -638,6 +638,12 @@ def _break_tail(fn, options, frame, inst, index, cg):
     # MAKE_CELL wraps the argument) starts with them; no closure over the old cell exists (_closure_made)
     cells = _set_cells(frame)
     local_names = sorted([n for n in frame.locals if not n.startswith("__gj_")] + list(cells))
+    first = super_self(original_code(fn.__code__))
+    leading = 0
+    if first in local_names:         # zero-argument super() in the resume function reads its first local
+        local_names.remove(first)
+        local_names.insert(0, first)
+        leading = 1
     for name in local_names:
         values[f"__gj_l_{name}"] = cg.expr(cells[name].contents if name in cells else frame.locals[name])
     if call_expr is not None:
@@ -661,11 +667,12 @@ def _break_tail(fn, options, frame, inst, index, cg):
             layout[k] = Reentered(layout[k])
     closure = fn.__closure__
     for k, (condition, target) in enumerate(targets):
-        resume = resume_function(fn.__code__, target, layout, local_names, fn.__globals__, closure)
+        resume = resume_function(fn.__code__, target, layout, local_names, fn.__globals__, closure, leading)
         name = f"__gj_resume{k}"
         cg.namespace[name] = CompiledFunction(resume, options)
-        arguments = ", ".join(passed + (["__gj_result"] if call_expr is not None else []) +
-                              [f"__gj_l_{n}" for n in local_names])
+        arguments = ", ".join([f"__gj_l_{n}" for n in local_names[:leading]] + passed +
+                              (["__gj_result"] if call_expr is not None else []) +
+                              [f"__gj_l_{n}" for n in local_names[leading:]])
         line = f"return {name}.call_in(__gj_closure, {arguments})"
         tail.append(f"if {condition}: {line}" if condition else line)
     cg.namespace["__gj_call"] = intercepting_call(options)

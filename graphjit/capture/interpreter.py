@@ -657,6 +657,7 @@ def _store_fast(tx, f, inst):
     value = f.pop()
     if isinstance(value, CellVariable) and _is_cell_name(f.code, inst.argval):
         f.cells[inst.argval] = value          # restoring a saved cell after an inlined comprehension
+        f.locals.pop(inst.argval, None)       # (whose variable of the same name held plain values)
     elif value is NULL:
         f.locals.pop(inst.argval, None)
         if _is_cell_name(f.code, inst.argval):
@@ -685,7 +686,14 @@ def _delete_fast(tx, f, inst):
 
 @handles("LOAD_CLOSURE")
 def _load_closure(tx, f, inst):
-    f.push(f.cells[inst.argval])
+    # The reader spells a LOAD_FAST of a cell or free variable's name LOAD_CLOSURE (3.13 builds closure
+    # tuples so). Inside a PEP 709 comprehension whose variable has that name, the cell was set aside by
+    # LOAD_FAST_AND_CLEAR and the name holds a plain value: that is what LOAD_FAST reads.
+    name = inst.argval
+    if name not in f.cells and name in f.locals:
+        f.push(f.locals[name])
+    else:
+        f.push(f.cells[name])
 
 
 @handles("LOAD_DEREF")

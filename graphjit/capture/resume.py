@@ -35,26 +35,28 @@ class Reentered:
         return self.name
 
 
-def resume_function(code, index, stack_layout, local_names, f_globals, closure):
+def resume_function(code, index, stack_layout, local_names, f_globals, closure, leading=0):
     """A Python function continuing `code` at normalized instruction `index`.
 
     stack_layout: one entry per stack slot: NULL_SLOT or the parameter name that carries it.
-    local_names:  locals passed as parameters (after the stack parameters).
+    local_names:  locals passed as parameters: the first `leading` of them before the stack parameters
+                  (the method's first parameter, which zero-argument super() reads as the frame's first
+                  local), the others after them.
     """
     if code in _ORIGIN:          # a break inside a resume function: resume the original code instead
         code, shift = _ORIGIN[code]
         index -= shift
-    key = (code, index, tuple(stack_layout), tuple(local_names))
+    key = (code, index, tuple(stack_layout), tuple(local_names), leading)
     resume_code = _CACHE.get(key)
     if resume_code is None:
-        resume_code, shift = _resume_code(code, index, stack_layout, local_names)
+        resume_code, shift = _resume_code(code, index, stack_layout, local_names, leading)
         _ORIGIN[resume_code] = (code, shift)
         _CACHE[key] = resume_code
     # the code is shared; entries call it through CompiledFunction.call_in with their own call's cells
     return types.FunctionType(resume_code, f_globals, resume_code.co_name, None, closure)
 
 
-def _resume_code(code, index, stack_layout, local_names):
+def _resume_code(code, index, stack_layout, local_names, leading=0):
     instrs = bytecode.read(code)
     entries = bytecode.exception_table(code)
     lineno = instrs[index].lineno
@@ -72,7 +74,8 @@ def _resume_code(code, index, stack_layout, local_names):
     body = [_shifted(ins, shift) for ins in instrs]
     shifted_entries = [ExceptionEntry(e.start + shift, e.end + shift, e.target + shift, e.depth, e.lasti)
                        for e in entries]
-    params = [str(slot) for slot in stack_layout if slot is not NULL_SLOT] + list(local_names)
+    params = list(local_names[:leading]) + [str(slot) for slot in stack_layout if slot is not NULL_SLOT] + \
+        list(local_names[leading:])
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     name = f"__gj_resume_{code.co_name}_at_{lineno}"
     resume_code = bytecode.assemble(prologue + body, template=code, exception_entries=shifted_entries,
@@ -80,6 +83,19 @@ def _resume_code(code, index, stack_layout, local_names):
                                     varnames=params, flags=flags, name=name,
                                     qualname=f"{code.co_qualname}.<resume at line {lineno}>")
     return resume_code, shift
+
+
+def original_code(code):
+    """The user's code object that `code` (a resume function's, or that code itself) continues."""
+    return _ORIGIN[code][0] if code in _ORIGIN else code
+
+
+def super_self(code):
+    """The name of the parameter that zero-argument super() reads in frames of `code` (its first local,
+    where the function has a `__class__` cell: it is a method using super() or __class__), else None."""
+    if "__class__" in code.co_freevars and code.co_argcount + code.co_kwonlyargcount > 0:
+        return code.co_varnames[0]
+    return None
 
 
 def _shifted(ins, shift):
