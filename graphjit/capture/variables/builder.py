@@ -95,6 +95,9 @@ def _distinct_template(n):
     return "len({{" + ", ".join(f"id({{{i}}})" for i in range(n)) + f"}}}}) == {n}"
 
 
+_INT64 = (-2 ** 63, 2 ** 63 - 1)
+
+
 def _wrap_uncached(tx, value, source):
     if value is sys.modules and source is not None:
         tx.guards.add_id(source, value)
@@ -106,8 +109,13 @@ def _wrap_uncached(tx, value, source):
         if source is not None:
             tx.guards.add_id(source, value)
         return randomvars.DrawFunctionVariable(value, source)
-    if type(value) is int and source is not None and tx.policy.int_is_dynamic(source, value):
+    if type(value) is int and source is not None and _INT64[0] <= value <= _INT64[1] and \
+            tx.policy.int_is_dynamic(source, value):
+        # a symbolic int reaches kernels as an int64: one outside that range is a constant (eager's
+        # OverflowError, or its uint64 path, then happen as in eager)
         tx.guards.add_type(source, int)
+        tx.guards.add(guards_mod.CONSTANT, f"{_INT64[0]} <= {{0}} <= {_INT64[1]}", f"{source.expr()} fits in int64",
+                      (source,))
         node, sym = tx.graph.add_int_input(source, value)
         return SymNodeVariable(node, sym, source)
     if type(value) is float and source is not None and tx.policy.float_is_dynamic(source, value):

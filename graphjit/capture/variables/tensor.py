@@ -428,8 +428,10 @@ def _scalar_fits(value, dtype, strict=False):
     """Whether eager's checked conversion of a Python scalar argument to dtype succeeds (c10's
     checked_convert: an integer in range, a finite float within the type's range). strict: as pad checks
     its value, with no wrapping of a negative int into an unsigned type."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat)):
+        return _symbol_fits(value, dtype, strict)
     if dtype == torch.bool or not isinstance(value, (int, float)) or isinstance(value, bool):
-        return True     # (a SymInt or SymFloat among them)
+        return True
     if dtype.is_floating_point:
         if dtype == torch.float64 or value != value or abs(value) == float("inf"):
             return True
@@ -445,6 +447,26 @@ def _scalar_fits(value, dtype, strict=False):
     except RuntimeError:
         return False
     return True
+
+
+def _symbol_fits(value, dtype, strict):
+    """_scalar_fits for a symbolic int or float (an argument that changes between calls): the range test
+    is a guard on the symbol, so a later value on the other side of it traces again (and, out of range,
+    takes eager's path, which raises). A symbolic float is finite (NaN and the infinities stay constants)
+    and a symbolic int fits in int64 (builder's guard)."""
+    is_float = isinstance(value, torch.SymFloat)
+    if dtype == torch.bool or dtype.is_complex or dtype == torch.float64:
+        return True
+    if dtype.is_floating_point:
+        if dtype == torch.float32 and not is_float:
+            return True
+        high = torch.finfo(dtype).max
+        return bool(value <= high) and bool(value >= -high)
+    info = torch.iinfo(dtype)
+    if dtype == torch.int64 and not is_float:
+        return True
+    low = -info.max if info.min == 0 and not is_float and not strict else info.min
+    return bool(value >= low) and bool(value <= info.max)
 
 
 def _refuse_unconvertible_scalar(where, strict=False):
