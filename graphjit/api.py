@@ -26,6 +26,8 @@ def compile(fn_or_module=None, *, backend=None, fullgraph=False, dynamic=None, m
         raise ValueError("graphjit.compile: pass either mode= or options=, not both")
     if dynamic not in (None, False, True):
         raise ValueError(f"graphjit.compile: dynamic must be None, True or False, not {dynamic!r}")
+    if not isinstance(fullgraph, bool):
+        raise ValueError(f"graphjit.compile: fullgraph must be True or False, not {fullgraph!r}")
     from . import modes
     chosen = modes.lookup(mode)
     if backend is None:    # a named mode means graphjit's compiler, as torch.compile's modes mean Inductor
@@ -45,7 +47,12 @@ def _compile(target, options):
     if isinstance(target, CompiledFunction):
         target = target._graphjit_compiled_fn
     if isinstance(target, types.MethodType):
-        return types.MethodType(CompiledFunction(target.__func__, options), target.__self__)
+        func = target.__func__
+        if isinstance(func, CompiledFunction):      # a method decorated with @graphjit.compile
+            func = func._graphjit_compiled_fn
+        if getattr(func, "_graphjit_disable", False):
+            return target
+        return types.MethodType(CompiledFunction(func, options), target.__self__)
     if isinstance(target, types.FunctionType):
         if getattr(target, "_graphjit_disable", False):
             return target
@@ -85,6 +92,8 @@ def _wrapper_class(cls, options):
     key = (cls, options.key)
     if key not in _WRAPPER_CLASSES:
         forward = cls.forward
+        if isinstance(forward, CompiledFunction):    # a forward decorated with @graphjit.compile
+            forward = forward._graphjit_compiled_fn
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"graphjit.compile: {cls.__name__}.forward is not a Python function")
         compiled = CompiledFunction(forward, options)
@@ -104,6 +113,9 @@ def _wrapper_class(cls, options):
 def _compile_module(module, options):
     if isinstance(module, CompiledModule):
         module = object.__getattribute__(module, "_orig_mod")
+    if getattr(type(module).forward, "_graphjit_disable", False) or \
+            getattr(module, "_graphjit_disable", False):       # graphjit.disable on it or on its forward
+        return module
     wrapper_cls = _wrapper_class(type(module), options)
     wrapper = object.__new__(wrapper_cls)
     object.__setattr__(wrapper, "__dict__", module.__dict__)
@@ -194,14 +206,29 @@ def disable(fn=None, recursive=True):
     """Never capture `fn`: compiled code calling it runs it in CPython, at a graph break."""
     if fn is None:
         return functools.partial(disable, recursive=recursive)
-    fn._graphjit_disable = True
-    return fn
+    return _marked(fn, "_graphjit_disable", "disable")
 
 
 def allow_in_graph(fn):
     """Record calls to `fn` as one opaque node of the graph instead of tracing into it."""
-    fn._graphjit_allow_in_graph = True
-    return fn
+    return _marked(fn, "_graphjit_allow_in_graph", "allow_in_graph")
+
+
+def _marked(fn, attr, api):
+    """fn with `attr` set; a callable that takes no attributes (a bound method, a builtin) is wrapped in
+    a function that calls it, which carries the mark (marking a method's function would mark it for
+    every instance)."""
+    if not callable(fn):
+        raise TypeError(f"graphjit.{api} expects a callable, got {type(fn).__name__}")
+    if isinstance(fn, types.FunctionType) or isinstance(fn, torch.nn.Module):
+        setattr(fn, attr, True)
+        return fn
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return fn(*args, **kwargs)
+    setattr(call, attr, True)
+    return call
 
 
 class ExplainOutput:

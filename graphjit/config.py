@@ -29,9 +29,17 @@ class Knob:
 KNOBS = {}      # name -> Knob, in the order they are declared below
 
 
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def _parse(kind, raw):
     if kind is tuple:
         return tuple(raw.split())
+    if kind is bool:        # bool("0") is True
+        value = _BOOLS.get(raw.strip().lower())
+        if value is None:
+            raise ValueError(raw)
+        return value
     return kind(raw)
 
 
@@ -44,7 +52,8 @@ def _knob(name, kind, default, codegen=False, env=None):
     try:
         return _parse(kind, raw)
     except ValueError:
-        raise ValueError(f"{knob.env}={raw!r} is not a valid {kind.__name__} (default: {default!r})") from None
+        allowed = " (one of 0, 1, false, true, no, yes, off, on)" if kind is bool else ""
+        raise ValueError(f"{knob.env}={raw!r} is not a valid {kind.__name__}{allowed} (default: {default!r})") from None
 
 
 # ---- capture ------------------------------------------------------------------------------------------

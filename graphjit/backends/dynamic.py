@@ -76,7 +76,10 @@ class PerSize:
         return fn(*args)
 
     def _compile(self, key, args):
-        with self._lock:
+        from ..capture.frame import TRANSLATION_LOCK
+        # the backend traces with torch's process-wide machinery (make_fx, AOTAutograd): one at a time, as
+        # translations are (taken first, as a translation that compiles takes it before this lock)
+        with TRANSLATION_LOCK, self._lock:
             if key in self.compiled:
                 return self.compiled[key]
             if len(self.compiled) >= config.dynamic_sizes_limit:

@@ -33,7 +33,10 @@ MARK_STATIC = "_graphjit_static_dims"           # {dim}: mark_static
 
 def _dims(t, dim):
     dims = [dim] if isinstance(dim, int) else list(dim)
-    return [d % t.dim() if t.dim() else d for d in dims]
+    for d in dims:
+        if not -t.dim() <= d < t.dim():
+            raise IndexError(f"dim {d} is out of range for a tensor of {t.dim()} dims")
+    return [d % t.dim() for d in dims]
 
 
 def mark_dynamic(t, dim, min=None, max=None):

@@ -1270,7 +1270,11 @@ class _BackwardOfPresent:
         missing = tuple(i for i in self.tangents if args[i] is None)
         variant = self.variants.get(missing)
         if variant is None:
-            variant = self.variants[missing] = self._compile(missing)
+            from ..capture.frame import TRANSLATION_LOCK
+            with TRANSLATION_LOCK:      # torch's tracing machinery is process-wide: one compile at a time
+                variant = self.variants.get(missing)
+                if variant is None:
+                    variant = self.variants[missing] = self._compile(missing)
         run, read = variant
         _check_saved_versions(args, read)
         return run(args)

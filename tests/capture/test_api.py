@@ -228,6 +228,60 @@ def test_explain_keeps_no_caches_after_it_returns():
     torch.testing.assert_close(compiled(x), model(x))
 
 
+def test_compiling_what_is_already_compiled_or_disabled():
+    """A method or forward decorated with @graphjit.compile compiles again under new options (it raised
+    an internal error); a module whose forward, or which itself, is marked graphjit.disable is not
+    captured at all; disable and allow_in_graph take bound methods and builtins (wrapped, so no other
+    instance is marked) and refuse non-callables."""
+    class C:
+        @gj.compile
+        def meth(self, x):
+            return x.sin() + 1
+
+    class Compiled(torch.nn.Module):
+        @gj.compile
+        def forward(self, x):
+            return x.cos()
+
+    class Disabled(torch.nn.Module):
+        @gj.disable
+        def forward(self, x):
+            return x.tan()
+
+    x = torch.randn(3)
+    c = C()
+    torch.testing.assert_close(gj.compile(c.meth)(x), x.sin() + 1)
+    torch.testing.assert_close(gj.compile(Compiled())(x), x.cos())
+    counter = CompileCounter()
+    torch.testing.assert_close(gj.compile(Disabled(), backend=counter)(x), x.tan())
+    lin = torch.nn.Linear(3, 3)
+    gj.disable(lin)
+    torch.testing.assert_close(gj.compile(lin, backend=counter)(x), lin(x))
+    assert counter.frame_count == 0
+
+    def uses(x):
+        return lin(x).relu() * 2
+    torch.testing.assert_close(gj.compile(uses, backend=counter)(x), uses(x))
+    assert counter.frame_count == 1 and counter.op_count == 2          # the module ran at a break
+
+    method = gj.disable(c.meth)
+    assert not getattr(C.meth, "_graphjit_disable", False)
+    torch.testing.assert_close(method(x), x.sin() + 1)
+    sin = gj.disable(torch.sin)
+
+    def g(x):
+        return sin(x) + 1
+    counter = CompileCounter()
+    torch.testing.assert_close(gj.compile(g, backend=counter)(x), g(x))
+    assert counter.op_count == 1
+    with pytest.raises(TypeError, match="expects a callable"):
+        gj.disable(3)
+    with pytest.raises(ValueError, match="fullgraph"):
+        gj.compile(g, fullgraph="yes")
+    with pytest.raises(IndexError, match="out of range"):
+        gj.mark_dynamic(torch.randn(3), 5)
+
+
 @pytest.mark.parametrize("artifact,expected", [
     ("graph", "graph of test_logs.<locals>.f"), ("guards", "x.shape == (3,)"), ("bytecode", "def __gj_entry"),
     ("recompiles", "guard failed: x.shape == (3,)"), ("graph_breaks", "graph break in test_logs.<locals>.f"),

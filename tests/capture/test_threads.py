@@ -89,3 +89,48 @@ def test_an_entry_waiting_on_a_thread_that_translates_does_not_deadlock():
     torch.testing.assert_close(compiled(x), (x + 1) * 3)
     assert len(results) == 1
     torch.testing.assert_close(results[0], (x + 1) * 2)
+
+
+def test_compiles_at_first_call_per_size_and_backward_run_one_at_a_time():
+    """A graph compiled per set of sizes (after a size changed) and a backward compiled at its first call
+    compile inside the entry's call, outside translation: they take the translation lock too, as torch's
+    tracing state (make_fx, AOTAutograd, functorch levels) is process-wide. Concurrently they failed inside
+    torch ("Expected current_level > 0", "CURRENT_PATCHER is None") and the graphs ran uncompiled."""
+    import sys
+    import warnings
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8)
+
+    @graphjit.disable
+    def note():
+        pass
+
+    def f(x):
+        y = lin(x)
+        note()                  # a graph break: the second graph is compiled per size
+        return (y.tanh() * x).sum(-1)
+
+    compiled = graphjit.compile(f)
+
+    def worker(i):
+        for it in range(12):
+            x = torch.randn(3 + it % 2, 8, requires_grad=(i + it) % 2 == 0)
+            got, want = compiled(x), f(x)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+            if x.requires_grad:
+                g, = torch.autograd.grad(got.sum(), x)
+                w, = torch.autograd.grad(want.sum(), x)
+                torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                graphjit.reset()
+                run_threads(worker, n=4)
+    finally:
+        sys.setswitchinterval(interval)
+    failed = [str(w.message) for w in caught if "failed" in str(w.message)]
+    assert not failed, failed[:3]

@@ -65,6 +65,22 @@ def test_environment_is_parsed_by_type_and_bad_values_name_their_variable():
     assert bad.returncode != 0 and "GRAPHJIT_MAX_FUSION_SIZE='many' is not a valid int" in bad.stderr
 
 
+@pytest.mark.parametrize("raw,value", [("0", False), ("false", False), ("No", False), ("off", False),
+                                       ("1", True), ("TRUE", True), ("yes", True), ("on", True)])
+def test_boolean_knobs_parse_words_and_digits(raw, value):
+    assert config._parse(bool, raw) is value
+
+
+def test_a_bad_boolean_names_its_variable():
+    code = "from graphjit import config; print(config.strict_fresh_guards)"
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": ROOT, "GRAPHJIT_STRICT_FRESH_GUARDS": "0"})
+    assert run.stdout.strip() == "False", run.stderr
+    bad = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": ROOT, "GRAPHJIT_STRICT_FRESH_GUARDS": "maybe"})
+    assert bad.returncode != 0 and "GRAPHJIT_STRICT_FRESH_GUARDS='maybe' is not a valid bool" in bad.stderr
+
+
 def test_flipping_a_codegen_knob_misses_the_kernel_cache(tmp_path, monkeypatch):
     """The same graph compiled again hits the on-disk kernel cache; with a codegen knob flipped (one that
     leaves this C++ source as it is) it misses."""

@@ -66,6 +66,15 @@ def test_compile_error_says_how_to_reproduce(fresh_cache):
         cpp_build.load('extern "C" int broken( { }')
 
 
+def test_a_failed_link_keeps_the_linkers_message(fresh_cache):
+    """ld removes its output when it fails: the CompileError still carries the command and ld's stderr
+    (it was lost to a FileNotFoundError on removing the output), and no temporary file stays."""
+    import os
+    with pytest.raises(CompileError, match="reproduce with:(.|\n)*gj_no_such_library"):
+        cpp_build.load('// link: -lgj_no_such_library\nextern "C" int ok() { return 1; }')
+    assert not [n for n in os.listdir(config.cache_dir) if n.endswith(".so") or n.startswith(".tmp.")]
+
+
 def test_missing_compiler_warns_once_and_runs_eagerly(fresh_cache, monkeypatch):
     monkeypatch.setattr(config, "cxx", "no-such-cxx-compiler")
     monkeypatch.setattr(cpp_build, "_compiler_ids", {})

@@ -209,6 +209,9 @@ class NNModuleVariable(ObjectLikeVariable):
         nn.Module._call_impl runs them; the hooks are traced like any call and guarded to stay the same
         functions. Backward hooks, global hooks and always_call hooks are not captured."""
         m = self.module
+        if m.__dict__.get("_graphjit_disable", False):
+            unsupported(f"call to {type(m).__qualname__} module, which is marked graphjit.disable",
+                        hint="graphjit.disable modules always run in CPython")
         if not (getattr(m, "_forward_hooks", None) or getattr(m, "_forward_pre_hooks", None)):
             self.guard_no_hooks(tx)
             return self.getattr(tx, "forward").call(tx, args, kwargs)

@@ -141,16 +141,27 @@ def _build(source, key, path):
     start = time.perf_counter()
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
-        os.unlink(tmp)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:      # a failed link has removed its output already
+            pass
         raise CompileError(f"C++ compile failed (exit {result.returncode}); reproduce with:\n  {' '.join(cmd)}\n"
                            + result.stderr[-4000:])
-    _write_atomic(path + ".sha256", _digest(tmp).encode())     # before the library: a whole one always has it
-    os.replace(tmp, path)
+    try:
+        _write_atomic(path + ".sha256", _digest(tmp).encode())     # before the library: a whole one always has it
+        os.replace(tmp, path)
+    except OSError:
+        os.unlink(tmp)
+        raise
     logs.log("output_code", f"compiled {cpp_path} in {time.perf_counter() - start:.2f} s")
 
 
 def _write_atomic(path, data):
     fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=os.path.dirname(path))
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        os.unlink(tmp)
+        raise
