@@ -1096,3 +1096,29 @@ def test_a_constants_method_on_an_object_argument_is_refused_with_its_reason():
         gj.compile(_string_indexed_by_an_object, backend="eager", fullgraph=True)(torch.ones(2))
     assert gj.compile(_string_indexed_by_an_object, backend="eager")(torch.ones(2))[1] == "b"
     gj.reset()
+
+
+_T = __import__("typing").TypeVar("_T")
+
+
+class GenericBox(__import__("typing").Generic[_T]):
+    def __init__(self, v):
+        self.v = v
+
+
+def generic_subscript(x):
+    box = GenericBox[torch.Tensor](x * 2)
+    return box.v + 1, box.__orig_class__ is GenericBox[torch.Tensor], list[int]
+
+
+def test_subscripting_a_generic_class_is_captured():
+    """`Box[T]` of a typing.Generic class is typing's alias, made at trace time: captured in one graph
+    (it sent the frame to CPython), the instance carries its __orig_class__ as in eager."""
+    from graphjit.testing import CompileCounter
+    counter = CompileCounter()
+    compiled = gj.compile(generic_subscript, backend=counter, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(3)
+        got, want = compiled(x), generic_subscript(x)
+        assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    assert counter.frame_count == 1

@@ -284,7 +284,23 @@ def getitem(tx, obj, index):
         return obj.getitem(tx, index)
     if isinstance(obj, ConstantVariable) and index.is_constant():
         return _fold(tx, operator.getitem, obj.value, index.as_python_constant())
+    if _is_generic_class(obj) and index.is_constant():
+        # `Box[torch.Tensor]` of a typing.Generic class (PEP 695 classes are too): typing's alias, made now
+        from .builder import wrap_constant_result
+        return wrap_constant_result(tx, obj.as_python_constant()[index.as_python_constant()])
     return obj.call_method(tx, "__getitem__", [index], {})
+
+
+def _is_generic_class(obj):
+    """A user class whose subscript is typing.Generic's __class_getitem__ (no metaclass __getitem__)."""
+    try:
+        cls = obj.as_python_constant()
+    except Exception:   # noqa: BLE001 -- not a constant: not a class
+        return False
+    if not isinstance(cls, type) or hasattr(type(cls), "__getitem__"):
+        return False
+    owner = next((k for k in cls.__mro__ if "__class_getitem__" in vars(k)), None)
+    return owner is typing.Generic
 
 
 def length(tx, obj):
