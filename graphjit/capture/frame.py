@@ -172,7 +172,8 @@ class FrameCache:
         if self.eager:
             return None
         if self.entries:
-            failed = [r(closure, *args, **kwargs) for r in self.reporters]
+            failed = [_other_defaults(e, fn) or r(closure, *args, **kwargs)
+                      for e, r in zip(self.entries, self.reporters)]
             self.last_failures = failed
             logs.log("recompiles", f"recompiling {self.code.co_qualname} "
                                    f"({self.code.co_filename}:{self.code.co_firstlineno}): "
@@ -210,6 +211,26 @@ class FrameCache:
         self.reporters.append(reporter)
         self.generation += 1
         return entry
+
+
+def _same_items(made_with, now):
+    """Defaults (a tuple) or keyword defaults (a dict) holding the very objects an entry was made with, in
+    a new container (a function made anew each call: `lambda t, k=k: ...`): the entry binds the same."""
+    if type(made_with) is tuple and type(now) is tuple:
+        return len(made_with) == len(now) and all(a is b for a, b in zip(made_with, now))
+    if type(made_with) is dict and type(now) is dict:
+        return made_with.keys() == now.keys() and all(made_with[k] is now[k] for k in made_with)
+    return False
+
+
+def _other_defaults(entry, fn):
+    """Why `entry` does not serve fn's call though its guards may pass: other default values."""
+    for attr in ("__defaults__", "__kwdefaults__"):
+        made_with, now = getattr(entry, attr), getattr(fn, attr)
+        if made_with is not now and not _same_items(made_with, now):
+            return (f"{fn.__qualname__}.{attr} holds other objects than those the entry binds (a function "
+                    f"made anew with new default values, or its defaults replaced)")
+    return None
 
 
 # One translation at a time, in all threads: concurrent first calls of a function compile it once (the
@@ -277,7 +298,8 @@ class CompiledFunction:
         defaults, kwdefaults = fn.__defaults__, fn.__kwdefaults__
         try:
             for entry in cache.entries:
-                if entry.__defaults__ is defaults and entry.__kwdefaults__ is kwdefaults:
+                if (entry.__defaults__ is defaults or _same_items(entry.__defaults__, defaults)) and \
+                        (entry.__kwdefaults__ is kwdefaults or _same_items(entry.__kwdefaults__, kwdefaults)):
                     result = entry(closure, *args, **kwargs)
                     if result is not MISS:
                         return result
@@ -302,7 +324,8 @@ class CompiledFunction:
                 for entry in cache.entries:
                     # an entry binds missing arguments from the defaults it was made with: those of another
                     # function with this code, or replaced since (`f.__defaults__ = ...`), are not this call's
-                    if entry.__defaults__ is not defaults or entry.__kwdefaults__ is not kwdefaults:
+                    if not (entry.__defaults__ is defaults or _same_items(entry.__defaults__, defaults)) or \
+                            not (entry.__kwdefaults__ is kwdefaults or _same_items(entry.__kwdefaults__, kwdefaults)):
                         continue
                     result = entry(closure, *args, **kwargs)
                     if result is not MISS:

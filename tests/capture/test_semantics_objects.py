@@ -8,6 +8,8 @@ PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, wit
 rewriting.
 """
 import abc
+import contextlib
+import io
 import collections
 import dataclasses
 import functools
@@ -15,6 +17,7 @@ import functools
 import pytest
 import torch
 
+from graphjit import config
 from graphjit.exc import Unsupported
 from graphjit.testing import check, check_raises, check_steps, Step
 from .harness import Cases, assert_refused, gj, r
@@ -634,6 +637,32 @@ def test_same_code_different_defaults():
     for _ in range(2):
         assert f1(x).tolist() == [1.0, 1.0]
         assert f2(x).tolist() == [2.0, 2.0]
+
+
+_W = torch.randn(3)
+
+
+def test_a_function_made_anew_with_the_same_default_objects_reuses_its_entry():
+    """`lambda t, w=W, s=scale: ...` made on every call has a new __defaults__ tuple of the same objects:
+    the entry made for the first serves the others (it compiled each until the recompile limit); other
+    objects still get their own entry, and the recompile log says the defaults differ."""
+    from graphjit.testing import CompileCounter
+
+    def make(scale):
+        return lambda t, w=_W, s=scale: t * w + s
+    gj.reset()
+    counter = CompileCounter()
+    for _ in range(4):
+        x = torch.randn(3)
+        assert torch.equal(gj.compile(make(2), backend=counter)(x), x * _W + 2)
+    assert counter.frame_count == 1
+    x = torch.randn(3)
+    assert torch.equal(gj.compile(make(3), backend=counter)(x), x * _W + 3)
+    assert counter.frame_count == 2
+    buffer = io.StringIO()
+    with config.patch(logs="recompiles"), contextlib.redirect_stderr(buffer):
+        gj.compile(make(4), backend=counter)(x)
+    assert "__defaults__ holds other objects" in buffer.getvalue()
 
 
 def _calls_scale(x):
