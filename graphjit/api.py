@@ -77,6 +77,15 @@ class CompiledModule:
     def __repr__(self):
         return f"graphjit.compile({object.__getattribute__(self, '_orig_mod')!r})"
 
+    def __setattr__(self, name, value):
+        if name == "__class__" and isinstance(value, type) and issubclass(value, torch.nn.Module):
+            # a module that changes its class (a lazy module becoming its plain class at its first call):
+            # the original changes, and the wrapper becomes the wrapper of that class (same layout)
+            object.__getattribute__(self, "_orig_mod").__class__ = value
+            object.__setattr__(self, "__class__", _wrapper_class(value, type(self)._graphjit_forward._options))
+            return
+        super().__setattr__(name, value)
+
     def __reduce_ex__(self, protocol):
         """copy.deepcopy and pickle: the original module (copied or pickled as any module is) compiled again
         with the same options on the way back; nn.Module's own state would drop the wrapper's slot, and

@@ -82,3 +82,27 @@ def test_generate_through_a_compiled_model_builds_positions_from_the_mask():
         with torch.no_grad():
             outs.append(m.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=True, top_k=5))
     assert torch.equal(outs[1], outs[0])
+
+
+def test_a_compiled_lazy_module_becomes_its_plain_class_and_stays_compiled():
+    """LazyLinear infers its input size at its first call and sets its own __class__ to Linear: on the
+    wrapper that raised (layouts differ); the wrapper now becomes the compiled wrapper of Linear, the module
+    converts as in eager, with eager's initial weights and results."""
+    from graphjit.api import CompiledModule
+    from graphjit.testing import CompileCounter
+    torch.manual_seed(0)
+    eager = nn.LazyLinear(3)
+    x = torch.randn(2, 4)
+    want = eager(x)
+    torch.manual_seed(0)
+    module = nn.LazyLinear(3)
+    counter = CompileCounter()
+    compiled = graphjit.compile(module, backend=counter)
+    torch.randn(2, 4)
+    got = compiled(x)
+    assert type(module) is nn.Linear and isinstance(compiled, CompiledModule) and isinstance(compiled, nn.Linear)
+    assert torch.equal(module.weight, eager.weight) and torch.equal(got, want)
+    for _ in range(2):
+        x = torch.randn(5, 4)
+        assert torch.equal(compiled(x), eager(x))
+    assert counter.frame_count >= 1

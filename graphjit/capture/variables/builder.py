@@ -186,6 +186,13 @@ def _wrap_set(value, source):
     return var
 
 
+def _plain_parameter_class(cls):
+    """A Parameter subclass that computes as a Parameter: its __torch_function__ and __torch_dispatch__ are
+    Parameter's (a quantization wrapper overriding them is a tensor subclass graphjit does not trace)."""
+    return cls.__torch_function__ is torch.nn.Parameter.__torch_function__ and \
+        cls.__torch_dispatch__ is torch.Tensor.__torch_dispatch__
+
+
 def wrap_tensor(tx, value, source):
     if source is None:
         unsupported("a tensor constant created outside the graph (no source to read it from)")
@@ -195,7 +202,7 @@ def wrap_tensor(tx, value, source):
             tx.guards.add(2, "{0} is {1}", None, (source, known.source))
         return known
     if type(value) not in (torch.Tensor, torch.nn.Parameter, torch.nn.parameter.Buffer) and \
-            not isinstance(value, torch.nn.Parameter):
+            not (isinstance(value, torch.nn.Parameter) and _plain_parameter_class(type(value))):
         unsupported(f"tensor subclass {type(value).__name__}")
     if value.is_sparse or value.layout != torch.strided:
         unsupported(f"tensor with layout {value.layout}")

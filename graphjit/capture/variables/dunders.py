@@ -275,6 +275,11 @@ def _tensor_side(tx, var, name, other):
     cls = type_of(other)
     if cls is not None and hasattr(cls, "__torch_function__") and not issubclass(cls, torch.Tensor):
         unsupported(f"{cls.__name__} defines __torch_function__: the tensor operator {name} dispatches to it")
+    if cls is not None and issubclass(cls, (int, float, complex)):
+        # Tensor's operators take any int/float/complex subclass as the number it is, whatever its own
+        # (reflected) dunders say: eager's result, at a graph break
+        unsupported(f"Tensor.{name} with a {cls.__name__} operand (a subclass of {cls.__mro__[1].__name__})",
+                    hint="the operation runs in CPython, as in eager")
     if _is_object(other):
         return _ni()
     unsupported(f"Tensor.{name} with a {_name(other)} operand")

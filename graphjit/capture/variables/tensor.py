@@ -284,6 +284,9 @@ def record(tx, kind, target, args, kwargs, mutates=False):
     refusal = EAGER_REFUSALS.get(target)
     if refusal is not None:
         refusal(*fake_args, **fake_kwargs)
+    if _quantized(fake_args, fake_kwargs):
+        unsupported(f"{_target_name(target)} making a quantized tensor (fake tensors do not model it)",
+                    hint="the op runs in CPython, as in eager")
     if mutates and args and isinstance(args[0], TensorVariable):
         _refuse_inplace_on_special_view(args[0], fake_args, fake_kwargs)
     try:
@@ -305,6 +308,21 @@ def record(tx, kind, target, args, kwargs, mutates=False):
         return builder.wrap_constant_result(tx, example)
     node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
     return _same_objects(builder.wrap_fake_result(tx, node, example), [*args, *kwargs.values()])
+
+
+_QUANTIZED = frozenset({torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4})
+
+
+def _quantized(args, kwargs):
+    """Whether a call names a quantized dtype: it makes a quantized tensor (quantize_per_tensor), which
+    fake tensors give as a float one. (Quantized tensors from outside the frame are modelled.)"""
+    for v in (*args, *kwargs.values()):
+        if type(v) is torch.dtype:
+            if v in _QUANTIZED:
+                return True
+        elif type(v) in (list, tuple) and _quantized(v, {}):
+            return True
+    return False
 
 
 # In-place ops that compute in the promoted type of self and their second operand: eager raises where that
