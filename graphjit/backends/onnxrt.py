@@ -98,6 +98,7 @@ def compile_onnxrt(gm, example_inputs, options=None, partition=True):
         logs.log("onnxrt", f"{name}: running the graph as captured: {e}")
         return gm.forward
     ort = _runtime()
+    gm = _zero_fully_masked_rows(gm)
     dynamic = symbolic_inputs(gm)
 
     def per_size(reason):
@@ -106,6 +107,18 @@ def compile_onnxrt(gm, example_inputs, options=None, partition=True):
     if any(isinstance(v, (torch.SymInt, torch.SymFloat)) for v in _placeholder_values(gm)):
         # an int or float that changes between calls is a graph input: the export would keep its first value
         return per_size("the graph takes an int or float argument (the export makes it a constant)")
+    differing = _ort_differs(gm)
+    if differing:
+        # ops whose ONNX Runtime result differs from torch's run in PyTorch, the rest in sessions
+        parts = _partitioned(gm, example_inputs, options, name, dynamic=bool(dynamic), forced=True) \
+            if partition else None
+        if parts is not None:
+            return parts
+        if dynamic and partition:
+            return per_size(f"{differing[0]}: it runs in parts, for one set of sizes at a time")
+        logs.log("onnxrt", f"{name}: running the graph as captured: {differing[0]}, and the graph does not "
+                           f"split around it")
+        return gm.forward
     try:
         model, axes, cached = _exported(gm, example_inputs, options, name)
         try:
@@ -167,6 +180,12 @@ def _check_graph(gm, example_inputs, options):
                 raise Unsupported(f"an input is a {value.layout} tensor")
         elif not isinstance(value, (int, float, bool, torch.SymInt)):
             raise Unsupported(f"an input is a {type(value).__name__}")
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method") and _draws_random(node):
+            raise Unsupported(f"it draws random numbers ({_node_name(node)}: ONNX Runtime's generator is not "
+                              f"torch's, whose seed and state it would ignore)")
+    if _float64_with_float_constants(gm):
+        raise Unsupported("it computes in float64 with Python float constants (the exporter makes them float32)")
     inputs = {training.traced_storage(n) for n in gm.graph.nodes if n.op == "placeholder"} - {None}
     seen = set()
     for leaf in training.output_leaves(gm):
@@ -186,6 +205,108 @@ def _check_graph(gm, example_inputs, options):
         if isinstance(value, torch.Tensor) and value.dtype not in _NUMPY_DTYPES:
             raise Unsupported(f"an output is {value.dtype}, which NumPy does not hold")
     return device
+
+
+def _node_name(node):
+    return node.target if node.op == "call_method" else getattr(node.target, "__name__", str(node.target))
+
+
+def _argument(node, index, name, default=None):
+    if name in node.kwargs:
+        return node.kwargs[name]
+    return node.args[index] if len(node.args) > index else default
+
+
+def _draws_random(node):
+    """A call drawing random numbers (dropout only in training, with p > 0)."""
+    from ..ops import is_random_name
+    name = _node_name(node)
+    if not is_random_name(name):
+        return False
+    if "dropout" in name and name not in ("bernoulli", "bernoulli_"):
+        training = _argument(node, 2, "training", node.kwargs.get("train", True))
+        p = _argument(node, 1, "p", 0.5)
+        return training is not False and p != 0
+    return True
+
+
+def _float64_with_float_constants(gm):
+    """Whether gm computes in float64 and some call takes a Python float (the exporter's constants are
+    float32: 0.1 * a float64 tensor loses the float64 digits of 0.1)."""
+    doubles = any(isinstance(v, torch.Tensor) and v.dtype == torch.float64
+                  for n in gm.graph.nodes for v in (n.meta.get("example_value"),))
+    return doubles and any(type(leaf) is float for n in gm.graph.nodes if n.op in ("call_function", "call_method")
+                           for leaf in torch.utils._pytree.tree_leaves((n.args, n.kwargs)))
+
+
+# ops of gm (by name) whose ONNX Runtime kernels differ from torch's: max/min reductions and max pooling
+# skip NaN (eager propagates it)
+_NAN_SKIPPING = frozenset({"max", "min", "amax", "amin", "argmax", "argmin", "aminmax", "cummax", "cummin",
+                           "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices",
+                           "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool1d",
+                           "adaptive_max_pool2d", "adaptive_max_pool3d", "fractional_max_pool2d",
+                           "fractional_max_pool3d"})
+
+
+def _ort_differs(gm):
+    """Reasons gm holds an op whose ONNX Runtime result differs from eager's ([] where none): max/min
+    reductions and max pooling (NaN skipped), cross entropy with label smoothing (another value)."""
+    reasons = []
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        name = _node_name(node)
+        if name in _NAN_SKIPPING:
+            reasons.append(f"{name} (ONNX Runtime's skips NaN)")
+        elif name == "cross_entropy" and _argument(node, 7, "label_smoothing", 0.0) != 0.0:
+            reasons.append("cross entropy with label smoothing (the exporter's differs)")
+    return reasons
+
+
+def _zero_fully_masked_rows(gm):
+    """gm where each attention with a bool or float mask gives zeros for a query row its mask blocks
+    entirely (all False, or all -inf), as eager does; ONNX Runtime's attention averages the values there.
+    A copy of gm where it has such a call, else gm."""
+    import copy
+    calls = [n for n in gm.graph.nodes if n.op == "call_function" and
+             getattr(n.target, "__name__", "") == "scaled_dot_product_attention" and
+             isinstance(_argument(n, 3, "attn_mask"), torch.fx.Node)]
+    if not calls:
+        return gm
+    graph = copy.deepcopy(gm.graph)
+    for node in [n for n in graph.nodes if n.op == "call_function" and
+                 getattr(n.target, "__name__", "") == "scaled_dot_product_attention" and
+                 isinstance(_argument(n, 3, "attn_mask"), torch.fx.Node)]:
+        mask = _argument(node, 3, "attn_mask")
+        value = mask.meta.get("example_value")
+        anchor = node
+        if isinstance(value, torch.Tensor) and value.dtype == torch.bool:
+            allowed = mask
+        else:
+            with graph.inserting_after(anchor):
+                allowed = anchor = graph.call_function(torch.ne, (mask, float("-inf")))
+        with graph.inserting_after(anchor):
+            keep = graph.call_function(torch.any, (allowed, -1), {"keepdim": True})
+        with graph.inserting_after(keep):
+            zeroed = graph.call_function(torch.where, (keep, node, 0.0))
+        node.replace_all_uses_with(zeroed, delete_user_cb=lambda user: user is not zeroed)
+        if "example_value" in node.meta:
+            zeroed.meta["example_value"] = node.meta["example_value"]
+    module = torch.fx.GraphModule(gm, graph)
+    module.meta.update(gm.meta)
+    return module
+
+
+def _differs_in_ort(node):
+    """_ort_differs for a node of the ATen graph (torch.export's, decomposed as the exporter does)."""
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return False
+    name = node.target._schema.name.split("::")[-1]
+    if name in _NAN_SKIPPING:
+        return True
+    if name == "cross_entropy_loss":
+        return _argument(node, 5, "label_smoothing", 0.0) != 0.0
+    return False
 
 
 # the dtypes NumPy holds, by the name of NumPy's dtype
@@ -241,9 +362,13 @@ def _key(gm, example_inputs, dynamic):
 def _exported(gm, example_inputs, options, name, fresh=False):
     """(the ONNX model's bytes, the names of its dynamic size symbols, whether it came from the disk
     cache): read from the cache unless fresh, else exported (and stored)."""
+    from ..compiler.runtime.graph_cache import uncacheable_reason
     dynamic_shapes, dims = _dynamic_shapes(gm)
     path = None
-    if options.get("cache", True):
+    uncacheable = uncacheable_reason(gm)
+    if uncacheable is not None:
+        logs.log("onnxrt", f"{name}: not kept in the disk cache: {uncacheable}")
+    elif options.get("cache", True):
         path = os.path.join(config.cache_dir, "onnx", _key(gm, example_inputs, dims) + ".onnx")
         if not fresh and os.path.exists(path):
             with open(path, "rb") as f:
@@ -380,6 +505,15 @@ class Session:
         self.tuple_out = _returns_tuple(gm)
         if len(session.get_outputs()) != len(leaves):
             raise RuntimeError(f"the exported model has {len(session.get_outputs())} outputs, the graph {len(leaves)}")
+        # each output's dtype and (for static sizes) strides in eager: the exporter may compute in another
+        # dtype (a float16 sum comes back float32) and ORT's outputs are contiguous (eager's of a
+        # channels-last conv or a permute are not)
+        self.layouts = []
+        for leaf in leaves:
+            value = leaf.meta.get("example_value")
+            static = isinstance(value, torch.Tensor) and all(type(d) is int for d in (*value.shape, *value.stride()))
+            self.layouts.append((value.dtype if isinstance(value, torch.Tensor) else None,
+                                 tuple(value.stride()) if static and not value.is_contiguous() else None))
 
     def __call__(self, *args):
         if self.fallback is not None:
@@ -408,6 +542,16 @@ class Session:
             self.fallback = self.gm.forward
             return self.fallback(*args)
         outs = [torch.from_numpy(r) if r.flags.writeable else torch.from_numpy(r.copy()) for r in results]
+        return self._as_eager(outs)
+
+    def _as_eager(self, outs):
+        """The outputs in eager's dtypes and strides."""
+        for i, (out, (dtype, strides)) in enumerate(zip(outs, self.layouts)):
+            if dtype is not None and out.dtype != dtype:
+                out = out.to(dtype)
+            if strides is not None and out.stride() != strides:
+                out = torch.empty_strided(out.shape, strides, dtype=out.dtype, device=out.device).copy_(out)
+            outs[i] = out
         return tuple(outs) if self.tuple_out else outs[0]
 
     def _bound(self, args):
@@ -436,7 +580,7 @@ class Session:
             self.fallback = self.gm.forward
             return self.fallback(*args)
         outs = [torch.from_dlpack(v) for v in binding.get_outputs()]
-        return tuple(outs) if self.tuple_out else outs[0]
+        return self._as_eager(outs)
 
 
 # Partial support: a graph with ops ONNX has no function for is exported in parts.
@@ -488,10 +632,12 @@ def _aten_graph(gm, example_inputs, table, dynamic_shapes):
 
 class _OnnxSupport:
     """Which nodes of an ATen graph the exporter translates: an op with a function in its registry, a
-    getitem of such a node, and the rest of Python's operators (sizes)."""
+    getitem of such a node, and the rest of Python's operators (sizes). With `forced`, not the ops whose
+    ONNX Runtime result differs from eager's (_differs_in_ort)."""
 
-    def __init__(self, registry):
+    def __init__(self, registry, forced=False):
         self.registry = registry
+        self.forced = forced
 
     def is_node_supported(self, submodules, node):
         import operator
@@ -500,6 +646,8 @@ class _OnnxSupport:
         if node.target is operator.getitem:
             source = node.args[0]
             return not isinstance(source, torch.fx.Node) or self.is_node_supported(submodules, source)
+        if self.forced and _differs_in_ort(node):
+            return False
         if isinstance(node.target, torch._ops.OpOverload):
             return bool(self.registry.is_registered(node.target))
         return not isinstance(node.target, torch._ops.HigherOrderOperator)
@@ -528,11 +676,12 @@ class Partitioned:
         return tuple(outs) if self.tuple_out else outs[0]
 
 
-def _partitioned(gm, example_inputs, options, name, dynamic=False):
+def _partitioned(gm, example_inputs, options, name, dynamic=False, forced=False):
     """gm run in parts (a Partitioned), or None where it cannot be: no exporter tables, an export to ATen
     that fails, every op supported (the failure was not an op's), or no op supported. With `dynamic`, gm's
     size symbols are dynamic in the ATen graph and so in each part's session (a part whose sizes are not
-    one symbol each takes one session per set of sizes)."""
+    one symbol each takes one session per set of sizes). With `forced`, the ops _ort_differs found run in
+    PyTorch too (None where the ATen graph shows none of them: they were decomposed)."""
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     tables = _exporter_tables()
     if tables is None or any(not isinstance(v, torch.Tensor) for v in example_inputs):
@@ -543,8 +692,11 @@ def _partitioned(gm, example_inputs, options, name, dynamic=False):
     except Exception as e:  # noqa: BLE001 - torch.export's refusals are many
         logs.log("onnxrt", f"{name}: no partition: torch.export failed ({type(e).__name__}: {str(e)[:200]})")
         return None
-    support = _OnnxSupport(registry)
+    support = _OnnxSupport(registry, forced)
     computing = [n for n in flat.graph.nodes if n.op == "call_function"]
+    if forced and not any(_differs_in_ort(n) for n in computing):
+        logs.log("onnxrt", f"{name}: no partition: the ops ONNX Runtime computes otherwise are not in the ATen graph")
+        return None
     eager_ops = sorted({str(n.target) for n in computing if not support.is_node_supported(None, n)})
     if not eager_ops or len(eager_ops) == len({str(n.target) for n in computing}):
         return None
@@ -562,8 +714,8 @@ def _partitioned(gm, example_inputs, options, name, dynamic=False):
         parts.append((node.target, isinstance(run, Session)))
         setattr(fused, node.target, _Part(run))
     in_sessions = sum(ok for _, ok in parts)
-    warnings.warn(f"graphjit: backend 'onnxrt': graph {name} has ops ONNX Runtime cannot take "
-                  f"({', '.join(eager_ops)}): they run in PyTorch, {in_sessions} of the {len(parts)} parts "
+    warnings.warn(f"graphjit: backend 'onnxrt': graph {name} has ops ONNX Runtime cannot take or computes "
+                  f"otherwise ({', '.join(eager_ops)}): they run in PyTorch, {in_sessions} of the {len(parts)} parts "
                   f"around them in ONNX Runtime", RuntimeWarning, stacklevel=3)
     logs.log("onnxrt", f"{name}: partitioned: {len(parts)} parts "
                        f"({', '.join(f'{t}: ' + ('session' if ok else 'as captured') for t, ok in parts)}), "
@@ -581,6 +733,7 @@ def _part_inputs(fused, example_inputs, targets):
             if target in targets:
                 seen[target] = list(args)
             return super().call_module(target, args, kwargs)
-    with torch.no_grad():
+    devices = sorted({v.device.index or 0 for v in example_inputs if isinstance(v, torch.Tensor) and v.is_cuda})
+    with torch.no_grad(), torch.random.fork_rng(devices=devices):     # the run draws nothing the user's calls would
         Recorder(fused).run(*example_inputs)
     return seen

@@ -66,7 +66,7 @@ class ConvBN(nn.Module):
         self.head = nn.Linear(8, 5)
 
     def forward(self, x):
-        y = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
+        y = F.avg_pool2d(F.relu(self.bn(self.conv(x))), 2)
         return self.head(y.mean((2, 3)))
 
 
@@ -408,3 +408,117 @@ def test_inputs_on_a_device_without_a_provider_run_as_captured():
     graph as captured, the reason logged."""
     with pytest.raises(onnxrt.Unsupported, match="meta"):
         onnxrt._check_graph(torch.fx.symbolic_trace(lambda x: x * 2), [torch.empty(2, device="meta")], {})
+
+
+# ---- where ONNX Runtime or the exporter compute otherwise: eager's results all the same ----------------
+
+def onnx_compiled(fn):
+    return graphjit.compile(fn, backend="onnxrt")
+
+
+def test_two_allow_in_graph_helpers_of_one_name_do_not_share_a_cached_model():
+    """The disk cache keys on the graph's code, which names an allow_in_graph function only by name: such
+    graphs are not cached (the second helper got the first's model)."""
+    def make(k):
+        def helper(x):
+            return x * k
+        return graphjit.allow_in_graph(helper)
+    for k in (2.0, 3.0):
+        helper = make(k)
+
+        def f(x):
+            return helper(x) + 1
+        with torch.no_grad():
+            assert torch.equal(onnx_compiled(f)(torch.ones(3)), torch.full((3,), k + 1))
+
+
+def test_random_ops_draw_from_torchs_generator():
+    def f(x):
+        return F.dropout(x, 0.5, training=True) + torch.rand_like(x)
+    compiled = onnx_compiled(f)
+    with torch.no_grad():
+        for seed in (0, 1):
+            x = torch.ones(64)
+            torch.manual_seed(seed)
+            want, after_want = f(x), torch.rand(1)
+            torch.manual_seed(seed)
+            got, after_got = compiled(x), torch.rand(1)
+            assert torch.equal(got, want) and torch.equal(after_got, after_want)
+
+
+def test_a_split_graphs_first_call_draws_as_eager():
+    def f(x):
+        return x[torch.randperm(8)].cumsum(0) * 2
+    compiled = onnx_compiled(f)
+    with torch.no_grad():
+        x = torch.arange(8.0)
+        torch.manual_seed(0)
+        want = f(x)
+        torch.manual_seed(0)
+        assert torch.equal(compiled(x), want)
+
+
+def test_outputs_keep_eagers_dtypes_and_strides():
+    conv = nn.Conv2d(3, 4, 3).eval()
+
+    def f(x, y):
+        return x.half().sum(1), conv(y), x.unsqueeze(0).permute(2, 1, 0) * 2
+    compiled = onnx_compiled(f)
+    with torch.no_grad():
+        x, y = torch.randn(4, 6), torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
+        for got, want in zip(compiled(x, y), f(x, y)):
+            assert got.dtype == want.dtype and got.stride() == want.stride()
+            torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
+
+
+def test_float64_with_python_constants_keeps_its_digits():
+    def f(x):
+        return x * 0.1 - 1e16
+    x = torch.full((3,), 3.0, dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.equal(onnx_compiled(f)(x), f(x))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.max(), lambda x: torch.amin(x, 0), lambda x: x.argmax(), lambda x: x.max(0).values,
+    lambda x: F.max_pool1d(x.view(1, 1, -1), 2),
+], ids=["max", "amin", "argmax", "max_dim", "max_pool1d"])
+def test_nan_propagates_through_max_and_min(fn):
+    x = torch.tensor([1.0, float("nan"), -2.0, 0.5])
+    with torch.no_grad():
+        torch.testing.assert_close(onnx_compiled(fn)(x), fn(x), equal_nan=True)
+
+
+def test_a_model_with_max_pooling_runs_in_parts_with_eagers_nan():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(36, 2)).eval()
+    compiled = graphjit.compile(model, backend="onnxrt")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = torch.randn(2, 3, 8, 8)
+        torch.testing.assert_close(compiled(x), model(x), **TOL)
+        x[0, :, 2, 2] = float("nan")
+        torch.testing.assert_close(compiled(x), model(x), equal_nan=True, **TOL)
+
+
+def test_cross_entropy_with_label_smoothing():
+    def f(logits, target):
+        return F.cross_entropy(logits, target, label_smoothing=0.1, ignore_index=1, reduction="sum")
+    logits, target = torch.randn(6, 5), torch.tensor([0, 1, 2, 3, 4, 1])
+    with torch.no_grad():
+        torch.testing.assert_close(onnx_compiled(f)(logits, target), f(logits, target), **TOL)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_attention_rows_the_mask_blocks_entirely_are_zeros(kind):
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False
+    if kind == "float":
+        mask = torch.zeros(3, 5).masked_fill(~mask, float("-inf"))
+
+    def f(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    q, k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    with torch.no_grad():
+        got, want = onnx_compiled(f)(q, k, v, mask), f(q, k, v, mask)
+    torch.testing.assert_close(got, want, **TOL)
+    assert not got[:, :, 1].any()

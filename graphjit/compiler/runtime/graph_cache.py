@@ -123,23 +123,33 @@ def _key(gm, concrete_inputs, example_inputs, facts, language="C++"):
         else:
             parts.append("storage -")
     parts.append(gm.code)
+    reason = uncacheable_reason(gm)
+    if reason is not None:
+        raise NotCacheable(reason)
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            parts.append(f"{node.target}: {_constant_part(_attr(gm, node.target), node.target)}")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+
+
+def uncacheable_reason(gm):
+    """Why gm's code does not say all it computes (so no disk cache may key on it), or None: a submodule,
+    a custom op or a function from outside torch (their code is the user's, which may change, and its
+    name is all the code shows), an argument the code names but does not print."""
     for node in gm.graph.nodes:
         if node.op == "call_module":
-            raise NotCacheable(f"the graph calls a submodule ({node.target})")
+            return f"the graph calls a submodule ({node.target})"
         if node.op == "call_function" and _op_namespace(node.target) not in (None, *_TORCH_OP_NAMESPACES):
-            raise NotCacheable(f"the graph calls the custom op {node.target} (its kernels, registered in "
-                               f"Python, may change)")
+            return f"the graph calls the custom op {node.target} (its kernels, registered in Python, may change)"
         if node.op == "call_function" and not isinstance(node.target, torch._ops.OpOverload):
             module = getattr(node.target, "__module__", None) or ""
             if not module.split(".")[0] in _TORCH_MODULES:
-                raise NotCacheable(f"the graph calls {getattr(node.target, '__qualname__', node.target)} of "
-                                   f"{module or 'no module'}, whose code may change")
-        if node.op == "get_attr":
-            parts.append(f"{node.target}: {_constant_part(_attr(gm, node.target), node.target)}")
+                return (f"the graph calls {getattr(node.target, '__qualname__', node.target)} of "
+                        f"{module or 'no module'}, whose code may change")
         for leaf in pytree.tree_leaves((node.args, node.kwargs)):
             if not isinstance(leaf, _PRINTED_EXACTLY):      # the code names it; its value would not be keyed
-                raise NotCacheable(f"an argument of type {type(leaf).__name__} ({node.format_node()})")
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+                return f"an argument of type {type(leaf).__name__} ({node.format_node()})"
+    return None
 
 
 def _triton_parts(language, concrete_inputs):
