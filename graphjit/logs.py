@@ -10,10 +10,21 @@ ARTIFACTS = ("graph_breaks", "recompiles", "dynamic", "guards", "bytecode", "gra
              "autotune", "onnxrt")
 
 
+_PARSED = {}     # config.logs -> the artifacts it names (one warning per unknown name)
+
+
 def enabled_set():
-    names = {n.strip() for n in config.logs.split(",") if n.strip()}
-    if "all" in names:
-        return set(ARTIFACTS)
+    raw = config.logs
+    names = _PARSED.get(raw)
+    if names is None:
+        names = {n.strip() for n in raw.split(",") if n.strip()}
+        unknown = sorted(names - set(ARTIFACTS) - {"all"})
+        if unknown:
+            import warnings
+            warnings.warn(f"graphjit: GRAPHJIT_LOGS names no artifact {', '.join(map(repr, unknown))} (the "
+                          f"artifacts: all, {', '.join(ARTIFACTS)})", RuntimeWarning, stacklevel=3)
+        names = frozenset(ARTIFACTS) if "all" in names else frozenset(names) & frozenset(ARTIFACTS)
+        _PARSED[raw] = names
     return names
 
 

@@ -1,6 +1,7 @@
 """The public API around capture: backends (eager, aot_eager, inductor, a callable), allow_in_graph,
 disable, explain's output, GRAPHJIT_LOGS artifacts, decorator forms and argument checking."""
 import io
+import warnings
 import contextlib
 
 import pytest
@@ -280,6 +281,16 @@ def test_compiling_what_is_already_compiled_or_disabled():
         gj.compile(g, fullgraph="yes")
     with pytest.raises(IndexError, match="out of range"):
         gj.mark_dynamic(torch.randn(3), 5)
+
+
+def test_an_unknown_log_artifact_is_warned_about_once(monkeypatch):
+    from graphjit import logs
+    monkeypatch.setattr(config, "logs", "graph,nonsense")
+    with pytest.warns(RuntimeWarning, match="'nonsense'"):
+        assert logs.enabled("graph") and not logs.enabled("nonsense")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert logs.enabled("graph")
 
 
 @pytest.mark.parametrize("artifact,expected", [
