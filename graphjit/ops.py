@@ -1,5 +1,6 @@
 """What graphjit knows about torch's ops by name, and how eager converts Python scalars, shared by capture and
 the compiler."""
+import contextlib
 import operator
 
 import torch
@@ -40,6 +41,29 @@ def scalar_as(value, dtype):
     if not low <= value <= info.max:
         raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
     return int(value) % (info.max + 1) if info.min == 0 else int(value)
+
+
+def function_modes():
+    """The torch function modes on the stack, bottom first: ("device", "meta") for a default device
+    (torch.set_default_device, `with torch.device(...)`), ("mode", class name) for any other."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+    return tuple(("device", str(m.device)) if isinstance(m, DeviceContext) else ("mode", type(m).__qualname__)
+                 for m in _get_current_function_mode_stack())
+
+
+@contextlib.contextmanager
+def function_modes_suspended():
+    """The torch function modes off the stack for the block (a translation and compile: graphjit's own
+    tensors go to the CPU whatever the caller's default device), back on after it."""
+    modes = []
+    while torch._C._len_torch_function_stack():
+        modes.append(torch._C._pop_torch_function_stack())
+    try:
+        yield
+    finally:
+        for mode in reversed(modes):
+            torch._C._push_on_torch_function_stack(mode)
 
 
 def autocast_state():

@@ -171,13 +171,16 @@ def signature_source(code, closure_param="__gj_closure"):
 
 def entry_namespace(fn, guards):
     """Names every generated entry and guard function can use."""
-    from ..ops import autocast_state
+    from ..ops import autocast_state, function_modes
     from .side_effects import discard_attr
     namespace = dict(guards.objects)
     namespace.update(REFS)
     namespace.update({"__gj_MISS": MISS, "__gj_torch": torch, "__gj_sys": sys, "__gj_G": fn.__globals__,
                       "__gj_new_object": new_object, "__gj_autocast_state": autocast_state,
                       "__gj_any_autocast": torch._C._is_any_autocast_enabled,
+                      "__gj_function_modes": function_modes,
+                      "__gj_function_mode_count": torch._C._len_torch_function_stack,
+                      "__gj_dispatch_modes": torch._C._len_torch_dispatch_stack,
                       "__gj_nn_module": torch.nn.modules.module,
                       "__gj_discard_attr": discard_attr})
     return namespace
@@ -273,6 +276,8 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     lines = [f"def __gj_entry({signature_source(code)}):", "    try:"]
     names = SourceNames(lines, inline)
     inputs = _guard_lines(names, guards, namespace, batched, snapshots, covered, input_sources)
+    if lines[-1] == "    try:":
+        lines.append("        pass")              # no guard at all (a function of no arguments)
     lines += ["    except Exception:", "        return __gj_MISS"]
     lines += ["    " + line.replace("__gj_inputs", inputs) for line in body]
     source = "\n".join(lines)

@@ -19,6 +19,7 @@ import torch
 
 from .. import config, gcpause, logs, reporting
 from ..exc import Unsupported, UserError
+from ..ops import function_modes, function_modes_suspended
 from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, entry_namespace,
                       graph_call_body, forward_call_body)
 from . import dynamic
@@ -136,14 +137,18 @@ class FrameCache:
             if self.generation != generation:
                 return RETRY
             outer, CALLER.exception = CALLER.exception, sys.exception()   # the caller's: no handler runs here
+            outer_modes = CALLER.function_modes, CALLER.dispatch_modes
+            CALLER.function_modes = function_modes()
+            CALLER.dispatch_modes = torch._C._len_torch_dispatch_stack()
             # saved-tensor hooks the caller has on (a non-reentrant checkpoint's) see the tensors the
             # entry saves when it runs, not those the translation and compile save
             hooks = torch._C._autograd._saved_tensors_hooks_set_tracing(True)
             try:
-                with gcpause.paused():
+                with gcpause.paused(), function_modes_suspended():
                     entry = self._translate_locked(fn, closure, options, args, kwargs)
             finally:
                 CALLER.exception = outer
+                CALLER.function_modes, CALLER.dispatch_modes = outer_modes
                 torch._C._autograd._saved_tensors_hooks_set_tracing(hooks)
         if entry is None:
             return eager_function(fn, closure, options)(*args, **kwargs)

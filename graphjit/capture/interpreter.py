@@ -117,8 +117,12 @@ CALLERS_EXCEPTION = _CallersException()
 
 class _Caller(threading.local):
     """What the call being translated found of its caller's state: `exception`, sys.exception() where the
-    compiled function was called (frame.FrameCache.miss sets it), CALLERS_EXCEPTION outside a translation."""
+    compiled function was called (frame.FrameCache.miss sets it), CALLERS_EXCEPTION outside a translation;
+    `function_modes` (ops.function_modes()) and `dispatch_modes` (how many), the torch modes around the
+    call, which the translation runs without."""
     exception = CALLERS_EXCEPTION
+    function_modes = ()
+    dispatch_modes = 0
 
 
 CALLER = _Caller()
@@ -353,6 +357,7 @@ class Tracer:
         # the exception being handled (sys.exception()) outside generators: the caller's, unknown while
         # tracing, until a handler in the trace runs
         self.exc_value = CALLERS_EXCEPTION
+        self.default_device = None      # the caller's default device (torch.set_default_device), if set
         self.callers_exception = CALLER.exception
         # id -> (exception raised while tracing, whether its __context__ is the caller's exception)
         self.raised = {}
@@ -423,6 +428,18 @@ class Tracer:
 
     def _guard_global_state(self):
         g = self.guards
+        modes, dispatch = CALLER.function_modes, CALLER.dispatch_modes
+        if dispatch or any(kind != "device" for kind, _ in modes):
+            names = [name for kind, name in modes if kind != "device"] + (["a TorchDispatchMode"] if dispatch else [])
+            reason = f"called under {', '.join(names)}: torch modes are not captured"
+            raise Unsupported(reason, no_break=reason,
+                              hint="the call runs in CPython, under the modes, as in eager")
+        g.add_state("not __gj_dispatch_modes()", "no TorchDispatchMode is active")
+        if modes:
+            g.add_state(f"__gj_function_modes() == {modes!r}", f"the default device is {modes[-1][1]}")
+            self.default_device = torch.device(modes[-1][1])
+        else:
+            g.add_state("not __gj_function_mode_count()", "no TorchFunctionMode (default device) is active")
         g.add_state(f"__gj_torch.is_grad_enabled() is {torch.is_grad_enabled()}",
                     f"grad mode is {'on' if torch.is_grad_enabled() else 'off'}")
         g.add_state(f"__gj_torch.get_default_dtype() is {g.obj(torch.get_default_dtype())}",

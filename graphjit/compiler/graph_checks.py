@@ -32,6 +32,10 @@ def graph_reason(gm, example_inputs):
         if isinstance(value, torch.Tensor) and (value.is_neg() or value.is_conj()):
             return "an input carries the negative or conjugate bit (a lazy negation or conjugation: its memory " \
                    "holds the other value, which the kernels would read)"
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(value, torch.Tensor) and value.device.type == "meta":
+            return "the graph makes tensors on the meta device (no kernel computes there)"
     if needs_autograd(example_inputs):
         return "inputs require grad and grad mode is on: compile_graph compiles inference graphs " \
                "(the graphjit backend sends such graphs through AOTAutograd: compiler/training.py)"

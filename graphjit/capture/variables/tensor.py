@@ -271,6 +271,10 @@ def _contains_tensor(value):
 def record(tx, kind, target, args, kwargs, mutates=False):
     """Add one op to the graph: propagate fake tensors, create the node, wrap the result."""
     numpyvars.check_op_args(target, args, kwargs)
+    if tx.default_device is not None and kind == "call_function" and kwargs.get("device") is None and \
+            target in _device_constructors():
+        # the caller's default device, as its DeviceContext mode would pass it (the trace runs without it)
+        kwargs = dict(kwargs, device=ConstantVariable(tx.default_device))
     node_args = [to_node_args(a) for a in args]
     node_kwargs = {k: to_node_args(v) for k, v in kwargs.items()}
     fake_args = [to_fake_args(a) for a in args]
@@ -308,6 +312,11 @@ def record(tx, kind, target, args, kwargs, mutates=False):
         return builder.wrap_constant_result(tx, example)
     node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
     return _same_objects(builder.wrap_fake_result(tx, node, example), [*args, *kwargs.values()])
+
+
+def _device_constructors():
+    from torch.utils._device import _device_constructors as constructors
+    return constructors()
 
 
 _QUANTIZED = frozenset({torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4})

@@ -38,6 +38,25 @@ _STATE_QUERIES = {getattr(torch._C, name) for name in (
     if hasattr(torch._C, name)}
 
 
+def is_state_query(fn):
+    """A getter of process-wide state (the list above, or any function of torch._C, also reached as torch.*,
+    named _get_*, is_* or _is_*: is_anomaly_enabled, is_autocast_cache_enabled, _get_fp32_precision_getter(backend, op) ...):
+    answered while tracing and guarded on its answer for those arguments."""
+    if fn in _STATE_QUERIES:
+        return True
+    if not isinstance(fn, types.BuiltinFunctionType) or getattr(fn, "__module__", None) not in ("torch._C", "torch") \
+            or getattr(torch._C, fn.__name__, None) is not fn:
+        return False
+    name = fn.__name__
+    return name.startswith(("_get_", "is_", "_is_")) and name not in _NOT_STATE
+
+
+# torch._C getters that are not process-wide state a guard can re-read: tracing's own, or per tensor
+_NOT_STATE = frozenset({"_get_tracing_state", "is_grad_enabled", "is_inference_mode_enabled",
+                        "_is_torch_function_enabled", "_is_torch_function_mode_enabled",
+                        "is_autocast_enabled", "_is_any_autocast_enabled"})
+
+
 def is_torch_op(value):
     if isinstance(value, type):
         return False
@@ -98,10 +117,14 @@ class TorchOpVariable(Variable):
                         "set_float32_matmul_precision and the backends' flags call)")
         if fn in _COMPILING_QUERIES:
             return ConstantVariable(True)
-        if fn in _STATE_QUERIES and not args and not kwargs:
-            value = fn()
-            tx.guards.add_state(f"{tx.guards.obj(fn)}() == {value!r}", f"torch._C.{fn.__name__}() == {value!r}")
-            return ConstantVariable(value)
+        if is_state_query(fn) and all(a.is_constant() for a in (*args, *kwargs.values())):
+            cargs = tuple(a.as_python_constant() for a in args)
+            ckwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+            value = fn(*cargs, **ckwargs)
+            if type(value) in (bool, int, float, str, type(None)):
+                call = f"{tx.guards.obj(fn)}(*{tx.guards.obj(cargs)}, **{tx.guards.obj(ckwargs)})"
+                tx.guards.add_state(f"{call} == {value!r}", f"torch._C.{fn.__name__}{cargs!r} == {value!r}")
+                return ConstantVariable(value)
         if fn is torch._C._set_grad_enabled:
             tx.set_grad_mode(bool(args[0].as_python_constant()))
             return ConstantVariable(None)

@@ -316,7 +316,7 @@ def literal(value, dtype):
         if value != value:
             return f"__builtin_nan{suffix}(\"\")"
         if ctype == "float" and math.isfinite(value):     # rounded to float: beyond its range, an infinity
-            value = torch.tensor(value, dtype=torch.float32).item()
+            value = torch.tensor(value, dtype=torch.float32, device="cpu").item()
         if value in (float("inf"), float("-inf")):
             return f"(-__builtin_inf{suffix}())" if value < 0 else f"__builtin_inf{suffix}()"
         text = value.hex() + suffix
