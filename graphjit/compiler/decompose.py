@@ -1427,6 +1427,12 @@ def _check_reads_of_written(node, written):
     if not isinstance(t, torch.Tensor):
         return
     args = torch.utils._pytree.tree_leaves((node.args, node.kwargs))
+    if torch.Tag.pointwise not in node.target.tags and sum(a is written for a in args) > 1:
+        # the written tensor is also a source of a write that is not element by element (masked_scatter_,
+        # index_put_, scatter_, index_add_, put_, an out= op reading its out): eager raises ("some elements
+        # ... refer to a single memory location") or reads elements it has already written
+        raise Refused(f"{node.name} ({node.target}) reads the tensor it writes as another argument: eager "
+                      f"raises, or computes in its kernel's order")
     for arg in dict.fromkeys(a for a in args if isinstance(a, torch.fx.Node) and a is not written):
         other = arg.meta.get("val")
         if isinstance(other, torch.Tensor) and not _same_view(t, other) and _shares_elements(t, other):
