@@ -36,7 +36,10 @@ aten = torch.ops.aten
 # raise, and on the CPU adds in another order than eager's index_add with more than one thread;
 # index_fill decomposes to index_copy, which raises for the negative index eager's index_fill takes).
 KEEP_WHOLE = {aten.scaled_dot_product_attention.default, aten.std_mean.correction, aten.index_add.default,
-              aten.index_copy.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor}
+              aten.index_copy.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor,
+              # (their in-place forms too: functionalization makes them the ops above)
+              aten.index_add_.default, aten.index_copy_.default, aten.index_fill_.int_Scalar,
+              aten.index_fill_.int_Tensor}
 
 
 
@@ -1646,10 +1649,16 @@ def check_indices_read_in_part(gm):
         for x, index, dim in [] if whole[node] else _indexed(node):
             if index.meta["val"].device.type != "cpu" and config.triton_check_indices == 0:
                 continue
-            size = x.meta["val"].shape[dim]
+            error, negative = _eager_index_rule(node.target, dim, x.meta["val"].dim())
             with gm.graph.inserting_before(node.next):
-                _insert_range_check(gm, x, index, dim, size, -size if node.target is aten.index.Tensor else 0,
-                                    _eager_index_error(node.target, dim, x.meta["val"].dim()))
+                if dim is None:         # put: an index into the flattened tensor
+                    size = x.meta["val"].numel()
+                    if isinstance(size, torch.SymInt):
+                        continue
+                    x, dim = _call(gm, aten.reshape.default, (x, [-1])), 0
+                else:
+                    size = x.meta["val"].shape[dim]
+                _insert_range_check(gm, x, index, dim, size, -size if negative else 0, error)
         divisor = None if whole[node] else _integer_divisor(node)
         if divisor is not None:
             # an integer division read in part, or not at all: its kernel checks only the divisors of the
@@ -1676,39 +1685,85 @@ def _integer_divisor(node):
     return divisor
 
 
+# Index writes (functional, as decompose's graph holds them): (tensor written, index, dim) of each index;
+# dim None: put's index into the flattened tensor. A write whose result is not read is removed as dead
+# code, and one read in part computes only that part: eager checks every index.
+INDEX_WRITES = {
+    aten.index_add.default: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.index_copy.default: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.index_fill.int_Scalar: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.index_fill.int_Tensor: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.scatter.src: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.scatter.value: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.scatter.reduce: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.scatter.value_reduce: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.scatter_add.default: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.scatter_reduce.two: lambda x, dim, index, *_, **__: [(x, index, dim)],
+    aten.put.default: lambda x, index, *_, **__: [(x, index, None)],
+    aten.index_put.default: lambda x, indices, *_, **__: [(x, index, d) for d, index in enumerate(indices)],
+}
+
+
 def _indexed(node):
-    """(indexed tensor, index, dim) of each integer index an indexing node reads."""
+    """(indexed tensor, index, dim) of each integer index an indexing node reads or writes through."""
     if node.target in INDEX_READS:
         x, index, dim = INDEX_READS[node.target](*node.args)
         return [(x, index, dim % max(x.meta["val"].dim(), 1))]
     if node.target is aten.index.Tensor:
-        return [(node.args[0], index, d) for d, index in enumerate(node.args[1])
-                if isinstance(index, torch.fx.Node) and not index.meta["val"].dtype.is_floating_point and
-                index.meta["val"].dtype not in (torch.bool, torch.uint8)]
-    return []
+        found = [(node.args[0], index, d) for d, index in enumerate(node.args[1])]
+    elif node.target in INDEX_WRITES:
+        found = INDEX_WRITES[node.target](*node.args, **node.kwargs)
+        found = [(x, index, d if d is None else d % max(x.meta["val"].dim(), 1)) for x, index, d in found]
+    else:
+        return []
+    return [(x, index, d) for x, index, d in found
+            if isinstance(index, torch.fx.Node) and isinstance(index.meta.get("val"), torch.Tensor) and
+            not index.meta["val"].dtype.is_floating_point and index.meta["val"].dtype not in (torch.bool, torch.uint8)]
 
 
 @functools.lru_cache(maxsize=None)
-def _eager_index_error(target, dim, ndim):
-    """The exception class eager's CPU kernel of an indexing op along `dim` of an `ndim`-d tensor raises for
-    an index out of range (it differs between ops, dims and torch versions: on torch 2.13 index_select
-    raises IndexError along dim 0 and RuntimeError along dim 1), found by running the op on a probe: on the
+def _eager_index_rule(target, dim, ndim):
+    """(the exception class eager's CPU kernel of an indexing op along `dim` of an `ndim`-d tensor raises for
+    an index out of range, whether it takes a negative index from the end), found by running the op on
+    probes: the class differs between ops, dims and torch versions (on torch 2.13 index_select raises
+    IndexError along dim 0 and RuntimeError along dim 1; index_put_ takes -1, index_add_ refuses it). On the
     CPU whatever the default device (on a GPU, under `torch.device("cuda")`, the bad index would fail a
     device-side assert, which ends the process's CUDA context)."""
     cpu = torch.device("cpu")
-    x, bad = torch.zeros((2,) * max(ndim, 1), device=cpu), torch.tensor([5], device=cpu)
-    gather_index = torch.full([1 if d == dim else 2 for d in range(x.dim())], 5, device=cpu)
-    probes = {aten.gather.default: lambda: (x, dim, gather_index),
-              aten.index_select.default: lambda: (x, dim, bad),
-              aten.embedding.default: lambda: (torch.zeros(2, 2, device=cpu), bad),
-              aten.index.Tensor: lambda: (x, [None] * dim + [bad])}
-    try:
-        target(*probes[target]())
-    except IndexError:
-        return IndexError
-    except Exception:   # noqa: BLE001 -- RuntimeError, as _assert_async raises
-        pass
-    return RuntimeError
+    x = torch.zeros((2,) * max(ndim, 1), device=cpu)
+    d = 0 if dim is None else dim
+    rows = [1 if k == d else 2 for k in range(x.dim())]
+
+    def probe(i):
+        index = torch.tensor([i], device=cpu)
+        full = torch.full(rows, i, device=cpu)
+        one = torch.zeros(rows, device=cpu)
+        return {aten.gather.default: lambda: (x, d, full),
+                aten.index_select.default: lambda: (x, d, index),
+                aten.embedding.default: lambda: (torch.zeros(2, 2, device=cpu), index),
+                aten.index.Tensor: lambda: (x, [None] * d + [index]),
+                aten.index_put.default: lambda: (x, [None] * d + [index], torch.tensor(1.0, device=cpu)),
+                aten.index_add.default: lambda: (x, d, index, one),
+                aten.index_copy.default: lambda: (x, d, index, one),
+                aten.index_fill.int_Scalar: lambda: (x, d, index, 1.0),
+                aten.index_fill.int_Tensor: lambda: (x, d, index, torch.tensor(1.0, device=cpu)),
+                aten.scatter.src: lambda: (x, d, full, one),
+                aten.scatter.value: lambda: (x, d, full, 1.0),
+                aten.scatter.reduce: lambda: (x, d, full, one, "add"),
+                aten.scatter.value_reduce: lambda: (x, d, full, 1.0, "add"),
+                aten.scatter_add.default: lambda: (x, d, full, one),
+                aten.scatter_reduce.two: lambda: (x, d, full, one, "sum"),
+                aten.put.default: lambda: (x, index, torch.ones(1, device=cpu))}[target]()
+
+    def raised(i):
+        try:
+            target(*probe(i))
+        except IndexError:
+            return IndexError
+        except Exception:   # noqa: BLE001 -- RuntimeError, as _assert_async raises
+            return RuntimeError
+        return None
+    return raised(5) or RuntimeError, raised(-1) is None
 
 
 def _insert_range_check(gm, x, index, dim, size, low, error=RuntimeError):

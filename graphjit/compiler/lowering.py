@@ -1661,8 +1661,8 @@ def gather(x, dim, index, sparse_grad=False, op=aten.gather.default):
     dim = dim % ndim
     x_loader, index_loader = x.make_loader(), index.make_loader()
     size = x.sizes[dim]
-    from .decompose import _eager_index_error
-    error = _eager_index_error(op, dim, ndim)
+    from .decompose import _eager_index_rule
+    error = _eager_index_rule(op, dim, ndim)[0]
 
     def inner(idx):
         src = list(idx)

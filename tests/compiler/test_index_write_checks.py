@@ -1,0 +1,64 @@
+"""Index writes check their indices as eager's kernels do.
+
+- In-place index_add_/index_copy_/index_fill_ stay whole (torch's decompositions of the in-place forms
+  write through index_put_, which takes a negative index from the end: index_add_ at -1 added into the
+  last row where eager raises).
+- A write whose result is never read, or read in part, checks every index (its kernel computes only what
+  is read, and dead code is removed): eager raises for any index out of range, with the class its kernel
+  raises (probed per op and dim).
+"""
+import pytest
+import torch
+
+import graphjit
+
+OPS = {
+    "index_add_": lambda y, i, s: y.index_add_(0, i, s),
+    "index_copy_": lambda y, i, s: y.index_copy_(0, i, s),
+    "index_fill_": lambda y, i, s: y.index_fill_(0, i, 2.0),
+    "index_put_": lambda y, i, s: y.index_put_((i,), s),
+    "index_put_accumulate": lambda y, i, s: y.index_put_((i,), s, accumulate=True),
+    "scatter_": lambda y, i, s: y.scatter_(0, i.view(1, 1).expand(1, 3), s),
+    "scatter_add_": lambda y, i, s: y.scatter_add_(0, i.view(1, 1).expand(1, 3), s),
+    "put_": lambda y, i, s: y.put_(i * 3, s[:, 0]),
+}
+
+
+def outcome(fn, *args):
+    try:
+        return fn(*args)
+    except (IndexError, RuntimeError) as e:
+        return type(e)
+
+
+def same(a, b):
+    if isinstance(a, type) or isinstance(b, type):
+        return a is b
+    return torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", list(OPS))
+@pytest.mark.parametrize("index", [-1, 4, 5, -6])
+def test_in_place_index_writes_read_after(name, index):
+    op = OPS[name]
+
+    def f(x, i):
+        y = x.clone()
+        op(y, i, x[:1])
+        return y * 2
+    compiled = graphjit.compile(f)
+    x, i = torch.randn(5, 3), torch.tensor([index])
+    assert same(outcome(compiled, x, i), outcome(f, x, i))
+
+
+@pytest.mark.parametrize("name", list(OPS))
+@pytest.mark.parametrize("index", [-1, 5, -6])
+def test_index_writes_never_read_check_their_indices(name, index):
+    op = OPS[name]
+
+    def f(x, i):
+        op(x.clone(), i, x[:1])         # a scratch write: its result is never read
+        return x + 1
+    compiled = graphjit.compile(f)
+    x, i = torch.randn(5, 3), torch.tensor([index])
+    assert same(outcome(compiled, x, i), outcome(f, x, i))
