@@ -154,6 +154,11 @@ realize_opcount_threshold = _knob("realize_opcount_threshold", int, 96, codegen=
 # a chain of cheap steps stops growing there.
 realize_loads_threshold = _knob("realize_loads_threshold", int, 32, codegen=True)
 
+# A lazy value whose body reads through an index of more operations than this is realized: views that no
+# strided layout expresses (`x.view(7, 3)` of a [3, 7] value) compose their index arithmetic, which
+# no simplification collapses, and recording a body nested that way takes time exponential in the views.
+realize_index_ops_threshold = _knob("realize_index_ops_threshold", int, 24, codegen=True)
+
 # Most nodes fused into one kernel.
 max_fusion_size = _knob("max_fusion_size", int, 64, codegen=True)
 

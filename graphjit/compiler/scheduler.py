@@ -40,6 +40,10 @@ def realize_reason(value, num_users):
     if len(rec.reads) > config.realize_loads_threshold:
         # the body is everything inlined into it, transitively: bound what each reader recomputes
         return f"its body loads {len(rec.reads)} values (> config.realize_loads_threshold)"
+    index_ops = max((sympy.count_ops(index) for _, index in rec.reads if isinstance(index, sympy.Basic)),
+                    default=0)
+    if index_ops > config.realize_index_ops_threshold:
+        return f"it reads through an index of {index_ops} operations (> realize_index_ops_threshold)"
     if num_users > 1:
         streamed = _streamed_reads(rec.reads, value.sizes)
         if len(streamed) > config.realize_reads_threshold:
