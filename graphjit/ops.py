@@ -54,8 +54,8 @@ def function_modes():
 
 @contextlib.contextmanager
 def function_modes_suspended():
-    """The torch function modes off the stack for the block (a translation and compile: graphjit's own
-    tensors go to the CPU whatever the caller's default device), back on after it."""
+    """The torch function modes off the stack for the block (a compile: graphjit's own tensors go to the
+    CPU whatever the caller's default device), back on after it."""
     modes = []
     while torch._C._len_torch_function_stack():
         modes.append(torch._C._pop_torch_function_stack())

@@ -512,8 +512,11 @@ class Session:
         for leaf in leaves:
             value = leaf.meta.get("example_value")
             static = isinstance(value, torch.Tensor) and all(type(d) is int for d in (*value.shape, *value.stride()))
+            # (a layout whose elements share memory, an expand's, can't be copied into: left contiguous)
+            restride = static and not value.is_contiguous() and \
+                torch._prims_common.is_non_overlapping_and_dense(value)
             self.layouts.append((value.dtype if isinstance(value, torch.Tensor) else None,
-                                 tuple(value.stride()) if static and not value.is_contiguous() else None))
+                                 tuple(value.stride()) if restride else None))
 
     def __call__(self, *args):
         if self.fallback is not None:

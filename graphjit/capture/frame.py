@@ -144,7 +144,7 @@ class FrameCache:
             # entry saves when it runs, not those the translation and compile save
             hooks = torch._C._autograd._saved_tensors_hooks_set_tracing(True)
             try:
-                with gcpause.paused(), function_modes_suspended():
+                with gcpause.paused():
                     entry = self._translate_locked(fn, closure, options, args, kwargs)
             finally:
                 CALLER.exception = outer
@@ -873,7 +873,8 @@ def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
     backend = options.compiler()
     grad_mode, default_dtype = torch.is_grad_enabled(), torch.get_default_dtype()
     try:
-        return backend(gm, example_inputs)
+        with function_modes_suspended():   # the caller's default device is not the compiler's
+            return backend(gm, example_inputs)
     except Exception as e:  # a backend failure must not fail the user's program: run the graph as is
         warnings.warn(f"graphjit: backend {getattr(backend, '__name__', backend)} failed ({type(e).__name__}: "
                       f"{e}); running the captured graph without it", RuntimeWarning)

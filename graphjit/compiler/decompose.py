@@ -1700,8 +1700,18 @@ INDEX_WRITES = {
     aten.scatter_add.default: lambda x, dim, index, *_, **__: [(x, index, dim)],
     aten.scatter_reduce.two: lambda x, dim, index, *_, **__: [(x, index, dim)],
     aten.put.default: lambda x, index, *_, **__: [(x, index, None)],
-    aten.index_put.default: lambda x, indices, *_, **__: [(x, index, d) for d, index in enumerate(indices)],
+    aten.index_put.default: lambda x, indices, *_, **__: _index_dims(x, indices),
 }
+
+
+def _index_dims(x, indices):
+    """(x, index, dim) of each index of advanced indexing: a bool or uint8 mask covers as many dims as it has."""
+    found, d = [], 0
+    for index in indices:
+        value = index.meta.get("val") if isinstance(index, torch.fx.Node) else None
+        found.append((x, index, d))
+        d += value.dim() if isinstance(value, torch.Tensor) and value.dtype in (torch.bool, torch.uint8) else 1
+    return found
 
 
 def _indexed(node):
@@ -1710,7 +1720,7 @@ def _indexed(node):
         x, index, dim = INDEX_READS[node.target](*node.args)
         return [(x, index, dim % max(x.meta["val"].dim(), 1))]
     if node.target is aten.index.Tensor:
-        found = [(node.args[0], index, d) for d, index in enumerate(node.args[1])]
+        found = _index_dims(node.args[0], node.args[1])
     elif node.target in INDEX_WRITES:
         found = INDEX_WRITES[node.target](*node.args, **node.kwargs)
         found = [(x, index, d if d is None else d % max(x.meta["val"].dim(), 1)) for x, index, d in found]
@@ -1763,7 +1773,7 @@ def _eager_index_rule(target, dim, ndim):
         except Exception:   # noqa: BLE001 -- RuntimeError, as _assert_async raises
             return RuntimeError
         return None
-    return raised(5) or RuntimeError, raised(-1) is None
+    return raised(1 << 20) or RuntimeError, raised(-1) is None     # out of range in any dim, and flattened
 
 
 def _insert_range_check(gm, x, index, dim, size, low, error=RuntimeError):

@@ -1271,7 +1271,9 @@ class _BackwardOfPresent:
         variant = self.variants.get(missing)
         if variant is None:
             from ..capture.frame import TRANSLATION_LOCK
-            with TRANSLATION_LOCK:      # torch's tracing machinery is process-wide: one compile at a time
+            from ..ops import function_modes_suspended
+            # torch's tracing machinery is process-wide: one compile at a time; not under the caller's modes
+            with TRANSLATION_LOCK, function_modes_suspended():
                 variant = self.variants.get(missing)
                 if variant is None:
                     variant = self.variants[missing] = self._compile(missing)

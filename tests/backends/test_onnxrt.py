@@ -522,3 +522,11 @@ def test_attention_rows_the_mask_blocks_entirely_are_zeros(kind):
         got, want = onnx_compiled(f)(q, k, v, mask), f(q, k, v, mask)
     torch.testing.assert_close(got, want, **TOL)
     assert not got[:, :, 1].any()
+
+
+def test_an_expanded_output_comes_back_with_eagers_values():
+    def f(x):
+        return (x + 1).expand(3, 4)
+    x = torch.randn(1, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(onnx_compiled(f)(x), f(x))

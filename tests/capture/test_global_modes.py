@@ -114,3 +114,17 @@ def test_a_function_of_no_arguments_traced_twice_keeps_running():
             assert compiled() == value
     finally:
         os.environ.pop("GRAPHJIT_TEST_MODE_VALUE", None)
+
+
+def test_code_reading_the_default_device_sees_the_callers():
+    """The trace runs under the caller's default-device mode (only the compile runs without it): code
+    that reads it, or passes device=None explicitly, gets the caller's device."""
+    def f(x):
+        d = torch.get_default_device()
+        return torch.zeros(2, device=d), torch.ones(2, device=None), x + 1
+    compiled = graphjit.compile(f)
+    x = torch.randn(2)
+    for context in (torch.device("meta"), torch.device("cpu")):
+        with context:
+            want, got = f(x), compiled(x)
+        assert [t.device for t in got] == [t.device for t in want]

@@ -62,3 +62,24 @@ def test_index_writes_never_read_check_their_indices(name, index):
     compiled = graphjit.compile(f)
     x, i = torch.randn(5, 3), torch.tensor([index])
     assert same(outcome(compiled, x, i), outcome(f, x, i))
+
+
+def test_a_bool_mask_covers_its_dims_in_the_index_check():
+    """index_put_ with a 2-d mask then an int index: the int indexes dim 2 (it was checked against dim 1)."""
+    def f(x, mask, i, v):
+        y = x * 2
+        y.index_put_((mask, i), v)
+        return y[0, 0]
+    x, mask = torch.randn(2, 2, 5), torch.tensor([[True, False], [False, True]])
+    v = torch.ones(2)
+    for index in (4, 5, -5):
+        i = torch.tensor([index])
+        assert same(outcome(graphjit.compile(f), x, mask, i, v), outcome(f, x, mask, i, v))
+
+
+def test_put_on_a_tensor_of_three_dims_raises_eagers_class():
+    def f(x, i):
+        x.clone().put_(i, torch.ones(1), accumulate=True)
+        return x + 1
+    x, i = torch.randn(2, 2, 5), torch.tensor([20])
+    assert same(outcome(graphjit.compile(f), x, i), outcome(f, x, i))

@@ -271,8 +271,9 @@ def _contains_tensor(value):
 def record(tx, kind, target, args, kwargs, mutates=False):
     """Add one op to the graph: propagate fake tensors, create the node, wrap the result."""
     numpyvars.check_op_args(target, args, kwargs)
-    if tx.default_device is not None and kind == "call_function" and kwargs.get("device") is None and \
-            target in _device_constructors():
+    device = kwargs.get("device")
+    if tx.default_device is not None and kind == "call_function" and target in _device_constructors() and \
+            (device is None or isinstance(device, ConstantVariable) and device.value is None):
         # the caller's default device, as its DeviceContext mode would pass it (the trace runs without it)
         kwargs = dict(kwargs, device=ConstantVariable(tx.default_device))
     node_args = [to_node_args(a) for a in args]
