@@ -1723,7 +1723,9 @@ def _indexed(node):
         found = _index_dims(node.args[0], node.args[1])
     elif node.target in INDEX_WRITES:
         found = INDEX_WRITES[node.target](*node.args, **node.kwargs)
-        found = [(x, index, d if d is None else d % max(x.meta["val"].dim(), 1)) for x, index, d in found]
+        # (a 0-d tensor has no dim to check against: its kernels take index 0 and -1)
+        found = [(x, index, d if d is None else d % x.meta["val"].dim()) for x, index, d in found
+                 if d is None or x.meta["val"].dim() > 0]
     else:
         return []
     return [(x, index, d) for x, index, d in found

@@ -83,3 +83,18 @@ def test_put_on_a_tensor_of_three_dims_raises_eagers_class():
         return x + 1
     x, i = torch.randn(2, 2, 5), torch.tensor([20])
     assert same(outcome(graphjit.compile(f), x, i), outcome(f, x, i))
+
+
+def test_an_index_write_into_a_0d_tensor_never_read_compiles():
+    """index_fill_ of a 0-d value whose result is dead: no dim to check against (the check raised an
+    internal IndexError and the graph ran uncompiled)."""
+    from graphjit.testing import CompileCounter
+
+    def f(x):
+        v = (x * 2).mean()
+        v.index_fill_(0, torch.tensor([0]), -0.0)
+        return x + 1
+    counter = CompileCounter("graphjit")
+    x = torch.randn(3, 3)
+    with graphjit.config.patch(raise_errors=1):
+        assert torch.equal(graphjit.compile(f, backend=counter)(x), f(x))

@@ -458,10 +458,10 @@ def test_eager_index_error_probes_on_the_cpu_under_any_default_device(target, di
     """The probe finding eager's exception class runs a bad index on the CPU: under `torch.device("cuda")`
     (as test harnesses and users set it) it failed a device-side assert that ended the CUDA context. A
     meta default device stands in for it here (a meta op raises nothing: the probe would read RuntimeError)."""
-    from graphjit.compiler.decompose import _eager_index_error
-    _eager_index_error.cache_clear()
-    expected = _eager_index_error(target, dim, ndim)
-    _eager_index_error.cache_clear()
+    from graphjit.compiler.decompose import _eager_index_rule
+    _eager_index_rule.cache_clear()
+    expected = _eager_index_rule(target, dim, ndim)
+    _eager_index_rule.cache_clear()
     with torch.device("meta"):
-        assert _eager_index_error(target, dim, ndim) is expected
-    _eager_index_error.cache_clear()
+        assert _eager_index_rule(target, dim, ndim) == expected
+    _eager_index_rule.cache_clear()
