@@ -13,11 +13,10 @@ import hashlib
 import importlib.util
 import marshal
 import os
-import tempfile
 import types
-import warnings
 
 from . import config, logs
+from .cache_files import discard, write_whole
 
 MIN_CHARS = 4000        # smaller sources compile in well under a millisecond: not worth a file
 
@@ -56,29 +55,15 @@ def _read(path):
             raise ValueError(f"it holds a {type(code).__name__}, not a code object")
         return code
     except Exception as e:   # noqa: BLE001 -- any fault of the file: compile again
-        warnings.warn(f"graphjit: the compiled-source cache file {path} is unusable ({type(e).__name__}: {e}); "
-                      f"it is removed and the source compiled again", RuntimeWarning)
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        discard(path, f"graphjit: the compiled-source cache file {path} is unusable ({type(e).__name__}: {e}); "
+                      f"it is removed and the source compiled again")
         return None
 
 
 def _write(path, code):
     payload = marshal.dumps(code)
-    folder = os.path.dirname(path)
-    tmp = None
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".code.", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "wb") as f:
-            f.write(hashlib.sha256(payload).digest() + payload)
-        os.replace(tmp, path)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        write_whole(path, hashlib.sha256(payload).digest() + payload, prefix=".code.")
     except OSError as e:        # a read-only or full disk: the next process compiles the source again
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
         logs.log("fusion", f"could not write the compiled-source cache file {path}: {e}")

@@ -41,11 +41,11 @@ import contextlib
 import functools
 import hashlib
 import os
-import threading
 import warnings
 
 import torch
 
+from ..cache_files import write_whole
 from .. import config, logs
 
 OPTIONS = {"providers": (list, tuple), "graph_optimization_level": str, "intra_op_num_threads": int,
@@ -233,8 +233,7 @@ def _draws_random(node):
 def _float64_with_float_constants(gm):
     """Whether gm computes in float64 and some call takes a Python float (the exporter's constants are
     float32: 0.1 * a float64 tensor loses the float64 digits of 0.1)."""
-    doubles = any(isinstance(v, torch.Tensor) and v.dtype == torch.float64
-                  for n in gm.graph.nodes for v in (n.meta.get("example_value"),))
+    doubles = any(getattr(n.meta.get("example_value"), "dtype", None) == torch.float64 for n in gm.graph.nodes)
     return doubles and any(type(leaf) is float for n in gm.graph.nodes if n.op in ("call_function", "call_method")
                            for leaf in torch.utils._pytree.tree_leaves((n.args, n.kwargs)))
 
@@ -268,15 +267,14 @@ def _zero_fully_masked_rows(gm):
     entirely (all False, or all -inf), as eager does; ONNX Runtime's attention averages the values there.
     A copy of gm where it has such a call, else gm."""
     import copy
-    calls = [n for n in gm.graph.nodes if n.op == "call_function" and
-             getattr(n.target, "__name__", "") == "scaled_dot_product_attention" and
-             isinstance(_argument(n, 3, "attn_mask"), torch.fx.Node)]
-    if not calls:
+
+    def masked_attention(n):
+        return n.op == "call_function" and getattr(n.target, "__name__", "") == "scaled_dot_product_attention" \
+            and isinstance(_argument(n, 3, "attn_mask"), torch.fx.Node)
+    if not any(masked_attention(n) for n in gm.graph.nodes):
         return gm
     graph = copy.deepcopy(gm.graph)
-    for node in [n for n in graph.nodes if n.op == "call_function" and
-                 getattr(n.target, "__name__", "") == "scaled_dot_product_attention" and
-                 isinstance(_argument(n, 3, "attn_mask"), torch.fx.Node)]:
+    for node in [n for n in graph.nodes if masked_attention(n)]:
         mask = _argument(node, 3, "attn_mask")
         value = mask.meta.get("example_value")
         anchor = node
@@ -378,10 +376,7 @@ def _exported(gm, example_inputs, options, name, fresh=False):
     data = _export(gm, example_inputs, dynamic_shapes)
     if path is not None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)       # whole or not at all: a reader never sees half a file
+        write_whole(path, data)       # whole or not at all: a reader never sees half a file
     return data, sorted(dims), False
 
 

@@ -14,9 +14,9 @@ so that the measured time is the kernels' own, not the CPU's launch rate.
 import hashlib
 import json
 import os
-import tempfile
 import time
 
+from ..cache_files import write_whole
 from .. import logs
 from ..progress import Progress
 from .. import config
@@ -110,10 +110,7 @@ def load_choice(key):
 def store_choice(key, cfg, timings):
     directory = os.path.dirname(_path(key))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp.", suffix=".json", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"config": cfg, "ms": timings}, f)
-    os.replace(tmp, _path(key))
+    write_whole(_path(key), json.dumps({"config": cfg, "ms": timings}).encode("utf-8"))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 
+from ...cache_files import write_whole
 from ... import logs
 from ... import config
 
@@ -133,7 +134,7 @@ def _build(source, key, path):
     cxx, _ = compiler_id()
     source = source + f'\nextern "C" const char* gj_cache_key() {{ return "{key}"; }}\n'
     cpp_path = os.path.join(config.cache_dir, f"{key}.cpp")
-    _write_atomic(cpp_path, source.encode())
+    write_whole(cpp_path, source.encode())
     fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".so", dir=config.cache_dir)
     os.close(fd)
     link = [flag for line in source.splitlines() if line.startswith("// link:") for flag in line.split()[2:]]
@@ -148,7 +149,7 @@ def _build(source, key, path):
         raise CompileError(f"C++ compile failed (exit {result.returncode}); reproduce with:\n  {' '.join(cmd)}\n"
                            + result.stderr[-4000:])
     try:
-        _write_atomic(path + ".sha256", _digest(tmp).encode())     # before the library: a whole one always has it
+        write_whole(path + ".sha256", _digest(tmp).encode())     # before the library: a whole one always has it
         os.replace(tmp, path)
     except OSError:
         os.unlink(tmp)
@@ -156,12 +157,3 @@ def _build(source, key, path):
     logs.log("output_code", f"compiled {cpp_path} in {time.perf_counter() - start:.2f} s")
 
 
-def _write_atomic(path, data):
-    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        os.unlink(tmp)
-        raise

@@ -37,13 +37,13 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 import warnings
 
 import torch
 from torch.utils import _pytree as pytree
 
+from ...cache_files import discard, write_whole
 from ... import config, logs
 from ...ops import autocast_state
 
@@ -351,7 +351,7 @@ def store(key, job, unit, call, shape_guards=()):
     path = _path(key)
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        _write_whole(path, os.path.dirname(path), f".{key}.", lambda f: f.write(text))
+        write_whole(path, text.encode("utf-8"), prefix=f".{key}.")
     except OSError as e:        # a read-only or full disk costs the next process a compile, nothing more
         logs.log("fusion", f"could not write the compiled-graph cache entry {path}: {e}")
 
@@ -595,12 +595,8 @@ def load(key, gm, facts):
         for guard in guards:                # as the compile recorded them: capture adds them to the entry
             env.evaluate_expr(guard)
     except Exception as e:   # noqa: BLE001 -- any fault of the file: compile again
-        warnings.warn(f"graphjit: the compiled-graph cache entry {path} is unusable ({type(e).__name__}: {e}); "
-                      f"it is removed and the graph compiled again", RuntimeWarning)
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        discard(path, f"graphjit: the compiled-graph cache entry {path} is unusable ({type(e).__name__}: {e}); "
+                      f"it is removed and the graph compiled again")
         return None
     call.timings = {"cache load": time.perf_counter() - start}
     return call
@@ -691,24 +687,8 @@ def save_artifacts(path):
     document = {"graphjit_artifacts": ARTIFACTS_FORMAT, "environment": _environment(), "entries": entries}
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    _write_whole(path, directory, ".graphjit-artifacts.", lambda f: json.dump(document, f))
+    write_whole(path, json.dumps(document).encode("utf-8"), prefix=".graphjit-artifacts.")
     return len(entries)
-
-
-def _write_whole(path, directory, prefix, write):
-    """write(f) into a temporary file of `directory`, then rename it to `path`: a reader sees the whole file
-    or none; on an error (raised again) the temporary file is removed."""
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def load_artifacts(path):
@@ -744,6 +724,6 @@ def load_artifacts(path):
         except (KeyError, TypeError, ValueError) as e:
             warnings.warn(f"graphjit: an entry of {path} is damaged ({e}); it is skipped", RuntimeWarning)
             continue
-        _write_whole(os.path.join(folder, f"{key}.json"), folder, f".{key}.", lambda f: json.dump(stored, f))
+        write_whole(os.path.join(folder, f"{key}.json"), json.dumps(stored).encode("utf-8"), prefix=f".{key}.")
         written += 1
     return written

@@ -25,11 +25,11 @@ import importlib.util
 import math
 import os
 import sys
-import tempfile
 import threading
 import time
 
 from ... import logs
+from ...cache_files import write_whole
 from ...progress import Progress
 from ... import config
 
@@ -264,10 +264,7 @@ def _write_checked(source):
         logs.log("output_code", f"cached Triton module {path} does not match its hash; rewriting it")
     except (OSError, UnicodeDecodeError):
         pass
-    fd, tmp = tempfile.mkstemp(prefix=".tmp.", suffix=".py", dir=config.cache_dir)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(source)
-    os.replace(tmp, path)
+    write_whole(path, source.encode("utf-8"))
     return path
 
 
