@@ -76,12 +76,8 @@ class PerSize:
         return fn(*args)
 
     def _compile(self, key, args):
-        from ..capture.frame import TRANSLATION_LOCK
-        from ..ops import function_modes_suspended
-        # the backend traces with torch's process-wide machinery (make_fx, AOTAutograd): one at a time, as
-        # translations are (taken first, as a translation that compiles takes it before this lock); the
-        # caller's default device is not the compiler's
-        with TRANSLATION_LOCK, self._lock, function_modes_suspended():
+        from ..capture.frame import compiling_in_a_call
+        with compiling_in_a_call(), self._lock:
             if key in self.compiled:
                 return self.compiled[key]
             if len(self.compiled) >= config.dynamic_sizes_limit:

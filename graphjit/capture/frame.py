@@ -4,6 +4,7 @@ translation on a miss, the recompile limit, and the eager fallback.
     CompiledFunction.__call__ -> first entry whose guards pass -> its result
                               -> none: FrameCache.miss -> translate (Tracer + backend) -> new entry
 """
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -218,6 +219,16 @@ class FrameCache:
         return entry
 
 
+@contextlib.contextmanager
+def compiling_in_a_call():
+    """For a compile that runs inside an entry's call (a graph compiled per set of sizes, a backward at its
+    first call): torch's tracing machinery is process-wide, so one at a time, as translations are (this
+    lock first); and not under the caller's torch function modes (its default device is not the
+    compiler's)."""
+    with TRANSLATION_LOCK, function_modes_suspended():
+        yield
+
+
 def _same_items(made_with, now):
     """Defaults (a tuple) or keyword defaults (a dict) holding the very objects an entry was made with, in
     a new container (a function made anew each call: `lambda t, k=k: ...`): the entry binds the same."""
@@ -329,8 +340,7 @@ class CompiledFunction:
                 for entry in cache.entries:
                     # an entry binds missing arguments from the defaults it was made with: those of another
                     # function with this code, or replaced since (`f.__defaults__ = ...`), are not this call's
-                    if not (entry.__defaults__ is defaults or _same_items(entry.__defaults__, defaults)) or \
-                            not (entry.__kwdefaults__ is kwdefaults or _same_items(entry.__kwdefaults__, kwdefaults)):
+                    if _other_defaults(entry, fn) is not None:
                         continue
                     result = entry(closure, *args, **kwargs)
                     if result is not MISS:

@@ -119,7 +119,7 @@ class _Caller(threading.local):
     """What the call being translated found of its caller's state: `exception`, sys.exception() where the
     compiled function was called (frame.FrameCache.miss sets it), CALLERS_EXCEPTION outside a translation;
     `function_modes` (ops.function_modes()) and `dispatch_modes` (how many), the torch modes around the
-    call, which the translation runs without."""
+    call, which the entry guards (the compile runs without them)."""
     exception = CALLERS_EXCEPTION
     function_modes = ()
     dispatch_modes = 0

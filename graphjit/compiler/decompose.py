@@ -1688,20 +1688,16 @@ def _integer_divisor(node):
 # Index writes (functional, as decompose's graph holds them): (tensor written, index, dim) of each index;
 # dim None: put's index into the flattened tensor. A write whose result is not read is removed as dead
 # code, and one read in part computes only that part: eager checks every index.
-INDEX_WRITES = {
-    aten.index_add.default: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.index_copy.default: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.index_fill.int_Scalar: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.index_fill.int_Tensor: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.scatter.src: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.scatter.value: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.scatter.reduce: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.scatter.value_reduce: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.scatter_add.default: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.scatter_reduce.two: lambda x, dim, index, *_, **__: [(x, index, dim)],
-    aten.put.default: lambda x, index, *_, **__: [(x, index, None)],
-    aten.index_put.default: lambda x, indices, *_, **__: _index_dims(x, indices),
-}
+def _along_dim(x, dim, index, *_, **__):
+    return [(x, index, dim)]
+
+
+INDEX_WRITES = {op: _along_dim for op in (
+    aten.index_add.default, aten.index_copy.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor,
+    aten.scatter.src, aten.scatter.value, aten.scatter.reduce, aten.scatter.value_reduce, aten.scatter_add.default,
+    aten.scatter_reduce.two)}
+INDEX_WRITES[aten.put.default] = lambda x, index, *_, **__: [(x, index, None)]
+INDEX_WRITES[aten.index_put.default] = lambda x, indices, *_, **__: _index_dims(x, indices)
 
 
 def _index_dims(x, indices):

@@ -1270,10 +1270,8 @@ class _BackwardOfPresent:
         missing = tuple(i for i in self.tangents if args[i] is None)
         variant = self.variants.get(missing)
         if variant is None:
-            from ..capture.frame import TRANSLATION_LOCK
-            from ..ops import function_modes_suspended
-            # torch's tracing machinery is process-wide: one compile at a time; not under the caller's modes
-            with TRANSLATION_LOCK, function_modes_suspended():
+            from ..capture.frame import compiling_in_a_call
+            with compiling_in_a_call():
                 variant = self.variants.get(missing)
                 if variant is None:
                     variant = self.variants[missing] = self._compile(missing)

@@ -274,7 +274,7 @@ def record(tx, kind, target, args, kwargs, mutates=False):
     device = kwargs.get("device")
     if tx.default_device is not None and kind == "call_function" and target in _device_constructors() and \
             (device is None or isinstance(device, ConstantVariable) and device.value is None):
-        # the caller's default device, as its DeviceContext mode would pass it (the trace runs without it)
+        # the caller's default device, as its DeviceContext mode passes it: the compile runs without the mode
         kwargs = dict(kwargs, device=ConstantVariable(tx.default_device))
     node_args = [to_node_args(a) for a in args]
     node_kwargs = {k: to_node_args(v) for k, v in kwargs.items()}
