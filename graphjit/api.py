@@ -79,10 +79,15 @@ class CompiledModule:
 
     def __setattr__(self, name, value):
         if name == "__class__" and isinstance(value, type) and issubclass(value, torch.nn.Module):
-            # a module that changes its class (a lazy module becoming its plain class at its first call):
-            # the original changes, and the wrapper becomes the wrapper of that class (same layout)
-            object.__getattribute__(self, "_orig_mod").__class__ = value
-            object.__setattr__(self, "__class__", _wrapper_class(value, type(self)._graphjit_forward._options))
+            # a module that changes its class: the original changes too, and the wrapper's class stays one
+            # whose original class (_ORIGINAL_CLASS) is the original's
+            orig = object.__getattribute__(self, "_orig_mod")
+            options = type(self)._graphjit_forward._options
+            if not issubclass(value, CompiledModule):   # a lazy module becoming its plain class
+                orig.__class__, value = value, _wrapper_class(value, options)
+            else:       # a subclass of the wrapper class (parametrize's) or back to a wrapper class
+                orig.__class__ = _original_class(value)
+            object.__setattr__(self, "__class__", value)
             return
         super().__setattr__(name, value)
 
@@ -95,6 +100,62 @@ class CompiledModule:
 
 
 _WRAPPER_CLASSES = {}
+# wrapper class (or a subclass of one made from outside) -> the class its original module has
+_ORIGINAL_CLASS = {}
+
+
+def _original_class(wrapper_cls):
+    """The original module's class for a wrapper of class wrapper_cls. A class made from outside on top of
+    a wrapper class (torch.nn.utils.parametrize's `Parametrized<Name>`, which gets a property per
+    parametrized tensor after the swap) gets a twin on top of the original class that reads and writes
+    through the outside class's attributes, so that the original module sees what the wrapper sees."""
+    if wrapper_cls not in _ORIGINAL_CLASS:
+        (base, *others) = wrapper_cls.__bases__
+        if others or not issubclass(base, CompiledModule):
+            raise TypeError(f"graphjit.compile: cannot give the compiled module the class {wrapper_cls.__name__} "
+                            "(a class made on top of a compiled module's class must have it as its only base)")
+        _ORIGINAL_CLASS[wrapper_cls] = type(wrapper_cls.__name__, (_original_class(base),),
+                                            {"__getattr__": _twin_getattr, "__setattr__": _twin_setattr,
+                                             "_graphjit_outside_class": wrapper_cls})
+    return _ORIGINAL_CLASS[wrapper_cls]
+
+
+def _outside_attribute(twin, name):
+    for klass in type(twin)._graphjit_outside_class.__mro__:
+        if klass is CompiledModule:
+            break
+        if name in vars(klass):
+            return vars(klass)[name]
+    return _MISSING
+
+
+def _twin_getattr(self, name):
+    attr = _outside_attribute(self, name)
+    if attr is _MISSING:
+        return torch.nn.Module.__getattr__(self, name)
+    return attr.__get__(self, type(self)) if hasattr(type(attr), "__get__") else attr
+
+
+def _twin_setattr(self, name, value):
+    attr = _outside_attribute(self, name)
+    if hasattr(type(attr), "__set__"):
+        attr.__set__(self, value)
+    else:
+        torch.nn.Module.__setattr__(self, name, value)
+
+
+_MISSING = object()
+
+
+def _follow_original(wrapper):
+    """Where the original module's class was changed from outside (torch.nn.utils.parametrize on the
+    original after compiling it), the wrapper takes the wrapper class of the original's new class; returns
+    whether it changed."""
+    orig_cls = type(object.__getattribute__(wrapper, "_orig_mod"))
+    if _ORIGINAL_CLASS.get(type(wrapper)) is orig_cls:
+        return False
+    object.__setattr__(wrapper, "__class__", _wrapper_class(orig_cls, type(wrapper)._graphjit_forward._options))
+    return True
 
 
 def _wrapper_class(cls, options):
@@ -108,6 +169,9 @@ def _wrapper_class(cls, options):
         compiled = CompiledFunction(forward, options)
 
         def wrapper_forward(self, *args, **kwargs):
+            if _ORIGINAL_CLASS.get(type(self)) is not type(object.__getattribute__(self, "_orig_mod")) and \
+                    _follow_original(self):
+                return self.forward(*args, **kwargs)
             return compiled(self, *args, **kwargs)
         # forward's own signature and names (inspect.signature follows __wrapped__): transformers' generate()
         # reads the signature to decide which arguments (position_ids, attention_mask) to build and pass
@@ -116,6 +180,7 @@ def _wrapper_class(cls, options):
         _WRAPPER_CLASSES[key] = type(cls.__name__, (CompiledModule, cls),
                                      {"_graphjit_forward": compiled, "forward": wrapper_forward,
                                       "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        _ORIGINAL_CLASS[_WRAPPER_CLASSES[key]] = cls
     return _WRAPPER_CLASSES[key]
 
 

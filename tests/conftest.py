@@ -5,7 +5,9 @@ seeded with 0.
 Markers (`gpu`, `slow`, `one_python`) are declared in pyproject.toml under [tool.pytest.ini_options].
 """
 import os
+import re
 import sys
+import zlib
 
 import pytest
 
@@ -21,10 +23,9 @@ SPREAD = tuple(v for v in MATRIX if v != ONE_PYTHON)
 
 def other_python():
     """A mark: the test runs on one Python of SPREAD only (3.13), for a heavy test that is the same on
-    every Python and needs no Triton 3.6: it keeps the one_python load of 3.12 from being the longest
-    suite when ./dev test runs them side by side."""
-    return pytest.mark.skipif(not runs_here(1), reason="runs on Python %d.%d only (conftest.other_python)" %
-                              SPREAD[1 % len(SPREAD)])
+    every Python: it keeps the one_python load of 3.12 from being the longest suite when ./dev test runs
+    them side by side."""
+    return pytest.mark.other_python
 
 
 def runs_here(n):
@@ -35,17 +36,76 @@ def runs_here(n):
     return here not in MATRIX or SPREAD[n % len(SPREAD)] == here
 
 
+# ./dev test runs the matrix's suites side by side and names their Pythons in GRAPHJIT_TEST_SPREAD ("3.11
+# 3.12 3.13"). Then each test under SPREAD_DIRS runs on one of them, chosen by a hash of its id, instead of
+# on all: the compiler's and the backends' work is the same on every Python, while capture, which differs,
+# is tested on all. Tests that need Triton go to the Pythons whose torch has it (WITH_TRITON: the CUDA
+# builds ./dev pins); tests marked every_python, one_python or other_python keep their own rule. A test that
+# skips on the Python it was given (other than for lack of a GPU) fails, naming the mark it needs, so that
+# no test is left to a Python that cannot run it.
+SPREAD_DIRS = ("tests/compiler/", "tests/backends/")
+WITH_TRITON = ((3, 12), (3, 13))
+_TRITON_IDS = re.compile(r"triton|interpret|cuda")
+_SPREAD_KEY = pytest.StashKey()
+
+
+def spread_pythons():
+    """The Pythons the spread is over, or () when this suite runs alone (a single Python's run keeps all)."""
+    vers = tuple(tuple(int(p) for p in v.split(".")) for v in os.environ.get("GRAPHJIT_TEST_SPREAD", "").split())
+    return vers if len(vers) > 1 and sys.version_info[:2] in vers else ()
+
+
+def _spread_to(item, pythons):
+    """The Python that runs `item`, or None where it is not spread."""
+    if not item.nodeid.startswith(SPREAD_DIRS) or any(
+            item.get_closest_marker(m) for m in ("every_python", "one_python", "other_python", "gpu")):
+        return None
+    params = item.nodeid.partition("[")[2]
+    if item.get_closest_marker("triton") or _TRITON_IDS.search(params) or "triton" in item.path.name:
+        pythons = tuple(v for v in pythons if v in WITH_TRITON) or pythons
+    return pythons[zlib.crc32(item.nodeid.encode()) % len(pythons)]
+
+
 def pytest_collection_modifyitems(config, items):
+    here = sys.version_info[:2]
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if gpu_items and not _cuda_available():
         skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
         for item in gpu_items:
             item.add_marker(skip)
-    if sys.version_info[:2] != ONE_PYTHON:
+    if here != ONE_PYTHON:
         skip = pytest.mark.skip(reason="marked one_python: runs on Python %d.%d only" % ONE_PYTHON)
         for item in items:
             if item.get_closest_marker("one_python"):
                 item.add_marker(skip)
+    if here != SPREAD[1 % len(SPREAD)]:
+        skip = pytest.mark.skip(reason="runs on Python %d.%d only (conftest.other_python)" % SPREAD[1 % len(SPREAD)])
+        for item in items:
+            if item.get_closest_marker("other_python"):
+                item.add_marker(skip)
+    pythons = spread_pythons()
+    for item in items if pythons else ():
+        target = _spread_to(item, pythons)
+        if target is None:
+            continue
+        if target == here:
+            item.stash[_SPREAD_KEY] = True
+        else:
+            item.add_marker(pytest.mark.skip(reason="spread over the test matrix (conftest.SPREAD_DIRS): "
+                                                    "Python %d.%d runs it" % target))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.stash.get(_SPREAD_KEY, False) and not hasattr(report, "wasxfail"):
+        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if "CUDA" not in reason and "GPU" not in reason:
+            report.outcome = "failed"
+            report.longrepr = (f"{item.nodeid} skipped on Python %d.%d, the one conftest's spread gave it "
+                               f"({reason}); no other Python runs it. Mark it `triton` if it needs Triton, or "
+                               "`every_python` if its skip depends on the Python's torch." % sys.version_info[:2])
 
 
 def _cuda_available():

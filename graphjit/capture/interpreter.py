@@ -141,6 +141,12 @@ def exception_table_of(code):
     return bytecode.exception_table(code)
 
 
+@functools.lru_cache(maxsize=4096)
+def _handler_kinds(code, index):
+    from .resume import enclosing_handler_kinds
+    return tuple(enclosing_handler_kinds(code, index))
+
+
 class GeneratorVariable(Variable):
     """A generator made in the trace: its frame is resumed on each next(), so code after a yield runs
     when the consumer asks for the next value, exactly as in CPython."""
@@ -414,6 +420,20 @@ class Tracer:
         finally:
             self.grad_modes = (self.grad_modes[0], torch.is_grad_enabled())
             self.run_cleanups()
+
+    def error_would_be_handled(self):
+        """Whether an exception raised by the instruction running now would reach a handler of the traced
+        code (an except or finally block, or a with-block whose __exit__ is the code's own and may suppress
+        it) in any frame of the trace. The graph runs after the trace: an op that raises in it on its
+        tensors' values escapes every handler, so such ops are not recorded there."""
+        for frame in self.frames:
+            if not exception_table_of(frame.code) or frame.code.co_filename == polyfills.__file__:
+                continue
+            kinds = _handler_kinds(frame.code, frame.ip - 1)
+            if "try" in kinds or \
+                    kinds.count("with") > sum(isinstance(v, WithExitVariable) for v in frame.stack):
+                return True
+        return False
 
     def _refuse_generators_left_in_handlers(self):
         """A generator paused inside a try or with block runs its finally or __exit__ when it is closed

@@ -72,8 +72,14 @@ def _resume_code(code, index, stack_layout, local_names, leading=0):
     shift = len(prologue) + 1
     prologue.append(Instruction("JUMP", None, lineno, target=index + shift))
     body = [_shifted(ins, shift) for ins in instrs]
-    shifted_entries = [ExceptionEntry(e.start + shift, e.end + shift, e.target + shift, e.depth, e.lasti)
-                       for e in entries]
+    # a region the prologue jumps into is split there: the assembler computes a handler's stack depth from
+    # a region's start it reaches, and the part before the jump target is dead code
+    target = index + shift
+    shifted_entries = []
+    for e in entries:
+        start, end = e.start + shift, e.end + shift
+        pieces = [(start, target), (target, end)] if start < target < end else [(start, end)]
+        shifted_entries += [ExceptionEntry(a, b, e.target + shift, e.depth, e.lasti) for a, b in pieces]
     params = list(local_names[:leading]) + [str(slot) for slot in stack_layout if slot is not NULL_SLOT] + \
         list(local_names[leading:])
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)

@@ -910,15 +910,15 @@ def writes_out_of_place(traced):
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
             storages[_storage(val)].append(node)
+    order = {node: i for i, node in enumerate(traced.graph.nodes)}
     plans = []
     for node in traced.graph.nodes:
         if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
                 node.target._schema.is_mutable:
-            functional = _out_of_place_form(node, storages)
+            functional = _out_of_place_form(node, storages, order)
             if functional is None:
                 return False
             plans.append((node, functional))
-    order = {node: i for i, node in enumerate(traced.graph.nodes)}
     for node, (op, val) in plans:
         with traced.graph.inserting_before(node):
             new = traced.graph.call_function(op, node.args, node.kwargs)
@@ -1076,9 +1076,11 @@ def _fresh(node):
         node.target._schema.returns[0].alias_info is None
 
 
-def _out_of_place_form(node, storages):
-    """(out-of-place op, its value) for an in-place op on a value that only it and the node making it
-    hold, with a result laid out as the value; else None."""
+def _out_of_place_form(node, storages, order):
+    """(out-of-place op, its value) for an in-place op on a value that only the node making it, the writes
+    on it, and views taken after the last of those writes hold (the views then read the new value: Mixtral's
+    router divides its top-k weights in place, then reshapes them), with a result laid out as the value;
+    else None."""
     schema = node.target._schema
     written = node.args[0] if node.args else None
     ret = schema.returns[0].alias_info if len(schema.returns) == 1 else None
@@ -1090,9 +1092,12 @@ def _out_of_place_form(node, storages):
         return None
     val = written.meta.get("val")
     holders = storages.get(_storage(val), []) if isinstance(val, torch.Tensor) else []
-    makers = [n for n in holders if not (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
-                                         and n.target._schema.is_mutable)]
-    if len(makers) != 1 or makers[0].op != "call_function" or overlaps_itself(val):
+    writes = [n for n in holders if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+              and n.target._schema.is_mutable]
+    makers = [n for n in holders if n not in writes]
+    last_write = max(order[n] for n in writes)
+    if not makers or makers[0].op != "call_function" or overlaps_itself(val) or \
+            any(not (_is_view(n) and order[n] > last_write) for n in makers[1:]):
         return None
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
     fake_mode = torch._guards.detect_fake_mode([val])

@@ -225,3 +225,137 @@ def test_extend_with_itself():
     def reset():
         LOG[:] = [1, 2]
     check_break(extend_with_itself, lambda: (r(2),), graphs=None, world=World(reset, lambda: list(LOG)))
+
+
+class KwargsEditing(nn.Module):
+    """Hooks that edit the kwargs dict in place (returning None) and hand state to later hooks through
+    it; a plain pre-hook returning a namedtuple (its items become forward's arguments)."""
+
+    Pair = __import__("collections").namedtuple("Pair", "x shift")
+
+    def __init__(self):
+        super().__init__()
+        self.sub = Scaled()
+        self.tup = Shifted()
+        self.sub.register_forward_pre_hook(self.set_scale, with_kwargs=True)
+        self.sub.register_forward_pre_hook(self.read_scale, with_kwargs=True)
+        self.sub.register_forward_hook(self.mark, with_kwargs=True)
+        self.sub.register_forward_hook(self.read_mark, with_kwargs=True)
+        self.tup.register_forward_pre_hook(self.as_pair)
+
+    def set_scale(self, module, args, kwargs):
+        kwargs["scale"] = kwargs["scale"] * 5
+
+    def read_scale(self, module, args, kwargs):
+        kwargs["seen"] = kwargs["scale"] + 1
+
+    def mark(self, module, args, kwargs, output):
+        kwargs["marked"] = 100.0
+
+    def read_mark(self, module, args, kwargs, output):
+        return output + kwargs["marked"] + kwargs["seen"]
+
+    def as_pair(self, module, args):
+        return self.Pair(args[0], 3.0)
+
+    def forward(self, x):
+        return self.tup(self.sub(x, scale=2.0))
+
+
+class Scaled(nn.Module):
+    def forward(self, x, scale=1.0, seen=0.0):
+        return x * scale + seen
+
+
+class Shifted(nn.Module):
+    def forward(self, x, shift=0.0):
+        return x - shift
+
+
+def test_hooks_share_the_kwargs_dict_and_namedtuple_args():
+    """nn.Module._call_impl hands every hook the same kwargs dict, which forward is then called with, and
+    keeps a tuple subclass a pre-hook returns as the arguments."""
+    check_module(KwargsEditing, lambda: (r(2, 4),), graphs=1)
+
+
+def _symmetric():
+    class Symmetric(nn.Module):
+        def forward(self, w):
+            return w.triu() + w.triu(1).T
+    return Symmetric()
+
+
+def test_parametrizing_the_original_after_compiling():
+    """torch.nn.utils.parametrize swaps the module's class for one with a property per parametrized tensor:
+    the compiled wrapper follows the original's class, and back when the parametrization is removed."""
+    import torch.nn.utils.parametrize as P
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 4)
+    compiled = graphjit.compile(lin)
+    x = r(2, 4)
+    assert_same(compiled(x), lin(x))
+    P.register_parametrization(lin, "weight", _symmetric())
+    assert_same(compiled(x), lin(x))
+    assert_same(compiled.weight, lin.weight)
+    with torch.no_grad():
+        lin.parametrizations.weight.original.mul_(2)
+    assert_same(compiled(x), lin(x))
+    P.remove_parametrizations(lin, "weight")
+    assert type(lin) is nn.Linear
+    assert_same(compiled(x), lin(x))
+    assert isinstance(compiled, nn.Linear) and not P.is_parametrized(compiled)
+
+
+def test_parametrizing_the_compiled_module():
+    """The same on the wrapper: the original gets a twin of the parametrized class (it reads `weight` as
+    the wrapper does), and remove_parametrizations restores both classes."""
+    import torch.nn.utils.parametrize as P
+    torch.manual_seed(0)
+    ref = nn.Linear(4, 4)
+    orig = nn.Linear(4, 4)
+    orig.load_state_dict(ref.state_dict())
+    compiled = graphjit.compile(orig)
+    x = r(2, 4)
+    assert_same(compiled(x), ref(x))
+    P.register_parametrization(ref, "weight", _symmetric())
+    P.register_parametrization(compiled, "weight", _symmetric())
+    assert P.is_parametrized(compiled) and P.is_parametrized(orig)
+    assert_same(compiled(x), ref(x))
+    assert_same(orig(x), ref(x))
+    assert_same(orig.weight, ref.weight)
+    assert_same(compiled.state_dict(), ref.state_dict())
+    P.remove_parametrizations(ref, "weight")
+    P.remove_parametrizations(compiled, "weight")
+    assert type(orig) is nn.Linear and isinstance(compiled, nn.Linear)
+    assert_same(compiled(x), ref(x))
+    assert_same(orig(x), ref(x))
+
+
+class Ema(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(4))
+
+    def forward(self, x):
+        self.buf = self.buf * 0.5 + x.mean(0)
+        return x * self.buf
+
+
+def test_global_buffer_registration_hook_sees_an_assigned_buffer():
+    """nn.Module.__setattr__ passes an assigned buffer through the global buffer registration hooks (they
+    may replace it): an entry traced without hooks must not serve a call with one, and a read of the buffer
+    after the assignment sees the hook's value."""
+    from torch.nn.modules import module as nn_module
+    eager, orig = Ema(), Ema()
+    compiled = graphjit.compile(orig)
+    x = r(2, 4)
+    assert_same(compiled(x), eager(x))
+    handle = nn_module.register_module_buffer_registration_hook(lambda module, name, buf: buf * 0 + 1)
+    try:
+        for _ in range(2):
+            assert_same(compiled(x), eager(x))
+            assert_same(orig.buf, eager.buf)
+    finally:
+        handle.remove()
+    assert_same(compiled(x), eager(x))
+    assert_same(orig.buf, eager.buf)

@@ -356,6 +356,31 @@ def test_a_tensor_made_in_the_graph_and_written_compiles_once(backend):
     run_writes(f, lambda n: (torch.randn(n, 5), torch.tensor([n - 1])), SIZES)
 
 
+def _router(x):
+    # Mixtral's router: top-k weights divided in place, then reshaped (views after the last write), and a
+    # second value made in the graph, written, then viewed
+    v, i = torch.topk(x.softmax(-1), 2, dim=-1)
+    v /= v.sum(dim=-1, keepdim=True)
+    v.mul_(2)
+    flat = v.reshape(-1)
+    perm = torch.argsort(i.reshape(-1) * 4 + flat)
+    return perm, flat[:3] + 1, v
+
+
+def test_values_made_in_the_graph_written_then_viewed_compile_once(backend):
+    """Writes on a value only the graph holds, whose views are all taken after the last write: the views
+    read the out-of-place result, so the graph keeps its size symbols (not compiled per size)."""
+    run_writes(_router, lambda n: (torch.randn(n, 4),), SIZES)
+
+
+def _viewed_between_two_writes(x):
+    v = x * 1
+    v.add_(1)
+    w = v.reshape(-1)
+    v.mul_(3)
+    return w + 0, v
+
+
 def _viewed_before_the_write(x, y):
     head = x[:2]
     x.mul_(2)
@@ -372,7 +397,8 @@ def _written_twice_with_a_view_between(x):
     return v * 1
 
 
-@pytest.mark.parametrize("fn", [_viewed_before_the_write, _written_and_returned, _written_twice_with_a_view_between],
+@pytest.mark.parametrize("fn", [_viewed_before_the_write, _written_and_returned, _written_twice_with_a_view_between,
+                                _viewed_between_two_writes],
                          ids=lambda f: f.__name__)
 def test_writes_the_rewrite_leaves_to_functionalization_stay_right(fn, backend):
     """A view taken before a write (it sees the write), an input returned after its write (eager returns

@@ -13,7 +13,6 @@ import graphjit
 from graphjit.backends.registry import graphjit_backend
 from graphjit.testing import CompileCounter, assert_same, check_training
 
-from ..conftest import runs_here
 
 # float32 gradients go through reductions in another order than eager's (a sum over the batch of a
 # weight's gradient): a few ulps of the largest terms
@@ -22,15 +21,6 @@ TOL = dict(atol=1e-5, rtol=1e-4)
 
 def r(*shape):
     return torch.randn(*shape)
-
-
-@pytest.fixture(autouse=True)
-def _triton_on_one_python(request):
-    """The Triton-interpreter cases run on Python 3.13 only (conftest.other_python's Python): the kernels
-    are our codegen's, the same on every Python, and 3.12 carries the one_python load."""
-    params = getattr(request.node, "callspec", None)
-    if params is not None and params.params.get("backend") == "triton" and not runs_here(1):
-        pytest.skip("Triton-interpreter training cases run on one Python (conftest.runs_here(1))")
 
 
 class MLP(torch.nn.Module):

@@ -157,7 +157,22 @@ class NNModuleVariable(ObjectLikeVariable):
             unsupported(f"assigning submodule {name!r} inside the compiled frame")
         if self.source is None:
             unsupported(f"assigning attribute {name!r} of a module with no source")
+        d = _instance_dict(self.module)
+        if name in d.get("_buffers", ()) or name in d.get("_parameters", ()):
+            self._guard_no_registration_hooks(tx, name)
         tx.side_effects.store_attr(self, self.module, name, value)
+
+    def _guard_no_registration_hooks(self, tx, name):
+        """nn.Module.__setattr__ hands a buffer or parameter being assigned to the global registration hooks,
+        which may replace it (what a read in the frame would see): guarded absent, else a graph break."""
+        from torch.nn.modules import module as nn_module
+        for hooks in ("_global_buffer_registration_hooks", "_global_parameter_registration_hooks"):
+            if getattr(nn_module, hooks, None):
+                unsupported(f"assigning {name!r} of a module while a global {hooks.split('_')[2]} registration "
+                            "hook is registered")
+            if hasattr(nn_module, hooks):
+                tx.guards.add(3, "not {0}", f"no global {hooks.split('_')[2]} registration hooks",
+                              (AttrSource(ObjectSource(nn_module), hooks),))
 
     def _rebinds_itself(self, tx, name, value):
         """Whether `module.name = value` stores back the submodule read from that very slot (`self.classifier =
@@ -216,22 +231,25 @@ class NNModuleVariable(ObjectLikeVariable):
             self.guard_no_hooks(tx)
             return self.getattr(tx, "forward").call(tx, args, kwargs)
         pre, post = self._guard_forward_hooks(tx)
-        args, kwargs = list(args), dict(kwargs)
+        # as nn.Module._call_impl: every hook sees the same args tuple and kwargs dict (a hook's in-place
+        # change to kwargs reaches forward and later hooks); a pre-hook's tuple result (a namedtuple too)
+        # replaces the args, any other result becomes a 1-tuple
+        args, kwargs = TupleVariable(list(args)), DictVariable(kwargs)
         for hook, with_kwargs in pre:
             if with_kwargs:
-                result = hook.call(tx, [self, TupleVariable(args), DictVariable(kwargs)], {})
+                result = hook.call(tx, [self, args, kwargs], {})
                 if not _is_none(result):
-                    pair = result.unpack(tx) if result.python_type() is tuple else ()
+                    pair = result.unpack(tx) if issubclass(result.python_type(), tuple) else ()
                     if len(pair) != 2 or not isinstance(pair[1], DictVariable):
                         unsupported("a forward pre-hook with kwargs returned something other than (args, kwargs)")
-                    args, kwargs = list(pair[0].unpack(tx)), _string_keyed(pair[1])
+                    args, kwargs = pair
             else:
-                result = hook.call(tx, [self, TupleVariable(args)], {})
+                result = hook.call(tx, [self, args], {})
                 if not _is_none(result):
-                    args = list(result.unpack(tx)) if result.python_type() is tuple else [result]
-        out = self.getattr(tx, "forward").call(tx, args, kwargs)
+                    args = result if issubclass(result.python_type(), tuple) else TupleVariable([result])
+        out = self.getattr(tx, "forward").call(tx, list(args.unpack(tx)), _string_keyed(kwargs))
         for hook, with_kwargs in post:
-            passed = [self, TupleVariable(args)] + ([DictVariable(kwargs)] if with_kwargs else []) + [out]
+            passed = [self, args] + ([kwargs] if with_kwargs else []) + [out]
             result = hook.call(tx, passed, {})
             if not _is_none(result):
                 out = result

@@ -294,6 +294,11 @@ def record(tx, kind, target, args, kwargs, mutates=False):
                     hint="the op runs in CPython, as in eager")
     if mutates and args and isinstance(args[0], TensorVariable):
         _refuse_inplace_on_special_view(args[0], fake_args, fake_kwargs)
+    if _raises_on_data(target, fake_args) and getattr(tx, "error_would_be_handled", bool)():
+        unsupported(f"{_target_name(target)} can raise on its tensors' values (an index out of range) inside "
+                    "a try block or a with block that may suppress it: an error raised by the graph would "
+                    "not reach the handler",
+                    hint="the code runs in CPython, where the handler sees eager's error")
     try:
         example = tx.graph.run_fake(fn, fake_args, fake_kwargs, memo=not mutates)
     except Unsupported:
@@ -313,6 +318,31 @@ def record(tx, kind, target, args, kwargs, mutates=False):
         return builder.wrap_constant_result(tx, example)
     node = tx.graph.create_node(kind, target, node_args, node_kwargs, example)
     return _same_objects(builder.wrap_fake_result(tx, node, example), [*args, *kwargs.values()])
+
+
+# ops whose eager kernels check their tensor arguments' values and raise (an index or class out of range,
+# a probability outside [0, 1]); compiled graphs check them too, but raise after the trace
+_CHECKS_VALUES = frozenset({
+    "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_",
+    "index_select", "index_add", "index_add_", "index_copy", "index_copy_", "index_fill", "index_fill_",
+    "index_put", "index_put_", "index_reduce", "index_reduce_", "take", "take_along_dim", "put", "put_",
+    "embedding", "embedding_bag", "nll_loss", "cross_entropy", "multi_margin_loss", "multilabel_margin_loss",
+    "binary_cross_entropy", "bernoulli", "bernoulli_", "multinomial", "_assert_async", "masked_scatter",
+    "masked_scatter_", "repeat_interleave", "bincount", "one_hot"})
+_INDEXING = frozenset({"__getitem__", "getitem", "__setitem__", "setitem", "index"})
+
+
+def _raises_on_data(target, fake_args):
+    name = _target_name(target)
+    if name in _CHECKS_VALUES:
+        return True
+    return name in _INDEXING and len(fake_args) > 1 and _has_integer_tensor(fake_args[1])
+
+
+def _has_integer_tensor(index):
+    if isinstance(index, torch.Tensor):
+        return not (index.dtype.is_floating_point or index.dtype.is_complex or index.dtype == torch.bool)
+    return isinstance(index, (tuple, list)) and any(_has_integer_tensor(i) for i in index)
 
 
 def _device_constructors():
@@ -563,6 +593,68 @@ EAGER_REFUSALS.update({target: _of_booleans("hardsigmoid") for target in (torch.
                                                                            torch.nn.functional.hardsigmoid)})
 EAGER_REFUSALS.update({target: _of_booleans("lerp") for target in (torch.lerp, torch.Tensor.lerp, torch.Tensor.lerp_,
                                                                      "lerp", "lerp_")})
+
+
+# ops whose eager kernels require their tensor operands to share a dtype, which fake kernels do not check
+# (a dead one would be dropped, a live one compiled to a value): a mixed call runs in CPython, which raises
+# eager's error. Autocast casts them (it is entered for real while tracing): then no check.
+def _dtypes_agree(name, operands=lambda a, k: [*a, *k.values()], low_precision_input=False):
+    """operands(args, kwargs) -> the values whose tensors must share a dtype. low_precision_input: the norms'
+    CPU kernels also take a 16-bit input with float32 parameters."""
+    def check(*args, **kwargs):
+        try:
+            tensors = [t for t in operands(args, kwargs) if isinstance(t, torch.Tensor)]
+        except (IndexError, KeyError):
+            return
+        dtypes = {t.dtype for t in tensors}
+        if len(dtypes) < 2 or any(torch.is_autocast_enabled(t.device.type) for t in tensors[:1]):
+            return
+        if low_precision_input and tensors[0].dtype in (torch.float16, torch.bfloat16) and \
+                all(t.dtype in (tensors[0].dtype, torch.float32) for t in tensors[1:]):
+            return
+        unsupported(f"{name} of tensors of different dtypes ({', '.join(sorted(map(str, dtypes)))}): eager raises",
+                    hint="the call runs in CPython, which raises eager's error")
+    return check
+
+
+def _index_dtype(name, position, keyword):
+    """index_select's index must be int32 or int64 (its fake kernel takes any integer dtype)."""
+    def check(*args, **kwargs):
+        index = args[position] if len(args) > position else kwargs.get(keyword)
+        if isinstance(index, torch.Tensor) and index.dtype not in (torch.int32, torch.int64):
+            unsupported(f"{name} with a {index.dtype} index: eager raises",
+                        hint="the call runs in CPython, which raises eager's error")
+    return check
+
+
+def _positions(*where):
+    """operands for _dtypes_agree: the arguments at these (position, keyword) places."""
+    def operands(args, kwargs):
+        return [args[i] if len(args) > i else kwargs.get(k) for i, k in where]
+    return operands
+
+
+for _names, _check in (
+        (("mm", "bmm", "matmul", "mv", "dot", "vdot", "addmm", "addbmm", "baddbmm", "addmv", "addr", "outer",
+          "ger", "inner", "linear", "bilinear", "cross", "cdist", "chain_matmul", "rnn_tanh_cell",
+          "rnn_relu_cell", "lstm_cell", "gru_cell", "__matmul__", "__rmatmul__", "matmul_"),
+         lambda n: _dtypes_agree(n)),
+        (("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
+         lambda n: _dtypes_agree(n, _positions((0, "input"), (1, "weight"), (2, "bias")))),
+        (("grid_sample",), lambda n: _dtypes_agree(n, _positions((0, "input"), (1, "grid")))),
+        (("index_put", "index_put_"), lambda n: _dtypes_agree(n, _positions((0, "input"), (2, "values")))),
+        (("index_copy", "index_copy_"), lambda n: _dtypes_agree(n, _positions((0, "input"), (3, "source")))),
+        (("layer_norm",), lambda n: _dtypes_agree(n, _positions((0, "input"), (2, "weight"), (3, "bias")), True)),
+        (("group_norm",), lambda n: _dtypes_agree(n, _positions((0, "input"), (2, "weight"), (3, "bias")), True)),
+        (("batch_norm",), lambda n: _dtypes_agree(n, _positions((0, "input"), (1, "running_mean"), (2, "running_var"),
+                                                                (3, "weight"), (4, "bias")), True))):
+    for _name in _names:
+        _fns = [getattr(m, _name) for m in (torch, torch.Tensor, torch.nn.functional, torch.linalg, torch._C._nn)
+                if callable(getattr(m, _name, None))]
+        EAGER_REFUSALS.update({t: _check(_name) for t in (_name, *_fns) if t not in EAGER_REFUSALS})
+EAGER_REFUSALS.update({t: _dtypes_agree("matmul") for t in (operator.matmul, operator.imatmul)})
+EAGER_REFUSALS.update({t: _index_dtype("index_select", 2, "index")
+                       for t in (torch.index_select, torch.Tensor.index_select, "index_select")})
 
 
 def _same_objects(result, inputs):

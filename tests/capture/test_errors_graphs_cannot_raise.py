@@ -1,0 +1,155 @@
+"""Errors eager raises that a compiled graph would not raise where the code expects them.
+
+- Ops whose eager kernels require their operands to share a dtype (matmul, linear, conv, cdist, index_put
+  ...) and whose fake kernels do not check it: a mixed call runs in CPython, so eager's error is raised even
+  where the result is dead (the compiler would drop the node).
+- An op that raises on its tensors' values (an index out of range) inside a try block, or a with block whose
+  __exit__ may suppress, is not put in a graph: the graph runs after the trace, and its error would escape
+  the handler. Outside such blocks (or in grad-mode blocks) the op stays in the graph.
+- A graph break inside a with block that can raise after the break gets its resume function.
+
+PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
+rewriting.
+"""
+import contextlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import graphjit
+from graphjit.testing import CompileCounter, assert_same, check
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:          # the class and message: compiled must raise eager's own error
+        return (type(e), str(e).split("\n")[0])
+
+
+def _compare(fn, *args, graphs=None, backend=None):
+    graphjit.reset()
+    counter = CompileCounter(backend)
+    compiled = graphjit.compile(fn, backend=counter)
+    for _ in range(2):
+        expected, got = _outcome(fn, *args), _outcome(compiled, *args)
+        if isinstance(expected, tuple):
+            assert got == expected
+        else:
+            assert_same(got, expected)
+    if graphs is not None:
+        assert counter.frame_count == graphs
+    return counter
+
+
+A, B = torch.randn(3, 3), torch.randn(3, 3).double()
+MIXED = {
+    "mm": lambda: torch.mm(A, B),
+    "matmul": lambda: A @ B,
+    "linear": lambda: F.linear(A, A, B[0]),
+    "addmm": lambda: torch.addmm(B, A, A),
+    "mv": lambda: torch.mv(A, B[0]),
+    "bmm": lambda: torch.bmm(A[None], B[None]),
+    "cross": lambda: torch.linalg.cross(A, B),
+    "cdist": lambda: torch.cdist(A, B),
+    "conv1d": lambda: F.conv1d(A[None], B[:, :, None]),
+    "index_put": lambda: A.index_put((torch.tensor([0]),), B[0, :1]),
+    "index_copy": lambda: A.index_copy(0, torch.tensor([0]), B[:1]),
+    "index_select_int16": lambda: torch.index_select(A, 0, torch.zeros(2, dtype=torch.int16)),
+    "group_norm": lambda: F.group_norm(A[None], 1, B[0]),
+    "grid_sample": lambda: F.grid_sample(A[None, None], B[None, None, :, :2], align_corners=False),
+}
+
+
+@pytest.mark.parametrize("op", list(MIXED))
+@pytest.mark.parametrize("use", ["used", "dead"])
+def test_mixed_dtype_operands_raise_as_in_eager(op, use):
+    make = MIXED[op]
+
+    def used(x):
+        return make(), x + 1
+
+    def dead(x):
+        make()
+        return x + 1
+
+    # through graphjit's compiler, which drops a dead node
+    _compare(used if use == "used" else dead, torch.randn(2), backend="graphjit")
+
+
+def test_mixed_dtypes_under_autocast_stay_compiled():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return (x @ w).float().sum(), F.linear(x, w.double().float()).sum()
+    check(f, lambda: (torch.randn(4, 4), torch.randn(4, 4)), graphs=1)
+
+
+def index_in_try(x, idx):
+    try:
+        return x[idx]
+    except IndexError:
+        return x - 1
+
+
+def gather_in_finally(x, idx, log):
+    try:
+        return x.gather(0, idx)
+    finally:
+        log.append(1)
+
+
+def index_in_suppress(x, idx):
+    y = x - 1
+    with contextlib.suppress(IndexError, RuntimeError):
+        y = torch.embedding(x[:, None], idx)[:, 0]
+    return y
+
+
+def _helper(x, idx):
+    try:
+        return x.index_select(0, idx)
+    except IndexError:
+        return x * 0
+
+
+def index_in_called_try(x, idx):
+    return _helper(x * 2, idx) + 1
+
+
+@pytest.mark.parametrize("fn", [index_in_try, index_in_suppress, index_in_called_try],
+                         ids=lambda f: f.__name__)
+def test_an_index_error_reaches_the_handler(fn):
+    x = torch.randn(4)
+    _compare(fn, x, torch.tensor([0, 9]))           # out of range: eager's handler runs
+    _compare(fn, x, torch.tensor([0, 3]))
+
+
+def test_an_index_error_runs_the_finally_block():
+    x, log_eager, log_compiled = torch.randn(4), [], []
+    compiled = graphjit.compile(gather_in_finally)
+    for idx in (torch.tensor([0, 3]), torch.tensor([0, 9])):
+        expected = _outcome(gather_in_finally, x, idx, log_eager)
+        got = _outcome(compiled, x, idx, log_compiled)
+        assert type(got) is type(expected)
+        assert log_compiled == log_eager
+
+
+def test_index_ops_outside_handlers_stay_in_the_graph():
+    def f(x, idx):
+        with torch.no_grad():
+            y = x[idx] * 2
+        return y + x.gather(0, idx), F.embedding(idx, x[:, None])
+    check(f, lambda: (torch.randn(4), torch.tensor([0, 3])), graphs=1)
+
+
+def test_a_break_in_a_with_block_that_can_raise_after_it_resumes():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            print("", end="")           # a graph break
+            if x.shape[0] == 4:
+                raise KeyError("k")
+        return y + 1
+    counter = _compare(f, torch.randn(3, requires_grad=True), graphs=2)
+    assert counter.frame_count == 2
