@@ -25,7 +25,7 @@ from .codegen import (MISS, ReturnCodegen, build_entry, build_guard_reporter, en
                       graph_call_body, forward_call_body)
 from . import dynamic
 from .dynamic import DynamicPolicy
-from .guards import GuardSet, LENGTH, TENSOR as TENSOR_GUARD_COST
+from .guards import GuardSet, LENGTH, TENSOR as TENSOR_GUARD_COST, lit
 from .interpreter import Tracer, BreakPoint, CALLER, bind_by_code
 from .intercept import Interceptor, intercepting_function, rebound
 from .sources import AttrSource, ItemSource, LocalSource
@@ -927,7 +927,7 @@ def argument_types_entry(fn, options, args, kwargs):
         if kind is inspect.Parameter.VAR_POSITIONAL:
             guards.add(LENGTH, f"len({{0}}) == {len(value)}", None, (source,))
         elif kind is inspect.Parameter.VAR_KEYWORD:
-            guards.add(LENGTH, f"sorted({{0}}) == {sorted(value)!r}", None, (source,))
+            guards.add(LENGTH, f"sorted({{0}}) == {lit(sorted(value))}", None, (source,))
         else:
             continue
         for key in (range(len(value)) if kind is inspect.Parameter.VAR_POSITIONAL else value):

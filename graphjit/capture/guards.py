@@ -58,6 +58,12 @@ def _needs_same_constant(value):
     return True
 
 
+def lit(value):
+    """repr(value) for a guard template: braces doubled, so that the template's format() keeps a string's
+    own braces ("{0}" in a user's string is text, not a source)."""
+    return repr(value).replace("{", "{{").replace("}", "}}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Guard:
     cost: int
@@ -166,7 +172,7 @@ class GuardSet:
             # same way, by the module's own __getattr__ or its class, while the dict doesn't hold the name
             maker = self._entry_is(namespace, "__getattr__", namespace["__getattr__"]) \
                 if "__getattr__" in namespace else f"type({self.obj(module)}) is {self.obj(type(module))}"
-            self.add(IDENTITY, f"{name!r} not in {self.obj(namespace)} and {maker}",
+            self.add(IDENTITY, f"{lit(name)} not in {self.obj(namespace)} and {maker}",
                      f"{label} is made anew on each read, the same way")
             return
         self.add(IDENTITY, template, f"{label} is {_short(value)}")
@@ -174,7 +180,7 @@ class GuardSet:
     def add_builtin(self, f_globals, f_builtins, name, value):
         """A builtin read by LOAD_GLOBAL: still not shadowed by a global of that name, and the same object
         in the builtins (`builtins.len = ...` is a miss)."""
-        self.add(IDENTITY, f"{name!r} not in {self.obj(f_globals)} and {self._entry_is(f_builtins, name, value)}",
+        self.add(IDENTITY, f"{lit(name)} not in {self.obj(f_globals)} and {self._entry_is(f_builtins, name, value)}",
                  f"builtin {name} is {_short(value)}, not shadowed by a global")
 
     def _entry_is(self, namespace, name, value):
@@ -192,12 +198,12 @@ class GuardSet:
 
     def add_equals(self, source: Source, value):
         if value is None or isinstance(value, bool):
-            self.add(IDENTITY, f"{{0}} is {value!r}", None, (source,))
+            self.add(IDENTITY, f"{{0}} is {lit(value)}", None, (source,))
             return
         self.add_type(source, type(value))
         self.add_zero_sign(source, value)
         if isinstance(value, _REPR_SAFE) and not (isinstance(value, float) and value != value):
-            self.add(CONSTANT, f"{{0}} == {value!r}", None, (source,))
+            self.add(CONSTANT, f"{{0}} == {lit(value)}", None, (source,))
         elif isinstance(value, float):  # NaN: equal to nothing, itself included
             self.add(CONSTANT, "{0} != {0}", f"{source.expr()} is nan", (source,))
         elif type(value) in (range, slice, tuple, frozenset):
@@ -209,7 +215,7 @@ class GuardSet:
     def add_zero_sign(self, source: Source, value):
         """A float zero's sign too: -0.0 == 0.0, but 1 / -0.0 is -inf."""
         if isinstance(value, complex) and (value.real == 0 or value.imag == 0):
-            self.add(CONSTANT, f"str({{0}}) == {str(value)!r}", f"{source.expr()} is {value!r}", (source,))
+            self.add(CONSTANT, f"str({{0}}) == {lit(str(value))}", f"{source.expr()} is {value!r}", (source,))
         elif isinstance(value, float) and value == 0 or type(value).__module__ == "numpy" and \
                 getattr(value, "dtype", None) is not None and value.dtype.kind == "f" and value == 0:
             negative = str(value).startswith("-")
@@ -260,7 +266,7 @@ class GuardSet:
                 continue
             for key in sorted(keys, key=repr):
                 if ItemSource(source, key) not in read:
-                    self.add(LENGTH, f"{key!r} in {{0}}", None, (source,))
+                    self.add(LENGTH, f"{lit(key)} in {{0}}", None, (source,))
 
     def add_tensor(self, source: Source, t: torch.Tensor, fake=None):
         """type, dtype, device, shape, stride and requires_grad of a tensor graph input. Sizes and strides

@@ -36,6 +36,9 @@ def graph_reason(gm, example_inputs):
         value = node.meta.get("example_value", node.meta.get("val"))
         if isinstance(value, torch.Tensor) and value.device.type == "meta":
             return "the graph makes tensors on the meta device (no kernel computes there)"
+        if isinstance(value, torch.Tensor) and (value.is_neg() or value.is_conj()):
+            return "the graph makes a lazily negated or conjugated view (`z.conj()`, its `.imag`): its memory " \
+                   "holds the other value, which the kernels would read"
     if needs_autograd(example_inputs):
         return "inputs require grad and grad mode is on: compile_graph compiles inference graphs " \
                "(the graphjit backend sends such graphs through AOTAutograd: compiler/training.py)"

@@ -34,6 +34,8 @@ recomputed), so the backward reads the mask the forward drew. config.fallback_ra
 native_dropout instead.
 """
 
+import contextlib
+import functools
 import re
 import sys
 import weakref
@@ -52,6 +54,34 @@ def wants_aot(gm, example_inputs):
     mid-graph (AOTAutograd's trace applies those; compile_graph refuses a graph that holds them)."""
     from .graph_checks import changes_state, needs_autograd
     return needs_autograd(example_inputs) or changes_state(gm) is not None
+
+
+def _calls_lstm(gm):
+    return any(n.op == "call_function" and getattr(n.target, "__name__", "") == "lstm" for n in gm.graph.nodes)
+
+
+@functools.lru_cache(maxsize=None)
+def _plain_lstm_decomposition_right():
+    """Whether torch's decomposition of lstm without oneDNN gives eager's shapes (torch 2.11's squeezes
+    the batch dim of the final hidden states instead of the layer dim)."""
+    from torch._decomp.decompositions import lstm_impl
+    x, h = torch.zeros(3, 2, 4), (torch.zeros(1, 2, 5), torch.zeros(1, 2, 5))
+    params = [torch.zeros(20, 4), torch.zeros(20, 5), torch.zeros(20), torch.zeros(20)]
+    with _onednn_off(), torch.no_grad():
+        got = lstm_impl(x, h, params, True, 1, 0.0, False, False, False)
+        want = torch.lstm(x, h, params, True, 1, 0.0, False, False, False)
+    return [t.shape for t in got] == [t.shape for t in want]
+
+
+@contextlib.contextmanager
+def _onednn_off():
+    """torch.backends.mkldnn.flags(enabled=False) without its TF32 setting (which warns on CPU builds)."""
+    before = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(before)
 
 
 def compile_training(gm, example_inputs, compile_fn, unreached=True):
@@ -101,13 +131,19 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place and two of its inputs "
                            f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
         return gm.forward
+    if _calls_lstm(gm) and not _plain_lstm_decomposition_right():
+        logs.log("fusion", f"{name}: running the graph as captured: this torch's ATen decomposition of lstm "
+                           f"(which the joint trace takes) returns hidden states of the wrong shape")
+        return gm.forward
     from .decompose import fold_constant_attention_masks     # before AOTAutograd picks the kernels
     fold_constant_attention_masks(gm)
     traced, detached = _detach_after(gm)
     traced = _prods_as_eager(traced)
 
     def trace():
-        with _quiet_meta_failures():
+        # oneDNN off while tracing: torch's lstm/gru decompositions then pick their plain ATen form, not
+        # mkldnn_rnn_layer, whose undefined workspace AOTAutograd cannot save for the backward
+        with _quiet_meta_failures(), _onednn_off():
             return aot_module_simplified(traced, example_inputs, fw_compiler=half("forward"),
                                          bw_compiler=half("backward"), inference_compiler=half("inference"),
                                          partition_fn=absent.partition, decompositions=decomposition_table(),

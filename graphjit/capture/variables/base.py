@@ -2,6 +2,7 @@
 import operator
 
 from ...exc import Unsupported
+from ..guards import lit
 
 
 def unsupported(reason, hint=None):
@@ -172,7 +173,7 @@ class ConstantVariable(Variable):
             if owner is None or owner.__module__ != "builtins":
                 source = AttrSource(ObjectSource(cls), name)
                 if owner is None:
-                    tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (ObjectSource(cls),))
+                    tx.guards.add(3, f"not hasattr({{0}}, {lit(name)})", None, (ObjectSource(cls),))
                     raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
                 return wrap(tx, getattr(cls, name), source)
         try:

@@ -10,6 +10,7 @@ from .. import polyfills
 from ..sources import AttrSource, ItemSource, ObjectSource
 from .base import Variable, ConstantVariable, unsupported
 from .containers import TupleVariable, DictVariable
+from ..guards import lit
 
 CO_VARARGS, CO_VARKEYWORDS, CO_GENERATOR = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS, inspect.CO_GENERATOR
 CO_COROUTINE, CO_ASYNC_GENERATOR = inspect.CO_COROUTINE, inspect.CO_ASYNC_GENERATOR
@@ -201,7 +202,7 @@ class UserFunctionVariable(BaseFunctionVariable):
         try:
             value = getattr(self.fn, name)
         except AttributeError as e:
-            tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (src,))
+            tx.guards.add(3, f"not hasattr({{0}}, {lit(name)})", None, (src,))
             raise AttributeMissing(str(e))
         if name in ("__globals__", "__builtins__"):
             unsupported(f"reading {name} of a function (a module's whole namespace)")

@@ -20,6 +20,7 @@ from .containers import (TupleVariable, ListVariable, DictVariable, NamedTupleVa
 
 from .dunders import MISSING as _MISSING, is_library_class, is_library_name, lookup
 from .functions import BoundMethodVariable, UserFunctionVariable
+from ..guards import lit
 
 
 def _instance_dict(obj):
@@ -63,7 +64,7 @@ class ObjectLikeVariable(Variable):
                 hook = builder.wrap_class_attribute(tx, self, cls, "__getattr__")
                 return hook.call(tx, [ConstantVariable(name)], {})
             if (self.source is None or through_class) and _class_source(cls, name) is not None:
-                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (_class_source(cls, name).base,))
+                tx.guards.add(3, f"not hasattr({{0}}, {lit(name)})", None, (_class_source(cls, name).base,))
             raise AttributeMissing(f"{cls.__name__!r} object has no attribute {name!r}")
         guard_class_attribute(tx, cls, name)
         return builder.wrap_class_attribute(tx, self, cls, name, src)
@@ -75,7 +76,7 @@ class ObjectLikeVariable(Variable):
         if self.source is not None and attr is not _MISSING and not _is_data_descriptor(attr) and \
                 (_guarded_class_attribute(attr) is not None or isinstance(attr, classmethod) or
                  _has_python_get(attr)) and instance_dict is not None:
-            tx.guards.add(3, f"{name!r} not in {{0}}.__dict__", f"{self.source.expr()} does not shadow {name!r}",
+            tx.guards.add(3, f"{lit(name)} not in {{0}}.__dict__", f"{self.source.expr()} does not shadow {name!r}",
                           (self.source,))
 
 
@@ -147,7 +148,7 @@ class NNModuleVariable(ObjectLikeVariable):
         guard_in_instance_dict(tx, self.source, name, False)
         for owner in ("_parameters", "_buffers", "_modules"):
             if owner in d:
-                tx.guards.add(3, f"{name!r} not in {{0}}", None, (AttrSource(self.source, owner),))
+                tx.guards.add(3, f"{lit(name)} not in {{0}}", None, (AttrSource(self.source, owner),))
         guard_mro_lookup(tx, type(self.module), name)
 
     def setattr(self, tx, name, value):
@@ -554,7 +555,7 @@ class UserObjectVariable(ObjectLikeVariable):
             try:
                 value = getattr(self.value, name)
             except AttributeError as e:
-                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
+                tx.guards.add(3, f"not hasattr({{0}}, {lit(name)})", None, (self.source,))
                 tx.guards.note_attribute(self.source, self.value, name, _MISSING)
                 raise AttributeMissing(str(e))
             tx.guards.note_attribute(self.source, self.value, name, value)
@@ -570,10 +571,10 @@ class UserObjectVariable(ObjectLikeVariable):
             if _has_instance_dict(self.cls) and _class_lookup(self.cls, "__getattr__") is not _MISSING:
                 # answered by the class's __getattr__ (inlined by class_attribute), which hasattr would
                 # call, side effects and all, and which answers: missing from the instance dict
-                tx.guards.add(3, f"{name!r} not in {{0}}.__dict__", f"{self.source.expr()} lacks {name!r}",
+                tx.guards.add(3, f"{lit(name)} not in {{0}}.__dict__", f"{self.source.expr()} lacks {name!r}",
                               (self.source,))
             else:
-                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (self.source,))
+                tx.guards.add(3, f"not hasattr({{0}}, {lit(name)})", None, (self.source,))
         self.guard_not_shadowed(tx, name, d if _has_instance_dict(self.cls) else None)
         return self.class_attribute(tx, name)
 
@@ -850,7 +851,7 @@ def guard_mro_lookup(tx, cls, name, start=0):
         if owns:
             tx.guards.add_id(ItemSource(dict_source, name), klass.__dict__[name])
             return
-        tx.guards.add(1, f"{name!r} not in {{0}}", f"{klass.__qualname__} does not define {name!r}",
+        tx.guards.add(1, f"{lit(name)} not in {{0}}", f"{klass.__qualname__} does not define {name!r}",
                       (dict_source,))
 
 
@@ -907,7 +908,7 @@ def guard_slot(tx, source, name, descriptor, present):
 
 def guard_in_instance_dict(tx, source, name, present):
     """The object at `source` holds `name` in its instance dict next call too (or, not present, doesn't)."""
-    tx.guards.add(3, f"{name!r} {'in' if present else 'not in'} {{0}}.__dict__", None, (source,))
+    tx.guards.add(3, f"{lit(name)} {'in' if present else 'not in'} {{0}}.__dict__", None, (source,))
 
 
 def _has_instance_dict(cls):
@@ -985,7 +986,7 @@ class EnvironVariable(Variable):
     def _read(self, tx, key):
         k = key.as_python_constant()
         value = os.environ.get(k)
-        tx.guards.add(3, f"{{0}}.get({k!r}) == {value!r}", None, (self.source,))
+        tx.guards.add(3, f"{{0}}.get({lit(k)}) == {lit(value)}", None, (self.source,))
         return k, value
 
     def call_method(self, tx, name, args, kwargs):
@@ -1065,7 +1066,7 @@ class ClassVariable(ObjectLikeVariable):
         """The class still lacks `name` next call (`getattr(cls, name, default)`, then `cls.name = v`)."""
         source = self._mutable_source()
         if source is not None:
-            tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
+            tx.guards.add(3, f"not hasattr({{0}}, {lit(name)})", None, (source,))
 
     def _attribute_source(self, tx, name):
         if self.source is not None:
@@ -1283,7 +1284,7 @@ class SysModulesVariable(Variable):
         if not isinstance(name, str):
             unsupported("`in sys.modules` with a name that is not a constant string")
         present = name in sys.modules
-        tx.guards.add(3, f"({name!r} in {{0}}) is {present}", f"{name!r} {'in' if present else 'not in'} "
+        tx.guards.add(3, f"({lit(name)} in {{0}}) is {present}", f"{name!r} {'in' if present else 'not in'} "
                       "sys.modules", (self.source,))
         return ConstantVariable(present)
 
@@ -1347,7 +1348,7 @@ class PythonModuleVariable(Variable):
         except AttributeError:
             if not frozen:
                 source = self.source if self.source is not None else ObjectSource(self.value)
-                tx.guards.add(3, f"not hasattr({{0}}, {name!r})", None, (source,))
+                tx.guards.add(3, f"not hasattr({{0}}, {lit(name)})", None, (source,))
             raise AttributeMissing(f"module {self.value.__name__!r} has no attribute {name!r}")
         if type(self.value) is not types.ModuleType and _is_data_descriptor(_class_lookup(type(self.value), name)):
             # a property of a module subclass (torch.backends.cudnn.enabled): process state, guarded

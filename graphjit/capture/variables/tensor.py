@@ -8,6 +8,7 @@ from ...exc import Unsupported
 from ..sources import AttrSource
 from . import numpyvars, symbolic
 from .base import Variable, ConstantVariable, MethodOf, NotConstant, unsupported
+from ..guards import lit
 
 DATA_DEPENDENT_HINT = ("the value of a tensor is not known while tracing: use torch.where / tensor ops "
                        "instead of Python control flow, or mark the function graphjit.disable")
@@ -110,7 +111,7 @@ class TensorVariable(Variable):
         if self.real is not None and self.source is not None:
             if name in vars(self.real):
                 return builder.wrap(tx, vars(self.real)[name], AttrSource(self.source, name))
-            tx.guards.add(3, f"{name!r} not in {{0}}.__dict__", None, (self.source,))
+            tx.guards.add(3, f"{lit(name)} not in {{0}}.__dict__", None, (self.source,))
         raise AttributeMissing(f"'{self.python_type().__name__}' object has no attribute {name!r}")
 
     def unpack(self, tx):
@@ -271,6 +272,9 @@ def _contains_tensor(value):
 def record(tx, kind, target, args, kwargs, mutates=False):
     """Add one op to the graph: propagate fake tensors, create the node, wrap the result."""
     numpyvars.check_op_args(target, args, kwargs)
+    if target in ("new", torch.Tensor.new) and len(args) == 2 and isinstance(args[1], containers.SizeVariable):
+        # Tensor.new(torch.Size) makes a tensor of that size (a tuple would be its data): the node holds a tuple
+        target = "new_empty" if kind == "call_method" else torch.Tensor.new_empty
     device = kwargs.get("device")
     if tx.default_device is not None and kind == "call_function" and target in _device_constructors() and \
             (device is None or isinstance(device, ConstantVariable) and device.value is None):

@@ -9,6 +9,7 @@ from . import numpyvars
 from ...exc import Unsupported
 from .base import Variable, ConstantVariable, unsupported
 from .tensor import TensorVariable, record
+from ..guards import lit
 
 # Python-level torch modules whose functions are ops to record whole (the rest of torch is inlined).
 _OP_MODULES = {"torch.nn.functional", "torch.functional", "torch._tensor", "torch.fft", "torch.linalg",
@@ -396,7 +397,7 @@ def wrap_restore_grad_mode(tx, value, source):
     in (so a break further inside that block resumes again)."""
     if source is not None:
         tx.guards.add_type(source, RestoreGradMode)
-        tx.guards.add(1, f"{{0}}.mode is {value.mode!r}", None, (source,))
+        tx.guards.add(1, f"{{0}}.mode is {lit(value.mode)}", None, (source,))
     ctx = GradModeVariable(torch.is_grad_enabled())
     ctx.previous, ctx.applied = value.mode, True
     return WithExitVariable(ctx)

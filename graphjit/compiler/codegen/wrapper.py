@@ -510,7 +510,9 @@ def _meets(starts, ends, start, end):
 
 def _as_traced(t, strides, dtype):
     """t if it is of dtype and laid out with `strides` (dims of one element aside; None: any layout), else a
-    copy of t so."""
+    copy of t so. None (an undefined output: mkldnn_rnn's workspace without grad mode) stays None."""
+    if t is None:
+        return t
     if t.dtype != dtype:
         t = t.to(dtype)
     if strides is None or t.stride() == strides or \
