@@ -37,15 +37,17 @@ def runs_here(n):
 
 
 # ./dev test runs the matrix's suites side by side and names their Pythons in GRAPHJIT_TEST_SPREAD ("3.11
-# 3.12 3.13"). Then each test under SPREAD_DIRS runs on one of them, chosen by a hash of its id, instead of
-# on all: the compiler's and the backends' work is the same on every Python, while capture, which differs,
-# is tested on all. Tests that need Triton go to the Pythons whose torch has it (WITH_TRITON: the CUDA
+# 3.12 3.13"). Then each test under SPREAD_DIRS runs on one of them, chosen by a hash of its id (in the
+# shares WEIGHTS gives), instead of on all: the work of the compiler, the backends and the command line is
+# the same on every Python, while capture, which differs, is tested on all. Tests that need Triton go to the Pythons whose torch has it (WITH_TRITON: the CUDA
 # builds ./dev pins); tests marked every_python, one_python or other_python keep their own rule. A test that
 # skips on the Python it was given (other than for lack of a GPU) fails, naming the mark it needs, so that
 # no test is left to a Python that cannot run it.
-SPREAD_DIRS = ("tests/compiler/", "tests/backends/")
+SPREAD_DIRS = ("tests/compiler/", "tests/backends/", "tests/test_report.py", "tests/test_demo.py")
 WITH_TRITON = ((3, 12), (3, 13))
-_TRITON_IDS = re.compile(r"triton|interpret|cuda")
+# shares of the spread tests without Triton: 3.12 carries the one_python load and half the Triton tests
+WEIGHTS = {(3, 11): 3, (3, 12): 1, (3, 13): 2}
+_TRITON_IDS = re.compile(r"triton|interpret|cuda|gpu", re.IGNORECASE)
 _SPREAD_KEY = pytest.StashKey()
 
 
@@ -60,10 +62,21 @@ def _spread_to(item, pythons):
     if not item.nodeid.startswith(SPREAD_DIRS) or any(
             item.get_closest_marker(m) for m in ("every_python", "one_python", "other_python", "gpu")):
         return None
-    params = item.nodeid.partition("[")[2]
-    if item.get_closest_marker("triton") or _TRITON_IDS.search(params) or "triton" in item.path.name:
+    if _needs_triton(item):
         pythons = tuple(v for v in pythons if v in WITH_TRITON) or pythons
+    else:
+        pythons = tuple(v for v in pythons for _ in range(WEIGHTS.get(v, 1)))
     return pythons[zlib.crc32(item.nodeid.encode()) % len(pythons)]
+
+
+def _needs_triton(item):
+    """Marked triton; named for Triton, its interpreter or a GPU (the test or a parameter); skipped without
+    Triton (a skipif saying so); or using a fixture of Triton's."""
+    if item.get_closest_marker("triton") or _TRITON_IDS.search(item.nodeid.partition("::")[2]):
+        return True
+    if any("riton" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")):
+        return True
+    return any("triton" in name for name in getattr(item, "fixturenames", ()))
 
 
 def pytest_collection_modifyitems(config, items):

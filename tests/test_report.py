@@ -265,6 +265,7 @@ def test_cli_bench_lists_and_refuses(tmp_path):
     assert done.returncode != 0 and "no such script" in done.stderr
 
 
+@pytest.mark.every_python     # skipped where playwright is not installed
 def test_report_renders_in_a_headless_browser(tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
     path = str(tmp_path / "b.html")

@@ -142,9 +142,63 @@ def exception_table_of(code):
 
 
 @functools.lru_cache(maxsize=4096)
-def _handler_kinds(code, index):
-    from .resume import enclosing_handler_kinds
-    return tuple(enclosing_handler_kinds(code, index))
+def _handlers_at(code, index):
+    """(the except clauses an exception raised at instruction `index` meets before any with-block's exit
+    or the frame's end, each as the global names its type test loads, or None where the test is not such
+    names (a bare except, an attribute, a call); how many with-blocks' exits it passes). A finally block and
+    compiler-made cleanup re-raise: it passes on to the next handler out."""
+    instrs = bytecode.read(code)
+    entries = exception_table_of(code)
+    clauses, withs, seen, position = [], 0, set(), index
+    while True:
+        entry = next((e for e in entries if e.start <= position < e.end), None)
+        if entry is None or entry in seen:
+            return tuple(clauses), withs
+        seen.add(entry)
+        target = entry.target
+        if instrs[target].opname == "PUSH_EXC_INFO" and instrs[target + 1].opname == "WITH_EXCEPT_START":
+            withs += 1
+        elif instrs[target].opname == "PUSH_EXC_INFO":
+            if instrs[target + 1].opname == "POP_TOP":
+                clauses.append(None)                 # a bare except
+            for j in range(target + 1, len(instrs)):
+                op = instrs[j].opname
+                if op in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH"):
+                    clauses.append(_exception_names(instrs, j))
+                elif op == "RERAISE" and instrs[j].argval == 0:
+                    break
+        position = next((j for j in range(target, len(instrs)) if instrs[j].opname == "RERAISE"), None)
+        if position is None:
+            return tuple(clauses), withs
+
+
+def _exception_names(instrs, check):
+    """The global names the type test before instruction `check` loads (`except E`, `except (A, B)`), or
+    None."""
+    before = instrs[check - 1]
+    if before.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+        return (before.argval,)
+    if before.opname == "BUILD_TUPLE" and check - 1 - before.argval >= 0:
+        loads = instrs[check - 1 - before.argval:check - 1]
+        if all(ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") for ins in loads):
+            return tuple(ins.argval for ins in loads)
+    return None
+
+
+# what a graph's own checks raise at run time (an index out of range, a device assert)
+_GRAPH_ERRORS = (IndexError, RuntimeError)
+
+
+def _clause_catches(names, frame):
+    """Whether an except clause testing `names` (see _handlers_at) may catch one of _GRAPH_ERRORS."""
+    if names is None:
+        return True
+    for name in names:
+        cls = frame.f_globals.get(name, frame.f_builtins.get(name))
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)) or \
+                any(issubclass(error, cls) for error in _GRAPH_ERRORS):
+            return True
+    return False
 
 
 class GeneratorVariable(Variable):
@@ -422,16 +476,16 @@ class Tracer:
             self.run_cleanups()
 
     def error_would_be_handled(self):
-        """Whether an exception raised by the instruction running now would reach a handler of the traced
-        code (an except or finally block, or a with-block whose __exit__ is the code's own and may suppress
-        it) in any frame of the trace. The graph runs after the trace: an op that raises in it on its
+        """Whether an error a graph raises at run time (_GRAPH_ERRORS) for the instruction running now would
+        reach a handler of the traced code (an except clause whose type it may match, or a with-block whose
+        __exit__ is the code's own and may suppress it) in any frame of the trace. The graph runs after the trace: an op that raises in it on its
         tensors' values escapes every handler, so such ops are not recorded there."""
         for frame in self.frames:
             if not exception_table_of(frame.code) or frame.code.co_filename == polyfills.__file__:
                 continue
-            kinds = _handler_kinds(frame.code, frame.ip - 1)
-            if "try" in kinds or \
-                    kinds.count("with") > sum(isinstance(v, WithExitVariable) for v in frame.stack):
+            clauses, withs = _handlers_at(frame.code, frame.ip - 1)
+            if any(_clause_catches(names, frame) for names in clauses) or \
+                    withs > sum(isinstance(v, WithExitVariable) for v in frame.stack):
                 return True
         return False
 

@@ -930,8 +930,37 @@ def writes_out_of_place(traced):
                 user.replace_input_with(written, new)
         order[new] = order[node]
         traced.graph.erase_node(node)
+    _revalue_views(traced)
     traced.recompile()
     return True
+
+
+def _revalue_views(gm):
+    """A view now read from an out-of-place result still holds the first trace's value, a view of the
+    written tensor's memory: its value is taken again from the new one (later passes tell aliases by
+    storage, and would read the view from the unwritten tensor), and so are the items of a view op with
+    several outputs (split)."""
+    revalued = set()
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not node.args or not isinstance(node.args[0], torch.fx.Node):
+            continue
+        base = node.args[0].meta.get("val")
+        if node.target is operator.getitem:
+            if node.args[0] in revalued:
+                node.meta["val"] = base[node.args[1]]
+                revalued.add(node)
+            continue
+        if not (_is_view(node) and isinstance(node.target, torch._ops.OpOverload) and isinstance(base, torch.Tensor)):
+            continue
+        val = node.meta.get("val")
+        views = [val] if isinstance(val, torch.Tensor) else \
+            [t for t in val if isinstance(t, torch.Tensor)] if isinstance(val, (list, tuple)) else []
+        if not views or all(_storage(t) == _storage(base) for t in views):
+            continue
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+        with torch._guards.detect_fake_mode([base]):
+            node.meta["val"] = node.target(*args, **kwargs)
+        revalued.add(node)
 
 
 def _functional_op(schema):

@@ -299,9 +299,9 @@ def record(tx, kind, target, args, kwargs, mutates=False):
     if mutates and args and isinstance(args[0], TensorVariable):
         _refuse_inplace_on_special_view(args[0], fake_args, fake_kwargs)
     if _raises_on_data(target, fake_args) and getattr(tx, "error_would_be_handled", bool)():
-        unsupported(f"{_target_name(target)} can raise on its tensors' values (an index out of range) inside "
-                    "a try block or a with block that may suppress it: an error raised by the graph would "
-                    "not reach the handler",
+        unsupported(f"{_target_name(target)} can raise on its tensors' values (an index out of range) where "
+                    "an except handler or a with block that may suppress it would see the error: an error "
+                    "raised by the graph would not reach the handler",
                     hint="the code runs in CPython, where the handler sees eager's error")
     try:
         example = tx.graph.run_fake(fn, fake_args, fake_kwargs, memo=not mutates)
