@@ -185,6 +185,29 @@ def _exception_names(instrs, check):
     return None
 
 
+def _python_exit(value):
+    """The code of a with-block's exit that is a Python method `__exit__` (a user's context manager), else
+    None."""
+    fn = getattr(getattr(value, "fn", None), "fn", None)
+    code = getattr(fn, "__code__", None)
+    return code if code is not None and code.co_name == "__exit__" else None
+
+
+def _exit_may_suppress(value):
+    """Whether a with-block's exit may return a true value, which suppresses the exception: not torch's
+    managers', nor a Python __exit__ that returns None on every path (contextlib.nullcontext's)."""
+    if isinstance(value, WithExitVariable):
+        return False
+    return not _returns_none_only(_python_exit(value))
+
+
+@functools.lru_cache(maxsize=1024)
+def _returns_none_only(code):
+    instrs = bytecode.read(code)
+    return all(i > 0 and instrs[i - 1].opname == "LOAD_CONST" and instrs[i - 1].argval is None
+               for i, ins in enumerate(instrs) if ins.opname == "RETURN_VALUE")
+
+
 # what a graph's own checks raise at run time (an index out of range, a device assert)
 _GRAPH_ERRORS = (IndexError, RuntimeError)
 
@@ -484,8 +507,10 @@ class Tracer:
             if not exception_table_of(frame.code) or frame.code.co_filename == polyfills.__file__:
                 continue
             clauses, withs = _handlers_at(frame.code, frame.ip - 1)
-            if any(_clause_catches(names, frame) for names in clauses) or \
-                    withs > sum(isinstance(v, WithExitVariable) for v in frame.stack):
+            if any(_clause_catches(names, frame) for names in clauses):
+                return True
+            exits = [v for v in frame.stack if isinstance(v, WithExitVariable) or _python_exit(v) is not None]
+            if withs > len(exits) or any(_exit_may_suppress(v) for v in exits):
                 return True
         return False
 

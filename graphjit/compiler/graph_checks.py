@@ -39,6 +39,9 @@ def graph_reason(gm, example_inputs):
         if isinstance(value, torch.Tensor) and (value.is_neg() or value.is_conj()):
             return "the graph makes a lazily negated or conjugated view (`z.conj()`, its `.imag`): its memory " \
                    "holds the other value, which the kernels would read"
+    reason = recurrent_dropout(gm)
+    if reason is not None:
+        return reason
     if needs_autograd(example_inputs):
         return "inputs require grad and grad mode is on: compile_graph compiles inference graphs " \
                "(the graphjit backend sends such graphs through AOTAutograd: compiler/training.py)"
@@ -46,6 +49,25 @@ def graph_reason(gm, example_inputs):
     if name is not None:
         return f"the graph changes global state ({name}; the graphjit backend sends such graphs through " \
                f"AOTAutograd: compiler/training.py)"
+    return None
+
+
+_RECURRENT = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+
+
+def recurrent_dropout(gm):
+    """A reason where gm calls a recurrent op of several layers with dropout in training: torch's
+    decompositions of them (which a trace takes, AOTAutograd's too) leave the dropout between the layers
+    out (`_rnn_helper` zeroes it), so such a graph runs as captured; else None."""
+    for node in gm.graph.nodes:
+        name = getattr(node.target, "__name__", "")
+        if node.op != "call_function" or name not in _RECURRENT or len(node.args) < 7:
+            continue
+        num_layers, dropout, train = node.args[4], node.args[5], node.args[6]
+        if train is True and isinstance(dropout, (int, float)) and dropout > 0 and \
+                isinstance(num_layers, int) and num_layers > 1:
+            return f"a {name} of {num_layers} layers with dropout {dropout} in training: torch's decomposition " \
+                   "of it leaves the dropout between the layers out"
     return None
 
 

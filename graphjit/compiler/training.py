@@ -131,6 +131,11 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place and two of its inputs "
                            f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
         return gm.forward
+    from .graph_checks import recurrent_dropout
+    reason = recurrent_dropout(gm)
+    if reason is not None:
+        logs.log("fusion", f"{name}: running the graph as captured: {reason}")
+        return gm.forward
     if _calls_lstm(gm) and not _plain_lstm_decomposition_right():
         logs.log("fusion", f"{name}: running the graph as captured: this torch's ATen decomposition of lstm "
                            f"(which the joint trace takes) returns hidden states of the wrong shape")

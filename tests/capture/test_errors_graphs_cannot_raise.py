@@ -184,3 +184,27 @@ def test_an_except_clause_that_cannot_match_keeps_the_op_in_the_graph():
 def test_an_except_clause_naming_a_base_of_index_error_refuses_the_op():
     _compare(gather_or_zero, torch.randn(4), torch.tensor([0, 9]))
     _compare(gather_or_zero, torch.randn(4), torch.tensor([0, 3]))
+
+
+class Timer:
+    """A user context manager whose __exit__ returns None: it cannot suppress an error."""
+
+    def __init__(self):
+        self.entered = 0
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc_info):
+        self.entered -= 1
+
+
+def gather_in_non_suppressing_blocks(x, idx, timer):
+    with contextlib.nullcontext():
+        with timer:
+            return x.gather(0, idx) + timer.entered
+
+
+def test_with_blocks_that_cannot_suppress_keep_the_op_in_the_graph():
+    check(gather_in_non_suppressing_blocks, lambda: (torch.randn(4), torch.tensor([0, 3]), Timer()), graphs=1)

@@ -58,3 +58,20 @@ def test_the_imaginary_part_of_a_conjugate_keeps_its_sign(f):
     compiled = graphjit.compile(f)
     for _ in range(2):
         assert_same(compiled(z), f(z), **TOL)
+
+
+@pytest.mark.parametrize("cls", [torch.nn.GRU, torch.nn.RNN, torch.nn.LSTM], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_dropout_between_recurrent_layers_is_applied(cls, grad):
+    """torch's decompositions of rnn/gru/lstm drop the dropout between layers: a training module of several
+    layers with dropout runs its graph as captured, so eager's kernel draws eager's masks."""
+    torch.manual_seed(0)
+    module = cls(4, 5, num_layers=3, dropout=0.5).train()
+    compiled = graphjit.compile(module)
+    x = torch.randn(6, 2, 4)
+    with torch.set_grad_enabled(grad):
+        for seed in range(2):
+            torch.manual_seed(seed)
+            expected = module(x)[0]
+            torch.manual_seed(seed)
+            assert_same(compiled(x)[0], expected)
