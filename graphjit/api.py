@@ -4,6 +4,7 @@ Follow compile() down: it builds a CompiledFunction (capture/frame.py), whose fi
 frame (capture/interpreter.py) into an fx graph plus guards, hands the graph to a backend, and caches the
 generated entry (capture/codegen.py) on the function's code object.
 """
+import copy
 import dataclasses
 import functools
 import types
@@ -91,6 +92,12 @@ class CompiledModule:
             return
         super().__setattr__(name, value)
 
+    def __deepcopy__(self, memo):
+        """As __reduce_ex__ (defined here, so that torch.nn.utils.parametrize keeps it rather than adding its
+        own, which would copy the wrapper without its original)."""
+        options = dataclasses.replace(type(self)._graphjit_forward._options, _compiler=None)
+        return _compile_module(copy.deepcopy(object.__getattribute__(self, "_orig_mod"), memo), options)
+
     def __reduce_ex__(self, protocol):
         """copy.deepcopy and pickle: the original module (copied or pickled as any module is) compiled again
         with the same options on the way back; nn.Module's own state would drop the wrapper's slot, and
@@ -121,8 +128,13 @@ def _original_class(wrapper_cls):
 
 
 def _outside_attribute(twin, name):
+    """The attribute `name` that the class made from outside (not the wrapper class or anything under it)
+    defines, or _MISSING; dunder names (the instance dict's descriptor, which copy.deepcopy sets) are the
+    twin's own."""
+    if name.startswith("__") and name.endswith("__"):
+        return _MISSING
     for klass in type(twin)._graphjit_outside_class.__mro__:
-        if klass is CompiledModule:
+        if "_graphjit_forward" in vars(klass) or klass is CompiledModule:
             break
         if name in vars(klass):
             return vars(klass)[name]

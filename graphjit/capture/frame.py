@@ -490,7 +490,7 @@ def _finish(fn, options, tracer, record, make_tail):
     record.guards = [g.reason for g in tracer.guards.ordered()]
     logs.log("guards", f"guards of {fn.__code__.co_qualname}:\n  " + "\n  ".join(record.guards))
     namespace.update(entry_namespace(fn, tracer.guards))
-    namespace["__gj_graph"] = compiled
+    namespace["__gj_graph"] = _restoring_state(compiled, gm) if compiled is not None else None
     body = graph_call_body(sources, compiled, cg.prelude, values, replay, tail)
     start, end = tracer.grad_modes
     if end != start:
@@ -895,6 +895,32 @@ def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
         torch._C._set_grad_enabled(grad_mode)
         if torch.get_default_dtype() is not default_dtype:
             torch.set_default_dtype(default_dtype)
+
+
+def _restoring_state(compiled, gm):
+    """compiled, for a graph that switches grad mode or autocast inside (a with block): on an error raised
+    while it runs (an index out of range), the modes it switched are put back as they were, as the with
+    blocks' exits do in eager (a graph run as captured would leave autocast on, or grad mode off)."""
+    from torch.amp.autocast_mode import _enter_autocast
+    switches = (torch._C._set_grad_enabled, _enter_autocast)
+    if not any(node.op == "call_function" and node.target in switches for node in gm.graph.nodes):
+        return compiled
+
+    def run(*args):
+        grad = torch.is_grad_enabled()
+        autocast = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")]
+        cache = torch.is_autocast_cache_enabled()
+        try:
+            return compiled(*args)
+        except BaseException:
+            torch._C._set_grad_enabled(grad)
+            for device, enabled, dtype in autocast:
+                torch.set_autocast_enabled(device, enabled)
+                torch.set_autocast_dtype(device, dtype)
+            torch.set_autocast_cache_enabled(cache)
+            raise
+    run.__wrapped__ = compiled
+    return run
 
 
 def _is_parameter_or_buffer(value, source):

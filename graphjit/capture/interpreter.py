@@ -143,10 +143,11 @@ def exception_table_of(code):
 
 @functools.lru_cache(maxsize=4096)
 def _handlers_at(code, index):
-    """(the except clauses an exception raised at instruction `index` meets before any with-block's exit
-    or the frame's end, each as the global names its type test loads, or None where the test is not such
-    names (a bare except, an attribute, a call); how many with-blocks' exits it passes). A finally block and
-    compiler-made cleanup re-raise: it passes on to the next handler out."""
+    """(the except clauses an exception raised at instruction `index` meets, each as the global names its
+    type test loads, or None where it may catch anything (a bare except, a test that is not such names, a
+    finally block that can end without re-raising, a handler of another shape); how many with-blocks'
+    exits it passes). A plain finally block and compiler-made cleanup re-raise: it passes on to the next
+    handler out."""
     instrs = bytecode.read(code)
     entries = exception_table_of(code)
     clauses, withs, seen, position = [], 0, set(), index
@@ -159,17 +160,48 @@ def _handlers_at(code, index):
         if instrs[target].opname == "PUSH_EXC_INFO" and instrs[target + 1].opname == "WITH_EXCEPT_START":
             withs += 1
         elif instrs[target].opname == "PUSH_EXC_INFO":
-            if instrs[target + 1].opname == "POP_TOP":
-                clauses.append(None)                 # a bare except
-            for j in range(target + 1, len(instrs)):
-                op = instrs[j].opname
-                if op in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH"):
-                    clauses.append(_exception_names(instrs, j))
-                elif op == "RERAISE" and instrs[j].argval == 0:
-                    break
+            # the body up to its cleanup (a finally block's branches each end in a re-raise inside it);
+            # further where no re-raise ends it there (a return inside finally)
+            body_end = max(next((e.end for e in entries if e.start <= target + 1 < e.end), len(instrs)),
+                           _first(instrs, target + 1, ("RERAISE",), len(instrs) - 1) + 1)
+            clauses += _except_clauses(instrs, target + 1, body_end)
         position = next((j for j in range(target, len(instrs)) if instrs[j].opname == "RERAISE"), None)
         if position is None:
             return tuple(clauses), withs
+
+
+_TEST_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF",
+                         "LOAD_CONST", "BUILD_TUPLE", "PUSH_NULL", "LOAD_METHOD"})
+
+
+def _except_clauses(instrs, start, end):
+    """The clauses of the handler whose body is instrs[start:end] (after PUSH_EXC_INFO, up to its cleanup),
+    as _handlers_at gives them: a chain of type tests followed test to test through their jumps (not
+    through the clauses' bodies), or a finally block, passed over where it only re-raises."""
+    j = start
+    if not any(ins.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH") for ins in instrs[start:end]):
+        # a finally block: passes the exception on unless it can return, pop the exception or jump out of
+        # its body (`break`); its own branches (an if in it, each ending in a re-raise) stay inside
+        if any(ins.opname in ("RETURN_VALUE", "POP_EXCEPT") or
+               ins.target is not None and not start <= ins.target < end for ins in instrs[start:end]):
+            return [None]
+        return []
+    clauses = []
+    while True:
+        k = j
+        while k < len(instrs) and instrs[k].opname in _TEST_LOADS:
+            k += 1
+        if k >= len(instrs) or instrs[k].opname not in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH") or \
+                k + 1 >= len(instrs) or instrs[k + 1].opname != "POP_JUMP_IF_FALSE" or instrs[k + 1].target is None:
+            return clauses + [None]          # a bare clause, or a handler of another shape
+        clauses.append(_exception_names(instrs, k))
+        j = instrs[k + 1].target             # the next clause's test, or the re-raise when none matched
+        if instrs[j].opname == "RERAISE":
+            return clauses
+
+
+def _first(instrs, start, opnames, default):
+    return next((k for k in range(start, len(instrs)) if instrs[k].opname in opnames), default)
 
 
 def _exception_names(instrs, check):

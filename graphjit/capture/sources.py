@@ -9,6 +9,7 @@ through them on every call.
     'self.eps'
 """
 import dataclasses
+import keyword
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +95,8 @@ class AttrSource(Source):
     attr: str
 
     def expr_on(self, base_text):
+        if not self.attr.isidentifier() or keyword.iskeyword(self.attr):     # getattr(o, "a b")
+            return f"getattr({base_text}, {self.attr!r})"
         return f"{base_text}.{self.attr}"
 
     def depth(self):

@@ -359,3 +359,19 @@ def test_global_buffer_registration_hook_sees_an_assigned_buffer():
         handle.remove()
     assert_same(compiled(x), eager(x))
     assert_same(orig.buf, eager.buf)
+
+
+def test_a_parametrized_compiled_module_deep_copies():
+    import copy
+    import torch.nn.utils.parametrize as P
+    torch.manual_seed(0)
+    orig = nn.Linear(3, 3)
+    compiled = graphjit.compile(orig)
+    P.register_parametrization(compiled, "weight", _symmetric())
+    x = r(2, 3)
+    expected = compiled(x)
+    duplicate = copy.deepcopy(compiled)
+    assert_same(duplicate(x), expected)
+    with torch.no_grad():
+        duplicate.parametrizations.weight.original.mul_(2)
+    assert_same(compiled(x), expected)

@@ -143,7 +143,10 @@ def gather_with_finally_only(x, idx, log):
     try:
         y = x.gather(0, idx) * 2
     finally:
-        log.append(1)
+        if log:                 # branches inside the finally block (transformers' config restore)
+            log.append(1)
+        else:
+            log.append(2)
     return y
 
 
@@ -208,3 +211,78 @@ def gather_in_non_suppressing_blocks(x, idx, timer):
 
 def test_with_blocks_that_cannot_suppress_keep_the_op_in_the_graph():
     check(gather_in_non_suppressing_blocks, lambda: (torch.randn(4), torch.tensor([0, 3]), Timer()), graphs=1)
+
+
+def bare_clause_after_a_typed_one(x, i):
+    try:
+        y = x[i] + 1
+    except KeyError:
+        y = x
+    except:  # noqa: E722 -- the case under test
+        y = x * 0
+    return y
+
+
+def typed_clause_after_a_nested_try(x, i):
+    try:
+        y = x[i] + 1
+    except ValueError:
+        try:
+            y = x.neg()
+        except KeyError:
+            y = x
+    except IndexError:
+        y = x * 0
+    return y
+
+
+def return_in_finally(x, i):
+    try:
+        y = x[i] + 1
+    finally:
+        return x * 0  # noqa: B012 -- swallows the error, the case under test
+    return y
+
+
+@pytest.mark.parametrize("fn", [bare_clause_after_a_typed_one, typed_clause_after_a_nested_try, return_in_finally],
+                         ids=lambda f: f.__name__)
+def test_handlers_of_other_shapes_see_the_error(fn):
+    """Clauses are followed test to test (a later bare clause, a clause after one whose body holds a try),
+    and a finally block that can end without re-raising catches too."""
+    _compare(fn, torch.randn(4), torch.tensor([7]))
+    _compare(fn, torch.randn(4), torch.tensor([2]))
+
+
+def test_autocast_does_not_excuse_ops_it_does_not_cast():
+    def f(a, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.mv(a, b)
+    _compare(f, torch.randn(3, 3).bfloat16(), torch.randn(3))
+
+
+def test_ops_that_promote_mixed_dtypes_stay_compiled():
+    def f(a, b):
+        return torch.outer(a, b), torch.addr(a[:, None] * b, a, b)
+    check(f, lambda: (torch.randn(3), torch.randn(3).double()), graphs=1)
+
+
+def index_under_autocast(x, i):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return (x @ x)[i]
+
+
+def index_under_no_grad(x, i):
+    with torch.no_grad():
+        return (x * 2)[i]
+
+
+@pytest.mark.parametrize("fn", [index_under_autocast, index_under_no_grad], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("backend", [None, "graphjit"], ids=["as_captured", "graphjit"])
+def test_a_graph_that_raises_inside_a_mode_block_restores_the_modes(fn, backend):
+    """The with block's exit does not run when the graph raises in it: the entry puts grad mode and autocast
+    back (a graph run as captured left autocast on, or grad mode off, for everything after)."""
+    compiled = graphjit.compile(fn, backend=CompileCounter(backend))
+    x = torch.randn(3, 3, requires_grad=True)
+    for _ in range(2):
+        assert type(_outcome(compiled, x, torch.tensor([7]))) is tuple
+        assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")

@@ -8,6 +8,7 @@ Tensor.new(torch.Size) makes a tensor of that size, where new(tuple) takes the t
 PYTEST_DONT_REWRITE: the functions under test must be plain Python bytecode, without pytest's assert
 rewriting.
 """
+import pytest
 import torch
 import torch.distributions as D
 
@@ -90,3 +91,14 @@ def test_distributions_that_call_new_with_a_size():
         torch.manual_seed(seed)
         assert_same(compiled(rate), expected)
     assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("name", ["a b", "a{0}", "class"])
+def test_attribute_names_that_are_not_identifiers(name):
+    import types
+    holder = types.SimpleNamespace()
+    setattr(holder, name, 2)
+
+    def read(x, o):
+        return x * getattr(o, name)
+    check(read, lambda: (torch.ones(2), holder), graphs=1)

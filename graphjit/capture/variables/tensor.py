@@ -602,6 +602,14 @@ EAGER_REFUSALS.update({target: _of_booleans("lerp") for target in (torch.lerp, t
 # ops whose eager kernels require their tensor operands to share a dtype, which fake kernels do not check
 # (a dead one would be dropped, a live one compiled to a value): a mixed call runs in CPython, which raises
 # eager's error. Autocast casts them (it is entered for real while tracing): then no check.
+# the ops of those autocast casts to one dtype, per device type (torch's autocast lists)
+_AUTOCAST_CASTS = {"cpu": frozenset({"mm", "bmm", "matmul", "addmm", "addbmm", "baddbmm", "linear", "conv1d",
+                                     "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+                                     "__matmul__", "__rmatmul__"})}
+_AUTOCAST_CASTS["cuda"] = _AUTOCAST_CASTS["cpu"] | {"mv", "addmv", "chain_matmul", "lstm_cell", "gru_cell",
+                                                    "rnn_tanh_cell", "rnn_relu_cell", "cross", "cdist"}
+
+
 def _dtypes_agree(name, operands=lambda a, k: [*a, *k.values()], low_precision_input=False):
     """operands(args, kwargs) -> the values whose tensors must share a dtype. low_precision_input: the norms'
     CPU kernels also take a 16-bit input with float32 parameters."""
@@ -611,7 +619,10 @@ def _dtypes_agree(name, operands=lambda a, k: [*a, *k.values()], low_precision_i
         except (IndexError, KeyError):
             return
         dtypes = {t.dtype for t in tensors}
-        if len(dtypes) < 2 or any(torch.is_autocast_enabled(t.device.type) for t in tensors[:1]):
+        if len(dtypes) < 2:
+            return
+        device = tensors[0].device.type
+        if torch.is_autocast_enabled(device) and name in _AUTOCAST_CASTS.get(device, ()):
             return
         if low_precision_input and tensors[0].dtype in (torch.float16, torch.bfloat16) and \
                 all(t.dtype in (tensors[0].dtype, torch.float32) for t in tensors[1:]):
@@ -639,8 +650,8 @@ def _positions(*where):
 
 
 for _names, _check in (
-        (("mm", "bmm", "matmul", "mv", "dot", "vdot", "addmm", "addbmm", "baddbmm", "addmv", "addr", "outer",
-          "ger", "inner", "linear", "bilinear", "cross", "cdist", "chain_matmul", "rnn_tanh_cell",
+        (("mm", "bmm", "matmul", "mv", "dot", "vdot", "addmm", "addbmm", "baddbmm", "addmv",
+          "inner", "linear", "bilinear", "cross", "cdist", "chain_matmul", "rnn_tanh_cell",
           "rnn_relu_cell", "lstm_cell", "gru_cell", "__matmul__", "__rmatmul__", "matmul_"),
          lambda n: _dtypes_agree(n)),
         (("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
