@@ -909,7 +909,7 @@ def _restoring_state(compiled, gm):
     def run(*args):
         grad = torch.is_grad_enabled()
         autocast = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")]
-        cache = torch.is_autocast_cache_enabled()
+        cache, nesting = torch.is_autocast_cache_enabled(), _autocast_nesting()
         try:
             return compiled(*args)
         except BaseException:
@@ -918,9 +918,23 @@ def _restoring_state(compiled, gm):
                 torch.set_autocast_enabled(device, enabled)
                 torch.set_autocast_dtype(device, dtype)
             torch.set_autocast_cache_enabled(cache)
+            # the blocks' exits would have counted their nesting down, and the outermost cleared the cache of
+            # weight casts (else later blocks read casts of weights an optimizer has since changed)
+            entered = _autocast_nesting() - nesting
+            for _ in range(entered):
+                torch.autocast_decrement_nesting()
+            if entered > 0 and nesting == 0:
+                torch.clear_autocast_cache()
             raise
     run.__wrapped__ = compiled
     return run
+
+
+def _autocast_nesting():
+    """How many autocast blocks are open (torch counts them, and clears its cache of casts at the last exit)."""
+    level = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return level
 
 
 def _is_parameter_or_buffer(value, source):

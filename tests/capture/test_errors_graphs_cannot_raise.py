@@ -286,3 +286,6 @@ def test_a_graph_that_raises_inside_a_mode_block_restores_the_modes(fn, backend)
     for _ in range(2):
         assert type(_outcome(compiled, x, torch.tensor([7]))) is tuple
         assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+        # no autocast block left counted open: torch clears its cache of weight casts at the last exit
+        assert torch.autocast_increment_nesting() == 1
+        torch.autocast_decrement_nesting()
