@@ -533,8 +533,9 @@ class Tracer:
     def error_would_be_handled(self):
         """Whether an error a graph raises at run time (_GRAPH_ERRORS) for the instruction running now would
         reach a handler of the traced code (an except clause whose type it may match, or a with-block whose
-        __exit__ is the code's own and may suppress it) in any frame of the trace. The graph runs after the trace: an op that raises in it on its
-        tensors' values escapes every handler, so such ops are not recorded there."""
+        __exit__ is the code's own and may suppress it) in any frame of the trace. The graph runs after the
+        trace: an op that raises in it on its tensors' values escapes every handler, so such ops are not
+        recorded there."""
         for frame in self.frames:
             if not exception_table_of(frame.code) or frame.code.co_filename == polyfills.__file__:
                 continue
