@@ -601,8 +601,8 @@ EAGER_REFUSALS.update({target: _of_booleans("lerp") for target in (torch.lerp, t
 
 # ops whose eager kernels require their tensor operands to share a dtype, which fake kernels do not check
 # (a dead one would be dropped, a live one compiled to a value): a mixed call runs in CPython, which raises
-# eager's error. Autocast casts them (it is entered for real while tracing): then no check.
-# the ops of those autocast casts to one dtype, per device type (torch's autocast lists)
+# eager's error. Where autocast is on (it is entered for real while tracing), the ops it casts to one dtype
+# are not checked: _AUTOCAST_CASTS, per device type (torch's autocast lists).
 _AUTOCAST_CASTS = {"cpu": frozenset({"mm", "bmm", "matmul", "addmm", "addbmm", "baddbmm", "linear", "conv1d",
                                      "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
                                      "__matmul__", "__rmatmul__"})}
