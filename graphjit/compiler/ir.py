@@ -106,12 +106,26 @@ def _nonnegative(e, env):
 
 
 def _proven_extreme(env, e):
-    """The argument of a Max (Min) that env proves at least (at most) every other one; StaticOnly if none."""
-    bigger = sympy.Ge if type(e).__name__ == "Max" else sympy.Le
+    """The argument of a Max (Min) that env proves at least (at most) every other one. Where none is
+    proven, the one that wins for the example sizes, with guards that it wins (MPT's slice
+    `bias[:, max(0, n_max - n):]`: the graph serves the sizes for which that argument is the winner, and
+    other sizes get an entry of their own); StaticOnly where the ShapeEnv cannot guard on it."""
+    is_max = type(e).__name__ == "Max"
+    bigger = sympy.Ge if is_max else sympy.Le
     for candidate in e.args:
         if all(other is candidate or _known(env, bigger(candidate, other)) for other in e.args):
             return candidate
-    raise StaticOnly(f"size expression {e}: no argument of the {type(e).__name__} is proven the winner")
+    try:
+        values = example_values(env)
+        hints = [int(a.xreplace(values)) for a in e.args]
+        winner = e.args[hints.index(max(hints) if is_max else min(hints))]
+        for other in e.args:
+            if other is not winner and not env.evaluate_expr(bigger(winner, other)):
+                raise ValueError(f"the ShapeEnv refuted {bigger(winner, other)}")
+    except Exception as err:    # noqa: BLE001 -- a symbol without an example value, a ShapeEnv refusal
+        raise StaticOnly(f"size expression {e}: no argument of the {type(e).__name__} is proven the winner "
+                         f"({type(err).__name__}: {err})") from err
+    return winner
 
 
 class StaticOnly(Exception):

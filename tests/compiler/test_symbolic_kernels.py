@@ -527,3 +527,18 @@ def test_roll_by_an_int_symbol_larger_than_its_dim(backend):
     for n, s in [(5, 6), (5, 2), (7, 9), (6, -8), (4, 3)]:
         x = _on_device(torch.randn(n, 3))
         assert_same(compiled(x, s), f(x, s), where=f"size {n}, shift {s}")
+
+
+def test_a_max_in_a_slice_compiles_once_per_side_of_its_winner(backend):
+    """MPT's `bias[:, max(0, n_max - n):]`: the size n_max - Max(0, n_max - n) has no winner the ShapeEnv
+    proves. The compiler takes the example's winner and guards it, so sizes on that side share one
+    graph (they compiled per size) and a size on the other side gets an entry of its own, with eager's
+    values on both sides."""
+    def f(bias, x):
+        n = x.shape[1]
+        return bias[:, max(0, bias.shape[1] - n):] * 2 + x[:, :8].sum(), bias[:, :min(n, 8)] + 1
+
+    bias = torch.randn(3, 8)
+    counter = run_sizes(f, lambda n: (bias, torch.randn(2, n)), (3, 5, 6, 4, 11, 13, 9, 6), graphs=2,
+                        atol=1e-5, rtol=1e-5)
+    assert counter.frame_count == 2, counter.frame_count     # n <= 8 and n > 8
