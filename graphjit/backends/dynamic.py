@@ -36,6 +36,37 @@ def fake_mode_of(gm):
     return None
 
 
+# What a ShapeEnv learns while a compile asks about sizes: its guards, and the facts they teach it.
+_LEARNED = ("guards", "replacements", "replacements_slocs", "var_to_range", "var_to_range_sloc", "divisible",
+            "axioms", "deferred_runtime_asserts", "symbol_guard_counter", "fake_tensor_cache")
+
+
+def shape_env_checkpoint(gm):
+    """A function that puts the ShapeEnv of gm's sizes back as it is now. A symbolic compile that fails
+    (ir.StaticOnly: the graph compiles per size instead) may have asked the ShapeEnv things that add guards
+    (`x[::2]` traced at size 2 is 1 long); left there, they would restrict the frame's entry to the example's
+    sizes and every other size would recompile."""
+    mode = fake_mode_of(gm)
+    env = getattr(mode, "shape_env", None)
+    if env is None:
+        return lambda: None
+    saved = {}
+    for name in _LEARNED:
+        value = getattr(env, name, None)
+        if isinstance(value, dict):
+            saved[name] = {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
+        elif isinstance(value, (list, set)):
+            saved[name] = type(value)(value)
+
+    def restore():
+        for name, value in saved.items():
+            setattr(env, name, value)
+        bump = getattr(env, "_update_version_counter", None)
+        if bump is not None:
+            bump()          # its memo of answers keys on this counter
+    return restore
+
+
 def compile_dynamic(backend, gm, example_inputs, takes_symbols):
     """backend's callable for gm: gm as is if it has no size symbols; else per takes_symbols."""
     positions = symbolic_inputs(gm)

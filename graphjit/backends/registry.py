@@ -221,7 +221,7 @@ def graphjit_backend(gm, example_inputs, mode=None, options=None):
     distinct set of sizes instead."""
     from ..compiler import compile_graph, training
     from ..compiler.ir import StaticOnly
-    from .dynamic import PerSize, symbolic_inputs
+    from .dynamic import PerSize, shape_env_checkpoint, symbolic_inputs
     positions = symbolic_inputs(gm)
     if training.wants_aot(gm, example_inputs):
         def train(g, inputs):
@@ -230,9 +230,11 @@ def graphjit_backend(gm, example_inputs, mode=None, options=None):
                 return training.compile_training(g, inputs, compile_fn=lambda g, ins: compile_graph(g, ins, mode, options))
         return PerSize(train, gm, positions) if positions else train(gm, example_inputs)
     if positions:
+        restore = shape_env_checkpoint(gm)
         try:
             return compile_graph(gm, example_inputs, mode, options)
         except StaticOnly as e:
+            restore()       # what the failed attempt asked of the sizes guards nothing: it compiles per size
             name = (gm.meta.get("graphjit") or {}).get("name", "graph")
             logs.log("dynamic", f"{name}: compiling per size: {e}")
         return PerSize(lambda g, inputs: compile_graph(g, inputs, mode, options), gm, positions)

@@ -84,6 +84,25 @@ def _onednn_off():
         torch._C._set_mkldnn_enabled(before)
 
 
+def _tracing_context():
+    """A TracingContext for the joint trace where none is active: AOTAutograd puts the metadata of the
+    graph it compiles there (for _donate_no_buffers); it makes one itself only for fake inputs."""
+    if torch._guards.TracingContext.try_get() is not None:
+        return contextlib.nullcontext()
+    return torch._guards.tracing(torch._guards.TracingContext(None))
+
+
+def _donate_no_buffers():
+    """Empties AOTAutograd's list of the forward's saved tensors the backward may free early ("donated
+    buffers", in the metadata of the graph being compiled): with a list that is not empty, every backward
+    with retain_graph=True raises (two losses from one compiled call, after a step without it). Only a
+    backend that reuses their memory gains from them, and graphjit's compiler does not."""
+    context = torch._guards.TracingContext.try_get()
+    donated = getattr(getattr(context, "fw_metadata", None), "bw_donated_idxs", None)
+    if donated:
+        donated.clear()     # in place: the metadata of a graph with tensor subclasses shares this list
+
+
 def compile_training(gm, example_inputs, compile_fn, unreached=True):
     """A callable with gm.forward's signature that runs the compiled forward inside an autograd Function
     whose backward runs the compiled backward. compile_fn(graph, example_inputs) compiles one half (its
@@ -110,6 +129,8 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
                 return _BackwardOfPresent(graph, inputs, absent)     # compiled at its first call
             if which == "backward":
                 return _CheckingSavedVersions(compile_half(which, graph, inputs), _unchecked_read(graph))
+            if which == "forward":
+                _donate_no_buffers()
             compiled = compile_half(which, graph, inputs)
             unchecked = _unchecked_outputs(graph) if which == "forward" else []
             absent.has_unchecked = absent.has_unchecked or bool(unchecked)
@@ -148,7 +169,7 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
     def trace():
         # oneDNN off while tracing: torch's lstm/gru decompositions then pick their plain ATen form, not
         # mkldnn_rnn_layer, whose undefined workspace AOTAutograd cannot save for the backward
-        with _quiet_meta_failures(), _onednn_off():
+        with _quiet_meta_failures(), _onednn_off(), _tracing_context():
             return aot_module_simplified(traced, example_inputs, fw_compiler=half("forward"),
                                          bw_compiler=half("backward"), inference_compiler=half("inference"),
                                          partition_fn=absent.partition, decompositions=decomposition_table(),

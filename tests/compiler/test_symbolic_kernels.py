@@ -542,3 +542,21 @@ def test_a_max_in_a_slice_compiles_once_per_side_of_its_winner(backend):
     counter = run_sizes(f, lambda n: (bias, torch.randn(2, n)), (3, 5, 6, 4, 11, 13, 9, 6), graphs=2,
                         atol=1e-5, rtol=1e-5)
     assert counter.frame_count == 2, counter.frame_count     # n <= 8 and n > 8
+
+
+def test_a_graph_compiled_per_size_keeps_no_guard_of_its_symbolic_attempt():
+    """`x[::2].add_(1)` writes through a view: the compiler refuses its symbolic sizes (StaticOnly) after
+    its first trace asked whether x[::2] is 1 long (at size 2 it is). That answer must not stay a guard of
+    the entry: one entry serves every size (through PerSize), as with a backend that takes the symbols."""
+    counts = {}
+    for name, backend in (("eager", "eager"), ("graphjit", graphjit_backend)):
+        counter = CompileCounter(backend)
+        compiled = graphjit.compile(lambda x: x[::2].add_(1), dynamic=True, backend=counter)
+        for n in (2, 3, 4, 5, 7, 9):
+            x = torch.randn(n, 3)
+            expected = x.clone()
+            expected[::2].add_(1)
+            compiled(x)
+            assert_same(x, expected, where=f"the written input, size {n}")
+        counts[name] = counter.frame_count
+    assert counts == {"eager": 1, "graphjit": 1}, counts

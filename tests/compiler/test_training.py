@@ -2,6 +2,7 @@
 AOTAutograd, each compiled (C++, or Triton under its interpreter), against eager over several steps of
 forward, loss, backward and an optimizer step (graphjit.testing.check_training): outputs, losses,
 gradients of parameters and inputs, and parameters and buffers after each step."""
+import copy
 import io
 import math
 
@@ -1260,3 +1261,23 @@ def test_a_view_of_an_input_taken_under_no_grad_has_no_gradient():
         assert x.grad is None
         loss.backward()
         assert_same(x.grad, w, where="x.grad")
+
+
+def test_two_backwards_with_retain_graph_after_a_plain_step():
+    """A step whose backward runs without retain_graph, then two losses from one compiled call, the first
+    backward with retain_graph=True: AOTAutograd's donated buffers made that raise."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 6))
+    twin = copy.deepcopy(model)
+    compiled = graphjit.compile(model)
+    for step in range(3):
+        x = torch.randn(5, 8)
+        for m in (compiled, twin):
+            out = m(x)
+            if step == 0:
+                out.sum().backward()
+            else:
+                out[:, :3].pow(2).mean().backward(retain_graph=True)
+                out[:, 3:].pow(2).mean().backward()
+        for p, q in zip(model.parameters(), twin.parameters()):
+            assert_same(p.grad, q.grad, atol=1e-5, rtol=1e-5, where=f"step {step}")
