@@ -184,6 +184,36 @@ def test_sqrt_of_a_negative_symbolic_float_raises_as_in_eager():
         compiled(X, -1.0)
 
 
+def cosine_schedule(p, g, step, total):
+    lr = 0.05 * (1 + math.cos(math.pi * step / total))
+    warm = math.sin(step / 3.0) + math.tan(step / (4 * total)) + math.tanh(step / total) + math.atan(step)
+    return p - lr * g, p * (warm + math.log2(step + 1) + math.acos(step / (total + 1)) + math.asin(0.5 / step))
+
+
+@pytest.mark.parametrize("backend", ["eager", "graphjit"])
+def test_a_cosine_schedule_over_a_step_counter_is_one_dynamic_graph(backend):
+    """math.cos/sin/tan/tanh/atan/log2/acos/asin of a symbolic step stay symbolic (they were folded, with a
+    guard on the value: a recompile per step until the limit, then eager), each with a guard that its
+    argument is one CPython takes."""
+    p, g = torch.randn(6), torch.randn(6)
+    run(cosine_schedule, [(p, g, step, 20) for step in range(1, 12)], graphs=2, backend=backend)
+
+
+def test_math_functions_outside_their_domain_raise_as_in_eager():
+    compiled = graphjit.compile(lambda x, s: x * math.acos(s) + math.log2(s), backend=CompileCounter())
+    for s in (0.5, 0.25):
+        assert_same(compiled(X, s), X * math.acos(s) + math.log2(s))
+    for s, error in ((1.5, ValueError), (-0.5, ValueError), (0.0, ValueError)):
+        with pytest.raises(error, match="math domain error"):
+            compiled(X, s)
+    trig = graphjit.compile(lambda x, s: x * math.cos(s), backend=CompileCounter())
+    for s in (0.5, 0.25):
+        trig(X, s)
+    with pytest.raises(ValueError, match="math domain error"):
+        trig(X, float("inf"))
+    assert_same(trig(X, float("nan")), X * math.cos(float("nan")))
+
+
 def formatted_after_a_break(x):
     total = x.sum().item()          # a graph break: the float goes to the resume function
     return x * 2, f"{total:.2f}|{total!r:>30}"

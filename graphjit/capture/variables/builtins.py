@@ -822,18 +822,36 @@ BUILTIN_HANDLERS.update({
     operator.setitem: lambda tx, a, k, v: a.call_method(tx, "__setitem__", [k, v], {}),
     operator.delitem: lambda tx, a, k: a.call_method(tx, "__delitem__", [k], {}),
 })
-for _fn in (math.floor, math.ceil, math.trunc, math.sqrt):
+# math functions with a symbolic form in torch: function -> (torch's symbolic function, the bounds of the
+# arguments for which CPython returns a value, each (comparison, bound)). Outside them CPython raises
+# (math.cos(inf), math.acos(2)): the trace guards the argument inside and folds it otherwise.
+_INF = float("inf")
+_SYMBOLIC_MATH = {
+    math.sqrt: (torch._sym_sqrt, ((">=", 0),)),
+    math.cos: (torch._sym_cos, ((">", -_INF), ("<", _INF))),
+    math.sin: (torch._sym_sin, ((">", -_INF), ("<", _INF))),
+    math.tan: (torch._sym_tan, ((">", -_INF), ("<", _INF))),
+    math.tanh: (torch._sym_tanh, ()),
+    math.atan: (torch._sym_atan, ()),
+    math.asin: (torch._sym_asin, ((">=", -1), ("<=", 1))),
+    math.acos: (torch._sym_acos, ((">=", -1), ("<=", 1))),
+    math.log2: (torch._sym_log2, ((">", 0),)),
+}
+for _fn in (math.floor, math.ceil, math.trunc, *_SYMBOLIC_MATH):
     BUILTIN_HANDLERS[_fn] = (lambda fn: lambda tx, a: _math_function(tx, fn, a))(_fn)
 
 
 def _math_function(tx, fn, value):
-    """math.floor/ceil/trunc/sqrt: symbolic on a symbolic number (a SymInt or SymFloat result, no guard on
-    its value; sqrt guards that its argument is not negative, where CPython would raise), else folded."""
+    """math.floor/ceil/trunc, and sqrt, cos, sin ... (_SYMBOLIC_MATH): symbolic on a symbolic number (a
+    SymInt or SymFloat result, no guard on its value; the others guard that their argument is one for which
+    CPython returns a value: a cosine learning-rate schedule over a step counter is one graph), else
+    folded."""
     if symbolic.takes_part(value):
-        if fn is not math.sqrt:
+        if fn not in _SYMBOLIC_MATH:
             return symbolic.apply(tx, fn, [value])
-        if compare_op(tx, ">=", value, ConstantVariable(0)).truth(tx):
-            return symbolic.apply(tx, torch._sym_sqrt, [value])
+        sym_fn, bounds = _SYMBOLIC_MATH[fn]
+        if all(compare_op(tx, op, value, ConstantVariable(bound)).truth(tx) for op, bound in bounds):
+            return symbolic.apply(tx, sym_fn, [value])
     return _fold(tx, fn, value.as_python_constant())
 
 # builtins that read their caller's frame (without arguments, for vars and dir): no graph break runs them
