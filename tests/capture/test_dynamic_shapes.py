@@ -367,3 +367,37 @@ def test_a_size_bounded_by_a_table_stays_one_symbolic_graph():
     def f(x):
         return x + table[:x.shape[1]]
     run_sequence(f, [(torch.randn(2, n, 4),) for n in (5, 7, 9, 12)], graphs=2)
+
+
+def _pools(x):
+    a = F.max_pool1d(x, 3, 2)
+    b, where = F.max_pool1d(x, 2, padding=1, ceil_mode=True, return_indices=True)
+    c = torch.max_pool1d(x, [3], [1], [1], [2])
+    d, at = F.max_pool1d_with_indices(x, kernel_size=4, stride=3)
+    return a + 1, b, where, c, d, at
+
+
+@pytest.mark.parametrize("backend", ["eager", "graphjit"])
+def test_max_pool1d_over_a_changing_length_is_one_dynamic_graph(backend):
+    """torch's 1-d max pool reads the length as an int (torch.compile compiles per length); capture
+    records it as max_pool2d over a height of 1, which keeps the length symbolic: the same maxima,
+    indices, NaN and ties as eager, on 3-d and 2-d inputs."""
+    def inputs(n, rows=True):
+        x = torch.randn(2, 3, n) if rows else torch.randn(3, n)
+        x[..., 1] = x[..., 0]                      # a tie
+        x[..., n // 2] = float("nan")
+        return (x,)
+    for rows in (True, False):
+        counter = CompileCounter(graphjit.backends.registry.graphjit_backend if backend == "graphjit" else "eager")
+        compiled = graphjit.compile(lambda x: _pools(x), backend=counter)
+        for n in (9, 12, 17, 30, 13, 22, 41, 26, 33, 19):
+            args = inputs(n, rows)
+            expected = _pools(*args)
+            got = compiled(*args)
+            for g, e in zip(got, expected):
+                assert torch.equal(g, e) or torch.allclose(g, e, equal_nan=True), (n, rows)
+                assert g.dtype == e.dtype and g.shape == e.shape
+        # the first call static, then dynamic graphs, one per side of the guards max_pool2d's shape formula
+        # takes (ceil_mode's last window starting inside the padded input or not; on some torch versions
+        # whether the stride divides the length): not one per length (10 here)
+        assert counter.frame_count <= 5, counter.frame_count

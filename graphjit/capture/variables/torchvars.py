@@ -137,6 +137,10 @@ class TorchOpVariable(Variable):
         mutates = name.endswith("_") and not name.endswith("__") or "out" in kwargs
         if isinstance(kwargs.get("out"), TensorVariable):
             _refuse_out_of_another_dtype(tx, fn, args, kwargs)
+        if fn in _POOL_1D:
+            pooled = _max_pool_1d_as_2d(tx, fn, args, kwargs)
+            if pooled is not None:
+                return pooled
         return record(tx, "call_function", fn, list(args), dict(kwargs), mutates=mutates)
 
     def getattr(self, tx, name):
@@ -146,6 +150,65 @@ class TorchOpVariable(Variable):
 
     def __repr__(self):
         return f"TorchOp({getattr(self.fn, '__name__', self.fn)})"
+
+
+# the 1-d max pools -> whether they return indices (None: their return_indices argument says)
+_POOL_1D = {torch.max_pool1d: False, torch.max_pool1d_with_indices: True,
+            torch.nn.functional.max_pool1d: None, torch.nn.functional.max_pool1d_with_indices: True}
+_POOL_1D_PARAMS = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+
+
+def _max_pool_1d_as_2d(tx, fn, args, kwargs):
+    """max_pool1d over a symbolic length as max_pool2d over a height of 1 (the same maxima and indices):
+    torch's 1-d kernel reads the length as an int, which specializes it (a recompile per length, as
+    torch.compile does), while the 2-d meta keeps it symbolic. None where the call is not that case."""
+    try:
+        bound = dict(zip(_POOL_1D_PARAMS, args))
+        if len(args) > len(_POOL_1D_PARAMS) or set(kwargs) - set(_POOL_1D_PARAMS) or set(kwargs) & set(bound):
+            return None
+        bound.update(kwargs)
+        x = bound.pop("input")
+        if not isinstance(x, TensorVariable) or x.fake.dim() not in (2, 3) or \
+                not isinstance(x.fake.shape[-1], torch.SymInt):
+            return None
+        values = {k: v.as_python_constant() for k, v in bound.items()}
+    except Exception:       # noqa: BLE001 -- an argument that is not a constant: the call as written
+        return None
+
+    def pair(name, default, first):
+        value = values.get(name, default)
+        if isinstance(value, (list, tuple)):
+            if len(value) != 1 or type(value[0]) is not int:
+                raise ValueError
+            value = value[0]
+        if type(value) is not int:
+            raise ValueError
+        return (first, value)
+    try:
+        kernel = pair("kernel_size", None, 1)
+        stride = values.get("stride", ())
+        stride = kernel if stride in ((), [], None) else pair("stride", None, 1)
+        padding, dilation = pair("padding", 0, 0), pair("dilation", 1, 1)
+        ceil_mode = values.get("ceil_mode", False)
+        indices = _POOL_1D[fn]
+        if indices is None:
+            indices = values.get("return_indices", False)
+        elif "return_indices" in values:
+            return None
+        if type(ceil_mode) is not bool or type(indices) is not bool:
+            return None
+    except ValueError:
+        return None
+    const = ConstantVariable
+    pool = torch.nn.functional.max_pool2d_with_indices if indices else torch.nn.functional.max_pool2d
+    rows = record(tx, "call_method", "unsqueeze", [x, const(-2)], {})
+    pooled = record(tx, "call_function", pool, [rows, const(kernel), const(stride), const(padding),
+                                                const(dilation), const(ceil_mode)], {})
+    if not indices:
+        return record(tx, "call_method", "squeeze", [pooled, const(-2)], {})
+    from .containers import TupleVariable
+    return TupleVariable([record(tx, "call_method", "squeeze", [item, const(-2)], {})
+                          for item in pooled.unpack(tx)])
 
 
 def _refuse_out_of_another_dtype(tx, fn, args, kwargs):
