@@ -39,7 +39,7 @@ def graph_reason(gm, example_inputs):
         if isinstance(value, torch.Tensor) and (value.is_neg() or value.is_conj()):
             return "the graph makes a lazily negated or conjugated view (`z.conj()`, its `.imag`): its memory " \
                    "holds the other value, which the kernels would read"
-    reason = recurrent_dropout(gm)
+    reason = recurrent_dropout(gm) or makes_a_leaf_requiring_grad(gm)
     if reason is not None:
         return reason
     if needs_autograd(example_inputs):
@@ -69,6 +69,30 @@ def recurrent_dropout(gm):
             return f"a {name} of {num_layers} layers with dropout {dropout} in training: torch's decomposition " \
                    "of it leaves the dropout between the layers out"
     return None
+
+
+def makes_a_leaf_requiring_grad(gm):
+    """A reason where gm makes a new tensor that requires grad (`torch.ones(2, requires_grad=True)`, a leaf
+    of autograd's graph: the captured graph makes one per call, a compiled one would make a plain tensor),
+    else None. Known by the node's example value (not a view, nor a placeholder) or, in a copy without
+    them (backends/dynamic.PerSize), its requires_grad=True argument."""
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        value = node.meta.get("example_value", node.meta.get("val"))
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        made = any(isinstance(v, torch.Tensor) and v.requires_grad and v.grad_fn is None and not v._is_view()
+                   for v in values)
+        if made and not _returns_an_argument(node, values) or node.kwargs.get("requires_grad") is True:
+            return f"{getattr(node.target, '__name__', node.target)} makes a tensor that requires grad (a leaf of " \
+                   f"autograd's graph), which compiled code would make without it"
+    return None
+
+
+def _returns_an_argument(node, values):
+    """Whether the node's result is one of its arguments' example values (`w.to(w.dtype)` is w)."""
+    arguments = {id(a.meta.get("example_value", a.meta.get("val"))) for a in node.all_input_nodes}
+    return all(id(v) in arguments for v in values if isinstance(v, torch.Tensor) and v.requires_grad)
 
 
 def needs_autograd(example_inputs):

@@ -65,7 +65,20 @@ def grad_after_the_autograd_function(x, w):
     return w.grad * 2
 
 
-CASES = [backward_in_the_frame, autograd_backward_function, requires_grad_on_an_input,
+def factory_making_a_leaf(x, w):
+    s = torch.ones(4, requires_grad=True)           # a leaf of autograd's graph, made in the frame
+    t = torch.tensor([0.5, 1.0, 2.0, 3.0], requires_grad=True)
+    y = (x * s * t + w).sum()
+    y.backward()
+    return y.detach(), s, t, s.grad * 2, t.grad + 1
+
+
+def leaf_returned_without_backward(x, w):
+    s = torch.zeros(4, requires_grad=True)
+    return x * s, s
+
+
+CASES = [factory_making_a_leaf, leaf_returned_without_backward, backward_in_the_frame, autograd_backward_function, requires_grad_on_an_input,
          requires_grad_on_a_new_tensor, hook_sees_the_gradient, retain_grad_then_read, grad_read_then_cleared,
          grad_scaled_in_place_if_present, grad_after_the_autograd_function]
 
