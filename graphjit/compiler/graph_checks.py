@@ -39,7 +39,7 @@ def graph_reason(gm, example_inputs):
         if isinstance(value, torch.Tensor) and (value.is_neg() or value.is_conj()):
             return "the graph makes a lazily negated or conjugated view (`z.conj()`, its `.imag`): its memory " \
                    "holds the other value, which the kernels would read"
-    reason = recurrent_dropout(gm) or makes_a_leaf_requiring_grad(gm)
+    reason = recurrent_dropout(gm) or makes_a_leaf_requiring_grad(gm) or resizing_write(gm)
     if reason is not None:
         return reason
     if needs_autograd(example_inputs):
@@ -68,6 +68,33 @@ def recurrent_dropout(gm):
                 isinstance(num_layers, int) and num_layers > 1:
             return f"a {name} of {num_layers} layers with dropout {dropout} in training: torch's decomposition " \
                    "of it leaves the dropout between the layers out"
+    return None
+
+
+def _per_row_fake_quant(node):
+    per_row = node.args[11] if len(node.args) > 11 else node.kwargs.get("per_row_fake_quant", False)
+    return per_row is not False
+
+
+# ops that write into arguments of other sizes than they had (a per-channel observer's running min/max,
+# scale and zero point grow from (0,) and (1,) to (channels,)), where the fake kernels keep the sizes, so
+# functionalization's write-back (the compiler's, AOTAutograd's) would copy into the old sizes -> whether
+# the node does (its arguments say)
+_RESIZING_WRITES = {
+    torch.fused_moving_avg_obs_fake_quant: _per_row_fake_quant,
+    torch.ops.aten.fused_moving_avg_obs_fake_quant.default: _per_row_fake_quant,
+    torch.ops.aten._fused_moving_avg_obs_fq_helper.default: _per_row_fake_quant,
+}
+
+
+def resizing_write(gm):
+    """A reason where gm calls an op that resizes what it writes in place (_RESIZING_WRITES), else None:
+    such a graph runs as captured, with eager's kernel writing the real buffers."""
+    for node in gm.graph.nodes:
+        resizes = _RESIZING_WRITES.get(node.target) if node.op == "call_function" else None
+        if resizes is not None and resizes(node):
+            return f"{getattr(node.target, '__name__', node.target)} with per-row fake quantization resizes the " \
+                   f"buffers it writes (running min/max, scale, zero point), which a functional graph cannot"
     return None
 
 

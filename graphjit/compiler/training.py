@@ -152,8 +152,8 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
         logs.log("fusion", f"{name}: running the graph as captured: it writes in place and two of its inputs "
                            f"share memory (AOTAutograd's write-back of such inputs differs from eager's)")
         return gm.forward
-    from .graph_checks import makes_a_leaf_requiring_grad, recurrent_dropout
-    reason = recurrent_dropout(gm) or makes_a_leaf_requiring_grad(gm)
+    from .graph_checks import makes_a_leaf_requiring_grad, recurrent_dropout, resizing_write
+    reason = recurrent_dropout(gm) or makes_a_leaf_requiring_grad(gm) or resizing_write(gm)
     if reason is not None:
         logs.log("fusion", f"{name}: running the graph as captured: {reason}")
         return gm.forward
