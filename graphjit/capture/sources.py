@@ -155,6 +155,18 @@ class TypeSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class WeakRefSource(Source):
+    """The object a weak reference read from outside refers to: `base()`."""
+    base: Source
+
+    def expr_on(self, base_text):
+        return f"{base_text}()"
+
+    def depth(self):
+        return self.base.depth() + 1
+
+
+@dataclasses.dataclass(frozen=True)
 class DrawSource(Source):
     """Value number `index` the entry drew from `random` before its graph ran (variables/randomvars.py)."""
     index: int

@@ -707,7 +707,21 @@ class UserObjectVariable(ObjectLikeVariable):
     def call(self, tx, args, kwargs):
         if _class_lookup(self.cls, "__call__") is _MISSING:
             raise UserError(TypeError(f"{self.cls.__name__!r} object is not callable"))
+        if self.cls is weakref.ref and not self.is_new and self.source is not None and not args and not kwargs:
+            return self._referent(tx)
         return self.call_dunder(tx, "__call__", list(args), kwargs)
+
+    def _referent(self, tx):
+        """`ref()` of a weak reference read from outside (nn.RNN's `_flat_weight_refs`, checked against its
+        weights on every forward): the object it refers to now, read through `ref()` (guarded like any value
+        from outside), or None, guarded to stay None."""
+        from ..sources import WeakRefSource
+        source = WeakRefSource(self.source)
+        referent = self.value()
+        if referent is None:
+            tx.guards.add(1, "{0} is None", f"{source.expr()} is None", (source,))
+            return ConstantVariable(None)
+        return builder.wrap(tx, referent, source)
 
     def unpack(self, tx):
         if _class_lookup(self.cls, "__iter__") is _MISSING:
