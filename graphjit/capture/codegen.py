@@ -358,12 +358,12 @@ def build_guard_reporter(fn, guards, namespace):
 
     def report(*args, **kwargs):
         if not built:
-            built.append(_compile_reporter(fn, ordered, namespace))
+            built.append(_compile_reporter(fn, ordered, namespace, list(guards.tensors)))
         return built[0](*args, **kwargs)
     return report
 
 
-def _compile_reporter(fn, ordered, namespace):
+def _compile_reporter(fn, ordered, namespace, tensor_sources):
     code = fn.__code__
     lines = [f"def __gj_failing({signature_source(code)}):"]
     for g in ordered:
@@ -372,6 +372,16 @@ def _compile_reporter(fn, ordered, namespace):
                   f"            return {g.reason!r}",
                   "    except Exception:",
                   f"        return {g.reason!r}"]
+    if "__gj_tensor_guards" in namespace and tensor_sources:
+        # the entry's batched tensor check also compares dispatch keys (a call under inference_mode after
+        # one under no_grad), which no guard of its own states
+        names = [s.expr() for s in tensor_sources]
+        lines += ["    try:",
+                  f"        __gj_why = __gj_tensor_guards.check_verbose({', '.join(names)}, "
+                  f"tensor_check_names={names!r})",
+                  "        return None if __gj_why is True else __gj_why",
+                  "    except Exception:",
+                  "        return None"]
     lines.append("    return None")
     exec(compile("\n".join(lines), f"<graphjit guards {code.co_qualname}>", "exec"), namespace)
     reporter = namespace["__gj_failing"]

@@ -315,6 +315,24 @@ def test_logs(monkeypatch, artifact, expected):
     assert expected in err.getvalue()
 
 
+def test_a_recompile_for_another_dispatch_key_set_says_so(monkeypatch):
+    """The entry's batched tensor check also compares dispatch keys, which no guard of its own states: a
+    call under inference_mode after one under no_grad recompiles, and the log named no guard ("guard
+    failed: None")."""
+    monkeypatch.setattr(config, "logs", "recompiles")
+    gj.reset()
+    compiled = gj.compile(torch.nn.Sequential(torch.nn.Linear(4, 4)))
+    x = torch.randn(2, 4)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        with torch.no_grad():
+            compiled(x)
+        with torch.inference_mode():
+            compiled(x)
+    assert "guard failed: " in err.getvalue() and "guard failed: None" not in err.getvalue(), err.getvalue()
+    assert "dispatch key set" in err.getvalue(), err.getvalue()
+
+
 def test_capture_reaches_backends_only_through_the_registry():
     """Capture makes no backend decisions: its only imports from graphjit.backends are the registry's
     lookup and its before_capture hook, and it imports nothing from graphjit.compiler."""
