@@ -463,3 +463,25 @@ def test_explain_module():
     out = graphjit.explain(FullgraphModule())(r(2, 3))
     assert out.graph_count == 1 and out.graph_break_count == 1, str(out)
     assert out.break_reasons[0].lineno == line_of(FullgraphModule.forward, "# BREAK: module")
+
+
+def test_an_optimizer_step_breaks_at_its_tensor_keyed_state_and_says_so():
+    """optimizer.state is a defaultdict keyed by the parameters: the break names that (it said a missing
+    key was read, of a key that is there), and the step runs as in eager."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    twin = nn.Linear(3, 2)
+    twin.load_state_dict(model.state_dict())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9)
+    step = graphjit.compile(opt.step)
+    for i in range(3):
+        x = torch.randn(4, 3)
+        model(x).sum().backward()
+        twin(x).sum().backward()
+        step()
+        twin_opt.step()
+        for p, q in zip(model.parameters(), twin.parameters()):
+            assert torch.equal(p, q), i
+    report = str(graphjit.explain(opt.step)())
+    assert "keyed by tensors" in report and "missing key" not in report, report

@@ -472,6 +472,11 @@ class UserObjectVariable(ObjectLikeVariable):
         if name == "__iter__":
             from .containers import IteratorVariable
             return IteratorVariable(part.unpack(tx))
+        if name in ("__getitem__", "get", "__contains__", "setdefault", "pop") and args and \
+                any(isinstance(k, torch.Tensor) for k in part.items):
+            # its keys are the tensors themselves, a key Variable stands for a graph value: no lookup matches
+            unsupported(f"a {self.cls.__name__} keyed by tensors (an optimizer's state): looking a tensor up in "
+                        f"it is not traced", hint="the code runs in CPython")
         if name == "__getitem__" and len(args) == 1:
             from .containers import constant_key
             if constant_key(tx, args[0]) not in part.items:
