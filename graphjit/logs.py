@@ -50,3 +50,23 @@ def log(artifact, text):
         print(f"[graphjit:{artifact}] {text}", file=sys.stderr)
     if kept:
         reporting.emit("log", artifact=artifact, text=reporting._clip(str(text)))
+
+
+class quiet_meta_failures:
+    """A context: torch's fake-tensor logger does not print the traceback of an op whose meta function
+    raised (`failed while attempting to run meta for ...`). The error itself propagates: capture runs the
+    code in CPython, where the user sees eager's own error (`-bool_tensor`), and a compile that fails
+    reports it; the traceback on stderr only made a user's mistake look like a crash inside torch."""
+
+    def __enter__(self):
+        import logging
+        self.logger = logging.getLogger("torch._subclasses.fake_tensor")
+        self.logger.addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeFilter(self)
+
+    @staticmethod
+    def filter(record):
+        return not str(record.msg).startswith("failed while attempting to run meta")

@@ -14,6 +14,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._guards import SLoc
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from .. import logs
 from . import dynamic, fake_memo
 
 
@@ -156,13 +157,13 @@ class OutputGraph:
     def _run_memoized(self, fn, args, kwargs, memo):
         key = self.fake_memo.key(fn, args, kwargs) if memo and fake_memo.enabled else None
         if key is None:
-            with self.fake_mode:
+            with self.fake_mode, logs.quiet_meta_failures():
                 return fn(*args, **kwargs)
         hit = self.fake_memo.lookup(key, args)
         if hit is not None:
             return hit
         tensors, versions = self.fake_memo.versions(args, kwargs)
-        with self.fake_mode:
+        with self.fake_mode, logs.quiet_meta_failures():
             result = fn(*args, **kwargs)
         self.fake_memo.record(key, args, result, tensors, versions)
         return result

@@ -293,24 +293,7 @@ def _with_dense_tangents_where_overlapping(trace, name):
         return trace()
 
 
-class _quiet_meta_failures:
-    """While AOTAutograd traces: torch's fake-tensor logger does not print the traceback of an op whose
-    meta function raised (`failed while attempting to run meta for ...`). The error itself propagates:
-    compile_training runs such a graph as captured with the reason logged, or the backend's failure is
-    reported with it."""
-
-    def __enter__(self):
-        import logging
-        self.logger = logging.getLogger("torch._subclasses.fake_tensor")
-        self.logger.addFilter(self)
-        return self
-
-    def __exit__(self, *exc):
-        self.logger.removeFilter(self)
-
-    @staticmethod
-    def filter(record):
-        return not str(record.msg).startswith("failed while attempting to run meta")
+_quiet_meta_failures = logs.quiet_meta_failures
 
 
 # Row normalizations the lowering takes whole: the partitioner cannot recompute them (they are not on its

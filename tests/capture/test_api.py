@@ -347,3 +347,15 @@ def test_capture_reaches_backends_only_through_the_registry():
                 found.append((path.name, node.module, [a.name for a in node.names]))
     assert sorted(found) == [("frame.py", "backends.registry", ["before_capture"]),
                              ("frame.py", "backends.registry", ["lookup_backend"])]
+
+
+def test_an_op_raising_on_the_users_tensors_prints_no_traceback_of_torchs(caplog):
+    """`-bool_tensor` raises in eager; capture's fake propagation of it made torch's fake-tensor logger print
+    a long traceback ("failed while attempting to run meta") before the frame ran in CPython and raised
+    eager's own error. The user sees that error only."""
+    gj.reset()
+    compiled = gj.compile(lambda x: -x)
+    with caplog.at_level("ERROR", logger="torch._subclasses.fake_tensor"):
+        with pytest.raises(RuntimeError, match="Negation"):
+            compiled(torch.tensor([True, False]))
+    assert not [r for r in caplog.records if "failed while attempting to run meta" in r.getMessage()]
