@@ -354,11 +354,12 @@ def build_guard_reporter(fn, guards, namespace):
     run only after a cache miss, to say which guard failed. Its source is compiled on its first call:
     for a large model (ResNet-50: 3,500 guards) compiling it took a fifth of the capture."""
     ordered = list(guards.ordered())
+    tensor_sources = list(guards.tensors)      # (not the GuardSet: it holds the first call's tensors)
     built = []
 
     def report(*args, **kwargs):
         if not built:
-            built.append(_compile_reporter(fn, ordered, namespace, list(guards.tensors)))
+            built.append(_compile_reporter(fn, ordered, namespace, tensor_sources))
         return built[0](*args, **kwargs)
     return report
 

@@ -401,3 +401,25 @@ def test_max_pool1d_over_a_changing_length_is_one_dynamic_graph(backend):
         # takes (ceil_mode's last window starting inside the padded input or not; on some torch versions
         # whether the stride divides the length): not one per length (10 here)
         assert counter.frame_count <= 5, counter.frame_count
+
+
+def test_max_pool1d_over_a_changing_length_keeps_eagers_layout_and_errors():
+    """Eager's 1-d CPU kernel returns a contiguous result whatever the input's layout (a `.view()` after it
+    works), while a 2-d pool keeps a channels-last input's layout: the recorded form makes it contiguous.
+    Integer inputs: eager's kernel has none and raises, and so does the compiled call."""
+    def f(x):
+        b = x.shape[0]
+        return F.max_pool1d(x.transpose(1, 2), 2).view(b, -1) * 2
+
+    counter = CompileCounter()
+    compiled = graphjit.compile(f, backend=counter)
+    for n in (9, 12, 17, 12):
+        x = torch.randn(2, n, 3)
+        expected = f(x)
+        got = compiled(x)
+        assert got.stride() == expected.stride()
+        assert_same(got, expected, n)
+    integer = graphjit.compile(lambda x: F.max_pool1d(x, 3), dynamic=True)
+    for n in (9, 12):
+        with pytest.raises(NotImplementedError):
+            integer(torch.randint(-5, 5, (2, 3, n)))

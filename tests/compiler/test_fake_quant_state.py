@@ -72,3 +72,26 @@ def test_qat_linear_trains_with_eager_observer_state():
                 q -= 0.1 * q.grad
                 p.grad = q.grad = None
         _same_state(twin, eager, f"step {step}")
+
+
+def test_per_row_fake_quant_called_as_the_aten_op_runs_as_captured():
+    """torch.ops.aten.fused_moving_avg_obs_fake_quant (no overload named) and torch's
+    _fused_moving_avg_obs_fq_helper resize the same buffers."""
+    def make():
+        return [torch.tensor([1], dtype=torch.long), torch.tensor([1], dtype=torch.long), torch.zeros(0),
+                torch.zeros(0), torch.ones(1), torch.zeros(1, dtype=torch.int32)]
+
+    def packet(x, state):
+        return torch.ops.aten.fused_moving_avg_obs_fake_quant(x, *state, 0.01, -128, 127, 0, True, True)
+
+    def helper(x, state):
+        return torch._fused_moving_avg_obs_fq_helper(x, *state, 0.01, -128, 127, 0, True, True)[0]
+
+    for fn in (packet, helper):
+        compiled = graphjit.compile(fn, backend=graphjit_backend)
+        eager_state, compiled_state = make(), make()
+        for step in range(2):
+            x = torch.randn(8, 6) * (step + 1)
+            assert_same(compiled(x, compiled_state), fn(x, eager_state), where=f"{fn.__name__} step {step}")
+            for got, expected in zip(compiled_state, eager_state):
+                assert_same(got, expected, where=f"{fn.__name__} step {step}: state")

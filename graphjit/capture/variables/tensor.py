@@ -557,7 +557,20 @@ def _full_dtype(args, kwargs):
     return dtype, [fill]
 
 
+def _max_pool1d_of_integers(*args, **kwargs):
+    """max_pool1d without indices on the CPU takes eager's 1-d kernel, which has none for integer or bool
+    inputs (NotImplementedError), where the compiled graph's 2-d pool would return a value."""
+    x = args[0] if args else kwargs.get("input")
+    indices = args[6] if len(args) > 6 else kwargs.get("return_indices", False)
+    if isinstance(x, torch.Tensor) and x.device.type == "cpu" and not x.is_floating_point() and \
+            not x.is_complex() and indices is False:
+        unsupported(f"max_pool1d of a {x.dtype} tensor: eager's CPU kernel has none for it and raises",
+                    hint="the op runs in CPython, which raises eager's error")
+
+
 EAGER_REFUSALS = {torch._C._nn.scaled_dot_product_attention: _sdpa_mask_enlarges}
+EAGER_REFUSALS.update({target: _max_pool1d_of_integers for target in (torch.max_pool1d,
+                                                                      torch.nn.functional.max_pool1d)})
 EAGER_REFUSALS.update({target: _refuse_unconvertible_scalar(
     lambda a, k: (a[0].dtype, [a[1] if len(a) > 1 else k.get("value")]))
     for target in ("fill_", torch.Tensor.fill_, torch.fill)})

@@ -156,6 +156,7 @@ class TorchOpVariable(Variable):
 _POOL_1D = {torch.max_pool1d: False, torch.max_pool1d_with_indices: True,
             torch.nn.functional.max_pool1d: None, torch.nn.functional.max_pool1d_with_indices: True}
 _POOL_1D_PARAMS = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+_POOL_1D_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _max_pool_1d_as_2d(tx, fn, args, kwargs):
@@ -169,8 +170,8 @@ def _max_pool_1d_as_2d(tx, fn, args, kwargs):
         bound.update(kwargs)
         x = bound.pop("input")
         if not isinstance(x, TensorVariable) or x.fake.dim() not in (2, 3) or \
-                not isinstance(x.fake.shape[-1], torch.SymInt):
-            return None
+                not isinstance(x.fake.shape[-1], torch.SymInt) or x.fake.dtype not in _POOL_1D_DTYPES:
+            return None         # (integer inputs: eager's 1-d kernel refuses them, the 2-d one does not)
         values = {k: v.as_python_constant() for k, v in bound.items()}
     except Exception:       # noqa: BLE001 -- an argument that is not a constant: the call as written
         return None
@@ -205,7 +206,12 @@ def _max_pool_1d_as_2d(tx, fn, args, kwargs):
     pooled = record(tx, "call_function", pool, [rows, const(kernel), const(stride), const(padding),
                                                 const(dilation), const(ceil_mode)], {})
     if not indices:
-        return record(tx, "call_method", "squeeze", [pooled, const(-2)], {})
+        out = record(tx, "call_method", "squeeze", [pooled, const(-2)], {})
+        if x.fake.device.type == "cpu" and not (x.fake.requires_grad and torch.is_grad_enabled()):
+            # where eager takes its own 1-d CPU kernel, the result is contiguous whatever the input's
+            # layout (elsewhere eager pools in 2-d too, and keeps the layout as this does)
+            out = record(tx, "call_method", "contiguous", [out], {})
+        return out
     from .containers import TupleVariable
     return TupleVariable([record(tx, "call_method", "squeeze", [item, const(-2)], {})
                           for item in pooled.unpack(tx)])
