@@ -137,8 +137,12 @@ class StaticOnly(Exception):
 @dataclasses.dataclass(frozen=True)
 class SizeFloat:
     """A float computed from size symbols (attention's 1/sqrt(head size)): an extern call's argument,
-    which the wrapper computes per call. Kernels never see one (lowerings refuse it)."""
+    which the wrapper computes per call. Kernels never see one (lowerings refuse it). `steps`, where known:
+    the graph's own operations that compute it (lowering.float_steps), which the wrapper replays in their
+    order; sympy's expression rewrites them (0.05 * (1 + c) as 0.05*c + 0.05), and Python's floats then
+    round otherwise than eager's."""
     expr: sympy.Expr
+    steps: tuple = dataclasses.field(default=None, compare=False)
 
 
 _shape_envs = []        # the ShapeEnv whose symbols the sizes of the graph being compiled are expressions of

@@ -56,6 +56,44 @@ NO_BOOL_KERNEL = {aten.abs.default, aten.floor.default, aten.ceil.default, aten.
                   aten.sub.Scalar, aten.rsub.Tensor, aten.rsub.Scalar}
 
 
+# the graph's operations on Python numbers that a SizeFloat's steps replay: target -> its Python text
+_FLOAT_OPERATORS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+                    operator.pow: "**", operator.floordiv: "//", operator.mod: "%"}
+_FLOAT_FUNCTIONS = {torch.sym_float: "float", torch._sym_sqrt: "math.sqrt", torch._sym_cos: "math.cos",
+                    torch._sym_sin: "math.sin", torch._sym_tan: "math.tan", torch._sym_tanh: "math.tanh",
+                    torch._sym_atan: "math.atan", torch._sym_asin: "math.asin", torch._sym_acos: "math.acos",
+                    torch._sym_log2: "math.log2", torch._sym_cosh: "math.cosh", torch._sym_sinh: "math.sinh",
+                    math.sqrt: "math.sqrt", math.cos: "math.cos", math.sin: "math.sin", math.exp: "math.exp",
+                    math.log: "math.log"}
+
+
+def float_steps(target, args, kwargs):
+    """A float node's operation over its lowered arguments, as a tree the wrapper prints in the graph's
+    order: ("op", text, a, b), ("neg", a), ("call", name, a), ("size", int expression), ("float", the
+    ShapeEnv's expression of a float without steps) or ("const", value);
+    None for an operation not listed (the wrapper then prints the ShapeEnv's expression)."""
+    def leaf(value):
+        if isinstance(value, SizeFloat):
+            return value.steps if value.steps is not None else ("float", value.expr)
+        if isinstance(value, sympy.Expr):
+            return ("size", value)
+        if type(value) in (int, float, bool):
+            return ("const", value)
+        return None
+    if kwargs:
+        return None
+    leaves = [leaf(a) for a in args]
+    if any(l is None for l in leaves):
+        return None
+    if target in _FLOAT_OPERATORS and len(leaves) == 2:
+        return ("op", _FLOAT_OPERATORS[target], *leaves)
+    if target is operator.neg and len(leaves) == 1:
+        return ("neg", leaves[0])
+    if target in _FLOAT_FUNCTIONS and len(leaves) == 1:
+        return ("call", _FLOAT_FUNCTIONS[target], leaves[0])
+    return None
+
+
 class NotLowered(Exception):
     """Raised by a lowering for an argument combination it does not handle: the op becomes an extern call."""
 
@@ -184,7 +222,7 @@ class Lowering(torch.fx.Interpreter):
         if isinstance(meta, torch.SymInt):           # size arithmetic (sym_size, mul ...): its expression
             return as_expr(meta)
         if isinstance(meta, torch.SymFloat):         # a scale from sizes: for extern calls' arguments
-            return SizeFloat(meta.node.expr)
+            return SizeFloat(meta.node.expr, float_steps(target, args, kwargs))
         if isinstance(meta, torch.SymBool):
             raise StaticOnly(f"{target} computes a SymBool from sizes")
         if target is aten.copy_.default:

@@ -199,6 +199,24 @@ def test_a_cosine_schedule_over_a_step_counter_is_one_dynamic_graph(backend):
     run(cosine_schedule, [(p, g, step, 20) for step in range(1, 12)], graphs=2, backend=backend)
 
 
+def test_floats_computed_from_symbols_round_as_in_python():
+    """A float the graph computes from a symbolic int or float (returned, or a scale of a tensor op) is
+    computed by the compiled graph's wrapper in the graph's order of operations: sympy's form of it
+    (0.05*c + 0.05 for 0.05 * (1 + c)) rounded differently in the last bit."""
+    from graphjit.backends.registry import graphjit_backend
+
+    def f(x, step, s):
+        lr = 0.05 * (1 + math.cos(step / 7))
+        return x * lr, lr, (s + 0.1) * 0.7, -s / 3 + step ** 2
+
+    compiled = graphjit.compile(f, backend=graphjit_backend)
+    for step, s in ((1, 0.5), (2, 1.25), (3, 3.3), (5, 7.1), (9, 2.7), (13, 0.3), (21, 5.5)):
+        x = torch.randn(3)
+        got, want = compiled(x, step, s), f(x, step, s)
+        assert got[1:] == want[1:], (step, s, got[1:], want[1:])
+        assert torch.equal(got[0], want[0]), step
+
+
 def test_math_functions_outside_their_domain_raise_as_in_eager():
     compiled = graphjit.compile(lambda x, s: x * math.acos(s) + math.log2(s), backend=CompileCounter())
     for s in (0.5, 0.25):

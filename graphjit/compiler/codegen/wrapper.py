@@ -87,9 +87,10 @@ class WrapperCode:
         if isinstance(value, (sympy.Expr, torch.SymInt)):
             return pyexpr(value)
         if isinstance(value, SizeFloat):
-            from torch.utils._sympy.printers import PythonPrinter      # torch's functions (FloatPow ...)
             self.globals["math"] = math
-            return f"float({PythonPrinter().doprint(value.expr)})"
+            if value.steps is not None:
+                return f"float({_float_steps_text(value.steps)})"
+            return f"float({_float_expr_text(value.expr)})"
         if isinstance(value, float):
             return repr(value) if value == value and abs(value) != float("inf") else f"float('{value}')"
         return self.bind(value)
@@ -393,6 +394,30 @@ class WrapperCode:
             return names[alias[1]]
         _, position, sizes, strides, offset = alias
         return f"as_view({names[position]}, {pytuple(sizes)}, {pytuple(strides)}, {pyexpr(offset)})"
+
+
+def _float_expr_text(expr):
+    from torch.utils._sympy.printers import PythonPrinter      # torch's functions (FloatPow ...)
+    return PythonPrinter().doprint(expr)
+
+
+def _float_steps_text(steps):
+    """A SizeFloat's steps (lowering.float_steps) as Python source, every operation parenthesized in the
+    graph's order, so that Python rounds each as eager did."""
+    kind = steps[0]
+    if kind == "const":
+        value = steps[1]
+        return repr(value) if not isinstance(value, float) or (value == value and abs(value) != float("inf")) \
+            else f"float('{value}')"
+    if kind == "size":
+        return f"({pyexpr(steps[1])})"
+    if kind == "float":
+        return f"({_float_expr_text(steps[1])})"
+    if kind == "op":
+        return f"({_float_steps_text(steps[2])} {steps[1]} {_float_steps_text(steps[3])})"
+    if kind == "neg":
+        return f"(-{_float_steps_text(steps[1])})"
+    return f"{steps[1]}({_float_steps_text(steps[2])})"
 
 
 def pyexpr(e):
