@@ -58,14 +58,18 @@ class quiet_meta_failures:
     code in CPython, where the user sees eager's own error (`-bool_tensor`), and a compile that fails
     reports it; the traceback on stderr only made a user's mistake look like a crash inside torch."""
 
+    _logger = None          # torch's fake-tensor logger, looked up at the first use (capture enters this per op)
+
     def __enter__(self):
-        import logging
-        self.logger = logging.getLogger("torch._subclasses.fake_tensor")
-        self.logger.addFilter(self)
+        logger = quiet_meta_failures._logger
+        if logger is None:
+            import logging
+            logger = quiet_meta_failures._logger = logging.getLogger("torch._subclasses.fake_tensor")
+        logger.addFilter(self)
         return self
 
     def __exit__(self, *exc):
-        self.logger.removeFilter(self)
+        quiet_meta_failures._logger.removeFilter(self)
 
     @staticmethod
     def filter(record):

@@ -22,7 +22,7 @@ from torch._decomp import core_aten_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from .. import config
+from .. import config, logs
 from ..ops import is_random_name, scalar_as as _scalar_as
 from . import op_templates
 from .graph_checks import Refused, changes_state
@@ -1997,11 +1997,9 @@ def channels_last_convolutions(traced):
         return False
     try:
         from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-        from .training import _quiet_meta_failures      # no traceback printed for an op that refuses
-        with torch.no_grad(), _quiet_meta_failures():
+        with torch.no_grad(), logs.quiet_meta_failures():     # no traceback printed for an op that refuses
             FakeTensorProp(traced, mode).propagate_dont_convert_inputs(*values)
     except Exception as e:      # noqa: BLE001 -- an op fake propagation can't rerun: eager's layouts
-        from .. import logs
         logs.log("fusion", f"channels-last convolutions not used: fake propagation failed ({e})")
         return undo()
     restore = {}

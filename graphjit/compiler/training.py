@@ -169,7 +169,7 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
     def trace():
         # oneDNN off while tracing: torch's lstm/gru decompositions then pick their plain ATen form, not
         # mkldnn_rnn_layer, whose undefined workspace AOTAutograd cannot save for the backward
-        with _quiet_meta_failures(), _onednn_off(), _tracing_context():
+        with logs.quiet_meta_failures(), _onednn_off(), _tracing_context():
             return aot_module_simplified(traced, example_inputs, fw_compiler=half("forward"),
                                          bw_compiler=half("backward"), inference_compiler=half("inference"),
                                          partition_fn=absent.partition, decompositions=decomposition_table(),
@@ -258,7 +258,7 @@ def _no_eager_gradient(gm, example_inputs):
     if not outputs:
         return True
     try:
-        with mode, _quiet_meta_failures():
+        with mode, logs.quiet_meta_failures():
             torch.autograd.grad(outputs, leaves, [torch.ones_like(o) for o in outputs], allow_unused=True)
     except RuntimeError:
         return True
@@ -272,7 +272,7 @@ def _on_fakes(gm, example_inputs):
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
     mode = detect_fake_mode(example_inputs) or FakeTensorMode()
     try:
-        with mode, torch.enable_grad(), _quiet_meta_failures():
+        with mode, torch.enable_grad(), logs.quiet_meta_failures():
             inputs = [mode.from_tensor(v) if isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor) else v
                       for v in example_inputs]
             return mode, inputs, torch.utils._pytree.tree_leaves(gm(*inputs))
@@ -291,9 +291,6 @@ def _with_dense_tangents_where_overlapping(trace, name):
         logs.log("fusion", f"{name}: tangents traced dense, in their outputs' memory format: {e}")
     with functorch_config.patch(guess_tangent_strides_as_outputs=False):
         return trace()
-
-
-_quiet_meta_failures = logs.quiet_meta_failures
 
 
 # Row normalizations the lowering takes whole: the partitioner cannot recompute them (they are not on its
