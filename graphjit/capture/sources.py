@@ -31,7 +31,9 @@ class Source:
         raise NotImplementedError
 
     def depth(self) -> int:
-        return 0
+        """How many links the chain from this source down to its leaf has (a leaf: 0)."""
+        base = getattr(self, "base", None)
+        return 0 if base is None else base.depth() + 1
 
     def __str__(self):
         return self.expr()
@@ -99,9 +101,6 @@ class AttrSource(Source):
             return f"getattr({base_text}, {self.attr!r})"
         return f"{base_text}.{self.attr}"
 
-    def depth(self):
-        return self.base.depth() + 1
-
 
 @dataclasses.dataclass(frozen=True)
 class ItemSource(Source):
@@ -111,9 +110,6 @@ class ItemSource(Source):
 
     def expr_on(self, base_text):
         return f"{base_text}[{key_text(self.key)}]"
-
-    def depth(self):
-        return self.base.depth() + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,9 +135,6 @@ class DictItemSource(Source):
     def expr_on(self, base_text):
         return f"dict.__getitem__({base_text}, {key_text(self.key)})"
 
-    def depth(self):
-        return self.base.depth() + 1
-
 
 @dataclasses.dataclass(frozen=True)
 class TypeSource(Source):
@@ -149,9 +142,6 @@ class TypeSource(Source):
 
     def expr_on(self, base_text):
         return f"type({base_text})"
-
-    def depth(self):
-        return self.base.depth() + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,9 +151,6 @@ class WeakRefSource(Source):
 
     def expr_on(self, base_text):
         return f"{base_text}()"
-
-    def depth(self):
-        return self.base.depth() + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,9 +170,6 @@ class TensorOfArraySource(Source):
     def expr_on(self, base_text):
         return f"__gj_torch.from_numpy({base_text})"
 
-    def depth(self):
-        return self.base.depth() + 1
-
 
 def _once(cls, method, slot):
     """cls.<method>() computed once per source and kept in the instance's `slot` (sources are immutable): a
@@ -203,9 +187,10 @@ def _once(cls, method, slot):
 
 
 for _cls in (LocalSource, GlobalSource, ClosureSource, AttrSource, ItemSource, IndexedItemSource, DictItemSource,
-             TypeSource):
+             TypeSource, WeakRefSource):
     _once(_cls, "__hash__", "_hash")
-for _cls in (AttrSource, ItemSource, IndexedItemSource, DictItemSource, TypeSource, TensorOfArraySource):
+for _cls in (AttrSource, ItemSource, IndexedItemSource, DictItemSource, TypeSource, TensorOfArraySource,
+             WeakRefSource):
     _once(_cls, "depth", "_depth")
 
 
