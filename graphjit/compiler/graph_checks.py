@@ -78,9 +78,9 @@ def _per_row_fake_quant(node):
 
 # ops that write into arguments of other sizes than they had (a per-channel observer's running min/max,
 # scale and zero point grow from (0,) and (1,) to (channels,)), where the fake kernels keep the sizes, so
-# functionalization's write-back (the compiler's, AOTAutograd's) would copy into the old sizes -> whether
-# the node does (its arguments say)
-# the ops by name: torch.*, torch.ops.aten.* and its overloads all spell them so
+# functionalization's write-back (the compiler's, AOTAutograd's) would copy into the old sizes: the op's
+# name (torch.*, torch.ops.aten.* and its overloads all spell it so) -> whether the node resizes (its
+# arguments say)
 _RESIZING_WRITES = {
     "fused_moving_avg_obs_fake_quant": _per_row_fake_quant,
     "_fused_moving_avg_obs_fq_helper": _per_row_fake_quant,
@@ -91,8 +91,9 @@ def resizing_write(gm):
     """A reason where gm calls an op that resizes what it writes in place (_RESIZING_WRITES), else None:
     such a graph runs as captured, with eager's kernel writing the real buffers."""
     for node in gm.graph.nodes:
-        name = str(getattr(node.target, "__name__", "")).split(".")[0]
-        resizes = _RESIZING_WRITES.get(name) if node.op == "call_function" else None
+        if node.op != "call_function":
+            continue
+        resizes = _RESIZING_WRITES.get(str(getattr(node.target, "__name__", "")).split(".")[0])
         if resizes is not None and resizes(node):
             return f"{getattr(node.target, '__name__', node.target)} with per-row fake quantization resizes the " \
                    f"buffers it writes (running min/max, scale, zero point), which a functional graph cannot"

@@ -59,12 +59,10 @@ NO_BOOL_KERNEL = {aten.abs.default, aten.floor.default, aten.ceil.default, aten.
 # the graph's operations on Python numbers that a SizeFloat's steps replay: target -> its Python text
 _FLOAT_OPERATORS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
                     operator.pow: "**", operator.floordiv: "//", operator.mod: "%"}
-_FLOAT_FUNCTIONS = {torch.sym_float: "float", torch._sym_sqrt: "math.sqrt", torch._sym_cos: "math.cos",
-                    torch._sym_sin: "math.sin", torch._sym_tan: "math.tan", torch._sym_tanh: "math.tanh",
-                    torch._sym_atan: "math.atan", torch._sym_asin: "math.asin", torch._sym_acos: "math.acos",
-                    torch._sym_log2: "math.log2", torch._sym_cosh: "math.cosh", torch._sym_sinh: "math.sinh",
-                    math.sqrt: "math.sqrt", math.cos: "math.cos", math.sin: "math.sin", math.exp: "math.exp",
-                    math.log: "math.log"}
+# torch.sym_float, and torch's symbolic math functions (torch._sym_cos ...) as the math module's
+_FLOAT_FUNCTIONS = {torch.sym_float: "float", **{
+    getattr(torch, name): f"math.{name[len('_sym_'):]}" for name in dir(torch)
+    if name.startswith("_sym_") and callable(getattr(math, name[len("_sym_"):], None))}}
 
 
 def float_steps(target, args, kwargs):
