@@ -19,18 +19,9 @@ import subprocess
 import sys
 import time
 
-from . import generator, known, pyprog, shrink
+from . import known, shrink
 from .runner import FAILURES, describe
-from .worker import Worker
-
-
-def make(mode, seed, triton, dynamic=False, grad=False, float_args=False):
-    prog = pyprog.generate(seed) if mode == "python" else \
-        generator.generate(seed, triton=triton, float_args=float_args, grad=grad)
-    if dynamic:
-        prog.dynamic = True
-    prog.grad = grad
-    return prog
+from .worker import Maker, Worker
 
 
 def backend_of(mode):
@@ -41,13 +32,18 @@ def fuzz(args):
     out = args.out
     counts, findings, graphs = collections.Counter(), [], collections.Counter()
     deadline = time.monotonic() + args.minutes * 60
-    with Worker(triton=args.triton) as worker:
+    with Worker(triton=args.triton) as worker, Maker() as make:
         run = functools.partial(worker.run, backend=backend_of(args.mode), timeout=args.timeout)
         i = args.start
         while time.monotonic() < deadline and (args.count is None or i < args.start + args.count):
             seed = args.seed * 100000 + i
             i += 1
             prog = make(args.mode, seed, args.triton, args.dynamic, args.grad, args.float_args)
+            if prog is None:        # torch died under the generator's own eager probe: no program to test
+                counts["invalid"] += 1
+                print(f"program {seed}: the generator's process died (a crash of torch's, not a test)",
+                      flush=True)
+                continue
             res = run(prog.source())
             counts[res["status"]] += 1
             graphs.update(programs=1, captured=res.get("graphs", 0) > 0, ops=res.get("ops", 0))

@@ -7,6 +7,7 @@
 The child is a fresh interpreter (spawn) set up by runner.setup_process before it imports graphjit (the
 Triton interpreter must be chosen then); it is replaced after a death, a hang, or RECYCLE programs.
 """
+import concurrent.futures
 import multiprocessing
 import traceback
 
@@ -76,6 +77,50 @@ class Worker:
                 self.proc.kill()
                 self.proc.join(5)
         self.proc = self.conn = None
+
+
+class Maker:
+    """Generates programs in a child process of its own: the generator runs eager ops to choose statements
+    (the --grad probe runs backward), and where torch itself dies on one, that program is skipped (None)
+    instead of the run ending.
+
+        with Maker() as make:
+            prog = make("tensor", seed, triton=False, grad=True)     # a Program, or None: the child died
+    """
+
+    def __init__(self):
+        self.pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __call__(self, mode, seed, triton, dynamic=False, grad=False, float_args=False):
+        if self.pool is None:
+            self.pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            return self.pool.submit(make, mode, seed, triton, dynamic, grad, float_args).result()
+        except concurrent.futures.process.BrokenProcessPool:
+            self.close()
+            return None
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+        self.pool = None
+
+
+def make(mode, seed, triton, dynamic=False, grad=False, float_args=False):
+    """Program `seed` of the given mode (python: pyprog's; tensor: generator's)."""
+    from . import generator, pyprog
+    prog = pyprog.generate(seed) if mode == "python" else \
+        generator.generate(seed, triton=triton, float_args=float_args, grad=grad)
+    if dynamic:
+        prog.dynamic = True
+    prog.grad = grad
+    return prog
 
 
 class SetupError(RuntimeError):
