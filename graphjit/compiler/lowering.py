@@ -2317,11 +2317,12 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
 @register(aten._native_batch_norm_legit_functional.default)
 def batch_norm_training(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """BatchNorm with batch statistics, as AOTAutograd's functionalized training graphs hold it: per channel
-    (dim 1) the mean and biased variance over the other dims, two passes over x in float32 (the mean shifted
-    by each channel's first element, as layer_norm's); out = (x - mean) * rstd * weight + bias; the
-    running statistics come back updated (momentum, the variance unbiased by n / (n - 1)) for AOTAutograd to
-    copy into the buffers. Eager's CPU kernel also takes two passes; CUDA's is Welford's one (the mean of
-    a channel holding an infinity is NaN there, infinite here; the output is NaN both ways). Only in the
+    (dim 1) the mean and biased variance over the other dims, two passes over x; out = (x - mean) * rstd *
+    weight + bias; the running statistics come back updated (momentum, the variance unbiased by n / (n - 1))
+    for AOTAutograd to copy into the buffers. On the CPU the mean is sum / n summed in float64 for float32,
+    as eager's CPU kernel sums in its accumulate type (a channel holding an infinity has an infinite mean,
+    and the running mean matches eager's bit for bit); on CUDA it is shifted by each channel's first element
+    (as layer_norm's), nearer eager's Welford mean (NaN for such a channel). Only in the
     halves of training graphs (GraphFacts.autograd): elsewhere eager's kernel runs, for its exact rounding
     (its CPU kernel rounds the statistics to the parameters' dtype and computes x * a + b)."""
     if not current_graph().autograd:
@@ -2334,7 +2335,9 @@ def batch_norm_training(x, weight, bias, running_mean, running_var, training, mo
     acc = acc_dtype_of(x.dtype, "sum")
     dims = [0, *range(2, len(x.sizes))]
     count = _count(x, dims)
-    mean, var = _variance(x, dims, 0, True, acc, shifted=True)
+    cpu = x.device.type == "cpu"
+    mean, var = _variance(x, dims, 0, True, acc, mean_acc=_shifted_mean_dtype(acc, x) if cpu else None,
+                          shifted=not cpu)
     rstd = make_pointwise(lambda v: ops.rsqrt(ops.add(v, ops.constant(eps, acc))), var, dtype=acc)
     per_channel = [x.sizes[1]] + [1] * (len(x.sizes) - 2)
     out = make_pointwise(ops.mul, make_pointwise(ops.sub, x, mean, dtype=acc), rstd, dtype=acc)

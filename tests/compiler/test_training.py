@@ -112,6 +112,24 @@ def test_batch_norm_statistics_are_compiled(backend):
     assert not [op for op in fallbacks if "batch_norm" in op or "var_mean" in op], fallbacks
 
 
+def test_batch_norm_running_statistics_match_eager_exactly():
+    """On the CPU the batch mean is sum / n in eager's accumulate type: the running mean is eager's bit for
+    bit, for data far from 0 too, and a batch holding an infinity leaves that channel's running mean
+    infinite, as eager's (a mean shifted by the channel's first element, infinite, was NaN)."""
+    torch.manual_seed(0)
+    eager = torch.nn.BatchNorm2d(3)
+    mine = copy.deepcopy(eager)
+    compiled = graphjit.compile(mine)
+    batches = [torch.randn(4, 3, 5, 5) * 0.01 + 1e4, torch.randn(4, 3, 5, 5)]
+    batches[1][0, 1, 0, 0] = math.inf        # the channel's first element
+    for x in batches:
+        for model in (eager, compiled):
+            model(x.clone().requires_grad_()).square().sum().backward()
+        assert torch.equal(eager.running_mean, mine.running_mean), (eager.running_mean, mine.running_mean)
+    assert math.isinf(mine.running_mean[1])
+    assert torch.equal(eager.running_var.isnan(), mine.running_var.isnan())
+
+
 class CrossEntropy(torch.nn.Module):
     def __init__(self, spatial, **options):
         super().__init__()
