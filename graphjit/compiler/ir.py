@@ -445,10 +445,14 @@ def _simplify_mod(base, modulus, ranges):
         return Mod(base, modulus)
     m = int(modulus)
     terms = [t for t in sympy.Add.make_args(sympy.expand(base)) if not _divisible(t, modulus)]
-    base = sympy.Add(*terms)
-    bounds = value_range(base, ranges)
-    if bounds is not None and bounds[0] >= 0 and bounds[1] < m:
-        return base
+    reduced = sympy.Add(*terms)
+    bounds = value_range(reduced, ranges)
+    if bounds is not None and bounds[0] >= 0:
+        if bounds[1] < m:
+            return reduced
+        base = reduced
+    # else the multiples of m stay: a Mod is printed as C's %, which is Python's only for a base >= 0 (the
+    # base handed in is; without its multiples, (6 - s) % 6 became (-s) % 6, an offset below 0)
     for a in _factors(base, m):
         if a == m:
             continue

@@ -64,6 +64,10 @@ def test_reshape_of_lazy_value_realizes_the_base_and_views_it():
     (Mod(64 * x0 + x1, 1024), {x0: 32, x1: 64}, 64 * Mod(x0, 16) + x1),
     (1024 * FloorDiv(x0, 16) + 64 * Mod(x0, 16) + x1, {x0: 32, x1: 64}, 64 * x0 + x1),
     (FloorDiv(x0 * 12 + x1, 4), {x0: 5, x1: 4}, 3 * x0),
+    # a Mod is printed as C's %, Python's only for a base >= 0: the multiple 6 stays where the rest of the
+    # base (-s, s a size without a range here) may be negative
+    (Mod(6 - sympy.Symbol("s", integer=True), 6), {x0: 4}, Mod(6 - sympy.Symbol("s", integer=True), 6)),
+    (Mod(6 + x0, 6), {x0: 4}, x0),
 ])
 def test_simplify_with_ranges(expr, ranges, expected):
     assert sympy.expand(simplify_with_ranges(expr, ranges) - expected) == 0

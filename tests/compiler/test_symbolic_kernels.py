@@ -97,6 +97,21 @@ def test_cat_along_a_dynamic_dim_as_a_kv_cache(backend):
     run_sizes(f, lambda n: (torch.randn(1, 2, n, 4), torch.randn(1, 2, 1, 4)), SIZES)
 
 
+def test_offsets_modulo_a_size_stay_in_bounds(backend):
+    """(6 - k) % 6 of a symbolic k (bounded by narrow's guard) is a slice start: its index arithmetic keeps
+    the multiple of 6 (without it, C's % of -k read before x's start); roll by k, bounded the same way,
+    indexes in range."""
+    def f(x, k):
+        s = (6 - k) % 6
+        return x.narrow(0, k, 1) * 1, x[s:s + 2] * 2, x.roll(k) + 1
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(f, backend=counter)
+    x = _on_device(torch.arange(6.0) + 10)
+    for k in (1, 2, 3, 4, 5, 2):
+        assert_same(compiled(x, k), f(x, k), where=f"k={k}")
+    assert counter.frame_count == 2, counter.frame_count      # k becomes symbolic on the second call
+
+
 def test_factories_of_symbolic_sizes(backend):
     def f(x):
         n = x.shape[0]
