@@ -183,6 +183,21 @@ def test_int_used_as_python_index_specializes():
     run_sequence(f, [(x, 0), (x, 1), (x, 2), (x, 3), (x, 1)], graphs=4)
 
 
+def test_a_tensor_indexed_by_a_symbolic_int_stays_symbolic():
+    """x[i], x[:, j], x[i, j] and x[-1, j] with int arguments that change are selects over symbolic ints:
+    one graph for the non-negative values and one for the negative ones, not one per value; an index out
+    of range still raises eager's IndexError."""
+    def f(x, i, j):
+        return x[i] * 2, x[:, j] + 1, x[i, j] - 1, x[-1, j]
+    x = torch.randn(6, 5)
+    counter = run_sequence(f, [(x, 0, 1), (x, 1, 2), (x, 5, 4), (x, 2, 0), (x, 3, 3), (x, -1, -5), (x, -6, -2)],
+                           graphs=3)
+    compiled = graphjit.compile(f, backend=counter)
+    for i, j in [(6, 0), (-7, 0), (0, 5), (0, -6)]:
+        with pytest.raises(IndexError, match="out of"):
+            compiled(x, i, j)
+
+
 def test_branch_on_symbolic_size_guards_the_branch():
     def f(x):
         if x.shape[0] > 4:

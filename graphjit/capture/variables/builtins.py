@@ -277,6 +277,9 @@ def unary_op(tx, opname, value):
 
 def getitem(tx, obj, index):
     if _is_tensor(obj):
+        selected = _select_by_symbolic_ints(tx, obj, index)
+        if selected is not None:
+            return selected
         return record(tx, "call_function", operator.getitem, [obj, index], {})
     if isinstance(obj, (BaseListVariable, DictVariable)):
         return obj.getitem(tx, index)
@@ -289,6 +292,38 @@ def getitem(tx, obj, index):
         from .builder import wrap_constant_result
         return wrap_constant_result(tx, obj.as_python_constant()[index.as_python_constant()])
     return obj.call_method(tx, "__getitem__", [index], {})
+
+
+def _select_by_symbolic_ints(tx, tensor, index):
+    """x[i], x[:, i] or x[i, j] with a symbolic int among the items (an int argument or .item() that changes
+    between calls, a size minus one) and otherwise only ints and full slices: recorded as selects, which keep
+    i symbolic. Tensor.__getitem__ reads i through __index__, which specializes it: a graph per value. None
+    for any other index."""
+    items = index.items if isinstance(index, TupleVariable) else [index]
+    if not any(_symbolic_int(item) for item in items):
+        return None
+    steps, dim = [], 0
+    for item in items:
+        if _symbolic_int(item) or (isinstance(item, ConstantVariable) and type(item.value) is int):
+            steps.append((dim, item))          # a select removes the dim: the next item indexes this position
+        elif _full_slice(item):
+            dim += 1
+        else:
+            return None
+    out = tensor
+    for dim, item in steps:
+        out = record(tx, "call_function", torch.select, [out, ConstantVariable(dim), item], {})
+    return out
+
+
+def _symbolic_int(value):
+    return isinstance(value, symbolic.SymNodeVariable) and isinstance(value.sym, torch.SymInt)
+
+
+def _full_slice(value):
+    if isinstance(value, containers.SliceVariable):
+        return all(isinstance(p, ConstantVariable) and p.value is None for p in value.parts)
+    return isinstance(value, ConstantVariable) and value.value == slice(None)
 
 
 def _is_generic_class(obj):
