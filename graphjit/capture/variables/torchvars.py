@@ -35,8 +35,14 @@ _STATE_QUERIES = {getattr(torch._C, name) for name in (
     "_get_cudnn_benchmark", "_get_cudnn_deterministic", "_get_cudnn_allow_tf32", "_get_cublas_allow_tf32",
     "_get_cublas_allow_fp16_reduced_precision_reduction", "_get_cublas_allow_bf16_reduced_precision_reduction",
     "_get_mkldnn_enabled", "_get_flash_sdp_enabled", "_get_mem_efficient_sdp_enabled", "_get_math_sdp_enabled",
-    "_get_cudnn_sdp_enabled", "_get_warnAlways", "get_num_threads", "get_num_interop_threads")
+    "_get_cudnn_sdp_enabled", "_get_warnAlways", "get_num_threads", "get_num_interop_threads",
+    "_are_functorch_transforms_active", "_len_torch_function_stack")
     if hasattr(torch._C, name)}
+
+# Modules of the builtins that are ATen ops (torch.add's is "torch"); any other builtin of torch._C is one of
+# torch's C helpers (functorch's nesting levels, saved-tensor hooks, forward AD's levels, the profiler ...)
+_OP_NAMESPACES = frozenset({"torch", "torch._C._nn", "torch._C._fft", "torch._C._linalg", "torch._C._special",
+                            "torch._C._nested", "torch._C._sparse"})
 
 
 def is_state_query(fn):
@@ -78,6 +84,21 @@ def is_torch_op(value):
     if isinstance(value, types.FunctionType):
         return value.__module__ in _OP_MODULES
     return False
+
+
+def _c_helper(fn):
+    """One of torch._C's builtins that is not an ATen op and not a state query: the trace can't see what it
+    changes, and calling it while tracing would change the process once, at trace time (torch.func.grad's
+    _grad_increment_nesting left every later tensor a functorch wrapper)."""
+    module = getattr(fn, "__module__", None) or ""
+    return isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)) and \
+        module.startswith("torch._C") and module not in _OP_NAMESPACES and not is_state_query(fn) and \
+        not fn.__name__.startswith(_QUERY_PREFIXES)
+
+
+# names of torch._C helpers that only answer a question (functorch's is_batchedtensor(t), maybe_current_level):
+# traced as before, a fake tensor's answer being a real one's outside torch.func's transforms
+_QUERY_PREFIXES = ("is_", "_is_", "get_", "_get_", "has_", "_has_", "_are_", "maybe_")
 
 
 def _sets_global_state(fn):
@@ -129,6 +150,12 @@ class TorchOpVariable(Variable):
         if fn is torch._C._set_grad_enabled:
             tx.set_grad_mode(bool(args[0].as_python_constant()))
             return ConstantVariable(None)
+        if fn is torch._C._log_api_usage_once:      # a usage log (nn.Module.__init__'s): nothing to trace
+            return ConstantVariable(None)
+        if _c_helper(fn):
+            unsupported(f"{fn.__module__}.{fn.__name__}() is one of torch's C helpers, not a tensor op: what "
+                        "it changes (functorch's levels, saved-tensor hooks, forward AD) is not traced",
+                        hint="the call runs in CPython, as in eager")
         if args and isinstance(args[0], (numpyvars.NdarrayVariable, numpyvars.ArrayConstantVariable)):
             return numpyvars.to_torch(tx, fn, args, kwargs)
         if fn is torch.tensor and args and isinstance(args[0], ConstantVariable) and numpyvars.is_scalar(args[0].value):
