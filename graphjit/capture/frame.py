@@ -479,7 +479,8 @@ def _finish(fn, options, tracer, record, make_tail):
     if record.op_count:
         logs.log("graph", lambda: f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
         known = len(tracer.graph.shape_env.guards)
-        compiled = compile_graph(gm, example_inputs, options, sources, fn.__code__.co_qualname)
+        compiled = compile_graph(gm, example_inputs, options, sources, fn.__code__.co_qualname,
+                                 differentiated_again=getattr(tracer, "differentiated_again", False))
         record.graph = gm
         if len(tracer.graph.shape_env.guards) != known:    # the backend assumed more about the sizes
             shape_guards = _shape_guards(tracer)
@@ -633,6 +634,8 @@ def _translate_break(fn, options, args, kwargs, error, record, defer_logging, po
 
     def make_tail(cg):
         return _break_tail(fn, options, frame, inst, state.index, cg)
+    # the instruction asks for gradients to be differentiated again (autograd.grad(..., create_graph=True))
+    tracer.differentiated_again = getattr(error, "differentiated_again", False)
     return _finish(fn, options, tracer, record, make_tail)
 
 
@@ -872,12 +875,13 @@ def _in_torch(function):
     return function.__code__.co_filename.startswith(_package_dir(torch))
 
 
-def compile_graph(gm, example_inputs, options, sources=None, name="graph"):
+def compile_graph(gm, example_inputs, options, sources=None, name="graph", differentiated_again=False):
     """The backend's callable for gm, in the options' mode. What capture knows about the graph's inputs
     goes with it in gm.meta["graphjit"] (compiler/facts.py): our guards check every tensor input's
-    layout, and which inputs stay at one address (CUDA graphs read those in place)."""
+    layout, which inputs stay at one address (CUDA graphs read those in place), and whether the frame
+    differentiates the graph's gradients again (create_graph=True at the break after it)."""
     gm.meta["graphjit"] = {
-        "inputs_guarded": True, "name": name,
+        "inputs_guarded": True, "name": name, "differentiated_again": differentiated_again,
         "static_inputs": [_is_parameter_or_buffer(value, source) or _marked_static_address(value)
                           for value, source in zip(example_inputs, sources or [None] * len(example_inputs))]}
     backend = options.compiler()

@@ -10,7 +10,8 @@ same time, in two threads and in different modes, each get their own.
                            "static_inputs": [False, True],  # per input: a module's parameter or buffer
                            "name": "forward",               # for logs
                            "boxed": False,                  # call(args: list), see GraphFacts.boxed
-                           "autograd": False}               # a half from AOTAutograd, GraphFacts.autograd
+                           "autograd": False,               # a half from AOTAutograd, GraphFacts.autograd
+                           "differentiated_again": False}   # create_graph=True after it (compiler/training.py)
 """
 import dataclasses
 

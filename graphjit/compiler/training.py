@@ -154,6 +154,9 @@ def compile_training(gm, example_inputs, compile_fn, unreached=True):
         return gm.forward
     from .graph_checks import makes_a_leaf_requiring_grad, recurrent_dropout, resizing_write
     reason = recurrent_dropout(gm) or makes_a_leaf_requiring_grad(gm) or resizing_write(gm)
+    if reason is None and (gm.meta.get("graphjit") or {}).get("differentiated_again"):
+        reason = "the frame differentiates its gradients again (create_graph=True after it): a compiled " \
+                 "backward is not differentiable, the captured ops' is"
     if reason is not None:
         logs.log("fusion", f"{name}: running the graph as captured: {reason}")
         return gm.forward

@@ -130,6 +130,33 @@ def test_batch_norm_running_statistics_match_eager_exactly():
     assert torch.equal(eager.running_var.isnan(), mine.running_var.isnan())
 
 
+@pytest.mark.parametrize("how", ["grad", "grad_positional", "backward"])
+def test_create_graph_in_the_frame_runs_the_graph_before_it_as_captured(how):
+    """A frame that differentiates its gradients again (autograd.grad or backward with create_graph=True
+    after a graph): that graph's backward must be differentiable, so it runs as captured; a second
+    derivative through it equals eager's (its compiled backward raised)."""
+    def f(x):
+        y = (x.sin() * x).sum()
+        if how == "grad":
+            g, = torch.autograd.grad(y, x, create_graph=True)
+        elif how == "grad_positional":
+            g, = torch.autograd.grad(y, x, None, None, True)
+        else:
+            y.backward(create_graph=True)
+            g = x.grad
+        return g.square().sum()
+    compiled = graphjit.compile(f)
+    for _ in range(2):
+        x = torch.randn(5, requires_grad=True)
+        expected = f(x)
+        expected_second, = torch.autograd.grad(expected, x)
+        x.grad = None
+        got = compiled(x)
+        got_second, = torch.autograd.grad(got, x)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(got_second, expected_second)
+
+
 class CrossEntropy(torch.nn.Module):
     def __init__(self, spatial, **options):
         super().__init__()

@@ -357,6 +357,8 @@ _CALLABLE_TABLE = [
      _tensor_method, None),
     (_is_compiled_function, _make("functions.CompiledWrapperVariable"), "id"),
     (_is_checkpoint, _make("functions.CheckpointVariable"), "id"),
+    (lambda v: v is torch.autograd.grad or v is torch.autograd.backward, _make("functions.AutogradEngineCallVariable"),
+     "id"),
     (_marked("_graphjit_disable"), _make("functions.DisabledFunctionVariable"), "id"),
     (_marked("_graphjit_allow_in_graph"), _make("torchvars.TorchOpVariable"), "id"),
     (lambda v: isinstance(v, types.ModuleType), _make("objects.PythonModuleVariable"), "id"),

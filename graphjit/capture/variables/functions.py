@@ -8,7 +8,7 @@ import types
 from ...exc import Unsupported, UserError
 from .. import polyfills
 from ..sources import AttrSource, ItemSource, ObjectSource
-from .base import Variable, ConstantVariable, unsupported
+from .base import Variable, ConstantVariable, NotConstant, unsupported
 from .containers import TupleVariable, DictVariable
 from ..guards import lit
 
@@ -561,6 +561,34 @@ class DisabledFunctionVariable(Variable):
         name = getattr(self.fn, "__qualname__", repr(self.fn))
         unsupported(f"call to {name}, which is marked graphjit.disable",
                     hint="graphjit.disable functions always run in CPython")
+
+
+class AutogradEngineCallVariable(DisabledFunctionVariable):
+    """torch.autograd.grad and torch.autograd.backward: they run autograd's engine, which a graph does not
+    record, so the call runs in CPython at a graph break (as Tensor.backward does)."""
+
+    # position of create_graph among each function's parameters
+    CREATE_GRAPH = {"grad": 4, "backward": 3}
+
+    def call(self, tx, args, kwargs):
+        name = self.fn.__name__
+        refuse_autograd_call(f"torch.autograd.{name}()", args, kwargs, self.CREATE_GRAPH.get(name))
+
+
+def refuse_autograd_call(what, args, kwargs, create_graph_at):
+    """Breaks the graph at a call that runs autograd's engine. Where it asks for create_graph=True, the
+    break says so (Unsupported.differentiated_again): the graph before it then runs as captured, whose
+    backward is differentiable, as a compiled backward is not."""
+    flag = kwargs.get("create_graph")
+    if flag is None and create_graph_at is not None and len(args) > create_graph_at:
+        flag = args[create_graph_at]
+    error = Unsupported(f"{what} runs autograd's engine, which a graph does not record",
+                        hint="it runs in CPython at a graph break")
+    try:
+        error.differentiated_again = flag is not None and bool(flag.as_python_constant())
+    except NotConstant:
+        error.differentiated_again = True     # decided at run time: the graph must allow it
+    raise error
 
 
 class IntrinsicVariable(Variable):

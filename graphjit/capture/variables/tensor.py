@@ -148,6 +148,9 @@ class TensorMethodVariable(MethodOf):
                         hint="it runs in CPython at a graph break")
         if name == "requires_grad_" and _requested_flag(args, kwargs) == fake.requires_grad:
             return self.tensor           # changes nothing: the tensor itself
+        if name == "backward":
+            from .functions import refuse_autograd_call
+            refuse_autograd_call("Tensor.backward()", args, kwargs, 2)
         if name in AUTOGRAD_METHODS:
             unsupported(f"Tensor.{name}() changes autograd's state, which a graph does not record",
                         hint="it runs in CPython at a graph break")
