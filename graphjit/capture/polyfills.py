@@ -14,6 +14,7 @@ import collections
 import functools
 import heapq
 import itertools
+import math
 import operator
 import types
 
@@ -360,6 +361,14 @@ def reduce(function, iterable, initial=_MISSING):
     return value
 
 
+def prod(iterable, /, *, start=1):
+    """math.prod: the product from the left, so that symbolic ints (a size, an int argument) stay symbolic."""
+    value = start
+    for element in iterable:
+        value = value * element
+    return value
+
+
 def count_elements(mapping, iterable):
     """collections.Counter's counting loop (`_count_elements`, in C)."""
     for element in iterable:
@@ -501,6 +510,7 @@ POLYFILLS = {
     itertools.groupby: groupby,
     itertools.tee: tee,
     functools.reduce: reduce,
+    math.prod: prod,
 }
 if hasattr(itertools, "pairwise"):
     POLYFILLS[itertools.pairwise] = pairwise

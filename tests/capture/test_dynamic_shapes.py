@@ -198,6 +198,18 @@ def test_a_tensor_indexed_by_a_symbolic_int_stays_symbolic():
             compiled(x, i, j)
 
 
+def test_divmod_and_math_prod_of_a_symbolic_int_stay_symbolic():
+    """divmod(n, k) of ints is (n // k, n % k) and math.prod a product from the left: an int argument that
+    changes stays symbolic through them (each pinned it: a graph per value)."""
+    import math
+
+    def f(x, n):
+        q, r = divmod(n, 3)
+        return x * q + r, math.prod([n, 2]), math.prod([2.5, n], start=3), divmod(-n, 4)
+    x = torch.randn(3)
+    run_sequence(f, [(x, 2), (x, 3), (x, 7), (x, 11), (x, 5), (x, 12)], graphs=2)
+
+
 def test_branch_on_symbolic_size_guards_the_branch():
     def f(x):
         if x.shape[0] > 4:

@@ -543,3 +543,53 @@ def test_methods_found_on_a_class_mutate_lists_in_their_closures():
         CLOSURE_LOG.clear()
         assert_same(compiled(t), expected)
         assert CLOSURE_LOG == expected_log
+
+
+def _repeat_in_place(x, lst, lst2, lst3):
+    import collections
+    import operator
+    lst *= 2
+    operator.imul(lst2, 3)
+    lst3 *= 0
+    local = [x, 1]
+    alias = local
+    local *= 2
+    q = collections.deque([1, 2], maxlen=3)
+    q_alias = q
+    q *= 2
+    return x + 1, len(alias), list(q_alias)
+
+
+def test_list_and_deque_repeated_in_place():
+    """`lst *= n` and operator.imul repeat the list itself: an argument list, an alias of a local list and
+    a bounded deque (which keeps its last maxlen items) all see it (a new list was made instead)."""
+    compiled = gj.compile(_repeat_in_place, backend="eager", fullgraph=True)
+    for n in range(2):
+        args = [torch.randn(2), [n, torch.zeros(2)], [5], [1, 2]]
+        mine = clone_tree(args)
+        expected = _repeat_in_place(*args)
+        got = compiled(*mine)
+        assert_same(got, expected)
+        assert_same(mine, args)
+
+
+def _append_to_history(x, history):
+    y = x.sin() * 2
+    history.append(y)
+    return y + sum(history), len(history)
+
+
+def test_appending_to_an_outside_deque_breaks_the_graph_only_there():
+    """deque.append on a bounded deque from outside: the call runs in CPython at a graph break (its bound
+    method rebuilt in the entry), the rest is captured (the whole frame ran eagerly), and the deque drops
+    its oldest item as in eager."""
+    import collections
+    from graphjit.testing import CompileCounter
+    counter = CompileCounter()
+    compiled = gj.compile(_append_to_history, backend=counter)
+    eager_history, history = collections.deque(maxlen=3), collections.deque(maxlen=3)
+    for _ in range(5):
+        x = torch.randn(4)
+        assert_same(compiled(x, history), _append_to_history(x, eager_history))
+        assert_same(list(history), list(eager_history))
+    assert counter.frame_count >= 1

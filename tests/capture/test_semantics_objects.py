@@ -1151,3 +1151,22 @@ def test_subscripting_a_generic_class_is_captured():
         got, want = compiled(x), generic_subscript(x)
         assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
     assert counter.frame_count == 1
+
+
+def abc_subscripts(x):
+    import collections.abc
+    kind = collections.abc.Sequence[torch.Tensor] | collections.abc.Sequence[int]
+    return x.sin(), kind, collections.abc.Mapping[str, int]
+
+
+def test_subscripting_an_abc_class_and_unions_of_aliases_are_captured():
+    """collections.abc.Sequence[T] (a classmethod of types.GenericAlias) and `|` of two such aliases (torch's
+    autograd.grad writes one in a typing.cast) are made at trace time: one graph, no break (the subscript
+    raised a TypeError inside the trace, and broke the graph)."""
+    from graphjit.testing import CompileCounter
+    counter = CompileCounter()
+    compiled = gj.compile(abc_subscripts, backend=counter, fullgraph=True)
+    x = torch.randn(3)
+    got, want = compiled(x), abc_subscripts(x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    assert counter.frame_count == 1

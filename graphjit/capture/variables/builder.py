@@ -29,6 +29,8 @@ from .symbolic import FLOATS, SymNodeVariable, SYM_TYPES, keep_unspecialized, sp
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
 _TORCH_CONSTANT_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+# subscripted builtin and collections.abc classes (list[int], Sequence[T]) and their unions: immutable
+_TYPE_ALIASES = (types.GenericAlias, types.UnionType)
 
 # Python modules whose attributes never change: reading torch.cat or math.pi needs no guard.
 _FROZEN_MODULE_PREFIXES = ("torch", "math", "operator", "functools", "itertools", "collections", "typing",
@@ -413,6 +415,8 @@ def wrap_constant_result(tx, value):
     if type(value) in _CONSTANT_TYPES or isinstance(value, _TORCH_CONSTANT_TYPES) or numpyvars.is_scalar(value):
         return ConstantVariable(value)
     if isinstance(value, BaseException):     # one made in the frame, read from another (its __cause__)
+        return ConstantVariable(value)
+    if isinstance(value, _TYPE_ALIASES):      # Sequence[torch.Tensor] | Sequence[int] in a typing.cast
         return ConstantVariable(value)
     if isinstance(value, torch.Size):
         return SizeVariable([ConstantVariable(v) for v in value])

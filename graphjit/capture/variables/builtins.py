@@ -91,6 +91,8 @@ def _builtin_binary(tx, op, a, b):
         if isinstance(a, ListVariable) and inplace:
             return a.method___iadd__(tx, b)
         return _concatenate(tx, a, b)
+    if isinstance(a, ListVariable) and op == "*=" and b.is_constant():
+        return a.method___imul__(tx, b)
     if isinstance(a, BaseListVariable) and op in ("*", "*=") and b.is_constant():
         return a.new(a.items * b.as_python_constant())
     if isinstance(b, BaseListVariable) and op == "*" and a.is_constant():
@@ -327,7 +329,8 @@ def _full_slice(value):
 
 
 def _is_generic_class(obj):
-    """A user class whose subscript is typing.Generic's __class_getitem__ (no metaclass __getitem__)."""
+    """A class whose subscript is typing.Generic's __class_getitem__ or a classmethod of types.GenericAlias
+    (collections.abc.Sequence's, os.PathLike's), with no metaclass __getitem__: the alias is made now."""
     try:
         cls = obj.as_python_constant()
     except Exception:   # noqa: BLE001 -- not a constant: not a class
@@ -335,7 +338,10 @@ def _is_generic_class(obj):
     if not isinstance(cls, type) or hasattr(type(cls), "__getitem__"):
         return False
     owner = next((k for k in cls.__mro__ if "__class_getitem__" in vars(k)), None)
-    return owner is typing.Generic
+    if owner is None:
+        return False
+    method = vars(owner)["__class_getitem__"]
+    return owner is typing.Generic or (isinstance(method, classmethod) and method.__func__ is types.GenericAlias)
 
 
 def length(tx, obj):
@@ -584,6 +590,10 @@ def _scalar_conversion(fn):
             unsupported(f"{fn.__name__}() of a tensor needs its value", hint="keep the value as a tensor")
         if fn in (int, float) and len(args) == 1 and not kwargs and symbolic.takes_part(args[0]):
             return symbolic.apply(tx, fn, args)
+        if fn is divmod and len(args) == 2 and not kwargs and symbolic.takes_part(*args) and \
+                all(a.python_type() in (int, bool) for a in args):
+            # divmod(n, k) of ints is (n // k, n % k): both stay symbolic (a float's is fmod-based)
+            return TupleVariable([symbolic.apply(tx, operator.floordiv, args), symbolic.apply(tx, operator.mod, args)])
         if all_constant(args, kwargs):
             return _fold(tx, lambda *a: fn(*a, **{k: v.as_python_constant() for k, v in kwargs.items()}),
                          *constants(*args))
@@ -1028,6 +1038,10 @@ class SlotMethodVariable(Variable):
 
     def __init__(self, obj, name, descriptor):
         self.obj, self.name, self.descriptor = obj, name, descriptor
+
+    def reconstruct(self, cg):
+        """The method bound again (on the stack at a graph break that calls it: an outside deque's append)."""
+        return f"{cg.obj(types.MethodType)}({cg.obj(self.descriptor)}, {cg.expr(self.obj)})"
 
     def call(self, tx, args, kwargs):
         owner = getattr(self.descriptor, "__objclass__", object)

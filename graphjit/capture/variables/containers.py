@@ -336,6 +336,18 @@ class ListVariable(BaseListVariable):
         self.method_extend(tx, other)
         return self
 
+    def method___imul__(self, tx, count):
+        """`lst *= n` (operator.imul, a deque's too): in place, the items n times, none for n <= 0, as a
+        clear or an extend (a bounded deque's extend drops from the left, as CPython's repeat does)."""
+        n = count.as_python_constant()
+        if not isinstance(n, int):
+            raise UserError(TypeError(f"can't multiply sequence by non-int of type '{type(n).__name__}'"))
+        if n <= 0:
+            self.method_clear(tx)
+        elif n > 1:
+            self.method_extend(tx, TupleVariable(list(self.unpack(tx)) * (n - 1)))
+        return self
+
     def reconstruct(self, cg):
         if self.source is not None:   # mutations (if any) are replayed on the real list first
             return self.source.expr()
