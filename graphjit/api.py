@@ -172,8 +172,9 @@ def _follow_original(wrapper):
 
 def _wrapper_class(cls, options):
     key = (cls, options.key)
-    if key not in _WRAPPER_CLASSES:
-        forward = cls.forward
+    cached = _WRAPPER_CLASSES.get(key)
+    if cached is None or cached._graphjit_original_forward is not cls.forward:   # none yet, or forward replaced
+        original = forward = cls.forward
         if isinstance(forward, CompiledFunction):    # a forward decorated with @graphjit.compile
             forward = forward._graphjit_compiled_fn
         if not isinstance(forward, types.FunctionType):
@@ -184,6 +185,8 @@ def _wrapper_class(cls, options):
             if _ORIGINAL_CLASS.get(type(self)) is not type(object.__getattribute__(self, "_orig_mod")) and \
                     _follow_original(self):
                 return self.forward(*args, **kwargs)
+            if cls.forward is not original:
+                return _forward_replaced(self, cls, options, args, kwargs)
             return compiled(self, *args, **kwargs)
         # forward's own signature and names (inspect.signature follows __wrapped__): transformers' generate()
         # reads the signature to decide which arguments (position_ids, attention_mask) to build and pass
@@ -191,9 +194,26 @@ def _wrapper_class(cls, options):
         # the wrapper class keeps the original's names: libraries key registries on str(type(model))
         _WRAPPER_CLASSES[key] = type(cls.__name__, (CompiledModule, cls),
                                      {"_graphjit_forward": compiled, "forward": wrapper_forward,
+                                      "_graphjit_original_forward": original,
                                       "__module__": cls.__module__, "__qualname__": cls.__qualname__})
         _ORIGINAL_CLASS[_WRAPPER_CLASSES[key]] = cls
     return _WRAPPER_CLASSES[key]
+
+
+def _forward_replaced(wrapper, cls, options, args, kwargs):
+    """The original class's forward was replaced after compiling (`Model.forward = new_forward`): the
+    wrapper takes a wrapper class compiling the new one. One that is not a Python function, or a
+    descriptor that makes a new one at each lookup (functools.partialmethod), runs as it is."""
+    forward = cls.forward
+    if forward is cls.forward:
+        try:
+            replacement = _wrapper_class(cls, options)
+        except TypeError:
+            pass
+        else:
+            object.__setattr__(wrapper, "__class__", replacement)
+            return wrapper.forward(*args, **kwargs)
+    return forward(wrapper, *args, **kwargs)
 
 
 def _compile_module(module, options):

@@ -106,3 +106,32 @@ def test_a_compiled_lazy_module_becomes_its_plain_class_and_stays_compiled():
         x = torch.randn(5, 4)
         assert torch.equal(compiled(x), eager(x))
     assert counter.frame_count >= 1
+
+
+def test_a_forward_replaced_on_the_class_after_compiling_is_followed():
+    """`Model.forward = new_forward` after graphjit.compile(model): the compiled module runs (and
+    compiles) the new forward, as eager does, and a model compiled after the change too (the wrapper class
+    cached per class kept the old one); a forward that is not a Python function runs as it is."""
+    class Patched(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    model = Patched()
+    compiled = graphjit.compile(model)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+
+    def new_forward(self, x):
+        return self.fc(x) * 0 + 42.0
+    Patched.forward = new_forward
+    for module in (compiled, graphjit.compile(Patched())):
+        assert torch.equal(module(x), torch.full((2, 4), 42.0))
+    Patched.forward = lambda self, x: x - 1
+    torch.testing.assert_close(compiled(x), x - 1)
+    import functools
+    Patched.forward = functools.partialmethod(lambda self, x, k: x * k, k=3)
+    torch.testing.assert_close(compiled(x), x * 3)
