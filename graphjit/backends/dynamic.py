@@ -132,6 +132,23 @@ class PerSize:
             return fn
 
 
+class PerSizeBoxed(PerSize):
+    """PerSize for a graph in AOTAutograd's boxed convention (a half of a training graph): called with one
+    list of arguments, which the compiled callable empties."""
+    _boxed_call = True
+
+    def __call__(self, args):
+        key = self.key(args)
+        fn = self.compiled.get(key)
+        if fn is None:
+            fn = self._compile(key, list(args))
+        if getattr(fn, "_boxed_call", False):
+            return fn(args)
+        values = tuple(args)
+        args.clear()
+        return fn(*values)
+
+
 def _static_copy(graph):
     """A copy of the graph whose nodes hold no symbolic example values (a backend reading them would
     see symbols it doesn't expect; it reads the concrete example inputs instead), only, for tensors, which

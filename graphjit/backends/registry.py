@@ -155,6 +155,62 @@ class InMode:
             return self._pool
 
 
+def _symbolic_training(gm, train, compile_fn):
+    """A training graph with size symbols compiled once for all sizes: AOTAutograd traces the joint graph
+    over capture's fake inputs, in their ShapeEnv, and each half compiles with the symbols (one that needs
+    concrete sizes compiles per size: PerSizeBoxed). None where the symbolic trace fails: the caller
+    compiles per size. The backward half is compiled at the first backward, after the frame's entry took
+    its guards: a backward whose compile would add a guard on the sizes compiles per size instead, so it
+    never relies on what the entry does not check."""
+    from torch._guards import TracingContext, tracing
+    from ..compiler.ir import StaticOnly
+    from ..compiler.pipeline import symbolic_example
+    from .dynamic import PerSizeBoxed, fake_mode_of, shape_env_checkpoint, symbolic_inputs
+    fakes, env = symbolic_example(gm)
+    mode = fake_mode_of(gm)
+    if fakes is None or mode is None or _differentiable_outputs(gm) > 1:
+        # several outputs needing gradients: one the loss does not reach must keep None as its gradient
+        # (training._AbsentGradients), which AOTAutograd's node only allows for tangents of static sizes
+        return None
+    name = (gm.meta.get("graphjit") or {}).get("name", "graph")
+    building = [True]
+
+    def half(g, inputs):
+        for node in g.graph.nodes:       # AOTAutograd's placeholders carry their fake values as "val"
+            if node.op == "placeholder" and "example_value" not in node.meta:
+                node.meta["example_value"] = node.meta.get("val")
+        restore, known = shape_env_checkpoint(g), len(env.guards)
+        try:
+            compiled = compile_fn(g, inputs)
+            if building[0] or len(env.guards) == known:
+                return compiled
+            logs.log("dynamic", f"{g.meta['graphjit']['name']}: compiling per size: its symbolic compile "
+                                f"assumed what the entry's guards do not check")
+        except StaticOnly as e:
+            logs.log("dynamic", f"{g.meta['graphjit']['name']}: compiling per size: {e}")
+        restore()
+        return PerSizeBoxed(compile_fn, g, symbolic_inputs(g))
+
+    restore = shape_env_checkpoint(gm)
+    try:
+        with tracing(TracingContext(mode)):
+            return train(gm, fakes, compile_fn=half)
+    except Exception as e:  # noqa: BLE001 - what the symbolic trace refuses compiles per size, as before
+        restore()
+        logs.log("dynamic", f"{name}: training graph compiled per size: {type(e).__name__}: {e}")
+        return None
+    finally:
+        building[0] = False
+
+
+def _differentiable_outputs(gm):
+    """How many of gm's outputs are tensors that require grad (by their traced values)."""
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    nodes = []
+    torch.fx.node.map_arg(output.args, nodes.append)
+    return sum(isinstance(v, torch.Tensor) and v.requires_grad for v in (n.meta.get("example_value") for n in nodes))
+
+
 def list_backends():
     return sorted(_BACKENDS)
 
@@ -224,11 +280,14 @@ def graphjit_backend(gm, example_inputs, mode=None, options=None):
     from .dynamic import PerSize, shape_env_checkpoint, symbolic_inputs
     positions = symbolic_inputs(gm)
     if training.wants_aot(gm, example_inputs):
-        def train(g, inputs):
+        def train(g, inputs, compile_fn=lambda g, ins: compile_graph(g, ins, mode, options)):
             from .. import config
             with config.patch(**(options or {})):      # AOTAutograd's trace decomposes by them too
-                return training.compile_training(g, inputs, compile_fn=lambda g, ins: compile_graph(g, ins, mode, options))
-        return PerSize(train, gm, positions) if positions else train(gm, example_inputs)
+                return training.compile_training(g, inputs, compile_fn=compile_fn)
+        if not positions:
+            return train(gm, example_inputs)
+        symbolic = _symbolic_training(gm, train, lambda g, ins: compile_graph(g, ins, mode, options))
+        return symbolic if symbolic is not None else PerSize(train, gm, positions)
     if positions:
         restore = shape_env_checkpoint(gm)
         try:

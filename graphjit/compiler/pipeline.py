@@ -72,9 +72,10 @@ def _check_as_given(fakes, example_inputs):
     """StaticOnly unless each fake input has its example's sizes and strides: capture's fake values are
     the trace's own, which an in-place metadata change (x.unsqueeze_(0), x.t_()) rewrote."""
     from .ir import StaticOnly, as_expr, size_hint
+    from torch._subclasses.fake_tensor import FakeTensor
     for i, (fake, real) in enumerate(zip(fakes, example_inputs)):
-        if not isinstance(fake, torch.Tensor) or not isinstance(real, torch.Tensor):
-            continue
+        if not isinstance(fake, torch.Tensor) or not isinstance(real, torch.Tensor) or isinstance(real, FakeTensor):
+            continue        # (a fake example, AOTAutograd's for a half of a symbolic training graph, is the trace's)
         if fake.dim() != real.dim() or \
                 [size_hint(as_expr(n)) for n in (*fake.shape, *fake.stride())] != [*real.shape, *real.stride()]:
             raise StaticOnly(f"input {i}'s traced sizes are not those it comes in with (an in-place "

@@ -157,6 +157,40 @@ def test_create_graph_in_the_frame_runs_the_graph_before_it_as_captured(how):
         torch.testing.assert_close(got_second, expected_second)
 
 
+class CausalBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.ln, self.out = torch.nn.Linear(16, 48), torch.nn.LayerNorm(16), torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.ln(x)).view(x.shape[0], x.shape[1], 3, 2, 8).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.out(a.transpose(1, 2).reshape(x.shape))
+
+
+def test_a_training_graph_with_symbolic_sizes_compiles_once():
+    """A second batch size and sequence length make the training graph symbolic: AOTAutograd traces it in
+    capture's ShapeEnv and both halves compile once for all sizes (not per size), with outputs and
+    gradients as eager's over every size."""
+    from graphjit.backends.dynamic import PerSize
+    torch.manual_seed(0)
+    model = CausalBlock()
+    reference = copy.deepcopy(model)
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(model, backend=counter)
+    for batch, length in ((2, 5), (3, 7), (2, 9), (4, 6), (3, 5)):
+        x = torch.randn(batch, length, 16)
+        got, expected = compiled(x), reference(x)
+        assert_same(got, expected, **TOL)
+        got.square().mean().backward()
+        expected.square().mean().backward()
+        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+            assert_same(p.grad, q.grad, where=name, **TOL)
+    assert counter.frame_count == 2, counter.frame_count
+    assert not any(isinstance(fn, PerSize) for fn in counter.compiled), counter.compiled
+    assert not counter.ran_as_captured()
+
+
 class CrossEntropy(torch.nn.Module):
     def __init__(self, spatial, **options):
         super().__init__()
@@ -953,7 +987,7 @@ def test_outputs_merged_by_aotautograd_come_back_as_separate_tensors():
     graphjit.reset()
     counter = CompileCounter(graphjit_backend)
     compiled = graphjit.compile(sorted_twice, backend=counter)
-    for n in (6, 9):        # the second size recompiles with a symbolic size, compiled per size
+    for n in (6, 9):        # the second size recompiles with a symbolic size
         x = r(n).requires_grad_()
         a, b, c = compiled(x)
         ea, eb, ec = sorted_twice(x)
