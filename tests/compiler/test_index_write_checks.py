@@ -98,3 +98,20 @@ def test_an_index_write_into_a_0d_tensor_never_read_compiles():
     x = torch.randn(3, 3)
     with graphjit.config.patch(raise_errors=1):
         assert torch.equal(graphjit.compile(f, backend=counter)(x), f(x))
+
+
+def _two_kinds_of_checks(x, i):
+    return torch.index_select(x, 0, i * 2).sum(), torch.gather(x, 0, (i * 2).unsqueeze(1)).sum()
+
+
+def test_the_first_failing_check_decides_the_error_class():
+    """A kernel with index_select's check (eager: IndexError) and gather's (eager: RuntimeError), both out of
+    range: the first check that fails sets the kernel's status and keeps it, so the error is index_select's,
+    which eager runs first (the last one set won: a RuntimeError)."""
+    compiled = graphjit.compile(_two_kinds_of_checks)
+    x = torch.randn(5, 1)
+    compiled(x, torch.tensor([0, 1]))
+    with pytest.raises(IndexError):
+        _two_kinds_of_checks(x, torch.tensor([1, 3]))
+    with pytest.raises(IndexError):
+        compiled(x, torch.tensor([1, 3]))

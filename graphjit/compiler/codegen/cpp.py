@@ -262,6 +262,9 @@ def _prelude(eager):
         "GJ_INLINE bool gj_bitwise_not(bool x) { return !x; }",
         "template <typename T> GJ_INLINE T gj_relu(T x) { return x < T(0) ? T(0) : x; }",
         "GJ_INLINE int64_t gj_max1(int64_t n) { return n > 1 ? n : 1; }",
+        # a kernel's status: the first error set stays (the check of the op eager runs first, in one thread)
+        "GJ_INLINE void gj_fail(int* status, int code) { int zero = 0; "
+        "__atomic_compare_exchange_n(status, &zero, code, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); }",
         # ops.rand (ir.py): Philox4x32-10 keyed by the seed, counter (offset, 0, 0); word 0's top 24 bits
         "GJ_INLINE float gj_rand(int64_t seed, int64_t offset) { "
         "uint32_t c0 = (uint32_t)offset, c1 = (uint32_t)((uint64_t)offset >> 32), c2 = 0, c3 = 0; "
@@ -524,7 +527,7 @@ class CppOps:
         dtype = self._dtype(name, a, b)
         if dtype is not None and not dtype.is_floating_point and dtype != torch.bool:
             self.k.uses_status = True
-            self.k.emit(f"if ({b} == 0) __atomic_store_n(&gj_status, {ZERO_DIVISION}, __ATOMIC_RELAXED);")
+            self.k.emit(f"if ({b} == 0) gj_fail(&gj_status, {ZERO_DIVISION});")
             b = self.k.cse(f"({b} == 0 ? {literal(1, dtype)} : {b})", dtype)
         return self._typed_op(EXPRESSIONS[name].format(a, b), dtype)
 
@@ -631,8 +634,8 @@ class CppKernel:
             lines.append(f"if ({name} < 0) {name} += {size};")
         if check:
             self.uses_status = True
-            lines.append(f"if ({name} < 0 || {name} >= {size}) {{ __atomic_store_n(&gj_status, "
-                         f"{index_status(check)}, __ATOMIC_RELAXED); {name} = 0; }}")
+            lines.append(f"if ({name} < 0 || {name} >= {size}) {{ gj_fail(&gj_status, {index_status(check)}); "
+                         f"{name} = 0; }}")
         return lines
 
     def typed(self, value, dtype):
