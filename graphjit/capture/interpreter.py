@@ -150,13 +150,8 @@ def _handlers_at(code, index):
     handler out."""
     instrs = bytecode.read(code)
     entries = exception_table_of(code)
-    clauses, withs, seen, position = [], 0, set(), index
-    while True:
-        entry = next((e for e in entries if e.start <= position < e.end), None)
-        if entry is None or entry in seen:
-            return tuple(clauses), withs
-        seen.add(entry)
-        target = entry.target
+    clauses, withs = [], 0
+    for target in bytecode.handler_targets(code, index):
         if instrs[target].opname == "PUSH_EXC_INFO" and instrs[target + 1].opname == "WITH_EXCEPT_START":
             withs += 1
         elif instrs[target].opname == "PUSH_EXC_INFO":
@@ -165,9 +160,7 @@ def _handlers_at(code, index):
             body_end = max(next((e.end for e in entries if e.start <= target + 1 < e.end), len(instrs)),
                            _first(instrs, target + 1, ("RERAISE",), len(instrs) - 1) + 1)
             clauses += _except_clauses(instrs, target + 1, body_end)
-        position = next((j for j in range(target, len(instrs)) if instrs[j].opname == "RERAISE"), None)
-        if position is None:
-            return tuple(clauses), withs
+    return tuple(clauses), withs
 
 
 _TEST_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF",

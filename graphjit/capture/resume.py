@@ -162,19 +162,12 @@ def enclosing_handler_kinds(code, index):
     """Kinds of the exception handlers an exception raised at `index` passes through, innermost first:
     'with' (a with-block's __exit__), 'try' (a user's except/finally), 'cleanup' (compiler-made)."""
     instrs = bytecode.read(code)
-    entries = bytecode.exception_table(code)
-    kinds, seen, position = [], set(), index
-    while True:
-        entry = next((e for e in entries if e.start <= position < e.end), None)
-        if entry is None or entry in seen:
-            return kinds
-        seen.add(entry)
-        kinds.append(_handler_kind(instrs, entry.target))
+    kinds = []
+    for target in bytecode.handler_targets(code, index):
+        kinds.append(_handler_kind(instrs, target))
         if kinds[-1] == "try":
-            return kinds
-        position = next((j for j in range(entry.target, len(instrs)) if instrs[j].opname == "RERAISE"), None)
-        if position is None:
-            return kinds
+            break
+    return kinds
 
 
 def _handler_kind(instrs, target):

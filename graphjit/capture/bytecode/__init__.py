@@ -66,6 +66,7 @@ from .reader import (
     Instruction,
     exception_table,
     format_instructions,
+    handler_targets,
     read,
 )
 
@@ -78,5 +79,6 @@ __all__ = [
     "assemble",
     "exception_table",
     "format_instructions",
+    "handler_targets",
     "read",
 ]

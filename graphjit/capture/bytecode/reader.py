@@ -283,6 +283,23 @@ def exception_table(code: types.CodeType) -> list[ExceptionEntry]:
     return _exception_entries(code, _index_mapper(read(code)))
 
 
+def handler_targets(code: types.CodeType, index: int):
+    """The handlers an exception raised at instruction `index` reaches, innermost first, as indices of their
+    first instructions: each found in the exception table, the next one out from the handler's first
+    RERAISE (a handler that re-raises passes the exception on); the walk ends where no entry covers it."""
+    instrs, entries = read(code), exception_table(code)
+    seen, position = set(), index
+    while True:
+        entry = next((e for e in entries if e.start <= position < e.end), None)
+        if entry is None or entry in seen:
+            return
+        seen.add(entry)
+        yield entry.target
+        position = next((j for j in range(entry.target, len(instrs)) if instrs[j].opname == "RERAISE"), None)
+        if position is None:
+            return
+
+
 def _index_mapper(instrs: list[Instruction]) -> Callable[[int], int]:
     """Byte offset -> index of the first normalized instruction at or after it (offsets are sorted)."""
     offsets = [ins.offset for ins in instrs]
