@@ -168,9 +168,7 @@ def _symbolic_training(gm, train, compile_fn):
     from .dynamic import PerSizeBoxed, fake_mode_of, shape_env_checkpoint, symbolic_inputs
     fakes, env = symbolic_example(gm)
     mode = fake_mode_of(gm)
-    if fakes is None or mode is None or _differentiable_outputs(gm) > 1:
-        # several outputs needing gradients: one the loss does not reach must keep None as its gradient
-        # (training._AbsentGradients), which AOTAutograd's node only allows for tangents of static sizes
+    if fakes is None or mode is None:
         return None
     name = (gm.meta.get("graphjit") or {}).get("name", "graph")
     building = [True]
@@ -181,7 +179,8 @@ def _symbolic_training(gm, train, compile_fn):
                 node.meta["example_value"] = node.meta.get("val")
         restore, known = shape_env_checkpoint(g), len(env.guards)
         try:
-            compiled = compile_fn(g, inputs)
+            with tracing(TracingContext(mode)):     # also for the backward, compiled at the first backward
+                compiled = compile_fn(g, inputs)
             if building[0] or len(env.guards) == known:
                 return compiled
             logs.log("dynamic", f"{g.meta['graphjit']['name']}: compiling per size: its symbolic compile "
@@ -201,14 +200,6 @@ def _symbolic_training(gm, train, compile_fn):
         return None
     finally:
         building[0] = False
-
-
-def _differentiable_outputs(gm):
-    """How many of gm's outputs are tensors that require grad (by their traced values)."""
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    nodes = []
-    torch.fx.node.map_arg(output.args, nodes.append)
-    return sum(isinstance(v, torch.Tensor) and v.requires_grad for v in (n.meta.get("example_value") for n in nodes))
 
 
 def list_backends():

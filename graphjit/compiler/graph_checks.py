@@ -16,9 +16,12 @@ STATE_FUNCTIONS = {torch._C._set_grad_enabled}
 
 def unsupported_reason(gm, example_inputs):
     """Why graphjit's compiler should leave this graph to eager, or None."""
-    for value in example_inputs:
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, value in enumerate(example_inputs):
         if isinstance(value, (torch.SymInt, torch.SymFloat)):   # a size symbol, a float that changes
             continue
+        if type(value) in (int, float, bool) and i < len(placeholders) and not placeholders[i].users:
+            continue        # a number the graph does not read (a per-size copy has its value built in)
         if not isinstance(value, torch.Tensor):
             return f"a graph input is a {type(value).__name__}, not a tensor (only tensor inputs for now)"
         if value.device.type != "cpu":

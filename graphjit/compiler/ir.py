@@ -1175,6 +1175,7 @@ class LoopGraph:
         #                            first argument), None for a constant
         self.fallbacks = []        # (op name, reason) of every extern call made for a missing lowering
         self.size_inputs = []      # (position, symbol) of the int inputs that are size symbols
+        self.unread_inputs = []    # positions of number inputs the graph does not read (a per-size copy's)
         self.autograd = False      # a half of a training graph (facts.GraphFacts.autograd)
         self.random_seeds = {}     # device -> the extern call drawing its random ops' seeds (one output each)
         self._names = itertools.count()

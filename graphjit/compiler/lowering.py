@@ -190,7 +190,10 @@ class Lowering(torch.fx.Interpreter):
 
     def placeholder(self, target, args, kwargs):
         position = next(self._inputs)
-        meta = _current[-1].meta["val"]
+        meta = _current[-1].meta.get("val")
+        if not _current[-1].users and not isinstance(meta, (torch.Tensor, torch.SymInt, torch.SymFloat)):
+            self.loops.unread_inputs.append(position)   # a number a per-size copy has built in
+            return None
         if isinstance(meta, torch.SymInt):       # a size the caller passes as an int
             expr = as_expr(meta)
             self.loops.size_inputs.append((position, expr))

@@ -40,6 +40,7 @@ import re
 import sys
 import weakref
 
+import sympy
 import torch
 
 from .. import logs
@@ -832,11 +833,14 @@ def _writes_through_overlap(gm):
 
 
 def _shared_memory(values):
-    """Whether two tensors among values share a storage."""
+    """Whether two tensors among values share a storage (by address; fake ones, a symbolic training graph's
+    example inputs, by their storage object, as capture made them alias)."""
+    from torch._subclasses.fake_tensor import FakeTensor
     seen = set()
     for v in values:
         if isinstance(v, torch.Tensor):
-            key = v.untyped_storage().data_ptr()
+            storage = v.untyped_storage()
+            key = storage._cdata if isinstance(v, FakeTensor) else storage.data_ptr()
             if key in seen:
                 return True
             seen.add(key)
@@ -1050,8 +1054,18 @@ def _size_one_strides(gm, example_inputs):
         if ran is None or len(ran[2]) != len(leaves):
             return {}
         values = ran[2]
+    for k in views:
+        value = values[k]
+        if isinstance(value, torch.Tensor) and not _static(value) and value._is_view() and 1 in value.shape:
+            # sizes symbolic (the graph's own fake inputs): the stride of the size-1 dim would be needed
+            # per call (asking whether a dim is 1 guards the answer: the entry holds only where it holds)
+            raise SymbolicRefused(f"output {k} views another value and has a dim of size 1")
     return {k: values[k].stride() for k in views if _static(values[k]) and values[k]._is_view() and
             values[k].layout == torch.strided and 1 in values[k].shape}
+
+
+class SymbolicRefused(Exception):
+    """A training graph the symbolic path does not take (registry._symbolic_training compiles it per size)."""
 
 
 class _EagerStrides:
@@ -1156,10 +1170,69 @@ class _AbsentGradients:
     def partition(self, joint, joint_inputs, **kwargs):
         tangents = [n for n in joint.graph.nodes if _is_tangent(n)]
         _check_tangent_layouts(tangents)
-        self.enabled = self.allowed and bool(tangents) and all(_static(n.meta.get("val")) for n in tangents)
+        self.enabled = self.allowed and bool(tangents) and \
+            all(isinstance(n.meta.get("val"), torch.Tensor) for n in tangents)
         if self.enabled:
             self.zero_reach = _zero_reach(joint.graph)
-        return _partition(joint, joint_inputs, **kwargs)
+        halves = _partition(joint, joint_inputs, **kwargs)
+        if self.enabled and not all(_static(n.meta.get("val")) for n in tangents):
+            _check_sizes_recoverable(halves[1])
+        return halves
+
+
+class _SizesNotRecoverable(Exception):
+    """A tangent of symbolic sizes whose symbols the backward's other arguments do not carry: a zero
+    tensor could not stand in for it (the graph then compiles per size)."""
+
+
+def _check_sizes_recoverable(backward):
+    """Raises _SizesNotRecoverable unless each symbol of each tangent's sizes and strides is a SymInt
+    argument of the backward, or a dim or stride of one of its tensor arguments that is not a tangent
+    (_BackwardOfPresent._filled reads them off a call's arguments)."""
+    placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
+    known = set()
+    for node in placeholders:
+        if not _is_tangent(node):
+            known |= {e for _, e in _symbol_slots(node.meta.get("val"))}
+    for node in placeholders:
+        val = node.meta.get("val")
+        if _is_tangent(node) and not _static(val):
+            free = set().union(*(_expr(d).free_symbols for d in (*val.shape, *val.stride())))
+            if not free <= known:
+                raise _SizesNotRecoverable(f"{node.name}'s sizes {tuple(val.shape)} use {free - known}")
+
+
+def _expr(size):
+    return size.node.expr if isinstance(size, torch.SymInt) else sympy.Integer(size)
+
+
+def _symbol_slots(val):
+    """(where, symbol) for each dim, stride or value of a traced argument that is a plain symbol: where is
+    None for a SymInt argument, else ("shape" or "stride", dim)."""
+    if isinstance(val, torch.SymInt) and val.node.expr.is_Symbol:
+        return [(None, val.node.expr)]
+    if not isinstance(val, torch.Tensor):
+        return []
+    return [((kind, d), s.node.expr) for kind, sizes in (("shape", val.shape), ("stride", val.stride()))
+            for d, s in enumerate(sizes) if isinstance(s, torch.SymInt) and s.node.expr.is_Symbol]
+
+
+def _runtime_sizes(val, placeholders, args):
+    """val's sizes and strides for one call: static ones as they are, symbolic ones evaluated with their
+    symbols read off the call's arguments (_check_sizes_recoverable made sure they are there)."""
+    if _static(val):
+        return tuple(val.shape), val.stride()
+    values = {}
+    for node, arg in zip(placeholders, args):
+        for where, symbol in _symbol_slots(node.meta.get("val")):
+            if where is None and isinstance(arg, int):
+                values[symbol] = arg
+            elif where is not None and isinstance(arg, torch.Tensor):
+                values[symbol] = (arg.shape if where[0] == "shape" else arg.stride())[where[1]]
+
+    def evaluate(size):
+        return int(_expr(size).xreplace(values))
+    return tuple(map(evaluate, val.shape)), tuple(map(evaluate, val.stride()))
 
 
 class _OverlappingTangent(Exception):
@@ -1353,8 +1426,9 @@ class _BackwardOfPresent:
     def _filled(self, missing):
         def run(args):
             for i in missing:
-                val = self.placeholders[i].meta["val"]     # static sizes (_AbsentGradients.enabled)
-                args[i] = torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device=val.device).zero_()
+                val = self.placeholders[i].meta["val"]
+                shape, stride = _runtime_sizes(val, self.placeholders, args)
+                args[i] = torch.empty_strided(shape, stride, dtype=val.dtype, device=val.device).zero_()
             if () not in self.variants:
                 self.variants[()] = self._compile(())
             return self.variants[()][0](args)
@@ -1447,7 +1521,7 @@ def _gradient_passed(node, zero):
         return None
     mine, theirs = node.meta.get("val"), other.meta.get("val")
     if not (isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor)) or \
-            mine.dtype != theirs.dtype or not _static(mine) or tuple(mine.shape) != tuple(theirs.shape):
+            mine.dtype != theirs.dtype or [_expr(d) for d in mine.shape] != [_expr(d) for d in theirs.shape]:
         return None
     return other
 

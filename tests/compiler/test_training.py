@@ -191,6 +191,55 @@ def test_a_training_graph_with_symbolic_sizes_compiles_once():
     assert not counter.ran_as_captured()
 
 
+def _loss_and_unreached(x, w, v):
+    h = x @ w
+    return h.sum(), (h.exp() * float("inf")).sum() + v.sum()
+
+
+def test_symbolic_training_keeps_none_for_the_gradient_of_an_unreached_output():
+    """Two outputs needing gradients, sizes symbolic: a backward from the first leaves the gradient of the
+    second absent, not zeros, so v (reached only through it) keeps .grad None and x's gradient has no
+    0 * inf; a backward from the second fills the first's with zeros of this call's sizes. One symbolic
+    graph for every size, as eager's gradients."""
+    from graphjit.backends.dynamic import PerSize
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(_loss_and_unreached, backend=counter)
+    for n in (3, 5, 7, 4):
+        mine = [r(n, 4).requires_grad_(), r(4, 2).requires_grad_(), r(n).requires_grad_()]
+        eager = [t.detach().clone().requires_grad_() for t in mine]
+        compiled(*mine)[0].backward()
+        _loss_and_unreached(*eager)[0].backward()
+        assert mine[2].grad is None and eager[2].grad is None
+        compiled(*mine)[1].backward()
+        _loss_and_unreached(*eager)[1].backward()
+        for a, b in zip(mine, eager):
+            assert torch.equal(a.grad.isnan(), b.grad.isnan())
+            assert_same(a.grad.nan_to_num(), b.grad.nan_to_num(), **TOL)
+    assert counter.frame_count == 2
+    assert not any(isinstance(fn, PerSize) for fn in counter.compiled)
+
+
+def _scaled_prefix(x, n):
+    return (x[:, :n] * n).sin().sum(1)
+
+
+def test_a_training_graph_compiled_per_size_compiles_its_forward_with_an_int_argument(monkeypatch):
+    """Where the symbolic trace is not taken (per size), AOTAutograd hands the forward half the int argument
+    the per-size copy has built in: an input the graph does not read, which the compiler takes (it left
+    the forward uncompiled)."""
+    from graphjit.backends import registry
+    monkeypatch.setattr(registry, "_symbolic_training", lambda *args, **kwargs: None)
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(_scaled_prefix, backend=counter, dynamic=True)
+    for b, n in ((3, 4), (5, 2), (4, 3)):
+        x = r(b, 6).requires_grad_()
+        x2 = x.detach().clone().requires_grad_()
+        compiled(x, n).sum().backward()
+        _scaled_prefix(x2, n).sum().backward()
+        assert_same(x.grad, x2.grad, **TOL)
+    assert not counter.ran_as_captured()
+
+
 class CrossEntropy(torch.nn.Module):
     def __init__(self, spatial, **options):
         super().__init__()

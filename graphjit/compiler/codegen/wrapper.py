@@ -107,7 +107,8 @@ class WrapperCode:
     def generate(self, check_inputs, eager_if_grad):
         graph = self.graph
         inputs = [b for b in graph.inputs if b.position is not None]
-        named = [(b.position, b.name) for b in inputs] + [(p, f"arg{p}") for p, _ in graph.size_inputs]
+        named = [(b.position, b.name) for b in inputs] + [(p, f"arg{p}") for p, _ in graph.size_inputs] + \
+            [(p, f"arg{p}") for p in graph.unread_inputs]
         params = ", ".join(name for _, name in sorted(named))
         self.params = params
         body = []
