@@ -523,13 +523,14 @@ def int_round_trips(x):
             x.to(torch.int8).half(), x.double().to(torch.int64).float() * 2, x.to(torch.uint8).float(),
             torch.where(x < 1, x.to(torch.int64), 3).to(x.dtype), (x * 100).to(torch.uint8).float(),
             (x * 100).to(torch.int8).float(), (x * 2e4).to(torch.int16).float(), (x * 2e9).to(torch.int32).float(),
-            (x * 2e9).to(torch.int32), (x * 1e19).to(torch.int64).float(), (x.double() * 2e9 + 7).to(torch.int8))
+            (x * 2e9).to(torch.int32), (x * 1e19).to(torch.int64).float(), (x.double() * 2e9 + 7).to(torch.int8),
+            (x.double() * 3e9 + 7).to(torch.uint8))
 
 
 def test_float_int_float_round_trip_has_no_negative_zero(backend):
     """float -> int -> float of -0.0 or -0.5 is +0.0: an integer has no -0.0 (gcc folded the round trip into
     trunc, fuzz 600375); a float beyond a narrow type's range wraps into it through int32, as in eager (-1.5
-    is uint8 255; gcc's fold kept -1); NaN, infinities and floats beyond int32/int64 convert to the lowest
+    is uint8 255; gcc's fold kept -1), into uint8 through int64 (a double 3e9 + 7 is 7, not 0); NaN, infinities and floats beyond int32/int64 convert to the lowest
     int32/int64, as x86's conversion in eager (gcc's fold kept 3e9 and NaN)."""
     def inputs(seed):
         g = torch.Generator().manual_seed(seed)

@@ -469,8 +469,9 @@ class CppOps:
         source = self.k.dtypes.get(x)
         if source is not None and source.is_floating_point and not dtype.is_floating_point and \
                 dtype != torch.bool:
-            # as eager's (x86) conversion, gj_to_int; int8, uint8 and int16 wrap from int32, as eager's do
-            x = f"gj_to_int<{'int64_t' if dtype == torch.int64 else 'int32_t'}>({x})"
+            # as eager's (x86) conversion, gj_to_int; int8 and int16 wrap from int32 as eager's do, uint8
+            # from int64 (c10's conversion to uint8 goes through int64: 2**32 + 5 becomes 5)
+            x = f"gj_to_int<{'int64_t' if dtype in (torch.int64, torch.uint8) else 'int32_t'}>({x})"
         converted = f"static_cast<{COMPUTE_TYPES[dtype]}>({x})"
         if dtype.is_floating_point and source is not None and not source.is_floating_point:
             # gcc folds (float)(int)f into trunc(f) (-fno-trapping-math), which keeps f's -0.0 where an
