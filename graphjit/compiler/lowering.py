@@ -1583,6 +1583,7 @@ def split_with_sizes(x, split_sizes, dim=0):
 @register(aten.split.Tensor)
 def split(x, split_size, dim=0):
     total = static_int(x.sizes[dim % len(x.sizes)], "split")
+    split_size = static_int(split_size, "split")        # a symbolic piece size: compiled per size
     sizes = [min(split_size, total - s) for s in range(0, total, split_size)] or [0]
     return split_with_sizes(x, sizes, dim)
 

@@ -5,6 +5,8 @@ run as captured and only capture is under test) and compares every result with e
 torch.compile's on the same sequences (automatic dynamic: the first call static, a recompile makes what
 changed symbolic; dims of size 0 and 1 specialized).
 """
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -208,6 +210,34 @@ def test_divmod_and_math_prod_of_a_symbolic_int_stay_symbolic():
         return x * q + r, math.prod([n, 2]), math.prod([2.5, n], start=3), divmod(-n, 4)
     x = torch.randn(3)
     run_sequence(f, [(x, 2), (x, 3), (x, 7), (x, 11), (x, 5), (x, 12)], graphs=2)
+
+
+def test_is_none_of_a_size_and_split_by_a_symbolic_int():
+    """`n is not None` of a symbolic size is True without specializing n (it pinned n: a graph per size);
+    x.split(k) by a symbolic k compiles per size (the compiler raised a TypeError and the graph ran
+    uncompiled, with a warning)."""
+    def f(x, k):
+        n = x.shape[0]
+        return x * (n is not None), x.split(k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_sequence(f, [(torch.randn(n), k) for n, k in ((3, 2), (4, 3), (5, 3), (6, 4), (7, 4))], graphs=2,
+                     backend="graphjit")
+    run_sequence(f, [(torch.randn(n), k) for n, k in ((3, 2), (4, 3), (5, 3), (6, 4), (7, 4))], graphs=2)
+
+
+def test_a_dict_keyed_by_torch_size_is_captured():
+    """A per-shape cache keyed by x.shape (a torch.Size): the keys are guarded as a tuple's are, so the
+    cache growing recompiles and a size seen before hits (the frame ran eagerly: a Size key was refused)."""
+    cache = {}
+
+    def f(x):
+        k = x.shape
+        if k not in cache:
+            cache[k] = torch.ones(k[-1])
+        return (x + cache[k]).relu()
+    counter = run_sequence(f, [(torch.randn(2, n),) for n in (3, 4, 4, 3, 4)], graphs=3)
+    assert counter.op_count >= 2
 
 
 def test_branch_on_symbolic_size_guards_the_branch():

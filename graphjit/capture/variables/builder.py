@@ -251,6 +251,8 @@ def is_constant_key(k):
         return True
     if type(k) is tuple:
         return all(is_constant_key(v) for v in k)
+    if type(k) is torch.Size:       # a per-shape cache's key (equal to, and hashed as, the tuple of its sizes)
+        return all(type(v) is int for v in k)
     return type(k).__module__ == "typing"
 
 

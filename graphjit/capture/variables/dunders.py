@@ -122,8 +122,8 @@ def _identity(var):
                         containers.DictViewVariable, containers.IteratorVariable, containers.ListIteratorLike,
                         functions.NestedFunctionVariable, numpyvars.ArrayConstantVariable)):
         return ("var", var)
-    if isinstance(var, containers.BaseListVariable):
-        return None
+    if isinstance(var, containers.BaseListVariable) or isinstance(var, symbolic.SymNodeVariable):
+        return None         # (a symbolic number is an int, float or bool: read as a constant, it would specialize)
     try:
         value = var.as_python_constant()
     except Exception:
@@ -180,6 +180,9 @@ def same_object(tx, a, b):
         ta, tb = type_of(a), type_of(b)
         if ta is not None and tb is not None and ta is not tb:
             return False
+        if isinstance(a, symbolic.SymNodeVariable) or isinstance(b, symbolic.SymNodeVariable):
+            # two numbers of one type: their values, specialized, as CPython's small ints
+            a, b = (ConstantVariable(v.as_python_constant()) for v in (a, b))
         if isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
             same = _same_constant(a, b)
             if same is not None:
@@ -416,4 +419,4 @@ def hash_of(tx, var):
 
 # sibling modules, bound once they are all importable (they import this one): their classes are read at
 # call time, without an import statement on each of capture's many calls
-from . import containers, functions, numpyvars, objects, tensor  # noqa: E402
+from . import containers, functions, numpyvars, objects, symbolic, tensor  # noqa: E402
