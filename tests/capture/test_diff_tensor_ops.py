@@ -600,6 +600,59 @@ def test_ops_eager_has_no_bool_kernel_for_raise_as_in_eager(op):
     check_raises(fn, lambda: (bools(4),), backend="graphjit")
 
 
+_I8 = torch.int8
+_INTEGER_REFUSALS = {
+    # Python scalars eager converts to the tensor's dtype with an overflow check
+    "where_scalar": lambda x: torch.where(x > 0, 1000, x.to(_I8)),
+    "add_alpha": lambda x: torch.add(x.to(_I8), x.to(_I8), alpha=1000),
+    "sub_alpha": lambda x: torch.sub(x.to(_I8), 1, alpha=300),
+    "threshold_value": lambda x: F.threshold(x.to(_I8), 2, 1000),
+    "hardtanh_bounds": lambda x: F.hardtanh(x.to(_I8), -1000, 1000),
+    "pow_exponent": lambda x: x.to(_I8) ** 1000,
+    "bool_float_alpha": lambda x: torch.add(x > 0, x > 1, alpha=2.5),
+    # kernels eager has for floating dtypes only
+    "lerp": lambda x: torch.lerp(x, x.flip(0), 0.5),
+    "softplus": F.softplus, "hardswish": F.hardswish, "mish": F.mish, "hardsigmoid": F.hardsigmoid,
+    "hardshrink": F.hardshrink, "celu": F.celu, "glu": F.glu,
+    "prelu": lambda x: F.prelu(x, torch.tensor([1])),
+    "smooth_l1_loss": lambda x: F.smooth_l1_loss(x, x.flip(0)),
+    "logaddexp": lambda x: torch.logaddexp(x, x.flip(0)), "logaddexp2": lambda x: torch.logaddexp2(x, x),
+    "addcdiv": lambda x: torch.addcdiv(x, x, x.flip(0), value=2),
+    # bool kernels, bool results and mixed dtypes eager refuses
+    "dot_bool": lambda x: torch.dot(x > 0, x > 1),
+    "cumsum_to_bool": lambda x: x.cumsum(0, dtype=torch.bool),
+    "heaviside_mixed": lambda x: torch.heaviside(x, x.float()),
+}
+
+
+@pytest.mark.parametrize("name", list(_INTEGER_REFUSALS))
+def test_integer_calls_eager_refuses_raise_as_in_eager(name):
+    """Integer and bool calls whose eager kernel raises (a scalar the dtype cannot hold, a float-only
+    kernel, a bool result eager has no kernel for): the compiled call raises eager's error, where the
+    compiled ops computed a value."""
+    from graphjit.testing import check_raises
+    op = _INTEGER_REFUSALS[name]
+
+    def fn(x):
+        return op(x * 1)
+    check_raises(fn, lambda: (ints(6),), backend="graphjit")
+
+
+def test_float_calls_the_integer_refusals_leave_captured():
+    """The refusals above leave float calls alone: where(mask, half, -1e9) is -inf in eager (no overflow
+    check for a float result), a float alpha of float tensors, threshold by -1e9: one graph, eager's values."""
+    def fn(x):
+        h = x.half()
+        return torch.where(x > 0, h, -1e9), torch.add(x, x, alpha=0.5), F.threshold(h, -1e9, 0.0)
+    from graphjit.testing import CompileCounter
+    counter = CompileCounter("graphjit")
+    compiled = graphjit.compile(fn, backend=counter)
+    x = torch.randn(6)
+    for got, want in zip(compiled(x), fn(x)):
+        assert torch.equal(got, want)
+    assert counter.frame_count == 1 and not counter.ran_as_captured()
+
+
 def negative_bases(x, i):
     return (-1) ** i, (-0.0) ** x, (-2.5) ** x, (-float("inf")) ** i, 2 ** -i, x ** -1
 

@@ -459,6 +459,9 @@ def _pow_refusal(swapped):
             unsupported("an integer tensor to a negative (or symbolic) integer power: eager raises for a "
                         "negative one, the compiled op would compute a value",
                         hint="the call runs in CPython, as in eager")
+        if isinstance(base, torch.Tensor) and type(exponent) is int and not _scalar_fits(exponent, base.dtype):
+            unsupported(f"an integer power that {base.dtype} cannot hold: eager raises",
+                        hint="the call runs in CPython, as in eager")
     return check
 
 
@@ -686,6 +689,95 @@ for _names, _check in (
 EAGER_REFUSALS.update({t: _dtypes_agree("matmul") for t in (operator.matmul, operator.imatmul)})
 EAGER_REFUSALS.update({t: _index_dtype("index_select", 2, "index")
                        for t in (torch.index_select, torch.Tensor.index_select, "index_select")})
+
+
+def _of_non_floating(name):
+    """A refusal of calls with an integer or bool tensor argument: eager's CPU kernel exists for floating
+    dtypes only and raises, where the compiled op computes a value."""
+    def check(*args, **kwargs):
+        if any(isinstance(a, torch.Tensor) and not a.is_floating_point() and not a.is_complex()
+               for a in (*args, *kwargs.values())):
+            unsupported(f"{name} of an integer or bool tensor: eager's kernel has none and raises",
+                        hint="the call runs in CPython, as in eager")
+    return check
+
+
+def _scalars_of(*where, condition=False, integral_only=False):
+    """For _refuse_unconvertible_scalar: the tensor arguments' dtype (the first one's, or the result dtype of
+    the first two; condition: after where's condition) and the Python numbers at these (position, keyword)
+    places (position None: keyword only). integral_only: eager checks only an integer result's scalars
+    (where and threshold of a float16 tensor and -1e9 give -inf), and a float scalar makes it float."""
+    def find(args, kwargs):
+        operands = [*args, *kwargs.values()]
+        tensors = [a for a in operands[1 if condition else 0:] if isinstance(a, torch.Tensor)]
+        if not tensors:
+            return None, []
+        dtype = tensors[0].dtype if len(tensors) == 1 else torch.result_type(*tensors[:2])
+        values = [args[i] if i is not None and len(args) > i else kwargs.get(k) for i, k in where]
+        values = [v for v in values if isinstance(v, (int, float)) or isinstance(v, symbolic.SYM_TYPES)]
+        if integral_only:
+            if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or \
+                    any(isinstance(v, (float, torch.SymFloat)) for v in values):
+                return None, []
+        return dtype, values
+    return find
+
+
+def _float_alpha_of_integers(*args, **kwargs):
+    """add/sub with a float alpha on integer or bool tensors: eager raises ("For integral input tensors,
+    argument alpha must not be a floating point number"), the compiled op rounds it."""
+    alpha = kwargs.get("alpha")
+    tensors = [a for a in args[:2] if isinstance(a, torch.Tensor)]
+    if isinstance(alpha, (float, torch.SymFloat)) and tensors and \
+            not any(t.is_floating_point() or t.is_complex() for t in tensors):
+        unsupported("a float alpha on integer tensors: eager raises", hint="the call runs in CPython, as in eager")
+
+
+def _both(*checks):
+    def check(*args, **kwargs):
+        for c in checks:
+            c(*args, **kwargs)
+    return check
+
+
+def _cumsum_to_bool(*args, **kwargs):
+    if kwargs.get("dtype") == torch.bool:
+        unsupported("a cumulative sum in bool: eager's kernel has none and raises",
+                    hint="the call runs in CPython, as in eager")
+
+
+def _all_spellings(name):
+    """name as a Tensor method (its string) and as the functions of torch, torch.Tensor, F and torch._C._nn."""
+    return (name, *[getattr(m, name) for m in (torch, torch.Tensor, torch.nn.functional, torch._C._nn)
+                    if callable(getattr(m, name, None))])
+
+
+for _name in ("softplus", "hardswish", "hardswish_", "mish", "mish_", "hardsigmoid", "hardsigmoid_", "hardshrink",
+              "softshrink", "celu", "celu_", "elu", "elu_", "selu", "selu_", "silu", "silu_", "gelu", "leaky_relu",
+              "leaky_relu_", "rrelu", "rrelu_", "logsigmoid", "log_sigmoid", "glu", "prelu", "_prelu_kernel",
+              "smooth_l1_loss", "huber_loss", "mse_loss", "l1_loss", "logaddexp", "logaddexp2", "lerp", "lerp_",
+              "hypot", "hypot_", "nextafter", "nextafter_", "frac", "frac_", "dist", "renorm", "renorm_",
+              "addcdiv", "addcdiv_"):
+    EAGER_REFUSALS.update({t: _of_non_floating(_name) for t in _all_spellings(_name)})
+for _name in ("softsign", "tanhshrink", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "dot", "vdot",
+              "addcmul", "addcmul_"):
+    EAGER_REFUSALS.update({t: _both(_of_booleans(_name), EAGER_REFUSALS.get(t, lambda *a, **k: None))
+                           for t in _all_spellings(_name)})
+for _name, _where in (("threshold", _scalars_of((1, "threshold"), (2, "value"), integral_only=True)),
+                      ("threshold_", _scalars_of((1, "threshold"), (2, "value"), integral_only=True)),
+                      ("hardtanh", _scalars_of((1, "min_val"), (2, "max_val"))),
+                      ("hardtanh_", _scalars_of((1, "min_val"), (2, "max_val"))),
+                      ("where", _scalars_of((1, "input"), (2, "other"), condition=True, integral_only=True)),
+                      ("add", _scalars_of((None, "alpha"))), ("add_", _scalars_of((None, "alpha"))),
+                      ("sub", _scalars_of((None, "alpha"))), ("sub_", _scalars_of((None, "alpha")))):
+    EAGER_REFUSALS.update({t: _both(_refuse_unconvertible_scalar(_where), EAGER_REFUSALS.get(t, lambda *a, **k: None))
+                           for t in _all_spellings(_name)})
+for _name in ("add", "add_", "sub", "sub_"):
+    EAGER_REFUSALS.update({t: _both(_float_alpha_of_integers, EAGER_REFUSALS[t]) for t in _all_spellings(_name)})
+for _name in ("cumsum", "cumsum_"):
+    EAGER_REFUSALS.update({t: _cumsum_to_bool for t in _all_spellings(_name)})
+EAGER_REFUSALS.update({t: _both(_dtypes_agree("heaviside"), EAGER_REFUSALS.get(t, lambda *a, **k: None))
+                       for t in _all_spellings("heaviside") + _all_spellings("heaviside_")})
 
 
 def _same_objects(result, inputs):
