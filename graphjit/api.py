@@ -413,6 +413,6 @@ def explain(fn, *extra_args, **extra_kwargs):
         finally:        # its caches serve no later call: they go (20 explains would keep 20 of each)
             forget(options)
             for key in [k for k in _WRAPPER_CLASSES if k[1] == options.key]:
-                del _WRAPPER_CLASSES[key]
+                _ORIGINAL_CLASS.pop(_WRAPPER_CLASSES.pop(key), None)
         return ExplainOutput(recorder.records)
     return run

@@ -24,7 +24,7 @@ import torch
 from .. import logs
 from ..code_cache import compile_source
 from .guards import GuardSet
-from .sources import REFS, ObjectSource
+from .sources import ObjectSource, refs_in
 from .variables.base import ConstantVariable, unsupported
 from .variables.objects import new_object
 from .variables.tensor import TensorVariable
@@ -174,7 +174,8 @@ def entry_namespace(fn, guards):
     from ..ops import autocast_state, function_modes
     from .side_effects import discard_attr
     namespace = dict(guards.objects)
-    namespace.update(REFS)
+    # the objects sources name (sources.REFS) that the guards' texts use (the reporter compiles them later)
+    namespace.update(refs_in(*(g.expr for g in guards.ordered())))
     namespace.update({"__gj_MISS": MISS, "__gj_torch": torch, "__gj_sys": sys, "__gj_G": fn.__globals__,
                       "__gj_new_object": new_object, "__gj_autocast_state": autocast_state,
                       "__gj_any_autocast": torch._C._is_any_autocast_enabled,
@@ -281,7 +282,7 @@ def build_entry(fn, guards, body, namespace, kind="entry", input_sources=()):
     lines += ["    except Exception:", "        return __gj_MISS"]
     lines += ["    " + line.replace("__gj_inputs", inputs) for line in body]
     source = "\n".join(lines)
-    namespace.update(REFS)
+    namespace.update(refs_in(source))
     exec(compile_source(source, f"<graphjit {kind} {code.co_qualname}>"), namespace)
     entry = namespace["__gj_entry"]
     entry.__defaults__ = fn.__defaults__

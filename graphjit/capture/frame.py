@@ -257,7 +257,7 @@ TRANSLATION_LOCK = threading.RLock()
 RETRY = object()    # miss(): another thread added an entry since the caller tried them
 
 
-_CACHES = {}   # (code, options key, id of the globals) -> FrameCache
+_CACHES = {}   # (code, options key, id of the globals) -> FrameCache (graphjit.compile(f) made anew reuses it)
 
 
 def cache_for(code, options, f_globals):
@@ -265,9 +265,10 @@ def cache_for(code, options, f_globals):
     `types.FunctionType(f.__code__, other_globals)`, read and write their own globals: an entry binds the
     globals it was traced with, and its guards test them)."""
     key = (code, options.key, id(f_globals))
-    if key not in _CACHES:
-        _CACHES[key] = FrameCache(code, f_globals)
-    return _CACHES[key]
+    cache = _CACHES.get(key)
+    if cache is None:
+        cache = _CACHES[key] = FrameCache(code, f_globals)
+    return cache
 
 
 def forget(options):
@@ -278,8 +279,8 @@ def forget(options):
         del _CACHES[cache_key]
     for interceptor_key in [k for k in _INTERCEPTORS if k[0] == key]:
         del _INTERCEPTORS[interceptor_key]
-    for per_fn in list(_INTERCEPTED.values()):
-        per_fn.pop(key, None)
+    for fn in list(_INTERCEPTED_FUNCTIONS):
+        fn.__dict__.get(_INTERCEPTED, {}).pop(key, None)
 
 
 def reset_caches():
@@ -767,7 +768,11 @@ def _read_operand(values, cg, var):
 
 # ---- interception: calls made in CPython at a graph break are captured as their own frames ----
 
-_INTERCEPTED = weakref.WeakKeyDictionary()
+# the attribute of a Python function called from a graph break or an eager frame that holds its compiled
+# versions, per options (a dict of the function's own: a table keyed by the function, holding values that
+# hold it, would keep every such function alive)
+_INTERCEPTED = "__graphjit_intercepted__"
+_INTERCEPTED_FUNCTIONS = weakref.WeakSet()     # the functions that have it (forget() drops an options' entries)
 
 
 def _package_dir(module):
@@ -840,7 +845,11 @@ def intercepted(fn, options):
         if getattr(fn, "_graphjit_disable", False) or _skipped(fn) or _implicit_parameters(fn.__code__):
             return fn
         key = options.key
-        per_fn = _INTERCEPTED.setdefault(fn, {})
+        per_fn = fn.__dict__.get(_INTERCEPTED)      # on the function: a cycle through it, which gc frees
+        if per_fn is None or per_fn.get("fn") is not fn:
+            # (none yet, or one functools.wraps copied from the function a decorator wraps)
+            per_fn = fn.__dict__[_INTERCEPTED] = {"fn": fn}
+            _INTERCEPTED_FUNCTIONS.add(fn)
         if key not in per_fn:
             per_fn[key] = CompiledFunction(fn, options)
         return per_fn[key]
@@ -852,10 +861,7 @@ def intercepted(fn, options):
         if _torch_leaf_module(fn):
             return fn
         from ..api import _compile_module
-        per_mod = _INTERCEPTED.setdefault(fn, {})
-        if options.key not in per_mod:
-            per_mod[options.key] = _compile_module(fn, options)
-        return per_mod[options.key]
+        return _compile_module(fn, options)     # a wrapper sharing the module's dict (cheap), not kept
     return fn
 
 

@@ -10,6 +10,8 @@ through them on every call.
 """
 import dataclasses
 import keyword
+import re
+import weakref
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,9 +70,61 @@ class ClosureSource(Source):
 # Objects that sources refer to directly (e.g. the globals dict of a module whose function was inlined),
 # by name. Names are numbered in the order objects are first named (not by id), so a program that compiles
 # the same frames in the same order generates the same sources in every process (code_cache.py keys on
-# the text). REFS holds each object, so its id, the key of _REF_NAMES, is not reused.
+# the text). REFS holds a weak reference to each object that takes one (a function, a class, a module),
+# else the object: an entry keeps what its own source names (refs_in), so a dropped closure or class is
+# freed, and a name whose object died is not reused for another object at the same id.
 REFS = {}
 _REF_NAMES = {}
+_REF_COUNT = [0]
+_REF_NAME = re.compile(r"__gj_ref\d+")
+
+
+class _Strong:
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __call__(self):
+        return self.obj
+
+
+def ref_name(obj):
+    """The name sources use for obj (given the first time it is named)."""
+    name = _REF_NAMES.get(id(obj))
+    if name is not None and REFS[name]() is obj:
+        return name
+    name = _REF_NAMES[id(obj)] = f"__gj_ref{_REF_COUNT[0]}"
+    _REF_COUNT[0] += 1
+    try:
+        REFS[name] = weakref.ref(obj, lambda ref, name=name, key=id(obj): _forget_ref(ref, name, key))
+    except TypeError:
+        REFS[name] = _Strong(obj)
+    return name
+
+
+def _forget_ref(ref, name, key):
+    """A named object died: its name and id go (unless they were given anew since: clear_refs)."""
+    if REFS.get(name) is ref:
+        del REFS[name]
+        if _REF_NAMES.get(key) == name:
+            del _REF_NAMES[key]
+
+
+def refs_in(*texts):
+    """{name: object} for the objects the source texts name."""
+    out = {}
+    for text in texts:
+        for name in _REF_NAME.findall(text):
+            if name not in out and name in REFS:
+                out[name] = REFS[name]()
+    return out
+
+
+def clear_refs():
+    """Forget every name (graphjit.reset: entries keep the objects their sources name)."""
+    REFS.clear()
+    _REF_NAMES.clear()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -78,11 +132,7 @@ class ObjectSource(Source):
     obj: object
 
     def leaf_expr(self):
-        name = _REF_NAMES.get(id(self.obj))
-        if name is None:
-            name = _REF_NAMES[id(self.obj)] = f"__gj_ref{len(REFS)}"
-            REFS[name] = self.obj
-        return name
+        return ref_name(self.obj)
 
     def __eq__(self, other):
         return isinstance(other, ObjectSource) and other.obj is self.obj
