@@ -622,6 +622,7 @@ _INTEGER_REFUSALS = {
     "dot_bool": lambda x: torch.dot(x > 0, x > 1),
     "cumsum_to_bool": lambda x: x.cumsum(0, dtype=torch.bool),
     "heaviside_mixed": lambda x: torch.heaviside(x, x.float()),
+    "softmax_method": lambda x: x.softmax(0), "log_softmax_method": lambda x: x.log_softmax(0),
 }
 
 

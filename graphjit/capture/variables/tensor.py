@@ -774,6 +774,22 @@ for _name, _where in (("threshold", _scalars_of((1, "threshold"), (2, "value"), 
                            for t in _all_spellings(_name)})
 for _name in ("add", "add_", "sub", "sub_"):
     EAGER_REFUSALS.update({t: _both(_float_alpha_of_integers, EAGER_REFUSALS[t]) for t in _all_spellings(_name)})
+
+def _softmax_of_integers(*args, **kwargs):
+    """softmax / log_softmax of an integer or bool tensor without a floating dtype= to compute in: eager's
+    kernel has none and raises (the compiled op's exp of an integer did not build)."""
+    x = args[0] if args else kwargs.get("input")
+    dtype = kwargs.get("dtype", args[2] if len(args) > 2 else None)
+    if isinstance(x, torch.Tensor) and not x.is_floating_point() and not x.is_complex() and \
+            not (isinstance(dtype, torch.dtype) and (dtype.is_floating_point or dtype.is_complex)):
+        unsupported("softmax of an integer or bool tensor: eager's kernel has none and raises",
+                    hint="the call runs in CPython, as in eager")
+
+
+for _name in ("softmax", "log_softmax", "_softmax", "_log_softmax"):
+    EAGER_REFUSALS.update({t: _both(_softmax_of_integers, EAGER_REFUSALS.get(t, lambda *a, **k: None))
+                           for t in _all_spellings(_name)})
+
 for _name in ("cumsum", "cumsum_"):
     EAGER_REFUSALS.update({t: _cumsum_to_bool for t in _all_spellings(_name)})
 EAGER_REFUSALS.update({t: _both(_dtypes_agree("heaviside"), EAGER_REFUSALS.get(t, lambda *a, **k: None))
