@@ -1,4 +1,5 @@
 """Tensors: a node of the fx graph plus its fake tensor. Operations on them become graph nodes."""
+import functools
 import operator
 
 import torch
@@ -692,14 +693,25 @@ EAGER_REFUSALS.update({t: _index_dtype("index_select", 2, "index")
 
 
 def _of_non_floating(name):
-    """A refusal of calls with an integer or bool tensor argument: eager's CPU kernel exists for floating
-    dtypes only and raises, where the compiled op computes a value."""
+    """A refusal of calls whose tensor arguments promote to an integer or bool dtype: eager's CPU kernel
+    exists for floating dtypes only and raises, where the compiled op computes a value (a float tensor
+    beside an integer one promotes to float, which eager computes)."""
     def check(*args, **kwargs):
-        if any(isinstance(a, torch.Tensor) and not a.is_floating_point() and not a.is_complex()
-               for a in (*args, *kwargs.values())):
-            unsupported(f"{name} of an integer or bool tensor: eager's kernel has none and raises",
-                        hint="the call runs in CPython, as in eager")
+        dtypes = [a.dtype for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        if dtypes:
+            dtype = functools.reduce(torch.promote_types, dtypes)
+            if not dtype.is_floating_point and not dtype.is_complex:
+                unsupported(f"{name} of {dtype} tensors: eager's kernel has none and raises",
+                            hint="the call runs in CPython, as in eager")
     return check
+
+
+def _addcdiv_of_integers(*args, **kwargs):
+    """addcdiv whose tensor1 and tensor2 are both integer or bool: eager raises ("Integer division with
+    addcdiv is no longer supported"), whatever self's dtype."""
+    operands = [args[i] if len(args) > i else kwargs.get(k) for i, k in ((1, "tensor1"), (2, "tensor2"))]
+    if all(isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex() for t in operands):
+        unsupported("addcdiv of two integer tensors: eager raises", hint="the call runs in CPython, as in eager")
 
 
 def _scalars_of(*where, condition=False, integral_only=False):
@@ -756,8 +768,7 @@ for _name in ("softplus", "hardswish", "hardswish_", "mish", "mish_", "hardsigmo
               "softshrink", "celu", "celu_", "elu", "elu_", "selu", "selu_", "silu", "silu_", "gelu", "leaky_relu",
               "leaky_relu_", "rrelu", "rrelu_", "logsigmoid", "log_sigmoid", "glu", "prelu", "_prelu_kernel",
               "smooth_l1_loss", "huber_loss", "mse_loss", "l1_loss", "logaddexp", "logaddexp2", "lerp", "lerp_",
-              "hypot", "hypot_", "nextafter", "nextafter_", "frac", "frac_", "dist", "renorm", "renorm_",
-              "addcdiv", "addcdiv_"):
+              "hypot", "hypot_", "nextafter", "nextafter_", "frac", "frac_", "dist", "renorm", "renorm_"):
     EAGER_REFUSALS.update({t: _of_non_floating(_name) for t in _all_spellings(_name)})
 for _name in ("softsign", "tanhshrink", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "dot", "vdot",
               "addcmul", "addcmul_"):
@@ -790,6 +801,8 @@ for _name in ("softmax", "log_softmax", "_softmax", "_log_softmax"):
     EAGER_REFUSALS.update({t: _both(_softmax_of_integers, EAGER_REFUSALS.get(t, lambda *a, **k: None))
                            for t in _all_spellings(_name)})
 
+for _name in ("addcdiv", "addcdiv_"):
+    EAGER_REFUSALS.update({t: _addcdiv_of_integers for t in _all_spellings(_name)})
 for _name in ("cumsum", "cumsum_"):
     EAGER_REFUSALS.update({t: _cumsum_to_bool for t in _all_spellings(_name)})
 EAGER_REFUSALS.update({t: _both(_dtypes_agree("heaviside"), EAGER_REFUSALS.get(t, lambda *a, **k: None))

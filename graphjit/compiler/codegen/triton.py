@@ -499,6 +499,10 @@ class TritonOps:
             return k.typed(k.cse(f"({x} != 0)", k.dims_of(x)), dtype)
         if dtype in (torch.bfloat16, torch.float16):
             return k.typed(k.cse(f"{ROUND_16[dtype]}({x})", k.dims_of(x)), dtype)
+        source = k.dtypes.get(x)
+        if dtype == torch.uint8 and source is not None and source.is_floating_point:
+            # through int64, as c10's conversion of a float to uint8 (a double 3e9 + 7 is 7, not 0)
+            x = k.cse(f"{x}.to(tl.int64)", k.dims_of(x))
         bounds = k.bounds.get(x)
         fits = bounds is not None and dtype in INT_LIMITS and \
             INT_LIMITS[dtype][0] <= bounds[0] and bounds[1] <= INT_LIMITS[dtype][1]
