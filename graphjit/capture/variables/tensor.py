@@ -663,10 +663,33 @@ def _index_dtype(name, position, keyword):
 
 
 def _positions(*where):
-    """operands for _dtypes_agree: the arguments at these (position, keyword) places."""
+    """operands for _dtypes_agree: the arguments at these (position, keyword) places (position None: a
+    keyword-only argument)."""
     def operands(args, kwargs):
-        return [args[i] if len(args) > i else kwargs.get(k) for i, k in where]
+        return [args[i] if i is not None and len(args) > i else kwargs.get(k) for i, k in where]
     return operands
+
+
+def _all_spellings(name):
+    """name as a Tensor method (its string) and as the functions of torch, torch.Tensor, F, torch.linalg and
+    torch._C._nn."""
+    return (name, *[getattr(m, name) for m in (torch, torch.Tensor, torch.nn.functional, torch.linalg, torch._C._nn)
+                    if callable(getattr(m, name, None))])
+
+
+def _refuse_also(names, check):
+    """check added, for every spelling of each name, after any refusal already registered for it."""
+    for name in names:
+        for target in _all_spellings(name):
+            earlier = EAGER_REFUSALS.get(target)
+            EAGER_REFUSALS[target] = check if earlier is None else _both(earlier, check)
+
+
+def _both(*checks):
+    def check(*args, **kwargs):
+        for c in checks:
+            c(*args, **kwargs)
+    return check
 
 
 for _names, _check in (
@@ -684,9 +707,7 @@ for _names, _check in (
         (("batch_norm",), lambda n: _dtypes_agree(n, _positions((0, "input"), (1, "running_mean"), (2, "running_var"),
                                                                 (3, "weight"), (4, "bias")), True))):
     for _name in _names:
-        _fns = [getattr(m, _name) for m in (torch, torch.Tensor, torch.nn.functional, torch.linalg, torch._C._nn)
-                if callable(getattr(m, _name, None))]
-        EAGER_REFUSALS.update({t: _check(_name) for t in (_name, *_fns) if t not in EAGER_REFUSALS})
+        EAGER_REFUSALS.update({t: _check(_name) for t in _all_spellings(_name) if t not in EAGER_REFUSALS})
 EAGER_REFUSALS.update({t: _dtypes_agree("matmul") for t in (operator.matmul, operator.imatmul)})
 EAGER_REFUSALS.update({t: _index_dtype("index_select", 2, "index")
                        for t in (torch.index_select, torch.Tensor.index_select, "index_select")})
@@ -709,24 +730,24 @@ def _of_non_floating(name):
 def _addcdiv_of_integers(*args, **kwargs):
     """addcdiv whose tensor1 and tensor2 are both integer or bool: eager raises ("Integer division with
     addcdiv is no longer supported"), whatever self's dtype."""
-    operands = [args[i] if len(args) > i else kwargs.get(k) for i, k in ((1, "tensor1"), (2, "tensor2"))]
-    if all(isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex() for t in operands):
+    if all(isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex()
+           for t in _positions((1, "tensor1"), (2, "tensor2"))(args, kwargs)):
         unsupported("addcdiv of two integer tensors: eager raises", hint="the call runs in CPython, as in eager")
 
 
 def _scalars_of(*where, condition=False, integral_only=False):
     """For _refuse_unconvertible_scalar: the tensor arguments' dtype (the first one's, or the result dtype of
     the first two; condition: after where's condition) and the Python numbers at these (position, keyword)
-    places (position None: keyword only). integral_only: eager checks only an integer result's scalars
-    (where and threshold of a float16 tensor and -1e9 give -inf), and a float scalar makes it float."""
+    places (_positions). integral_only: eager checks only an integer result's scalars (where and threshold
+    of a float16 tensor and -1e9 give -inf), and a float scalar makes it float."""
     def find(args, kwargs):
         operands = [*args, *kwargs.values()]
         tensors = [a for a in operands[1 if condition else 0:] if isinstance(a, torch.Tensor)]
         if not tensors:
             return None, []
         dtype = tensors[0].dtype if len(tensors) == 1 else torch.result_type(*tensors[:2])
-        values = [args[i] if i is not None and len(args) > i else kwargs.get(k) for i, k in where]
-        values = [v for v in values if isinstance(v, (int, float)) or isinstance(v, symbolic.SYM_TYPES)]
+        values = [v for v in _positions(*where)(args, kwargs)
+                  if isinstance(v, (int, float)) or isinstance(v, symbolic.SYM_TYPES)]
         if integral_only:
             if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or \
                     any(isinstance(v, (float, torch.SymFloat)) for v in values):
@@ -745,46 +766,11 @@ def _float_alpha_of_integers(*args, **kwargs):
         unsupported("a float alpha on integer tensors: eager raises", hint="the call runs in CPython, as in eager")
 
 
-def _both(*checks):
-    def check(*args, **kwargs):
-        for c in checks:
-            c(*args, **kwargs)
-    return check
-
-
 def _cumsum_to_bool(*args, **kwargs):
     if kwargs.get("dtype") == torch.bool:
         unsupported("a cumulative sum in bool: eager's kernel has none and raises",
                     hint="the call runs in CPython, as in eager")
 
-
-def _all_spellings(name):
-    """name as a Tensor method (its string) and as the functions of torch, torch.Tensor, F and torch._C._nn."""
-    return (name, *[getattr(m, name) for m in (torch, torch.Tensor, torch.nn.functional, torch._C._nn)
-                    if callable(getattr(m, name, None))])
-
-
-for _name in ("softplus", "hardswish", "hardswish_", "mish", "mish_", "hardsigmoid", "hardsigmoid_", "hardshrink",
-              "softshrink", "celu", "celu_", "elu", "elu_", "selu", "selu_", "silu", "silu_", "gelu", "leaky_relu",
-              "leaky_relu_", "rrelu", "rrelu_", "logsigmoid", "log_sigmoid", "glu", "prelu", "_prelu_kernel",
-              "smooth_l1_loss", "huber_loss", "mse_loss", "l1_loss", "logaddexp", "logaddexp2", "lerp", "lerp_",
-              "hypot", "hypot_", "nextafter", "nextafter_", "frac", "frac_", "dist", "renorm", "renorm_"):
-    EAGER_REFUSALS.update({t: _of_non_floating(_name) for t in _all_spellings(_name)})
-for _name in ("softsign", "tanhshrink", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "dot", "vdot",
-              "addcmul", "addcmul_"):
-    EAGER_REFUSALS.update({t: _both(_of_booleans(_name), EAGER_REFUSALS.get(t, lambda *a, **k: None))
-                           for t in _all_spellings(_name)})
-for _name, _where in (("threshold", _scalars_of((1, "threshold"), (2, "value"), integral_only=True)),
-                      ("threshold_", _scalars_of((1, "threshold"), (2, "value"), integral_only=True)),
-                      ("hardtanh", _scalars_of((1, "min_val"), (2, "max_val"))),
-                      ("hardtanh_", _scalars_of((1, "min_val"), (2, "max_val"))),
-                      ("where", _scalars_of((1, "input"), (2, "other"), condition=True, integral_only=True)),
-                      ("add", _scalars_of((None, "alpha"))), ("add_", _scalars_of((None, "alpha"))),
-                      ("sub", _scalars_of((None, "alpha"))), ("sub_", _scalars_of((None, "alpha")))):
-    EAGER_REFUSALS.update({t: _both(_refuse_unconvertible_scalar(_where), EAGER_REFUSALS.get(t, lambda *a, **k: None))
-                           for t in _all_spellings(_name)})
-for _name in ("add", "add_", "sub", "sub_"):
-    EAGER_REFUSALS.update({t: _both(_float_alpha_of_integers, EAGER_REFUSALS[t]) for t in _all_spellings(_name)})
 
 def _softmax_of_integers(*args, **kwargs):
     """softmax / log_softmax of an integer or bool tensor without a floating dtype= to compute in: eager's
@@ -797,16 +783,26 @@ def _softmax_of_integers(*args, **kwargs):
                     hint="the call runs in CPython, as in eager")
 
 
-for _name in ("softmax", "log_softmax", "_softmax", "_log_softmax"):
-    EAGER_REFUSALS.update({t: _both(_softmax_of_integers, EAGER_REFUSALS.get(t, lambda *a, **k: None))
-                           for t in _all_spellings(_name)})
-
-for _name in ("addcdiv", "addcdiv_"):
-    EAGER_REFUSALS.update({t: _addcdiv_of_integers for t in _all_spellings(_name)})
-for _name in ("cumsum", "cumsum_"):
-    EAGER_REFUSALS.update({t: _cumsum_to_bool for t in _all_spellings(_name)})
-EAGER_REFUSALS.update({t: _both(_dtypes_agree("heaviside"), EAGER_REFUSALS.get(t, lambda *a, **k: None))
-                       for t in _all_spellings("heaviside") + _all_spellings("heaviside_")})
+for _name in ("softplus", "hardswish", "hardswish_", "mish", "mish_", "hardsigmoid", "hardsigmoid_", "hardshrink",
+              "softshrink", "celu", "celu_", "elu", "elu_", "selu", "selu_", "silu", "silu_", "gelu", "leaky_relu",
+              "leaky_relu_", "rrelu", "rrelu_", "logsigmoid", "log_sigmoid", "glu", "prelu", "_prelu_kernel",
+              "smooth_l1_loss", "huber_loss", "mse_loss", "l1_loss", "logaddexp", "logaddexp2", "lerp", "lerp_",
+              "hypot", "hypot_", "nextafter", "nextafter_", "frac", "frac_", "dist", "renorm", "renorm_"):
+    _refuse_also([_name], _of_non_floating(_name))
+for _name in ("softsign", "tanhshrink", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "dot", "vdot",
+              "addcmul", "addcmul_"):
+    _refuse_also([_name], _of_booleans(_name))
+for _names, _where in ((("threshold", "threshold_"),
+                        _scalars_of((1, "threshold"), (2, "value"), integral_only=True)),
+                       (("hardtanh", "hardtanh_"), _scalars_of((1, "min_val"), (2, "max_val"))),
+                       (("where",), _scalars_of((1, "input"), (2, "other"), condition=True, integral_only=True)),
+                       (("add", "add_", "sub", "sub_"), _scalars_of((None, "alpha")))):
+    _refuse_also(_names, _refuse_unconvertible_scalar(_where))
+_refuse_also(("add", "add_", "sub", "sub_"), _float_alpha_of_integers)
+_refuse_also(("softmax", "log_softmax", "_softmax", "_log_softmax"), _softmax_of_integers)
+_refuse_also(("addcdiv", "addcdiv_"), _addcdiv_of_integers)
+_refuse_also(("cumsum", "cumsum_"), _cumsum_to_bool)
+_refuse_also(("heaviside", "heaviside_"), _dtypes_agree("heaviside"))
 
 
 def _same_objects(result, inputs):
