@@ -148,10 +148,10 @@ def _handlers_at(code, index):
     finally block that can end without re-raising, a handler of another shape); how many with-blocks'
     exits it passes). A plain finally block and compiler-made cleanup re-raise: it passes on to the next
     handler out."""
-    instrs = bytecode.read(code)
+    instrs = instructions_of(code)
     entries = exception_table_of(code)
     clauses, withs = [], 0
-    for target in bytecode.handler_targets(code, index):
+    for target in bytecode.handler_targets(instrs, entries, index):
         if instrs[target].opname == "PUSH_EXC_INFO" and instrs[target + 1].opname == "WITH_EXCEPT_START":
             withs += 1
         elif instrs[target].opname == "PUSH_EXC_INFO":

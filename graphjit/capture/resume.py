@@ -163,7 +163,7 @@ def enclosing_handler_kinds(code, index):
     'with' (a with-block's __exit__), 'try' (a user's except/finally), 'cleanup' (compiler-made)."""
     instrs = bytecode.read(code)
     kinds = []
-    for target in bytecode.handler_targets(code, index):
+    for target in bytecode.handler_targets(instrs, bytecode.exception_table(code), index):
         kinds.append(_handler_kind(instrs, target))
         if kinds[-1] == "try":
             break

@@ -283,11 +283,11 @@ def exception_table(code: types.CodeType) -> list[ExceptionEntry]:
     return _exception_entries(code, _index_mapper(read(code)))
 
 
-def handler_targets(code: types.CodeType, index: int):
+def handler_targets(instrs: list[Instruction], entries: list[ExceptionEntry], index: int):
     """The handlers an exception raised at instruction `index` reaches, innermost first, as indices of their
-    first instructions: each found in the exception table, the next one out from the handler's first
-    RERAISE (a handler that re-raises passes the exception on); the walk ends where no entry covers it."""
-    instrs, entries = read(code), exception_table(code)
+    first instructions: each found in the exception table (`entries`, of the code `instrs` was read from),
+    the next one out from the handler's first RERAISE (a handler that re-raises passes the exception on);
+    the walk ends where no entry covers it."""
     seen, position = set(), index
     while True:
         entry = next((e for e in entries if e.start <= position < e.end), None)
