@@ -137,16 +137,17 @@ class PerSizeBoxed(PerSize):
     list of arguments, which the compiled callable empties."""
     _boxed_call = True
 
+    def __init__(self, backend, gm, positions):
+        super().__init__(backend, gm, positions)
+        self.boxed = {}         # key -> its compiled callable in the boxed convention (training._boxed)
+
     def __call__(self, args):
         key = self.key(args)
-        fn = self.compiled.get(key)
+        fn = self.boxed.get(key)
         if fn is None:
-            fn = self._compile(key, list(args))
-        if getattr(fn, "_boxed_call", False):
-            return fn(args)
-        values = tuple(args)
-        args.clear()
-        return fn(*values)
+            from ..compiler.training import _boxed
+            fn = self.boxed[key] = _boxed(self.compiled.get(key) or self._compile(key, list(args)))
+        return fn(args)
 
 
 def _static_copy(graph):

@@ -271,13 +271,16 @@ def graphjit_backend(gm, example_inputs, mode=None, options=None):
     from .dynamic import PerSize, shape_env_checkpoint, symbolic_inputs
     positions = symbolic_inputs(gm)
     if training.wants_aot(gm, example_inputs):
-        def train(g, inputs, compile_fn=lambda g, ins: compile_graph(g, ins, mode, options)):
+        def compile_half(g, inputs):
+            return compile_graph(g, inputs, mode, options)
+
+        def train(g, inputs, compile_fn=compile_half):
             from .. import config
             with config.patch(**(options or {})):      # AOTAutograd's trace decomposes by them too
                 return training.compile_training(g, inputs, compile_fn=compile_fn)
         if not positions:
             return train(gm, example_inputs)
-        symbolic = _symbolic_training(gm, train, lambda g, ins: compile_graph(g, ins, mode, options))
+        symbolic = _symbolic_training(gm, train, compile_half)
         return symbolic if symbolic is not None else PerSize(train, gm, positions)
     if positions:
         restore = shape_env_checkpoint(gm)

@@ -464,8 +464,9 @@ def _return_tail(cg, result):
     return {"__gj_ret": cg.expr(result)}, ["return __gj_ret"]
 
 
-def _finish(fn, options, tracer, record, make_tail):
-    """Build the graph, compile it, generate the entry. make_tail(cg) -> (values, tail lines)."""
+def _finish(fn, options, tracer, record, make_tail, differentiated_again=False):
+    """Build the graph, compile it, generate the entry. make_tail(cg) -> (values, tail lines);
+    differentiated_again: the frame differentiates the graph's gradients again after it (compile_graph)."""
     namespace = {}
     cg = ReturnCodegen(namespace)
     cg.frame_objects = tracer.frame_objects
@@ -481,7 +482,7 @@ def _finish(fn, options, tracer, record, make_tail):
         logs.log("graph", lambda: f"graph of {fn.__code__.co_qualname}:\n{gm.print_readable(print_output=False)}")
         known = len(tracer.graph.shape_env.guards)
         compiled = compile_graph(gm, example_inputs, options, sources, fn.__code__.co_qualname,
-                                 differentiated_again=getattr(tracer, "differentiated_again", False))
+                                 differentiated_again=differentiated_again)
         record.graph = gm
         if len(tracer.graph.shape_env.guards) != known:    # the backend assumed more about the sizes
             shape_guards = _shape_guards(tracer)
@@ -635,9 +636,9 @@ def _translate_break(fn, options, args, kwargs, error, record, defer_logging, po
 
     def make_tail(cg):
         return _break_tail(fn, options, frame, inst, state.index, cg)
-    # the instruction asks for gradients to be differentiated again (autograd.grad(..., create_graph=True))
-    tracer.differentiated_again = getattr(error, "differentiated_again", False)
-    return _finish(fn, options, tracer, record, make_tail)
+    # the instruction may ask for gradients to be differentiated again (autograd.grad(..., create_graph=True))
+    return _finish(fn, options, tracer, record, make_tail,
+                   differentiated_again=getattr(error, "differentiated_again", False))
 
 
 def _break_tail(fn, options, frame, inst, index, cg):

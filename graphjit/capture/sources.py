@@ -9,6 +9,7 @@ through them on every call.
     'self.eps'
 """
 import dataclasses
+import itertools
 import keyword
 import re
 import weakref
@@ -75,7 +76,7 @@ class ClosureSource(Source):
 # freed, and a name whose object died is not reused for another object at the same id.
 REFS = {}
 _REF_NAMES = {}
-_REF_COUNT = [0]
+_REF_NUMBERS = itertools.count()
 _REF_NAME = re.compile(r"__gj_ref\d+")
 
 
@@ -94,8 +95,7 @@ def ref_name(obj):
     name = _REF_NAMES.get(id(obj))
     if name is not None and REFS[name]() is obj:
         return name
-    name = _REF_NAMES[id(obj)] = f"__gj_ref{_REF_COUNT[0]}"
-    _REF_COUNT[0] += 1
+    name = _REF_NAMES[id(obj)] = f"__gj_ref{next(_REF_NUMBERS)}"
     try:
         REFS[name] = weakref.ref(obj, lambda ref, name=name, key=id(obj): _forget_ref(ref, name, key))
     except TypeError:
@@ -104,11 +104,10 @@ def ref_name(obj):
 
 
 def _forget_ref(ref, name, key):
-    """A named object died: its name and id go (unless they were given anew since: clear_refs)."""
-    if REFS.get(name) is ref:
-        del REFS[name]
-        if _REF_NAMES.get(key) == name:
-            del _REF_NAMES[key]
+    """A named object died: its name goes, and its id's entry unless the id names another object since."""
+    del REFS[name]
+    if _REF_NAMES.get(key) == name:
+        del _REF_NAMES[key]
 
 
 def refs_in(*texts):
@@ -120,11 +119,6 @@ def refs_in(*texts):
                 out[name] = REFS[name]()
     return out
 
-
-def clear_refs():
-    """Forget every name (graphjit.reset: entries keep the objects their sources name)."""
-    REFS.clear()
-    _REF_NAMES.clear()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1188,7 +1188,7 @@ class _SizesNotRecoverable(Exception):
 def _check_sizes_recoverable(backward):
     """Raises _SizesNotRecoverable unless each symbol of each tangent's sizes and strides is a SymInt
     argument of the backward, or a dim or stride of one of its tensor arguments that is not a tangent
-    (_BackwardOfPresent._filled reads them off a call's arguments)."""
+    (_BackwardOfPresent._filled reads them off a call's arguments: _symbol_values)."""
     placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
     known = set()
     for node in placeholders:
@@ -1217,11 +1217,9 @@ def _symbol_slots(val):
             for d, s in enumerate(sizes) if isinstance(s, torch.SymInt) and s.node.expr.is_Symbol]
 
 
-def _runtime_sizes(val, placeholders, args):
-    """val's sizes and strides for one call: static ones as they are, symbolic ones evaluated with their
-    symbols read off the call's arguments (_check_sizes_recoverable made sure they are there)."""
-    if _static(val):
-        return tuple(val.shape), val.stride()
+def _symbol_values(placeholders, args):
+    """{symbol: its value in one call}, read off the call's arguments where a placeholder's traced value has
+    the symbol as a dim, a stride or itself (_check_sizes_recoverable made sure each tangent's are there)."""
     values = {}
     for node, arg in zip(placeholders, args):
         for where, symbol in _symbol_slots(node.meta.get("val")):
@@ -1229,7 +1227,12 @@ def _runtime_sizes(val, placeholders, args):
                 values[symbol] = arg
             elif where is not None and isinstance(arg, torch.Tensor):
                 values[symbol] = (arg.shape if where[0] == "shape" else arg.stride())[where[1]]
+    return values
 
+
+def _runtime_sizes(val, values):
+    """val's sizes and strides for one call: static ones as they are, symbolic ones evaluated with the
+    call's symbol values (_symbol_values)."""
     def evaluate(size):
         return int(_expr(size).xreplace(values))
     return tuple(map(evaluate, val.shape)), tuple(map(evaluate, val.stride()))
@@ -1425,9 +1428,14 @@ class _BackwardOfPresent:
 
     def _filled(self, missing):
         def run(args):
+            values = None
             for i in missing:
                 val = self.placeholders[i].meta["val"]
-                shape, stride = _runtime_sizes(val, self.placeholders, args)
+                if _static(val):
+                    shape, stride = val.shape, val.stride()
+                else:
+                    values = values if values is not None else _symbol_values(self.placeholders, args)
+                    shape, stride = _runtime_sizes(val, values)
                 args[i] = torch.empty_strided(shape, stride, dtype=val.dtype, device=val.device).zero_()
             if () not in self.variants:
                 self.variants[()] = self._compile(())

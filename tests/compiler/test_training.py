@@ -219,6 +219,31 @@ def test_symbolic_training_keeps_none_for_the_gradient_of_an_unreached_output():
     assert not any(isinstance(fn, PerSize) for fn in counter.compiled)
 
 
+def _loss_and_rows(x, w):
+    h = x @ w
+    return h.sum(), (h * 3).sum(1)
+
+
+def test_symbolic_training_fills_a_missing_gradient_with_zeros_of_the_calls_sizes(monkeypatch):
+    """Where the backward is run with a missing output gradient filled with zeros (past the limit of
+    specialized backwards, or where one can't be made), the zeros take this call's sizes, read off the
+    backward's other arguments, on every size of one symbolic graph."""
+    from graphjit.compiler import training
+    compile_variant = training._BackwardOfPresent._compile
+    monkeypatch.setattr(training._BackwardOfPresent, "_compile",
+                        lambda self, missing: self._filled(missing) if missing else compile_variant(self, missing))
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(_loss_and_rows, backend=counter)
+    for n in (3, 5, 7, 4):
+        mine = [r(n, 4).requires_grad_(), r(4, 2).requires_grad_()]
+        eager = [t.detach().clone().requires_grad_() for t in mine]
+        compiled(*mine)[0].backward()
+        _loss_and_rows(*eager)[0].backward()
+        for a, b in zip(mine, eager):
+            assert_same(a.grad, b.grad, **TOL)
+    assert counter.frame_count == 2
+
+
 def _scaled_prefix(x, n):
     return (x[:, :n] * n).sin().sum(1)
 

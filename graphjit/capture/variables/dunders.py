@@ -122,7 +122,7 @@ def _identity(var):
                         containers.DictViewVariable, containers.IteratorVariable, containers.ListIteratorLike,
                         functions.NestedFunctionVariable, numpyvars.ArrayConstantVariable)):
         return ("var", var)
-    if isinstance(var, containers.BaseListVariable) or isinstance(var, symbolic.SymNodeVariable):
+    if isinstance(var, (containers.BaseListVariable, symbolic.SymNodeVariable)):
         return None         # (a symbolic number is an int, float or bool: read as a constant, it would specialize)
     try:
         value = var.as_python_constant()

@@ -1177,14 +1177,15 @@ def _apply_of(cls):
     """A plain function calling cls.apply, the graph node's target (torch.fx writes a target from a torch
     module, as the bound `apply` is, as an import path, which does not name this class's). Kept on the class
     (a cycle through it, which gc frees with a class made at run time)."""
-    fn = cls.__dict__.get("_graphjit_apply")
-    if fn is None:
-        def fn(*args, **kwargs):
-            return cls.apply(*args, **kwargs)
-        fn.__name__ = fn.__qualname__ = f"{cls.__name__}_apply"
-        cls._graphjit_apply = staticmethod(fn)
-        fn = cls.__dict__["_graphjit_apply"]
-    return fn.__func__ if isinstance(fn, staticmethod) else fn
+    stored = cls.__dict__.get("_graphjit_apply")
+    if stored is not None:
+        return stored.__func__
+
+    def fn(*args, **kwargs):
+        return cls.apply(*args, **kwargs)
+    fn.__name__ = fn.__qualname__ = f"{cls.__name__}_apply"
+    cls._graphjit_apply = staticmethod(fn)
+    return fn
 
 
 _IMPURE_CALLS = frozenset({"print", "item", "tolist", "numpy", "mark_dirty", "backward", "register_hook",

@@ -86,6 +86,11 @@ def is_torch_op(value):
     return False
 
 
+# names of torch._C helpers that only answer a question (functorch's is_batchedtensor(t), maybe_current_level):
+# traced as before, a fake tensor's answer being a real one's outside torch.func's transforms
+_QUERY_PREFIXES = ("is_", "_is_", "get_", "_get_", "has_", "_has_", "_are_", "maybe_")
+
+
 def _c_helper(fn):
     """One of torch._C's builtins that is not an ATen op and not a state query: the trace can't see what it
     changes, and calling it while tracing would change the process once, at trace time (torch.func.grad's
@@ -94,11 +99,6 @@ def _c_helper(fn):
     return isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)) and \
         module.startswith("torch._C") and module not in _OP_NAMESPACES and not is_state_query(fn) and \
         not fn.__name__.startswith(_QUERY_PREFIXES)
-
-
-# names of torch._C helpers that only answer a question (functorch's is_batchedtensor(t), maybe_current_level):
-# traced as before, a fake tensor's answer being a real one's outside torch.func's transforms
-_QUERY_PREFIXES = ("is_", "_is_", "get_", "_get_", "has_", "_has_", "_are_", "maybe_")
 
 
 def _sets_global_state(fn):
