@@ -255,6 +255,34 @@ def operator_inplace(x, y):
     return z
 
 
+class Options(__import__("typing").TypedDict):
+    scale: float
+
+
+def _validate(value, expected):
+    """huggingface_hub's Union validation: each member tried, the TypeError of an impossible check caught."""
+    errors = []
+    for t in expected:
+        try:
+            if not isinstance(value, t):
+                raise TypeError(f"not a {t.__name__}")
+            return t.__name__
+        except TypeError as e:
+            errors.append(str(e))
+    return errors
+
+
+@cases.add(lambda: (r(3),))
+def isinstance_of_a_typeddict_raises_inside_the_frame(x):
+    config = {"scale": 2.0}
+    try:
+        issubclass(dict, Options)
+        subclass = "no error"
+    except TypeError as e:
+        subclass = str(e)
+    return x * 2, _validate(config, (Options, dict)), _validate({"t": x}, (Options, list)), subclass
+
+
 # ------------------------------------------------------------------------------------ no tensor ops: no graph
 
 @cases.add(lambda: (r(3, 4),), graphs=0)

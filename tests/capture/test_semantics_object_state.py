@@ -140,3 +140,60 @@ def exception_held_twice_across_a_break(x):
 def test_an_exception_made_in_the_frame_stays_one_object():
     for fn in (set_attribute_of_a_new_exception, exception_held_twice_across_a_break):
         _run_both(fn, lambda: (torch.ones(2),))
+
+
+class Plain:
+    def __init__(self):
+        self.a = 1
+
+
+class Buffered(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv", torch.ones(3), persistent=False)
+
+
+def read_instance_dict(obj, x):
+    d = obj.__dict__
+    return x + d["a"] + d.get("b", 10) + ("a" in d) + ("b" not in d), obj.__dict__.get("c")
+
+
+def store_then_read_instance_dict(obj, x):
+    obj.b = 5
+    del obj.a
+    return x + obj.__dict__["b"] + ("a" in obj.__dict__) + obj.__dict__.get("a", 100)
+
+
+def register_buffer_in_frame(module, x):
+    module.register_buffer("inv", x * 2, persistent=False)
+    return module.inv + 1
+
+
+def test_an_instance_dict_read_in_the_frame_is_captured_and_guarded():
+    from graphjit.testing import CompileCounter
+    graphjit.reset()
+    counter = CompileCounter()
+    compiled = graphjit.compile(read_instance_dict, backend=counter)
+    for add_b in (False, False, True, True):
+        eager_obj, compiled_obj = Plain(), Plain()
+        if add_b:          # a key the first trace found missing: the membership guard fails, it traces again
+            eager_obj.b = compiled_obj.b = 3
+        _same(compiled(compiled_obj, torch.ones(2)), read_instance_dict(eager_obj, torch.ones(2)))
+    assert counter.frame_count == 2, counter
+    for fn in (read_instance_dict, store_then_read_instance_dict):
+        assert graphjit.explain(fn)(Plain(), torch.ones(2)).graph_break_count == 0
+    _run_both(store_then_read_instance_dict, lambda: (Plain(), torch.ones(2)))
+
+
+def test_register_buffer_in_the_frame_is_one_graph():
+    from graphjit.testing import CompileCounter
+    graphjit.reset()
+    counter = CompileCounter()
+    compiled = graphjit.compile(register_buffer_in_frame, backend=counter)
+    for _ in range(3):
+        x = torch.randn(3)
+        eager_m, compiled_m = Buffered(), Buffered()
+        _same(compiled(compiled_m, x), register_buffer_in_frame(eager_m, x))
+        _same(compiled_m.inv, eager_m.inv)
+        assert "inv" not in compiled_m.state_dict()
+    assert counter.frame_count == 1, counter

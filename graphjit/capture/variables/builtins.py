@@ -420,11 +420,22 @@ def _is_instance(obj, cls):
     try:
         return issubclass(typ, cls)
     except TypeError:
-        # a Protocol with data members (or another class whose instance check reads the instance)
-        if not obj.is_constant():
-            unsupported(f"isinstance() of {obj} with {cls.__qualname__}, whose check reads the instance "
-                        "(a Protocol with data members)", hint="it runs in CPython at a graph break")
+        pass
+    # a class whose instance check raises whatever the instance (a TypedDict: the program sees the
+    # TypeError, as huggingface_hub's Union validation catches it), or that reads the instance (a Protocol
+    # with data members)
+    if typing.is_typeddict(cls):
+        try:
+            isinstance(None, cls)
+        except TypeError as e:
+            raise UserError(e) from None
+    if not obj.is_constant():
+        unsupported(f"isinstance() of {obj} with {cls.__qualname__}, whose check reads the instance "
+                    "(a Protocol with data members)", hint="it runs in CPython at a graph break")
+    try:
         return isinstance(obj.as_python_constant(), cls)
+    except TypeError as e:
+        raise UserError(e) from None
 
 
 def b_length_hint(tx, obj, default=None):
@@ -449,7 +460,10 @@ def b_length_hint(tx, obj, default=None):
 def b_issubclass(tx, a, b):
     from .objects import guard_mro
     guard_mro(tx, a.as_python_constant())
-    return ConstantVariable(issubclass(a.as_python_constant(), _class_operand(tx, b)))
+    try:
+        return ConstantVariable(issubclass(a.as_python_constant(), _class_operand(tx, b)))
+    except TypeError as e:      # the program sees it: a TypedDict, a non-class first argument
+        raise UserError(e) from None
 
 
 def b_getattr(tx, obj, name, default=None):
@@ -976,6 +990,8 @@ class BuiltinVariable(Variable):
             return BuiltinVariable(getattr(self.fn, name))
         if name == "__getitem__" and isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__"):
             return _GenericAlias(self.fn)          # `list[int]` in an annotation evaluated at def time
+        if name in ("__name__", "__qualname__", "__module__") and type(self.fn) in (type, types.BuiltinFunctionType):
+            return ConstantVariable(getattr(self.fn, name))     # read-only on builtin types and functions
         return super().getattr(tx, name)
 
     def _call_getter(self, tx, args):

@@ -135,6 +135,8 @@ class NNModuleVariable(ObjectLikeVariable):
             return builder.wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if name == "__class__":
             return ClassVariable(type(m))
+        if name == "__dict__":
+            return InstanceDictView.of(tx, self, m)
         if name != "forward":       # forward's absence is checked with the hooks (see call)
             self.guard_not_shadowed(tx, name, d)
         if self.source is not None and _class_lookup(type(m), name) is _MISSING:
@@ -568,6 +570,8 @@ class UserObjectVariable(ObjectLikeVariable):
                     name not in _instance_dict(self.value):
                 return _computed_container(tx, AttrSource(self.source, name), value)
             return builder.wrap(tx, value, AttrSource(self.source, name))
+        if name == "__dict__" and type(_class_lookup(self.cls, name)) is types.GetSetDescriptorType:
+            return InstanceDictView.of(tx, self, self.value)
         d = _instance_dict(self.value)
         descriptor = _class_lookup(self.cls, name)
         if name in d and not _is_data_descriptor(descriptor):
@@ -974,6 +978,66 @@ def new_object(cls, attrs, dict_items=None):
 # to handlers, so running them after the graph is indistinguishable except when the graph itself raises.
 DEFERRED_LOGGER_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log",
                            "warning_once", "info_once", "warning_advice"}
+
+
+class InstanceDictView(Variable):
+    """`obj.__dict__` of an object from outside, read only: membership tests and reads of string keys, which
+    see the frame's own stores to obj's attributes (nn.Module.register_buffer asks `"_buffers" in
+    self.__dict__`). Anything else (iteration, len, stores through the view) is a graph break."""
+
+    def __init__(self, owner, real, source):
+        self.owner, self.real, self.source = owner, real, source
+
+    @staticmethod
+    def of(tx, owner, real):
+        if owner.source is None:
+            unsupported(f"__dict__ of a {type(real).__name__} without a source")
+        if _stored_into(tx, _instance_dict(real)) is not None:
+            unsupported(f"__dict__ of a {type(real).__name__} the frame wrote through its __dict__")
+        return InstanceDictView(owner, real, AttrSource(owner.source, "__dict__"))
+
+    def python_type(self):
+        return dict
+
+    def __repr__(self):
+        return f"InstanceDictView({type(self.real).__name__})"
+
+    def _key(self, key):
+        name = key.as_python_constant() if key.is_constant() else None
+        if type(name) is not str:
+            unsupported(f"{self} read at a key that is not a constant string: {key}")
+        return name
+
+    def _present(self, tx, name):
+        stored = tx.side_effects.attr_present(self.real, name)
+        if stored is not None:
+            return stored
+        present = name in _instance_dict(self.real)
+        guard_in_instance_dict(tx, self.owner.source, name, present)
+        return present
+
+    def method___contains__(self, tx, key):
+        return ConstantVariable(self._present(tx, self._key(key)))
+
+    def getitem(self, tx, key):
+        name = self._key(key)
+        if not self._present(tx, name):
+            raise UserError(KeyError(name))
+        found, value = tx.side_effects.pending_attr(self.real, name)
+        if found:
+            return value
+        return builder.wrap(tx, _instance_dict(self.real)[name], ItemSource(self.source, name))
+
+    def call_method(self, tx, name, args, kwargs):
+        if name not in ("get", "__contains__", "__getitem__") or kwargs:
+            unsupported(f"{self}.{name}()")
+        return getattr(self, "getitem" if name == "__getitem__" else "method_" + name)(tx, *args)
+
+    def method_get(self, tx, key, default=None):
+        name = self._key(key)
+        if not self._present(tx, name):
+            return default if default is not None else ConstantVariable(None)
+        return self.getitem(tx, key)
 
 
 class DeferredCallVariable(Variable):
