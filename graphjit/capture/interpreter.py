@@ -45,6 +45,26 @@ def instructions_of(code):
     return bytecode.read(code)
 
 
+class LazyLocal(Variable):
+    """An argument of the traced function not read yet: wrapped (guards and all) at its first read. One the
+    frame does not read before its return or a graph break passes through by its source and guards
+    nothing, so a value only a later part of the function uses does not recompile this part (a resume
+    function receives every live local)."""
+
+    def __init__(self, value, source):
+        self._value, self.source = value, source
+
+    def realize(self, tx):
+        return wrap(tx, self._value, self.source)
+
+    def __repr__(self):
+        return f"LazyLocal({self.source.expr()})"
+
+
+def _realized(tx, value):
+    return value.realize(tx) if type(value) is LazyLocal else value
+
+
 class FrameState:
     def __init__(self, code, f_globals, local_vars, cells, parent=None, generator=False):
         self.code = code
@@ -65,6 +85,13 @@ class FrameState:
 
     def push(self, value):
         self.stack.append(value)
+
+    def load_local(self, tx, name):
+        """The local `name` (KeyError where unbound), wrapped at its first read."""
+        value = self.locals[name]
+        if type(value) is LazyLocal:
+            value = self.locals[name] = value.realize(tx)
+        return value
 
     def pop(self):
         return self.stack.pop()
@@ -88,7 +115,7 @@ class FrameState:
         if cell is None or self.code.co_argcount == 0:
             unsupported("super() without arguments outside a method")
         first = self.code.co_varnames[0]
-        obj = self.cells[first].contents if first in self.cells else self.locals[first]
+        obj = self.cells[first].contents if first in self.cells else self.load_local(tx, first)
         return cell.load(tx).as_python_constant(), obj
 
     def location(self):
@@ -497,15 +524,16 @@ class Tracer:
         fn = self.fn
         code = fn.__code__
         bound = bind_by_code(fn, args, kwargs)
-        local_vars = {name: wrap(self, value, LocalSource(name)) for name, value in bound.arguments.items()}
+        local_vars = {name: LazyLocal(value, LocalSource(name)) for name, value in bound.arguments.items()}
         if code.co_flags & inspect.CO_VARKEYWORDS:
             # **kwargs is a new dict made by the call: the frame may mutate it freely
             varkw = code.co_varnames[code.co_argcount + code.co_kwonlyargcount +
                                      bool(code.co_flags & inspect.CO_VARARGS)]
+            local_vars[varkw] = local_vars[varkw].realize(self)
             local_vars[varkw].source = None
         cells = {}
         for name in code.co_cellvars:
-            cells[name] = CellVariable(local_vars.pop(name)) if name in local_vars else CellVariable()
+            cells[name] = CellVariable(local_vars.pop(name).realize(self)) if name in local_vars else CellVariable()
         for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
             cells[name] = CellVariable(real_cell=cell, source=ClosureSource(i, name))
         frame = FrameState(code, fn.__globals__, local_vars, cells)
@@ -780,7 +808,7 @@ def handles(*names):
 @handles("LOAD_FAST")
 def _load_fast(tx, f, inst):
     try:
-        f.push(f.locals[inst.argval])
+        f.push(f.load_local(tx, inst.argval))
     except KeyError:
         unsupported(f"UnboundLocalError: local variable {inst.argval!r} referenced before assignment")
 
@@ -791,7 +819,7 @@ def _load_fast_and_clear(tx, f, inst):
     if inst.argval in f.cells:
         f.push(f.cells.pop(inst.argval))
     else:
-        f.push(f.locals.pop(inst.argval, NULL))
+        f.push(_realized(tx, f.locals.pop(inst.argval, NULL)))
 
 
 @handles("STORE_FAST")
@@ -816,7 +844,7 @@ def _is_cell_name(code, name):
 def _make_cell(tx, f, inst):
     name = inst.argval
     if name in f.locals:
-        f.cells[name] = CellVariable(f.locals.pop(name))
+        f.cells[name] = CellVariable(_realized(tx, f.locals.pop(name)))
     else:
         f.cells[name] = CellVariable()
 
@@ -833,7 +861,7 @@ def _load_closure(tx, f, inst):
     # LOAD_FAST_AND_CLEAR and the name holds a plain value: that is what LOAD_FAST reads.
     name = inst.argval
     if name not in f.cells and name in f.locals:
-        f.push(f.locals[name])
+        f.push(f.load_local(tx, name))
     else:
         f.push(f.cells[name])
 

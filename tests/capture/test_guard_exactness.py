@@ -118,3 +118,49 @@ def test_is_set_to_is_read_from_the_tensors():
     t = torch.zeros(3)
     for x, y in ((t, t), (t, torch.zeros(3)), (t, t)):
         assert_same(compiled(x, y), fn(x, y))
+
+
+def reads_some_arguments(x, unused_tensor, unused_int, unused_list):
+    return x + 1
+
+
+def reads_after_a_break(x, n, t, items):
+    y = x * 2
+    if y.sum() > 0:          # a break: the rest reads n, t and items, this part does not
+        y = y + n + t
+        items.append(n)
+    return y, unused_after(items)
+
+
+def unused_after(items):
+    return len(items)
+
+
+def test_arguments_the_frame_never_reads_are_not_guarded():
+    """An argument, or a local a resume function is handed, that the traced code does not read guards
+    nothing: a new shape, value or type there runs the same entry."""
+    from graphjit.testing import CompileCounter
+    graphjit.reset()
+    counter = CompileCounter()
+    compiled = graphjit.compile(reads_some_arguments, backend=counter)
+    for i, unused in enumerate((torch.ones(2, 3), torch.ones(5), 3.5, "text", None)):
+        assert torch.equal(compiled(torch.ones(3), unused, i, [i] * i), torch.full((3,), 2.0))
+    assert counter.frame_count == 1
+
+
+def test_a_local_read_only_after_a_break_is_guarded_where_it_is_read():
+    from graphjit.testing import CompileCounter
+    graphjit.reset()
+    counter = CompileCounter()
+    compiled = graphjit.compile(reads_after_a_break, backend=counter)
+    for x, n, t in ((torch.ones(3), 1, torch.ones(3)), (torch.ones(3), 2, torch.ones(3) * 5),
+                    (-torch.ones(3), 3, torch.ones(3)), (torch.ones(3), 2.5, torch.ones(1)),
+                    (torch.ones(3), 4, torch.ones(3, dtype=torch.float64))):
+        eager_items, compiled_items = [0], [0]
+        want = reads_after_a_break(x, n, t, eager_items)
+        got = compiled(x, n, t, compiled_items)
+        assert_same(got, want)
+        assert compiled_items == eager_items
+    # the part before the break: one entry for every call (it reads x alone)
+    graphs = [g.meta.get("graphjit", {}).get("name") for g in counter.graphs]
+    assert graphs.count("reads_after_a_break") == 1, graphs
