@@ -8,7 +8,7 @@ import torch
 # Words in the name of an op or function that draws random numbers (torch.rand, F.dropout, aten.bernoulli,
 # normal_, multinomial ...): such ops are neither folded into constants nor recomputed.
 RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential", "cauchy",
-                "geometric", "poisson", "rrelu", "binomial", "_standard_gamma", "_sample_dirichlet")
+                "geometric", "poisson", "rrelu", "binomial", "_standard_gamma", "_sample_dirichlet", "gumbel")
 
 
 def is_random_name(name):

@@ -186,6 +186,10 @@ def _check_graph(gm, example_inputs, options):
                               f"torch's, whose seed and state it would ignore)")
     if _float64_with_float_constants(gm):
         raise Unsupported("it computes in float64 with Python float constants (the exporter makes them float32)")
+    constant = _float_constant_out_of_16_bit_range(gm)
+    if constant is not None:
+        raise Unsupported(f"it computes in a 16-bit float type with the Python float {constant!r}, which that type "
+                          f"cannot hold (the exporter makes it an inf or a 0 of that type; eager computes it in float32)")
     inputs = {training.traced_storage(n) for n in gm.graph.nodes if n.op == "placeholder"} - {None}
     seen = set()
     for leaf in training.output_leaves(gm):
@@ -218,9 +222,11 @@ def _argument(node, index, name, default=None):
 
 
 def _draws_random(node):
-    """A call drawing random numbers (dropout only in training, with p > 0)."""
+    """A call drawing random numbers (dropout only in training, with p > 0; attention with dropout_p > 0)."""
     from ..ops import is_random_name
     name = _node_name(node)
+    if name == "scaled_dot_product_attention":
+        return _argument(node, 4, "dropout_p", 0.0) != 0
     if not is_random_name(name):
         return False
     if "dropout" in name and name not in ("bernoulli", "bernoulli_"):
@@ -236,6 +242,46 @@ def _float64_with_float_constants(gm):
     doubles = any(getattr(n.meta.get("example_value"), "dtype", None) == torch.float64 for n in gm.graph.nodes)
     return doubles and any(type(leaf) is float for n in gm.graph.nodes if n.op in ("call_function", "call_method")
                            for leaf in torch.utils._pytree.tree_leaves((n.args, n.kwargs)))
+
+
+def _dim_order(value):
+    """The dims of an output, outermost first, by the strides eager gives it (the example's: a symbolic
+    stride by its hint), where it is laid out densely but not contiguously; None where it is contiguous or
+    its elements share memory (an expand's layout can't be copied into: left contiguous)."""
+    sizes = [d if type(d) is int else getattr(getattr(d, "node", None), "hint", None)
+             for d in (*value.shape, *value.stride())]
+    if not all(type(d) is int for d in sizes):
+        return None
+    shape, strides = sizes[:value.dim()], sizes[value.dim():]
+    probe = torch.empty_strided(shape, strides, device="meta")
+    if probe.is_contiguous() or not torch._prims_common.is_non_overlapping_and_dense_or_false(probe):
+        return None
+    order = sorted(range(len(shape)), key=lambda d: (-strides[d], d))
+    return order if _strides_in_order(shape, order) == tuple(strides) else None
+
+
+def _strides_in_order(shape, order):
+    """Dense strides of `shape` with its dims laid out in `order` (outermost first)."""
+    strides, step = [0] * len(shape), 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def _float_constant_out_of_16_bit_range(gm):
+    """A Python float some call of gm takes that a 16-bit float type gm computes in has no normal number for
+    (beyond its largest, or nonzero under its smallest normal), else None."""
+    types = {getattr(n.meta.get("example_value"), "dtype", None) for n in gm.graph.nodes} & {torch.float16, torch.bfloat16}
+    if not types:
+        return None
+    for n in gm.graph.nodes:
+        if n.op in ("call_function", "call_method"):
+            for leaf in torch.utils._pytree.tree_leaves((n.args, n.kwargs)):
+                if type(leaf) is float and leaf == leaf and leaf != 0 and \
+                        any(not torch.finfo(t).tiny <= abs(leaf) <= torch.finfo(t).max for t in types):
+                    return leaf
+    return None
 
 
 # ops of gm (by name) whose ONNX Runtime kernels differ from torch's: max/min reductions and max pooling
@@ -500,18 +546,11 @@ class Session:
         self.tuple_out = _returns_tuple(gm)
         if len(session.get_outputs()) != len(leaves):
             raise RuntimeError(f"the exported model has {len(session.get_outputs())} outputs, the graph {len(leaves)}")
-        # each output's dtype and (for static sizes) strides in eager: the exporter may compute in another
-        # dtype (a float16 sum comes back float32) and ORT's outputs are contiguous (eager's of a
-        # channels-last conv or a permute are not)
-        self.layouts = []
-        for leaf in leaves:
-            value = leaf.meta.get("example_value")
-            static = isinstance(value, torch.Tensor) and all(type(d) is int for d in (*value.shape, *value.stride()))
-            # (a layout whose elements share memory, an expand's, can't be copied into: left contiguous)
-            restride = static and not value.is_contiguous() and \
-                torch._prims_common.is_non_overlapping_and_dense(value)
-            self.layouts.append((value.dtype if isinstance(value, torch.Tensor) else None,
-                                 tuple(value.stride()) if restride else None))
+        # each output's dtype and layout in eager: the exporter may compute in another dtype (a float16 sum
+        # comes back float32) and ORT's outputs are contiguous (eager's of a channels-last conv or a permute
+        # are not): the order of its dims by stride, where that is not the contiguous one
+        self.layouts = [(value.dtype, _dim_order(value)) if isinstance(value, torch.Tensor) else (None, None)
+                        for value in (leaf.meta.get("example_value") for leaf in leaves)]
 
     def __call__(self, *args):
         if self.fallback is not None:
@@ -544,11 +583,13 @@ class Session:
 
     def _as_eager(self, outs):
         """The outputs in eager's dtypes and strides."""
-        for i, (out, (dtype, strides)) in enumerate(zip(outs, self.layouts)):
+        for i, (out, (dtype, order)) in enumerate(zip(outs, self.layouts)):
             if dtype is not None and out.dtype != dtype:
                 out = out.to(dtype)
-            if strides is not None and out.stride() != strides:
-                out = torch.empty_strided(out.shape, strides, dtype=out.dtype, device=out.device).copy_(out)
+            if order is not None:
+                strides = _strides_in_order(out.shape, order)
+                if out.stride() != strides:
+                    out = torch.empty_strided(out.shape, strides, dtype=out.dtype, device=out.device).copy_(out)
             outs[i] = out
         return tuple(outs) if self.tuple_out else outs[0]
 

@@ -426,16 +426,12 @@ def _erase_if_unread(gm, nodes):
 
 
 def _written_in_place(gm):
-    """The nodes of a captured graph an in-place call (training._in_place: a name ending in `_`, an item or
-    augmented assignment) or an `out=` writes into, with every node they were computed from (a view's base
-    among them): more than is written, never less."""
-    from .training import _in_place
+    """The nodes of a captured graph a call writes into (training.written_args), with every node they were
+    computed from (a view's base among them): more than is written, never less."""
+    from .training import written_args
     written, stack = set(), []
     for n in gm.graph.nodes:
-        if _in_place(n) and n.args and isinstance(n.args[0], torch.fx.Node):
-            stack.append(n.args[0])
-        if isinstance(n.kwargs.get("out"), torch.fx.Node):
-            stack.append(n.kwargs["out"])
+        stack += written_args(n)
     while stack:
         n = stack.pop()
         if n not in written:

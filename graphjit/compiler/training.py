@@ -753,24 +753,80 @@ def _upcast_path(node):
 
 
 def _writes(gm):
-    """Whether the captured graph may write in place: an in-place method or function (name ending in
-    `_`), or an item assignment."""
+    """Whether a call of the captured graph writes into one of its arguments (written_args)."""
     return any(_in_place(node) for node in gm.graph.nodes)
 
 
 def _in_place(node):
-    """Whether a node of the captured graph is an in-place method or function call (name ending in `_`,
-    requires_grad_ aside), an augmented assignment's operator (`x += y` is operator.iadd), or an item
-    assignment."""
+    """Whether a call of the captured graph writes into one of its arguments (written_args)."""
+    return bool(written_args(node))
+
+
+def written_args(node):
+    """The argument nodes a call of the captured graph writes into: the first of an in-place method or
+    function (a name ending in `_`, requires_grad_ aside; `__iadd__` ...), of an augmented assignment's
+    operator (`x += y` is operator.iadd) or an item assignment; the first of a call given `inplace=True`
+    (F.relu(x, True), nn.ReLU(inplace=True)); the one given as `out=`; the running statistics of a
+    batch_norm in training mode or an instance_norm using its input's statistics."""
     import operator
+    if node.op not in ("call_method", "call_function"):
+        return []
     name = _call_name(node)
+    first = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+    written = []
     if node.op == "call_method":
-        return name.endswith("_") and not name.startswith("_") and name != "requires_grad_"
-    if node.op == "call_function" and node.target in AUGMENTED_ASSIGNMENTS:     # on a tensor, not a size
-        first = node.args[0] if node.args else None
-        return isinstance(first, torch.fx.Node) and isinstance(first.meta.get("example_value"), torch.Tensor)
-    return node.op == "call_function" and (node.target is operator.setitem or
-                                           (name.endswith("_") and not name.startswith("_")))
+        if (name.endswith("_") and not name.startswith("_") and name != "requires_grad_") or name in _IN_PLACE_DUNDERS:
+            written.append(first)
+    elif node.target in AUGMENTED_ASSIGNMENTS:     # on a tensor, not a size
+        if first is not None and isinstance(first.meta.get("example_value"), torch.Tensor):
+            written.append(first)
+    elif node.target is operator.setitem or (name.endswith("_") and not name.startswith("_")) or \
+            name in _IN_PLACE_DUNDERS:
+        written.append(first)
+    out = node.kwargs.get("out")
+    written += [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.fx.Node)]
+    bound = _bound_arguments(node) if node.op == "call_function" else None
+    if bound is not None:
+        if bound.get("inplace") is True:
+            written.append(first)
+        flag = {"batch_norm": "training", "instance_norm": "use_input_stats"}.get(name)
+        if flag is not None and bound.get(flag, flag == "use_input_stats") is True:
+            written += [bound.get("running_mean"), bound.get("running_var")]
+    return list(dict.fromkeys(n for n in written if isinstance(n, torch.fx.Node)))
+
+
+_IN_PLACE_DUNDERS = {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
+                                              "and", "or", "xor", "lshift", "rshift")}
+
+# torch's C functions with statistics they update, by argument position (no Python signature to bind)
+_C_SIGNATURES = {
+    "batch_norm": ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps"),
+    "native_batch_norm": ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps"),
+    "instance_norm": ("input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum", "eps"),
+}
+
+
+def _bound_arguments(node):
+    """{parameter: argument} of a call_function node, where its target has a Python signature (or is one of
+    _C_SIGNATURES) and takes an `inplace` flag or running statistics; else None."""
+    import inspect
+    target = node.target
+    if not callable(target):
+        return None
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        if not {"inplace", "running_mean"} & set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]):
+            return None
+        try:
+            return dict(inspect.signature(target).bind(*node.args, **node.kwargs).arguments)
+        except (TypeError, ValueError):
+            return None
+    names = _C_SIGNATURES.get(getattr(target, "__name__", ""))
+    if names is None or getattr(target, "__module__", None) not in ("torch", "torch._C._VariableFunctions", None):
+        return None
+    bound = dict(zip(names, node.args))
+    bound.update(node.kwargs)
+    return bound
 
 
 # Calls whose result views their first argument: a write into the result writes into the argument
@@ -789,16 +845,15 @@ def _call_name(node):
 
 def _written_views(gm):
     """(the in-place call, its target, the chain of view calls from it up to where it starts) for each
-    in-place call (name ending in `_`) or item assignment of the captured graph."""
+    argument a call of the captured graph writes into (written_args)."""
     for node in gm.graph.nodes:
-        if not (_in_place(node) and node.args and isinstance(node.args[0], torch.fx.Node)):
-            continue
-        chain, source = [], node.args[0]
-        while source.op in ("call_method", "call_function") and _call_name(source) in _VIEWS and \
-                source.args and isinstance(source.args[0], torch.fx.Node):
-            chain.append(source)
-            source = source.args[0]
-        yield node, source, chain
+        for source in written_args(node):
+            chain = []
+            while source.op in ("call_method", "call_function") and _call_name(source) in _VIEWS and \
+                    source.args and isinstance(source.args[0], torch.fx.Node):
+                chain.append(source)
+                source = source.args[0]
+            yield node, source, chain
 
 
 def _inputs_written(gm):

@@ -530,3 +530,74 @@ def test_an_expanded_output_comes_back_with_eagers_values():
     x = torch.randn(1, 4)
     with torch.no_grad():
         torch.testing.assert_close(onnx_compiled(f)(x), f(x))
+
+
+_relu = nn.ReLU(inplace=True)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (lambda x: _relu(x) + 1, lambda: (torch.tensor([-1.0, 2.0]),)),
+    (lambda x: F.leaky_relu(x, 0.1, True) * 2, lambda: (torch.tensor([-1.0, 2.0]),)),
+    (lambda x, y: torch.mul(x, 3, out=y) + x, lambda: (torch.tensor([-1.0, 2.0]), torch.zeros(2))),
+    (lambda x: x.__iadd__(1) * 2, lambda: (torch.tensor([-1.0, 2.0]),)),
+    (lambda x, m, v: F.batch_norm(x, m, v, training=True) + 0, lambda: (torch.randn(4, 3), torch.zeros(3), torch.ones(3))),
+    (lambda x, m, v: torch.batch_norm(x, None, None, m, v, True, 0.1, 1e-5, False) + 0,
+     lambda: (torch.randn(4, 3), torch.zeros(3), torch.ones(3))),
+    (lambda x, m, v: F.instance_norm(x, m, v) + 0, lambda: (torch.randn(2, 3, 5), torch.zeros(3), torch.ones(3))),
+], ids=["relu_module_inplace", "leaky_relu_inplace_positional", "out", "iadd_dunder", "F.batch_norm_training",
+        "torch.batch_norm_training", "instance_norm_running_stats"])
+def test_every_kind_of_write_into_an_input_runs_as_captured(fn, make):
+    """An input written by a call whose name does not end in `_` (inplace=True, out=, __iadd__, a batch norm's
+    running statistics) is written as eager writes it: ONNX Runtime's outputs are new tensors, so such a
+    graph runs as captured."""
+    before = sessions()
+    eager_args = make()
+    compiled_args = tuple(a.clone() for a in eager_args)
+    with torch.no_grad():
+        want = fn(*eager_args)
+        got = onnx_compiled(fn)(*compiled_args)
+    torch.testing.assert_close(got, want, **TOL)
+    for c, e in zip(compiled_args, eager_args):
+        torch.testing.assert_close(c, e, **TOL)
+    assert sessions() == before
+
+
+@pytest.mark.parametrize("fn", [
+    lambda q: F.scaled_dot_product_attention(q, q, q, dropout_p=0.5),
+    lambda q: F.gumbel_softmax(q, tau=0.5),
+], ids=["sdpa_dropout", "gumbel_softmax"])
+def test_random_draws_named_otherwise_draw_from_torchs_generator(fn):
+    compiled = onnx_compiled(fn)
+    with torch.no_grad():
+        q = torch.randn(1, 2, 8, 4)
+        torch.manual_seed(3)
+        want, after_want = fn(q), torch.rand(1)
+        torch.manual_seed(3)
+        got, after_got = compiled(q), torch.rand(1)
+    assert torch.equal(got, want) and torch.equal(after_got, after_want)
+
+
+def test_a_16_bit_graph_with_a_float_it_cannot_hold_computes_as_eager():
+    def f(x):
+        return x * 70000.0, x / 70000.0, x * 1e-9
+    x = torch.tensor([0.5, 0.25, 1000.0], dtype=torch.float16)
+    with torch.no_grad():
+        for got, want in zip(onnx_compiled(f)(x), f(x)):
+            assert torch.equal(got, want)
+
+
+def test_strided_outputs_come_from_the_session_in_eagers_strides():
+    conv = nn.Conv2d(3, 4, 3).eval()
+    before = sessions()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")          # a graph the backend could not take warns
+        x = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
+        got = onnx_compiled(conv)(x)
+        assert got.stride() == conv(x).stride()
+        compiled = graphjit.compile(lambda t: t * 2 + 1, backend="onnxrt", dynamic=True)
+        for n in (4, 5, 7):
+            t = torch.randn(3, n).t()
+            got, want = compiled(t), t * 2 + 1
+            assert got.stride() == want.stride()
+            torch.testing.assert_close(got, want, **TOL)
+    assert sessions() > before
