@@ -217,9 +217,15 @@ _STATE_OPS = {torch._C._set_grad_enabled}
 
 @register_backend("aot_eager")
 def aot_eager(gm, example_inputs):
-    """Retrace the graph with make_fx into core-ATen ops (torch's core decompositions), then run that."""
+    """Retrace the graph with make_fx into core-ATen ops (torch's core decompositions), then run that; a
+    graph that needs gradients goes through AOTAutograd as graphjit's compiler takes it (compiler/training.py),
+    its forward and backward halves run as traced (make_fx's own trace has no autograd: a detach() in it
+    would be an alias that gradients flow through)."""
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
+    from ..compiler import training
+    if training.wants_aot(gm, example_inputs):
+        return training.compile_training(gm, example_inputs, compile_fn=lambda g, inputs: g.forward)
     if any(n.op == "call_function" and (n.target in _STATE_OPS or "autocast" in getattr(n.target, "__name__", ""))
            for n in gm.graph.nodes):
         logs.log("graph", "aot_eager: graph changes grad/autocast mode; running it without retracing")

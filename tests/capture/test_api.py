@@ -62,6 +62,25 @@ def test_aot_eager_keeps_input_mutation():
     assert_same(a2, a + b)
 
 
+def test_aot_eager_keeps_detach_an_autograd_cut():
+    """A graph needing gradients goes through AOTAutograd under aot_eager: make_fx's trace alone made
+    detach() an alias, and gradients flowed through it."""
+    def f(x, w):
+        return (x * w.detach()).sum() + (w * w).sum(), (w * 2).detach()
+
+    gj.reset()
+    compiled = gj.compile(f, backend="aot_eager")
+    for _ in range(2):
+        x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+        w2 = w.detach().clone().requires_grad_()
+        (loss, cut), (loss2, cut2) = f(x, w), compiled(x, w2)
+        loss.backward()
+        loss2.backward()
+        assert_same(loss2, loss)
+        assert_same(w2.grad, w.grad)
+        assert not cut2.requires_grad and cut2.grad_fn is None
+
+
 def test_callable_backend_receives_graph_and_example_inputs():
     seen = []
 

@@ -178,3 +178,29 @@ def test_a_check_that_returns_nothing_is_not_dead_code():
     compiled, inputs = compile_cases(lambda a: torch.linalg.cholesky(a * 2), [(-torch.eye(4),)])
     with pytest.raises(torch.linalg.LinAlgError):
         compiled(*inputs)
+
+
+def test_a_cache_folder_that_cant_be_written_still_builds_kernels(tmp_path, monkeypatch):
+    """A read-only cache (an image's, a read-only mount) serves what it holds; a library it lacks is built in
+    a folder of this process's own (the build wrote into the cache folder, and the graph ran eagerly)."""
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path / "a_file" / "cache"))    # makedirs fails there
+    monkeypatch.setattr(cpp_build, "_loaded", {})
+    monkeypatch.setattr(cpp_build, "_private", [])
+    with pytest.warns(RuntimeWarning, match="can't be written"):
+        assert cpp_build.load(SOURCE).twice(21) == 42
+    assert cpp_build.built_path(SOURCE).startswith(cpp_build._private[0])
+
+
+def test_link_arguments_with_spaces_reach_the_linker(fresh_cache):
+    """A `// link:` line is shell-quoted: a library in a cache folder whose path has a space links."""
+    import shlex
+    folder = fresh_cache / "with space"
+    folder.mkdir()
+    config.cache_dir = str(folder)
+    helper = prelude() + 'extern "C" int helper_twice(int x) { return 2 * x; }\n'
+    path = cpp_build.built_path(helper)
+    assert " " in path
+    user = (f"// link: {shlex.quote(path)}\n" + prelude() +
+            'extern "C" int helper_twice(int);\nextern "C" int four_times(int x) { return helper_twice(2 * x); }\n')
+    assert cpp_build.load(user).four_times(3) == 12

@@ -27,6 +27,7 @@ import os
 import platform
 import re
 
+import shlex
 import sympy
 import torch
 
@@ -1030,7 +1031,7 @@ def generate(graph, items):
     size_names = {s.name for s in graph.size_symbols()}
     parts, signatures = [prelude()], {}
     if eager_functions():
-        parts.append(f"// link: {eager_math.library_path()}")
+        parts.append(f"// link: {shlex.quote(eager_math.library_path())}")
     first = {}      # a kernel's text with its name and parameters made positional -> the first kernel's name
     for item in items:
         if isinstance(item, Kernel):

@@ -19,6 +19,7 @@ import functools
 import os
 import platform
 
+import shlex
 import torch
 
 # name -> (libm function, arity, where eager's kernel gets it where torch has MKL); "sleef_exp" is
@@ -159,7 +160,7 @@ def library_path():
     """The helper library's path (built, or found in cpp_build's cache, and loaded)."""
     from ..runtime import cpp_build
     torch_lib = os.path.dirname(_torch_cpu_path())
-    text = (f"// link: -L{torch_lib} -ltorch_cpu -Wl,-rpath,{torch_lib}\n"
+    text = (f"// link: {shlex.join([f'-L{torch_lib}', '-ltorch_cpu', f'-Wl,-rpath,{torch_lib}'])}\n"
             f"// eager's math in torch {torch.__version__}\n" + source(*_setting()))
     return cpp_build.built_path(text)
 

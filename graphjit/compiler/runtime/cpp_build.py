@@ -12,10 +12,12 @@ crash on, SIGBUS, rather than refuse) is rebuilt too.
 import ctypes
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 import time
+import warnings
 
 from ...cache_files import write_whole
 from ... import logs
@@ -27,6 +29,8 @@ class CompileError(RuntimeError):
 
 
 _loaded = {}          # cache key -> CDLL (this process)
+_paths = {}           # cache key -> the path its library was loaded from
+_private = []         # this process's own folder for libraries, where the cache folder can't be written
 _dlopened = set()     # paths dlopen()ed by this process: dlopen returns the old handle for a known path
 _compiler_ids = {}
 
@@ -64,28 +68,48 @@ def load(source):
     key = cache_key(source)
     if key in _loaded:
         return _loaded[key]
-    os.makedirs(config.cache_dir, exist_ok=True)
     path = os.path.join(config.cache_dir, f"{key}.so")
     lib = _try_load(path, key) if os.path.exists(path) else None
     if lib is None:
         if os.path.exists(path):
             logs.log("output_code", f"cached kernel library {path} is unusable; rebuilding it")
+        if not _writable(config.cache_dir):
+            path = os.path.join(_private_dir(), f"{key}.so")
         _build(source, key, path)
         lib = _try_load(path, key)
         if lib is None:
             raise CompileError(f"compiled {path} but could not load it")
     _loaded[key] = lib
+    _paths[key] = path
     return lib
 
 
 def built_path(source):
     """The path of source's library, built (or found in the cache) and loaded, for another library to link."""
     key = cache_key(source)
-    path = os.path.join(config.cache_dir, f"{key}.so")
-    if not os.path.exists(path):
+    if not os.path.exists(_paths.get(key, "")):
         _loaded.pop(key, None)
     load(source)
-    return path
+    return _paths[key]
+
+
+def _writable(folder):
+    """Whether libraries can be written into folder (made where missing): a read-only cache (an image's, a
+    read-only mount) still serves the libraries it holds, and the rest are built in a folder of this
+    process's own."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK)
+
+
+def _private_dir():
+    if not _private:
+        _private.append(tempfile.mkdtemp(prefix="graphjit-kernels-"))
+        warnings.warn(f"graphjit: the cache folder {config.cache_dir} can't be written; kernels built in this "
+                       f"process go to {_private[0]} and are not kept for later processes", RuntimeWarning)
+    return _private[0]
 
 
 def _digest(path):
@@ -133,11 +157,13 @@ def _try_load(path, key):
 def _build(source, key, path):
     cxx, _ = compiler_id()
     source = source + f'\nextern "C" const char* gj_cache_key() {{ return "{key}"; }}\n'
-    cpp_path = os.path.join(config.cache_dir, f"{key}.cpp")
+    folder = os.path.dirname(path)
+    cpp_path = os.path.join(folder, f"{key}.cpp")
     write_whole(cpp_path, source.encode())
-    fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".so", dir=config.cache_dir)
+    fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".so", dir=folder)
     os.close(fd)
-    link = [flag for line in source.splitlines() if line.startswith("// link:") for flag in line.split()[2:]]
+    link = [flag for line in source.splitlines() if line.startswith("// link:")
+            for flag in shlex.split(line[len("// link:"):])]
     cmd = [cxx, *config.cxx_flags, cpp_path, "-o", tmp, *link]
     start = time.perf_counter()
     result = subprocess.run(cmd, capture_output=True, text=True)
@@ -146,7 +172,7 @@ def _build(source, key, path):
             os.unlink(tmp)
         except FileNotFoundError:      # a failed link has removed its output already
             pass
-        raise CompileError(f"C++ compile failed (exit {result.returncode}); reproduce with:\n  {' '.join(cmd)}\n"
+        raise CompileError(f"C++ compile failed (exit {result.returncode}); reproduce with:\n  {shlex.join(cmd)}\n"
                            + result.stderr[-4000:])
     try:
         write_whole(path + ".sha256", _digest(tmp).encode())     # before the library: a whole one always has it
