@@ -190,16 +190,31 @@ def _symbolic_training(gm, train, compile_fn):
         restore()
         return PerSizeBoxed(compile_fn, g, symbolic_inputs(g))
 
-    restore = shape_env_checkpoint(gm)
+    restore, pinned_before = shape_env_checkpoint(gm), _pinned(env)
     try:
         with tracing(TracingContext(mode)):
-            return train(gm, fakes, compile_fn=half)
+            compiled = train(gm, fakes, compile_fn=half)
     except Exception as e:  # noqa: BLE001 - what the symbolic trace refuses compiles per size, as before
         restore()
         logs.log("dynamic", f"{name}: training graph compiled per size: {type(e).__name__}: {e}")
         return None
     finally:
         building[0] = False
+    pinned = _pinned(env) - pinned_before
+    if pinned:
+        # the joint trace fixed a size (torch's lstm decomposition unrolls the time loop): the entry would
+        # keep that size, and every other one would recompile the frame; compiled per size, one entry
+        # serves them all
+        restore()
+        logs.log("dynamic", f"{name}: training graph compiled per size: its joint trace fixed "
+                            f"{', '.join(sorted(map(str, pinned)))}")
+        return None
+    return compiled
+
+
+def _pinned(env):
+    """The size symbols the ShapeEnv has replaced by a number."""
+    return {s for s, v in getattr(env, "replacements", {}).items() if getattr(v, "is_number", False)}
 
 
 def list_backends():

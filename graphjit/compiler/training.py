@@ -279,7 +279,8 @@ def _on_fakes(gm, example_inputs):
         with mode, torch.enable_grad(), logs.quiet_meta_failures():
             inputs = [mode.from_tensor(v) if isinstance(v, torch.Tensor) and not isinstance(v, FakeTensor) else v
                       for v in example_inputs]
-            return mode, inputs, torch.utils._pytree.tree_leaves(gm(*inputs))
+            # gm.forward: GraphModule's __call__ prints a traceback of a failing call to stderr
+            return mode, inputs, torch.utils._pytree.tree_leaves(gm.forward(*inputs))
     except Exception:  # noqa: BLE001 - no answer
         return None
 

@@ -54,6 +54,18 @@ def test_automatic_dynamic_one_static_graph_then_one_dynamic():
     run_sequence(f, rows(3, 5, 7, 9, 4, 5), graphs=2)
 
 
+def test_a_size_inside_a_tuple_compared_with_another_stays_symbolic():
+    """A tuple holding a size compared with == or != (nn.RNN's check_hidden_size compares hx.size() with the
+    expected tuple): asking whether the tuple is a constant specialized the size (one graph per size)."""
+    def f(x):
+        b = x.size(0)
+        h = torch.zeros(1, b, 4)
+        if h.size() != (1, b, 4) or (b, 4) != (b, 4) or not (h.shape[1:] == (b, 4)):
+            raise RuntimeError("unreachable")
+        return x + h.sum(), [b, 4] == [x.shape[0], 4], (b, 4) == (4, 4)
+    run_sequence(f, rows(3, 5, 7, 9, 6), graphs=1, dynamic=True)
+
+
 def test_dynamic_true_one_graph_dynamic_false_one_per_size():
     def f(x):
         return x.view(x.shape[0], 2, -1).mean(1)

@@ -1434,3 +1434,25 @@ def test_two_backwards_with_retain_graph_after_a_plain_step():
                 out[:, 3:].pow(2).mean().backward()
         for p, q in zip(model.parameters(), twin.parameters()):
             assert_same(p.grad, q.grad, atol=1e-5, rtol=1e-5, where=f"step {step}")
+
+
+def test_an_lstm_trained_over_changing_lengths_keeps_one_symbolic_entry(capfd):
+    """torch's lstm decomposition unrolls the time loop, so the joint trace fixes the length: each length
+    compiles its halves within the one symbolic entry (the frame recompiled per length and hit its limit),
+    and nothing is printed on the way (a fake run's failure printed torch.fx's traceback)."""
+    torch.manual_seed(0)
+    model = torch.nn.LSTM(4, 4, batch_first=True)
+    reference = copy.deepcopy(model)
+    graphjit.reset()
+    counter = CompileCounter(graphjit_backend)
+    compiled = graphjit.compile(model, backend=counter)
+    for b, n in [(2, 5), (3, 6), (4, 7), (5, 8), (6, 9), (3, 6)]:
+        x = torch.randn(b, n, 4)
+        got, want = compiled(x)[0], reference(x)[0]
+        got.square().sum().backward()
+        want.square().sum().backward()
+        assert_same(got, want, atol=1e-6, rtol=1e-5)
+        for p, q in zip(model.parameters(), reference.parameters()):
+            assert_same(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+    assert counter.frame_count == 2, counter       # static, then one entry with symbolic sizes
+    assert "FX-traced Module" not in capfd.readouterr().err
