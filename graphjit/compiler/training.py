@@ -790,12 +790,14 @@ def written_args(node):
     if bound is not None:
         if bound.get("inplace") is True:
             written.append(first)
-        flag = {"batch_norm": "training", "instance_norm": "use_input_stats"}.get(name)
+        flag = {"batch_norm": "training", "native_batch_norm": "training", "instance_norm": "use_input_stats"}.get(name)
         if flag is not None and bound.get(flag, flag == "use_input_stats") is True:
             written += [bound.get("running_mean"), bound.get("running_var")]
     return list(dict.fromkeys(n for n in written if isinstance(n, torch.fx.Node)))
 
 
+# norms whose written arguments are their running statistics: what they write there needs no gradient
+_STATISTICS = {"batch_norm", "native_batch_norm", "instance_norm"}
 _IN_PLACE_DUNDERS = {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
                                               "and", "or", "xor", "lshift", "rshift")}
 
@@ -871,7 +873,8 @@ def _inputs_written_with_grad(gm, example_inputs):
     return sorted({placeholders.index(source) for node, source, _ in _written_views(gm)
                    if source.op == "placeholder" and
                    (getattr(example_inputs[placeholders.index(source)], "requires_grad", False) or
-                    getattr(node.meta.get("example_value"), "requires_grad", False))})
+                    (_call_name(node) not in _STATISTICS and
+                     getattr(node.meta.get("example_value"), "requires_grad", False)))})
 
 
 def _writes_through_overlap(gm):

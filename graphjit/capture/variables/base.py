@@ -1,6 +1,5 @@
 """The Variable protocol, Python constants, and the NULL marker of call sites."""
 import operator
-import threading
 
 from ...exc import Unsupported
 from ..guards import lit
@@ -23,13 +22,6 @@ OPAQUE_CONSTANT_TYPES = (_inspect.Signature, _inspect.Parameter, _types.MappingP
                          _torch.finfo, _torch.iinfo)
 
 
-class _Query(threading.local):
-    depth = 0      # > 0 inside is_constant(): symbolic numbers are not constants there (symbolic.py)
-
-
-_QUERY = _Query()
-
-
 class Variable:
     """A value during symbolic interpretation.
 
@@ -46,16 +38,11 @@ class Variable:
         raise NotConstant(self)
 
     def is_constant(self):
-        """Whether as_python_constant() gives a value without specializing anything: a symbolic number in
-        it (a size in a tuple) answers no rather than guard its value."""
-        _QUERY.depth += 1
         try:
             self.as_python_constant()
             return True
         except NotConstant:
             return False
-        finally:
-            _QUERY.depth -= 1
 
     def getattr(self, tx, name):
         if callable(getattr(self, "method_" + name, None)):

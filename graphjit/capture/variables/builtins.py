@@ -189,7 +189,7 @@ def _builtin_compare(tx, op, a, b):
         if (a.is_constant() and a.as_python_constant() is None) or (b.is_constant() and b.as_python_constant() is None):
             return ConstantVariable(op == "!=")
         return record(tx, "call_function", fn, [a, b], {})
-    if all_constant([a, b]):
+    if not (_holds_symbolic(a) or _holds_symbolic(b)) and all_constant([a, b]):
         return _fold(tx, fn, a.as_python_constant(), b.as_python_constant())
     if op in ("==", "!="):
         a, b = _as_container(tx, a), _as_container(tx, b)
@@ -202,6 +202,18 @@ def _builtin_compare(tx, op, a, b):
             unsupported(f"comparison {op} between {a} and {b}")
         return ConstantVariable(dunders.same_object(tx, a, b) == (op == "=="))
     unsupported(f"comparison {op} between {a} and {b}")
+
+
+def _holds_symbolic(var):
+    """Whether a list, tuple or dict holds a symbolic number (a size): compared item by item, not folded
+    as a constant, which would guard the size's value (nn.RNN's check of hx.size() against a tuple)."""
+    if isinstance(var, symbolic.SymNodeVariable):
+        return True
+    if isinstance(var, BaseListVariable):
+        return any(_holds_symbolic(v) for v in var.items)
+    if isinstance(var, DictVariable):
+        return any(_holds_symbolic(v) for v in var.items.values())
+    return False
 
 
 def _as_container(tx, var):

@@ -11,8 +11,7 @@ import math
 
 import torch
 
-from . import base
-from .base import ConstantVariable, NotConstant, Variable
+from .base import ConstantVariable, Variable
 from ...exc import Unsupported
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -102,10 +101,7 @@ class SymNodeVariable(Variable):
         return _PYTHON_TYPES[type(self.sym)]
 
     def as_python_constant(self):
-        """The value while tracing; the ShapeEnv guards that it stays so (the value specializes). Not while
-        is_constant() asks (of this or of a container holding it): asking must not specialize."""
-        if base._QUERY.depth:
-            raise NotConstant(self)
+        """The value while tracing; the ShapeEnv guards that it stays so (the value specializes)."""
         check_unspecialized(self.sym, "the number itself")
         return specialize(self.sym)
 
