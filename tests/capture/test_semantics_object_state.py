@@ -197,3 +197,40 @@ def test_register_buffer_in_the_frame_is_one_graph():
         _same(compiled_m.inv, eager_m.inv)
         assert "inv" not in compiled_m.state_dict()
     assert counter.frame_count == 1, counter
+
+
+class Slotted:
+    __slots__ = ("s", "__dict__")
+
+
+def store_into_a_slot_then_read_instance_dict(obj, x):
+    obj.s = 5
+    d = obj.__dict__
+    return x + 1, "s" in d, d.get("s", "absent")
+
+
+class WithBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.ones(2))
+        self.register_buffer("b", torch.zeros(2))
+
+    def forward(self, x):
+        self.q = self.p          # lands in _parameters, not the instance dict
+        self.b = x * 2           # an existing buffer: lands in _buffers
+        d = self.__dict__
+        return x + 1, "q" in d, "b" in d, d.get("b", "absent")
+
+
+def test_an_instance_dict_view_sees_only_stores_that_reach_the_dict():
+    graphjit.reset()
+    compiled = graphjit.compile(store_into_a_slot_then_read_instance_dict)
+    for _ in range(2):
+        _same(compiled(Slotted(), torch.ones(2)), store_into_a_slot_then_read_instance_dict(Slotted(), torch.ones(2)))
+    eager_m, compiled_m = WithBuffer(), WithBuffer()
+    compiled_forward = graphjit.compile(compiled_m)
+    for _ in range(2):
+        got, want = compiled_forward(torch.ones(2)), eager_m(torch.ones(2))
+        _same(got[1:3], want[1:3])
+        assert got[3] == want[3] == "absent"
+        torch.testing.assert_close(got[0], want[0])

@@ -1008,8 +1008,18 @@ class InstanceDictView(Variable):
             unsupported(f"{self} read at a key that is not a constant string: {key}")
         return name
 
-    def _present(self, tx, name):
+    def _stored(self, tx, name):
+        """Whether the frame set or deleted `name` in the instance dict (None: it did not touch it)."""
         stored = tx.side_effects.attr_present(self.real, name)
+        if stored is None or _is_data_descriptor(_class_lookup(type(self.real), name)):
+            return None         # a slot's or another data descriptor's store does not reach the dict
+        if isinstance(self.owner, NNModuleVariable):
+            unsupported(f"{self} read at {name!r}, which the frame set (nn.Module.__setattr__ may put it in "
+                        f"_parameters, _buffers or _modules instead)")
+        return stored
+
+    def _present(self, tx, name):
+        stored = self._stored(tx, name)
         if stored is not None:
             return stored
         present = name in _instance_dict(self.real)
@@ -1023,9 +1033,8 @@ class InstanceDictView(Variable):
         name = self._key(key)
         if not self._present(tx, name):
             raise UserError(KeyError(name))
-        found, value = tx.side_effects.pending_attr(self.real, name)
-        if found:
-            return value
+        if self._stored(tx, name):
+            return tx.side_effects.pending_attr(self.real, name)[1]
         return builder.wrap(tx, _instance_dict(self.real)[name], ItemSource(self.source, name))
 
     def call_method(self, tx, name, args, kwargs):
