@@ -496,7 +496,9 @@ def _session(ort, model, options, device=torch.device("cpu")):
     if "inter_op_num_threads" in options:
         so.inter_op_num_threads = options["inter_op_num_threads"]
     if "optimized_model_path" in options:
-        so.optimized_model_filepath = options["optimized_model_path"]
+        path = os.path.abspath(options["optimized_model_path"])
+        os.makedirs(os.path.dirname(path), exist_ok=True)      # ORT fails on a missing folder
+        so.optimized_model_filepath = path
     so.log_severity_level = 3
     providers = _providers(options, device)
     missing = [p for p in providers if p not in ort.get_available_providers()]

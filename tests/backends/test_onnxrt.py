@@ -299,7 +299,7 @@ def test_options_are_checked_at_compile():
 
 
 def test_options_reach_the_session(tmp_path):
-    path = tmp_path / "optimized.onnx"
+    path = tmp_path / "not made yet" / "optimized.onnx"
     compiled = graphjit.compile(plain, backend="onnxrt", options={
         "intra_op_num_threads": 1, "graph_optimization_level": "basic", "optimized_model_path": str(path),
         "cache": False})
