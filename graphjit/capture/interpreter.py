@@ -533,7 +533,7 @@ class Tracer:
             local_vars[varkw].source = None
         cells = {}
         for name in code.co_cellvars:
-            cells[name] = CellVariable(local_vars.pop(name).realize(self)) if name in local_vars else CellVariable()
+            cells[name] = CellVariable(_realized(self, local_vars.pop(name))) if name in local_vars else CellVariable()
         for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
             cells[name] = CellVariable(real_cell=cell, source=ClosureSource(i, name))
         frame = FrameState(code, fn.__globals__, local_vars, cells)

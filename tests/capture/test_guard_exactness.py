@@ -164,3 +164,19 @@ def test_a_local_read_only_after_a_break_is_guarded_where_it_is_read():
     # the part before the break: one entry for every call (it reads x alone)
     graphs = [g.meta.get("graphjit", {}).get("name") for g in counter.graphs]
     assert graphs.count("reads_after_a_break") == 1, graphs
+
+
+def kwargs_and_args_in_cells(x, *args, **kwargs):
+    def g():
+        return kwargs["a"] * len(args)
+    return x * g()
+
+
+def test_star_arguments_closed_over_are_captured():
+    """*args and **kwargs a nested function closes over: the cell holds them wrapped once (**kwargs is
+    wrapped at the frame's start; wrapping it again raised inside capture and the frame ran eagerly)."""
+    graphjit.reset()
+    compiled = graphjit.compile(kwargs_and_args_in_cells, fullgraph=True)
+    for a in (2.0, 3.0):
+        x = torch.ones(2)
+        assert_same(compiled(x, 1, 2, a=a), kwargs_and_args_in_cells(x, 1, 2, a=a))
