@@ -234,3 +234,23 @@ def test_an_instance_dict_view_sees_only_stores_that_reach_the_dict():
         _same(got[1:3], want[1:3])
         assert got[3] == want[3] == "absent"
         torch.testing.assert_close(got[0], want[0])
+
+
+class ReadsBuffersAfterAssigning(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.zeros(2))
+
+    def forward(self, x):
+        self.b = x * 2                 # Module.__setattr__ puts it in _buffers
+        return self._buffers["b"] + 1, self.b + 0
+
+
+def test_a_buffer_assigned_in_the_frame_is_what_buffers_holds():
+    graphjit.reset()
+    eager_m, compiled_m = ReadsBuffersAfterAssigning(), ReadsBuffersAfterAssigning()
+    compiled = graphjit.compile(compiled_m)
+    for _ in range(2):
+        x = torch.randn(2)
+        _same(compiled(x), eager_m(x))
+        _same(compiled_m.b, eager_m.b)

@@ -131,6 +131,11 @@ class NNModuleVariable(ObjectLikeVariable):
                         tx.guards.add(1, "{0} is None", None, (src,))
                     return ConstantVariable(None, src)
                 return builder.wrap(tx, value, src)
+        if name in ("_parameters", "_buffers", "_modules") and \
+                any(tx.side_effects.attr_present(m, key) is not None for key in d.get(name) or ()):
+            # the frame assigned one of them (`self.b = x`): Module.__setattr__ puts it in this dict, which
+            # the trace reads as it was
+            unsupported(f"reading {name} of a {type(m).__name__} after the frame assigned one of its entries")
         if name in d:
             return builder.wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if name == "__class__":
