@@ -121,6 +121,10 @@ def compile_onnxrt(gm, example_inputs, options=None, partition=True):
         return gm.forward
     try:
         model, axes, cached = _exported(gm, example_inputs, options, name)
+        if _narrows_float64(gm, model):
+            logs.log("onnxrt", f"{name}: running the graph as captured: it computes in float64 and the exported "
+                               f"model casts to a narrower float (an ONNX op without a float64 kernel, e.g. Celu)")
+            return gm.forward
         try:
             session = Session(_session(ort, model, options, device), gm, name, device, options.get("io_binding"))
         except Exception as e:  # noqa: BLE001 - a cached file ORT does not load (truncated, foreign): export again
@@ -242,6 +246,28 @@ def _float64_with_float_constants(gm):
     doubles = any(getattr(n.meta.get("example_value"), "dtype", None) == torch.float64 for n in gm.graph.nodes)
     return doubles and any(type(leaf) is float for n in gm.graph.nodes if n.op in ("call_function", "call_method")
                            for leaf in torch.utils._pytree.tree_leaves((n.args, n.kwargs)))
+
+
+_NARROW_FLOATS = {1, 10, 16}        # ONNX's FLOAT, FLOAT16, BFLOAT16
+
+
+def _narrows_float64(gm, model):
+    """Whether gm computes in float64 alone (no narrower float anywhere in it) and the exported model casts
+    to a narrower float: the exporter's way around an ONNX op with no float64 kernel, which loses digits."""
+    dtypes = {getattr(n.meta.get("example_value"), "dtype", None) for n in gm.graph.nodes}
+    if torch.float64 not in dtypes or dtypes & {torch.float32, torch.float16, torch.bfloat16}:
+        return False
+    import onnx
+    graphs, narrows = [onnx.load_from_string(model).graph], False
+    while graphs and not narrows:
+        graph = graphs.pop()
+        for node in graph.node:
+            for attribute in node.attribute:
+                if node.op_type == "Cast" and attribute.name == "to" and attribute.i in _NARROW_FLOATS:
+                    narrows = True
+                graphs += [attribute.g] if attribute.HasField("g") else []
+                graphs += list(attribute.graphs)
+    return narrows
 
 
 def _dim_order(value):
