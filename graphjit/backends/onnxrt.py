@@ -240,12 +240,21 @@ def _draws_random(node):
     return True
 
 
+def _dtypes(gm):
+    """The dtypes of gm's values (None for a value that is not a tensor)."""
+    return {getattr(n.meta.get("example_value"), "dtype", None) for n in gm.graph.nodes}
+
+
+def _float_arguments(gm):
+    """The Python floats gm's calls take."""
+    return (leaf for n in gm.graph.nodes if n.op in ("call_function", "call_method")
+            for leaf in torch.utils._pytree.tree_leaves((n.args, n.kwargs)) if type(leaf) is float)
+
+
 def _float64_with_float_constants(gm):
     """Whether gm computes in float64 and some call takes a Python float (the exporter's constants are
     float32: 0.1 * a float64 tensor loses the float64 digits of 0.1)."""
-    doubles = any(getattr(n.meta.get("example_value"), "dtype", None) == torch.float64 for n in gm.graph.nodes)
-    return doubles and any(type(leaf) is float for n in gm.graph.nodes if n.op in ("call_function", "call_method")
-                           for leaf in torch.utils._pytree.tree_leaves((n.args, n.kwargs)))
+    return torch.float64 in _dtypes(gm) and next(_float_arguments(gm), None) is not None
 
 
 _NARROW_FLOATS = {1, 10, 16}        # ONNX's FLOAT, FLOAT16, BFLOAT16
@@ -254,20 +263,21 @@ _NARROW_FLOATS = {1, 10, 16}        # ONNX's FLOAT, FLOAT16, BFLOAT16
 def _narrows_float64(gm, model):
     """Whether gm computes in float64 alone (no narrower float anywhere in it) and the exported model casts
     to a narrower float: the exporter's way around an ONNX op with no float64 kernel, which loses digits."""
-    dtypes = {getattr(n.meta.get("example_value"), "dtype", None) for n in gm.graph.nodes}
+    dtypes = _dtypes(gm)
     if torch.float64 not in dtypes or dtypes & {torch.float32, torch.float16, torch.bfloat16}:
         return False
     import onnx
-    graphs, narrows = [onnx.load_from_string(model).graph], False
-    while graphs and not narrows:
-        graph = graphs.pop()
-        for node in graph.node:
-            for attribute in node.attribute:
-                if node.op_type == "Cast" and attribute.name == "to" and attribute.i in _NARROW_FLOATS:
-                    narrows = True
-                graphs += [attribute.g] if attribute.HasField("g") else []
-                graphs += list(attribute.graphs)
-    return narrows
+    return any(node.op_type == "Cast" and attribute.name == "to" and attribute.i in _NARROW_FLOATS
+               for node in _onnx_nodes(onnx.load_from_string(model).graph) for attribute in node.attribute)
+
+
+def _onnx_nodes(graph):
+    """The nodes of an ONNX graph and of the subgraphs its nodes hold (an If's branches, a Loop's body)."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                yield from _onnx_nodes(sub)
 
 
 def _dim_order(value):
@@ -298,16 +308,11 @@ def _strides_in_order(shape, order):
 def _float_constant_out_of_16_bit_range(gm):
     """A Python float some call of gm takes that a 16-bit float type gm computes in has no normal number for
     (beyond its largest, or nonzero under its smallest normal), else None."""
-    types = {getattr(n.meta.get("example_value"), "dtype", None) for n in gm.graph.nodes} & {torch.float16, torch.bfloat16}
+    types = _dtypes(gm) & {torch.float16, torch.bfloat16}
     if not types:
         return None
-    for n in gm.graph.nodes:
-        if n.op in ("call_function", "call_method"):
-            for leaf in torch.utils._pytree.tree_leaves((n.args, n.kwargs)):
-                if type(leaf) is float and leaf == leaf and leaf != 0 and \
-                        any(not torch.finfo(t).tiny <= abs(leaf) <= torch.finfo(t).max for t in types):
-                    return leaf
-    return None
+    return next((value for value in _float_arguments(gm) if value == value and value != 0 and
+                 any(not torch.finfo(t).tiny <= abs(value) <= torch.finfo(t).max for t in types)), None)
 
 
 # ops of gm (by name) whose ONNX Runtime kernels differ from torch's: max/min reductions and max pooling

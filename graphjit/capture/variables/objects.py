@@ -1023,23 +1023,25 @@ class InstanceDictView(Variable):
                         f"_parameters, _buffers or _modules instead)")
         return stored
 
-    def _present(self, tx, name):
-        stored = self._stored(tx, name)
-        if stored is not None:
-            return stored
+    def _in_real_dict(self, tx, name):
         present = name in _instance_dict(self.real)
         guard_in_instance_dict(tx, self.owner.source, name, present)
         return present
+
+    def _present(self, tx, name):
+        stored = self._stored(tx, name)
+        return stored if stored is not None else self._in_real_dict(tx, name)
 
     def method___contains__(self, tx, key):
         return ConstantVariable(self._present(tx, self._key(key)))
 
     def getitem(self, tx, key):
         name = self._key(key)
-        if not self._present(tx, name):
-            raise UserError(KeyError(name))
-        if self._stored(tx, name):
+        stored = self._stored(tx, name)
+        if stored:
             return tx.side_effects.pending_attr(self.real, name)[1]
+        if stored is False or not self._in_real_dict(tx, name):
+            raise UserError(KeyError(name))
         return builder.wrap(tx, _instance_dict(self.real)[name], ItemSource(self.source, name))
 
     def call_method(self, tx, name, args, kwargs):
